@@ -1,0 +1,76 @@
+"""loopwright: LLM agent loops as explicit, verifiable state machines."""
+
+from .agent import Agent
+from .errors import (
+    ConfigurationError,
+    InstructionError,
+    LoopwrightError,
+    MachineError,
+    ModelError,
+    NoTransitionError,
+    ScriptExhaustedError,
+    ToolError,
+)
+from .events import (
+    ErrorInfo,
+    Event,
+    Instruction,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ThoughtPart,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
+from .limits import Limits
+from .log import configure_logging
+from .machine import LoopMachine, Row
+from .models import Model, ScriptedModel, StreamDelta, StreamingModel
+from .result import RunResult
+from .run_state import RunContext, RunState
+from .runner import Runner, RunStream
+from .stage import Stage
+from .tools import Tool, tool
+
+__all__ = [
+    "Agent",
+    "ConfigurationError",
+    "ErrorInfo",
+    "Event",
+    "Instruction",
+    "InstructionError",
+    "Limits",
+    "LoopMachine",
+    "LoopwrightError",
+    "MachineError",
+    "Message",
+    "Model",
+    "ModelError",
+    "ModelRequest",
+    "ModelResponse",
+    "NoTransitionError",
+    "Row",
+    "RunContext",
+    "RunResult",
+    "RunState",
+    "RunStream",
+    "Runner",
+    "Stage",
+    "ScriptExhaustedError",
+    "ScriptedModel",
+    "StreamDelta",
+    "StreamingModel",
+    "TextPart",
+    "ThoughtPart",
+    "Tool",
+    "ToolCall",
+    "ToolError",
+    "ToolResult",
+    "ToolSpec",
+    "Usage",
+    "configure_logging",
+    "tool",
+]

@@ -1,0 +1,60 @@
+"""Errors raised by loopwright. Every message says what was wrong and what to do.
+
+::
+
+    LoopwrightError
+    ├── ConfigurationError (ValueError)   an agent, tool, limit or table is set up wrongly
+    │   └── MachineError                   the transition table is malformed
+    ├── NoTransitionError (RuntimeError)   no row's guards held: a bug in a table
+    ├── InstructionError (KeyError)        a {placeholder} names a state key that is not there
+    ├── ModelError (RuntimeError)          a model call failed (status, retryable)
+    │   └── ScriptExhaustedError           a ScriptedModel has no replies left
+    └── ToolError (RuntimeError)           a tool call failed (becomes an error tool result)
+"""
+
+from __future__ import annotations
+
+
+class LoopwrightError(Exception):
+    """Root of every error loopwright raises."""
+
+
+class ConfigurationError(LoopwrightError, ValueError):
+    """Something is set up wrongly; the message names it and the fix."""
+
+
+class MachineError(ConfigurationError):
+    """The transition table is malformed (unknown state, missing fallback, no handler)."""
+
+
+class NoTransitionError(LoopwrightError, RuntimeError):
+    """No row out of a stage had guards that held. Tables end every stage in a fallback row,
+    so this is a bug in a (user-extended) table, never a normal way for a run to end."""
+
+
+class InstructionError(LoopwrightError, KeyError):
+    """An instruction's ``{key}`` placeholder names a key missing from the session state."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ModelError(LoopwrightError, RuntimeError):
+    """A model call failed. ``retryable`` errors take the reason stage's bounded retry edge."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.retryable = retryable
+
+
+class ScriptExhaustedError(ModelError):
+    """A ScriptedModel was asked for more replies than its script holds."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
+class ToolError(LoopwrightError, RuntimeError):
+    """Raise from a tool to send the model a clean error message (no traceback type name)."""

@@ -1,0 +1,317 @@
+"""Everything that flows through the loop: content parts, messages, requests, responses, usage
+and events. All are frozen pydantic models with a ``type`` discriminator; each union has one
+``TypeAdapter``. Provider SDK types never appear here (the adapters translate).
+
+Engine code builds the values it creates itself with :func:`trusted`, which skips validation
+(their fields are already typed); everything a user or a model adapter passes in is validated.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_PROCESS_PREFIX = os.urandom(4).hex()
+_call_counter = itertools.count(1)
+
+
+def new_call_id() -> str:
+    """A tool-call id unique in this process and, by its random prefix, across processes."""
+    return f"call_{_PROCESS_PREFIX}{next(_call_counter):06x}"
+
+
+M = TypeVar("M", bound=BaseModel)
+_new = object.__new__
+_set = object.__setattr__
+_FIELDS_SET: dict[type[BaseModel], frozenset[str]] = {}
+
+
+def trusted(cls: type[M], **fields: Any) -> M:
+    """Build ``cls`` from fields the engine already typed, without validation.
+
+    Every field must be given (defaults are not filled in). This is ~3x cheaper than
+    validating and is used on the hot path only for values the engine itself creates.
+    """
+    fields_set = _FIELDS_SET.get(cls)
+    if fields_set is None:
+        fields_set = _FIELDS_SET[cls] = frozenset(cls.model_fields)
+    obj = _new(cls)
+    _set(obj, "__dict__", fields)
+    _set(obj, "__pydantic_fields_set__", fields_set)
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
+
+
+# ---------------------------------------------------------------- content parts
+
+
+class TextPart(BaseModel):
+    """Visible text from the model or the user."""
+
+    model_config = _FROZEN
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ThoughtPart(BaseModel):
+    """The model's reasoning. Sent back unchanged on the next request where a provider
+    requires it (``signature`` for signed thinking, ``redacted`` with opaque ``data``)."""
+
+    model_config = _FROZEN
+    type: Literal["thought"] = "thought"
+    text: str = ""
+    signature: str | None = None
+    redacted: bool = False
+    data: str | None = None
+
+
+class ToolCall(BaseModel):
+    """The model asks for one tool call. ``id`` is generated when not given."""
+
+    model_config = _FROZEN
+    type: Literal["tool_call"] = "tool_call"
+    id: str = Field(default_factory=new_call_id)
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResult(BaseModel):
+    """The answer to one tool call, matched by ``call_id``. ``is_error`` results carry a
+    message that says what went wrong, for the model to read and recover from."""
+
+    model_config = _FROZEN
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str
+    content: JsonValue
+    is_error: bool = False
+
+
+Part = Annotated[TextPart | ThoughtPart | ToolCall | ToolResult, Field(discriminator="type")]
+PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
+
+
+class Message(BaseModel):
+    """One turn of the conversation. Tool results travel in ``user`` turns."""
+
+    model_config = _FROZEN
+    role: Literal["user", "assistant"]
+    parts: tuple[Part, ...]
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+# ---------------------------------------------------------------- requests and responses
+
+
+class Usage(BaseModel):
+    """Tokens reported by the model. ``total_tokens`` counts all four kinds."""
+
+    model_config = _FROZEN
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_creation_tokens: int = 0
+    requests: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return (
+            self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_creation_tokens
+        )
+
+    def __add__(self, other: Usage) -> Usage:
+        return trusted(
+            Usage,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
+            requests=self.requests + other.requests,
+        )
+
+
+class Instruction(BaseModel):
+    """A block of system instruction. ``cache`` marks a static prefix a provider may cache."""
+
+    model_config = _FROZEN
+    text: str
+    cache: bool = False
+
+
+class ToolSpec(BaseModel):
+    """What the model is told about one tool."""
+
+    model_config = _FROZEN
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+ToolChoice = Literal["auto", "any", "none"]
+
+
+class ModelRequest(BaseModel):
+    """What the reason stage sends to the model.
+
+    ``messages`` is the run's history itself (not a copy): models must not mutate it.
+    """
+
+    model_config = _FROZEN
+    instructions: tuple[Instruction, ...] = ()
+    messages: list[Message]
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: ToolChoice | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"]
+
+
+class ModelResponse(BaseModel):
+    """One reply of the model: parts in the order the model produced them, and usage."""
+
+    model_config = _FROZEN
+    parts: tuple[TextPart | ThoughtPart | ToolCall, ...] = ()
+    usage: Usage = Field(default_factory=Usage)
+    stop_reason: StopReason | None = None
+    model: str | None = None
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [p for p in self.parts if isinstance(p, ToolCall)]
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def thoughts(self) -> list[ThoughtPart]:
+        return [p for p in self.parts if isinstance(p, ThoughtPart)]
+
+
+class ErrorInfo(BaseModel):
+    """An error kept in a run's state and result (plain data, so it survives a JSON round trip)."""
+
+    model_config = _FROZEN
+    kind: str
+    message: str
+    status: int | None = None
+    retryable: bool = False
+
+
+# ---------------------------------------------------------------- events
+
+Outcome = Literal["final", "salvaged", "limit", "failed", "cancelled"]
+
+
+class _Event(BaseModel):
+    model_config = _FROZEN
+    run_id: str
+    seq: int
+    time: float
+    state: str
+    iteration: int
+
+
+class RunStarted(_Event):
+    type: Literal["run_started"] = "run_started"
+    agent: str
+    input: str
+
+
+class StateEntered(_Event):
+    type: Literal["state_entered"] = "state_entered"
+    source: str
+    guard: str | None
+
+
+class ModelRequested(_Event):
+    type: Literal["model_request"] = "model_request"
+    attempt: int
+    message_count: int
+    tool_names: tuple[str, ...]
+
+
+class ModelResponded(_Event):
+    type: Literal["model_response"] = "model_response"
+    response: ModelResponse
+
+
+class TextDelta(_Event):
+    """A piece of model text as it streams in (only from ``Runner.stream`` on streaming models)."""
+
+    type: Literal["text_delta"] = "text_delta"
+    text: str
+    thought: bool
+
+
+class ToolCalled(_Event):
+    type: Literal["tool_call"] = "tool_call"
+    call_id: str
+    name: str
+    args: dict[str, Any]
+
+
+class ToolAnswered(_Event):
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str
+    content: JsonValue
+    is_error: bool
+    duration_s: float
+
+
+class LimitReached(_Event):
+    type: Literal["limit_reached"] = "limit_reached"
+    limit: str
+    value: float
+    used: float
+
+
+class RunFinished(_Event):
+    type: Literal["run_finished"] = "run_finished"
+    outcome: Outcome
+    output: str | None
+    error: ErrorInfo | None
+
+
+class ErrorOccurred(_Event):
+    type: Literal["error"] = "error"
+    error: ErrorInfo
+    retrying: bool
+
+
+Event = Annotated[
+    RunStarted
+    | StateEntered
+    | ModelRequested
+    | ModelResponded
+    | TextDelta
+    | ToolCalled
+    | ToolAnswered
+    | LimitReached
+    | RunFinished
+    | ErrorOccurred,
+    Field(discriminator="type"),
+]
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_TYPES: tuple[str, ...] = (
+    "run_started",
+    "state_entered",
+    "model_request",
+    "model_response",
+    "text_delta",
+    "tool_call",
+    "tool_result",
+    "limit_reached",
+    "run_finished",
+    "error",
+)

@@ -1,0 +1,40 @@
+"""Budgets: every run is bounded, and each bound has a name the loop can report."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+
+LimitName = Literal["max_iterations", "max_tool_calls", "max_total_tokens", "timeout_s"]
+
+
+class Limits(BaseModel):
+    """The budgets of one run. Defaults are finite: no run is ever unbounded.
+
+    - ``max_iterations``: passes through ``reason`` (the salvage call is not counted).
+    - ``max_tool_calls``: tool calls executed; the step that crosses it still completes.
+    - ``max_total_tokens``: input + output + cache tokens reported by the model.
+    - ``timeout_s``: wall-clock seconds for the whole run; a stage still running at the
+      deadline is cut short, and the run ends with outcome ``"limit"`` (no salvage call,
+      since there is no time left for one).
+    - ``tool_timeout_s``: seconds for one tool call (a tool's own ``timeout_s`` wins).
+    - ``max_model_retries``: retries of a failed model call before the run fails.
+    - ``retry_backoff_s``: first retry delay; doubles each retry, at most 30 s.
+    - ``salvage``: when a budget is spent, make one last tool-less call for the best answer.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_iterations: PositiveInt = 10
+    max_tool_calls: PositiveInt | None = None
+    max_total_tokens: PositiveInt | None = None
+    timeout_s: PositiveFloat | None = None
+    tool_timeout_s: PositiveFloat | None = None
+    max_model_retries: int = Field(default=2, ge=0)
+    retry_backoff_s: float = Field(default=0.5, ge=0)
+    salvage: bool = True
+
+    def retry_delay(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based)."""
+        return float(min(self.retry_backoff_s * (2 ** (attempt - 1)), 30.0))

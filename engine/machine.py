@@ -1,0 +1,311 @@
+"""The transition table, and the machine built from it.
+
+The table is the diagram: each row is ``source -> dest if all guards hold``. Rows out of one
+state are tried in order and the first whose guards all hold wins; every working state ends in
+a fallback row (no guards). Rows that close a cycle are *bounded*: they name the budget whose
+counter guards them, so every run ends by construction.
+
+::
+
+    start       -> preprocess
+    preprocess  -> cancelled    if cancel_requested
+    preprocess  -> failed       if has_error
+    preprocess  -> reason
+    reason      -> cancelled    if cancel_requested
+    reason      -> postprocess  if has_response
+    reason      -> decide       if deadline_passed
+    reason      -> reason       if has_retryable_model_error & retries_left   [bounded: max_model_retries]
+    reason      -> failed
+    postprocess -> cancelled    if cancel_requested
+    postprocess -> act          if has_tool_calls
+    postprocess -> decide
+    act         -> cancelled    if cancel_requested
+    act         -> decide
+    decide      -> cancelled    if cancel_requested
+    decide      -> done         if is_final_response
+    decide      -> preprocess   if within_{iteration,tool_call,token,time}_budget  [bounded: max_iterations]
+    decide      -> salvage      if salvage_allowed
+    decide      -> done
+    salvage     -> cancelled    if cancel_requested
+    salvage     -> done
+
+One :class:`LoopMachine` is built per table (the built-in one is shared by every agent that does
+not extend it) and serves all concurrent runs: runs are never registered as ``transitions``
+models. The machine is a real ``transitions.Machine`` built from the rows; :meth:`choose`
+walks that machine's own transition objects in order and calls their condition functions
+directly, which is what ``trigger`` would do, without its per-call event bookkeeping
+(:meth:`choose_via_trigger` does the full trigger, and tests check both always agree).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from transitions import Machine
+
+from .errors import MachineError, NoTransitionError
+from .guards import (
+    cancel_requested,
+    deadline_passed,
+    has_error,
+    has_response,
+    has_retryable_model_error,
+    has_tool_calls,
+    is_final_response,
+    retries_left,
+    salvage_allowed,
+    within_iteration_budget,
+    within_time_budget,
+    within_token_budget,
+    within_tool_call_budget,
+)
+from .limits import Limits
+from .run_state import RunState
+from .stage import TERMINALS, Stage
+
+Guard = Callable[[RunState], bool]
+TRIGGER = "advance"
+_BUDGETS = frozenset(Limits.model_fields)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One edge: ``source -> dest`` when every guard holds. ``bounded_by`` names the budget
+    whose counter bounds how often this edge can be taken (required on cycle-closing edges)."""
+
+    source: str
+    dest: str
+    guards: tuple[Guard, ...] = ()
+    bounded_by: str | None = None
+    label: str = field(init=False, compare=False, repr=False)
+    """How the row reads in logs and diagrams: its guards joined by ``&``, or ``else``."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "source", str(self.source))
+        object.__setattr__(self, "dest", str(self.dest))
+        object.__setattr__(self, "guards", tuple(self.guards))
+        object.__setattr__(self, "label", " & ".join(self.guard_names) if self.guards else "else")
+
+    @property
+    def guard_names(self) -> tuple[str, ...]:
+        return tuple(getattr(g, "__name__", repr(g)) for g in self.guards)
+
+    @property
+    def is_fallback(self) -> bool:
+        return not self.guards
+
+    def __str__(self) -> str:
+        bound = f" [bounded: {self.bounded_by}]" if self.bounded_by else ""
+        return f"{self.source} -> {self.dest} ({self.label}){bound}"
+
+
+def cancellable(*stages: str) -> list[Row]:
+    """The first row out of each working stage: a cancelled run goes to ``cancelled``."""
+    return [Row(s, Stage.CANCELLED, (cancel_requested,)) for s in stages]
+
+
+START, PRE, REASON, POST, ACT, DECIDE, SALVAGE = (
+    Stage.START,
+    Stage.PREPROCESS,
+    Stage.REASON,
+    Stage.POSTPROCESS,
+    Stage.ACT,
+    Stage.DECIDE,
+    Stage.SALVAGE,
+)
+DONE, FAILED, CANCELLED = Stage.DONE, Stage.FAILED, Stage.CANCELLED
+
+WITHIN_BUDGETS: tuple[Guard, ...] = (
+    within_iteration_budget,
+    within_tool_call_budget,
+    within_token_budget,
+    within_time_budget,
+)
+
+# fmt: off
+TABLE: tuple[Row, ...] = (
+    Row(START,   PRE),
+    *cancellable(PRE),
+    Row(PRE,     FAILED,    (has_error,)),
+    Row(PRE,     REASON),
+    *cancellable(REASON),
+    Row(REASON,  POST,      (has_response,)),
+    Row(REASON,  DECIDE,    (deadline_passed,)),
+    Row(REASON,  REASON,    (has_retryable_model_error, retries_left), bounded_by="max_model_retries"),
+    Row(REASON,  FAILED),
+    *cancellable(POST),
+    Row(POST,    ACT,       (has_tool_calls,)),
+    Row(POST,    DECIDE),
+    *cancellable(ACT),
+    Row(ACT,     DECIDE),
+    *cancellable(DECIDE),
+    Row(DECIDE,  DONE,      (is_final_response,)),
+    Row(DECIDE,  PRE,       WITHIN_BUDGETS, bounded_by="max_iterations"),
+    Row(DECIDE,  SALVAGE,   (salvage_allowed,)),
+    Row(DECIDE,  DONE),
+    *cancellable(SALVAGE),
+    Row(SALVAGE, DONE),
+)
+"""The built-in loop, in the order the machine tries its rows."""
+# fmt: on
+
+STATES: tuple[str, ...] = tuple(Stage)
+
+
+class LoopMachine:
+    """A checked transition table and the ``transitions.Machine`` built from it.
+
+    ``handlers`` supplies the stage handlers of states the built-in stages do not cover (an
+    extension's own states); the runner checks every working state has one.
+    """
+
+    def __init__(
+        self,
+        rows: Sequence[Row] = TABLE,
+        *,
+        states: Iterable[str] = STATES,
+        terminals: Iterable[str] = TERMINALS,
+        initial: str = START,
+        handlers: Mapping[str, Callable[..., Any]] | None = None,
+        name: str = "agent",
+    ) -> None:
+        self.name = name
+        self.rows: tuple[Row, ...] = tuple(rows)
+        self.states: tuple[str, ...] = tuple(dict.fromkeys(str(s) for s in states))
+        self.terminals: frozenset[str] = frozenset(str(s) for s in terminals)
+        self.initial = str(initial)
+        self.handlers: dict[str, Callable[..., Any]] = dict(handlers or {})
+        _check_table(self)
+        self.machine = Machine(
+            model=None,
+            states=list(self.states),
+            initial=self.initial,
+            auto_transitions=False,
+            send_event=False,
+            queued=False,
+            ignore_invalid_triggers=False,
+        )
+        for row in self.rows:
+            self.machine.add_transition(TRIGGER, row.source, row.dest, conditions=list(row.guards))
+        self._compiled = self._compile()
+
+    def _compile(self) -> dict[str, tuple[tuple[Row, tuple[Guard, ...]], ...]]:
+        """For each state, its rows paired with the guard functions of the machine's own
+        transition objects, in the machine's order."""
+        event = self.machine.events[TRIGGER]
+        compiled: dict[str, tuple[tuple[Row, tuple[Guard, ...]], ...]] = {}
+        for state in self.states:
+            rows = [r for r in self.rows if r.source == state]
+            transitions = event.transitions.get(state, [])
+            pairs = []
+            for row, tr in zip(rows, transitions, strict=True):
+                assert tr.dest == row.dest
+                pairs.append((row, tuple(c.func for c in tr.conditions)))
+            compiled[state] = tuple(pairs)
+        return compiled
+
+    def rows_from(self, state: str) -> tuple[Row, ...]:
+        return tuple(row for row, _ in self._compiled.get(state, ()))
+
+    def choose(self, state: str, rs: RunState) -> Row:
+        """The first row out of ``state`` whose guards all hold for ``rs``."""
+        for row, guards in self._compiled[state]:
+            for guard in guards:
+                if not guard(rs):
+                    break
+            else:
+                return row
+        tried = "; ".join(str(r) for r in self.rows_from(state)) or "none"
+        raise NoTransitionError(
+            f"no row out of state {state!r} matched (rows tried: {tried}); every working state "
+            "must end in a fallback row with no guards"
+        )
+
+    def choose_via_trigger(self, state: str, rs: RunState) -> str:
+        """The destination the full ``transitions`` trigger picks (slow; for tests)."""
+        cursor = _Cursor()
+        self.machine.add_model(cursor, initial=state)
+        try:
+            if not self.machine.events[TRIGGER].trigger(cursor, rs):
+                raise NoTransitionError(f"no row out of state {state!r} matched")
+            return str(cursor.state)
+        finally:
+            self.machine.remove_model(cursor)
+
+    def rejected_before(self, row: Row) -> tuple[Row, ...]:
+        """The rows out of ``row.source`` tried before ``row`` (their guards said no)."""
+        rows = self.rows_from(row.source)
+        return rows[: rows.index(row)]
+
+    def __repr__(self) -> str:
+        return f"LoopMachine({self.name!r}, {len(self.states)} states, {len(self.rows)} rows)"
+
+
+class _Cursor:
+    """A throwaway ``transitions`` model with identity equality."""
+
+    state: str
+
+
+def _check_table(m: LoopMachine) -> None:
+    known = set(m.states)
+    if m.initial not in known:
+        raise MachineError(f"initial state {m.initial!r} is not among the states {sorted(known)}")
+    if not m.terminals <= known:
+        raise MachineError(f"terminal states {sorted(m.terminals - known)} are not among the states; add them")
+    by_source: dict[str, list[Row]] = {}
+    for row in m.rows:
+        for end in (row.source, row.dest):
+            if end not in known:
+                raise MachineError(f"row {row} names state {end!r}, which is not a state; add it to states=")
+        if row.source in m.terminals:
+            raise MachineError(f"row {row} leaves terminal state {row.source!r}; a terminal has no outgoing rows")
+        for guard in row.guards:
+            if not callable(guard) or getattr(guard, "__name__", "<lambda>") == "<lambda>":
+                raise MachineError(
+                    f"row {row.source} -> {row.dest} has guard {guard!r}: guards are named functions "
+                    "(def has_x(rs) -> bool) so logs and diagrams can name them"
+                )
+        if row.bounded_by is not None and row.bounded_by not in _BUDGETS:
+            raise MachineError(
+                f"row {row} is bounded by {row.bounded_by!r}, which is not a budget; use one of {sorted(_BUDGETS)}"
+            )
+        by_source.setdefault(row.source, []).append(row)
+    for state in m.states:
+        if state in m.terminals:
+            continue
+        rows = by_source.get(state)
+        if not rows:
+            raise MachineError(f"working state {state!r} has no outgoing rows; add a fallback row {state} -> ...")
+        fallbacks = [i for i, r in enumerate(rows) if r.is_fallback]
+        if not fallbacks or fallbacks[0] != len(rows) - 1:
+            where = "has none" if not fallbacks else f"has one at position {fallbacks[0] + 1} of {len(rows)}"
+            raise MachineError(
+                f"state {state!r} must end in exactly one fallback row (a row with no guards) and it "
+                f"{where}; rows after a fallback can never fire, and without one a run can get stuck"
+            )
+
+
+class RowCoverage:
+    """Counts the rows runs take, per machine, while ``enabled`` (off by default: the runner
+    pays one attribute check per transition)."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.taken: Counter[tuple[int, Row]] = Counter()
+        self.machines: dict[int, LoopMachine] = {}
+
+    def hit(self, machine: LoopMachine, row: Row) -> None:
+        self.machines[id(machine)] = machine
+        self.taken[(id(machine), row)] += 1
+
+    def missing(self, machine: LoopMachine) -> list[Row]:
+        return [r for r in machine.rows if (id(machine), r) not in self.taken]
+
+
+coverage = RowCoverage()
+DEFAULT_MACHINE = LoopMachine(TABLE, name="agent")
+"""The built-in loop, shared by every agent that does not bring its own machine."""

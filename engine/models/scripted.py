@@ -1,0 +1,87 @@
+"""ScriptedModel: a deterministic model for tests, demos and benchmarks."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeAlias
+
+from ..errors import ConfigurationError, ScriptExhaustedError
+from ..events import ModelRequest, ModelResponse, TextPart, ToolCall, Usage
+
+ScriptItem: TypeAlias = "str | Sequence[ToolCall] | ModelResponse | BaseException"
+ReplyFunction: TypeAlias = Callable[[ModelRequest], "ModelResponse | Awaitable[ModelResponse]"]
+
+_ONE_REQUEST = Usage(requests=1)
+
+
+def to_response(item: object, position: int | None = None) -> ModelResponse | BaseException:
+    """Turn one script item into the reply it stands for (or the error to raise)."""
+    where = "" if position is None else f" (item {position})"
+    if isinstance(item, ModelResponse | BaseException):
+        return item
+    if isinstance(item, str):
+        return ModelResponse(parts=(TextPart(text=item),), stop_reason="end_turn", usage=_ONE_REQUEST)
+    if isinstance(item, list | tuple) and item and all(isinstance(c, ToolCall) for c in item):
+        return ModelResponse(parts=tuple(item), stop_reason="tool_use", usage=_ONE_REQUEST)
+    raise ConfigurationError(
+        f"ScriptedModel cannot use {item!r}{where}: a script item is a str (a text reply), a "
+        "non-empty list of ToolCall (a tool-use reply), a ModelResponse, or an exception to raise"
+    )
+
+
+class ScriptedModel:
+    """Replays a script of replies, one per call, or answers with a function of the request.
+
+    >>> ScriptedModel(["hello"])                              # one text reply
+    >>> ScriptedModel([[ToolCall(name="add", args={"a": 1})], "done"])
+    >>> ScriptedModel(lambda request: ModelResponse(...))     # sync or async function
+
+    Items that are exceptions are raised (use :class:`loopwright.ModelError` to test retries).
+    Asking for more replies than the script holds raises :class:`ScriptExhaustedError`.
+    Every request received is kept in ``requests``.
+    """
+
+    def __init__(self, script: Sequence[ScriptItem] | ReplyFunction, *, name: str = "scripted") -> None:
+        self.name = name
+        self.requests: list[ModelRequest] = []
+        self._function: ReplyFunction | None = None
+        self._replies: list[ModelResponse | BaseException] = []
+        if callable(script):
+            self._function = script
+        elif isinstance(script, str):
+            raise ConfigurationError(
+                "ScriptedModel takes a list of replies; wrap a single text reply in a list: "
+                f"ScriptedModel([{script!r}])"
+            )
+        else:
+            self._replies = [to_response(item, i) for i, item in enumerate(script)]
+        self._next = 0
+
+    @property
+    def remaining(self) -> int:
+        """Replies not yet used (0 for a function-backed model)."""
+        return len(self._replies) - self._next
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        if self._function is not None:
+            reply = self._function(request)
+            if inspect.isawaitable(reply):
+                reply = await reply
+            if not isinstance(reply, ModelResponse):
+                raise ConfigurationError(
+                    f"ScriptedModel's function returned {type(reply).__name__}; it must return a ModelResponse"
+                )
+            return reply
+        if self._next >= len(self._replies):
+            raise ScriptExhaustedError(
+                f"ScriptedModel {self.name!r} ran out of script: it was asked for reply "
+                f"{self._next + 1} but holds {len(self._replies)}; add replies to the script, or "
+                "end it with a text reply so the agent stops"
+            )
+        item = self._replies[self._next]
+        self._next += 1
+        if isinstance(item, BaseException):
+            raise item
+        return item

@@ -1,0 +1,57 @@
+"""RunResult: what a finished run hands back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, JsonValue
+
+from .events import ErrorInfo, Event, Message, Outcome, Usage, trusted
+from .run_state import RunState
+
+
+class RunResult(BaseModel):
+    """The end of a run.
+
+    ``outcome`` is ``"final"`` (the model answered), ``"salvaged"`` (a budget ran out and the
+    salvage call answered), ``"limit"`` (a budget ran out; ``limit`` names it), ``"failed"``
+    (``error`` says why) or ``"cancelled"``. ``trace`` lists the states visited in order,
+    terminal included; ``events`` is every event of the run, in ``seq`` order.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    agent: str
+    outcome: Outcome
+    output: str | None
+    trace: list[str]
+    events: list[Event]
+    usage: Usage
+    iterations: int
+    tool_calls: int
+    error: ErrorInfo | None
+    limit: str | None
+    messages: list[Message]
+    state: dict[str, JsonValue]
+
+    @classmethod
+    def of(cls, rs: RunState, events: list[Any]) -> RunResult:
+        if rs.outcome is None:
+            raise ValueError(f"run {rs.run_id} has not ended (it is in state {rs.stage!r})")
+        return trusted(
+            cls,
+            run_id=rs.run_id,
+            agent=rs.agent,
+            outcome=rs.outcome,
+            output=rs.output,
+            trace=rs.trace,
+            events=events,
+            usage=rs.usage,
+            iterations=rs.iteration,
+            tool_calls=rs.tool_calls_made,
+            error=rs.error,
+            limit=rs.limit,
+            messages=rs.messages,
+            state=rs.state,
+        )

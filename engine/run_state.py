@@ -1,0 +1,132 @@
+"""The state of one run: plain data that round-trips through JSON, and the per-run context.
+
+``RunState`` is a slotted dataclass with identity equality: two runs with equal fields are
+still two runs. Stages read and write it; guards only read it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import JsonValue, TypeAdapter
+
+from .events import (
+    ErrorInfo,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Outcome,
+    ToolResult,
+    Usage,
+    _Event,
+    trusted,
+)
+from .limits import LimitName, Limits
+from .stage import Stage
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+
+@dataclass(eq=False, slots=True)
+class RunState:
+    """Everything a run knows. Saved as JSON with :meth:`to_json`, loaded with :meth:`from_json`."""
+
+    run_id: str
+    agent: str
+    limits: Limits
+    input: str
+    stage: str = Stage.START
+    iteration: int = 0
+    """Passes through ``reason`` so far (the salvage call is not counted)."""
+    attempt: int = 0
+    """Model calls made in the current pass through ``reason`` (1 + retries)."""
+    tool_calls_made: int = 0
+    usage: Usage = field(default_factory=Usage)
+    messages: list[Message] = field(default_factory=list)
+    request: ModelRequest | None = None
+    response: ModelResponse | None = None
+    """The latest model reply; cleared when a model call starts."""
+    tool_results: list[ToolResult] = field(default_factory=list)
+    """Results of the latest ``act``, in the model's call order."""
+    model_error: ErrorInfo | None = None
+    """The latest model call's error; cleared when a model call starts."""
+    error: ErrorInfo | None = None
+    """The error that ends (or, for salvage, marred) the run."""
+    limit: LimitName | None = None
+    """The budget that stopped the loop, once one has."""
+    salvaged: bool = False
+    text: str | None = None
+    """Visible text of the latest reply (thought parts excluded)."""
+    outcome: Outcome | None = None
+    output: str | None = None
+    deadline: float | None = None
+    """Wall-clock time (``time.time()``) by which the run must end, from ``timeout_s``."""
+    deadline_hit: bool = False
+    cancel_requested: bool = False
+    state: dict[str, JsonValue] = field(default_factory=dict)
+    """Session state: instruction placeholders read it, tools read and write it via ``ctx``."""
+    trace: list[str] = field(default_factory=list)
+    seq: int = 0
+
+    def to_json(self) -> bytes:
+        return RUN_STATE_ADAPTER.dump_json(self)
+
+    @classmethod
+    def from_json(cls, data: str | bytes) -> RunState:
+        return RUN_STATE_ADAPTER.validate_json(data)
+
+
+RUN_STATE_ADAPTER: TypeAdapter[RunState] = TypeAdapter(RunState)
+
+_TYPE_OF: dict[type[_Event], str] = {}
+_clock = time.time
+
+
+class RunContext:
+    """What stages and tools get besides the run state.
+
+    Tools that declare a ``ctx`` parameter receive this: ``ctx.run_id``, ``ctx.agent``,
+    ``ctx.state`` (the session state, shared by the whole run) and ``ctx.run_state``.
+    """
+
+    __slots__ = ("agent", "run_state", "sink", "stream_deltas", "run_id", "state")
+
+    def __init__(
+        self,
+        agent: Agent,
+        run_state: RunState,
+        sink: Callable[[Any], None],
+        *,
+        stream_deltas: bool = False,
+    ) -> None:
+        self.agent = agent
+        self.run_state = run_state
+        self.run_id = run_state.run_id
+        self.state = run_state.state
+        self.sink = sink
+        self.stream_deltas = stream_deltas
+
+    def emit(self, cls: type[_Event], **fields: Any) -> None:
+        """Build one event of ``cls`` stamped with the run's id, next seq, time, stage and
+        iteration, and hand it to the sink (the result's event list, and the stream)."""
+        type_ = _TYPE_OF.get(cls)
+        if type_ is None:
+            type_ = _TYPE_OF[cls] = cls.model_fields["type"].default
+        rs = self.run_state
+        rs.seq += 1
+        self.sink(
+            trusted(
+                cls,
+                run_id=rs.run_id,
+                seq=rs.seq,
+                time=_clock(),
+                state=rs.stage,
+                iteration=rs.iteration,
+                type=type_,
+                **fields,
+            )
+        )

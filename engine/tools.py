@@ -1,0 +1,208 @@
+"""Plain Python functions become tools.
+
+The name is the function's, the description its docstring, the JSON schema comes from its type
+hints (via pydantic), and arguments are validated by pydantic before the call. A parameter named
+``ctx`` (or annotated ``RunContext``) receives the run context and is not part of the schema.
+
+Sync tools run inline on the event loop (they are usually quick); mark a slow or blocking one
+``@tool(blocking=True)`` to run it in a worker thread, where a timeout can also cut it short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import Callable
+from typing import Any, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic_core import to_jsonable_python
+
+from .errors import ConfigurationError
+from .events import ToolSpec
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$")
+_ARG_LINE = re.compile(r"^\s+(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_SIMPLE = (str, int, float, bool, type(None))
+
+
+class ArgumentsError(Exception):
+    """The model's arguments did not validate; the message is written for the model."""
+
+
+def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Description (the text before an ``Args:`` section) and per-parameter descriptions."""
+    lines = inspect.cleandoc(doc).splitlines()
+    description: list[str] = []
+    params: dict[str, str] = {}
+    in_args = False
+    current: str | None = None
+    for line in lines:
+        if _ARGS_HEADER.match(line):
+            in_args = True
+            continue
+        if in_args:
+            m = _ARG_LINE.match("    " + line if not line.startswith(" ") else line)
+            if line and not line.startswith(" ") and line.rstrip().endswith(":"):
+                in_args = False  # the next section (Returns:, Raises:) starts
+            elif m and (not line.startswith("        ")):
+                current = m.group(1).lstrip("*")
+                params[current] = m.group(2).strip()
+            elif current and line.strip():
+                params[current] += " " + line.strip()
+            continue
+        description.append(line)
+    return "\n".join(description).strip(), params
+
+
+def _is_ctx_param(param: inspect.Parameter, hint: Any) -> bool:
+    if param.name == "ctx":
+        return True
+    return getattr(hint, "__name__", None) == "RunContext"
+
+
+class Tool:
+    """A callable the model may ask for. Build one with :func:`tool` (or pass a plain function
+    in ``Agent(tools=[...])``, which wraps it)."""
+
+    __slots__ = (
+        "name",
+        "description",
+        "fn",
+        "input_model",
+        "spec",
+        "is_async",
+        "ctx_param",
+        "timeout_s",
+        "blocking",
+    )
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        timeout_s: float | None = None,
+        blocking: bool = False,
+    ) -> None:
+        if not callable(fn):
+            raise ConfigurationError(f"a tool must be a function; got {fn!r}")
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "")
+        if not _NAME.match(self.name):
+            raise ConfigurationError(
+                f"tool name {self.name!r} is not allowed: use letters, digits, '_' or '-' "
+                "(at most 64, not starting with a digit); pass name=... to @tool"
+            )
+        if timeout_s is not None and timeout_s <= 0:
+            raise ConfigurationError(f"tool {self.name!r}: timeout_s must be positive, got {timeout_s}")
+        self.timeout_s = timeout_s
+        self.blocking = blocking
+        self.is_async = inspect.iscoroutinefunction(fn)
+        doc_description, param_docs = _split_docstring(fn.__doc__ or "")
+        self.description = description if description is not None else doc_description
+        if not self.description:
+            raise ConfigurationError(
+                f"tool {self.name!r} has no description: give the function a docstring that "
+                "tells the model what it does, or pass description=... to @tool"
+            )
+        self.ctx_param: str | None = None
+        self.input_model = self._build_input_model(param_docs)
+        schema = self.input_model.model_json_schema()
+        schema.pop("title", None)
+        self.spec = ToolSpec(name=self.name, description=self.description, input_schema=schema)
+
+    def _build_input_model(self, param_docs: dict[str, str]) -> type[BaseModel]:
+        try:
+            hints = get_type_hints(self.fn)
+        except Exception as exc:  # unresolvable forward reference
+            raise ConfigurationError(f"tool {self.name!r}: cannot read its type hints ({exc})") from exc
+        fields: dict[str, Any] = {}
+        for param in inspect.signature(self.fn).parameters.values():
+            hint = hints.get(param.name, Any)
+            if _is_ctx_param(param, hint):
+                self.ctx_param = param.name
+                continue
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD, param.POSITIONAL_ONLY):
+                raise ConfigurationError(
+                    f"tool {self.name!r}: parameter {param.name!r} is *args, **kwargs or "
+                    "positional-only; tools take named parameters only, so the model can fill them"
+                )
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[param.name] = (hint, Field(default, description=param_docs.get(param.name)))
+        model_name = "".join(part.capitalize() for part in re.split(r"[_-]", self.name)) + "Args"
+        return create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The validated keyword arguments, or :class:`ArgumentsError` saying what was wrong."""
+        try:
+            return dict(self.input_model.model_validate(args).__dict__)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}"
+                + (f" (got {err['input']!r})" if err["type"] not in ("missing", "extra_forbidden") else "")
+                for err in exc.errors(include_url=False)
+            )
+            raise ArgumentsError(f"invalid arguments for tool {self.name!r}: {problems}") from None
+
+    async def invoke(self, kwargs: dict[str, Any], ctx: Any) -> Any:
+        """Call the function with validated ``kwargs`` (and ``ctx`` if it takes one)."""
+        if self.ctx_param is not None:
+            kwargs[self.ctx_param] = ctx
+        if self.is_async:
+            return await self.fn(**kwargs)
+        if self.blocking:
+            return await asyncio.to_thread(self.fn, **kwargs)
+        result = self.fn(**kwargs)
+        if inspect.isawaitable(result):  # a sync function that returned a coroutine
+            return await result
+        return result
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+
+def to_json_value(value: Any) -> Any:
+    """A tool's return value as JSON data (pydantic models and dataclasses become dicts;
+    anything JSON cannot hold becomes its ``str``)."""
+    if type(value) in _SIMPLE:
+        return value
+    return to_jsonable_python(value, fallback=str)
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout_s: float | None = None,
+    blocking: bool = False,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    timeout_s: float | None = None,
+    blocking: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a tool of a function: ``@tool`` or ``@tool(name=..., timeout_s=...)``."""
+    if fn is not None:
+        return Tool(fn)
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        return Tool(f, name=name, description=description, timeout_s=timeout_s, blocking=blocking)
+
+    return wrap
+
+
+def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
+    return obj if isinstance(obj, Tool) else Tool(obj)

@@ -1,0 +1,39 @@
+"""The stage handlers: one module per state of the loop.
+
+A handler is ``async def handler(rs: RunState, ctx: RunContext) -> None``: it does the stage's
+work and writes its results into the run state; the machine then chooses the next state.
+``HANDLERS`` maps every working state of the built-in table to its handler (checked at import).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from loopwright.run_state import RunContext, RunState
+from loopwright.stage import TERMINALS, Stage
+
+from .act import act
+from .decide import decide
+from .postprocess import postprocess
+from .preprocess import preprocess
+from .reason import reason
+from .salvage import salvage
+from .start import start
+
+Handler = Callable[[RunState, RunContext], Awaitable[None]]
+
+HANDLERS: dict[str, Handler] = {
+    Stage.START: start,
+    Stage.PREPROCESS: preprocess,
+    Stage.REASON: reason,
+    Stage.POSTPROCESS: postprocess,
+    Stage.ACT: act,
+    Stage.DECIDE: decide,
+    Stage.SALVAGE: salvage,
+}
+
+_missing = [s.value for s in Stage if s not in TERMINALS and s not in HANDLERS]
+if _missing:  # pragma: no cover - a development-time check
+    raise ImportError(f"loopwright.states: no handler for working stages {_missing}")
+
+__all__ = ["HANDLERS", "Handler", "act", "decide", "postprocess", "preprocess", "reason", "salvage", "start"]

@@ -1,0 +1,82 @@
+"""preprocess: builds the ModelRequest for this pass.
+
+Reads the agent's instructions, tool specs and settings, ``state`` (for ``{key}``
+placeholders) and ``messages``; writes ``request``, resets ``attempt`` (a new pass begins),
+and on a bad instruction writes ``error`` (the table then goes to ``failed``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+from loopwright.agent import PLACEHOLDER, Agent
+from loopwright.errors import InstructionError
+from loopwright.events import ErrorInfo, Instruction, ModelRequest, trusted
+from loopwright.run_state import RunContext, RunState
+
+
+def fill_placeholders(text: str, state: dict[str, object], agent: str) -> str:
+    """Replace ``{key}`` with ``state[key]`` (``{key?}`` may be missing; ``{{``/``}}`` are
+    literal braces). A missing required key raises InstructionError naming it."""
+
+    def substitute(m: re.Match[str]) -> str:
+        token = m.group(0)
+        if token == "{{":
+            return "{"
+        if token == "}}":
+            return "}"
+        key, optional = m.group(1), m.group(2)
+        if key in state:
+            return str(state[key])
+        if optional:
+            return ""
+        known = ", ".join(sorted(state)) or "none"
+        raise InstructionError(
+            f"agent {agent!r}: the instruction's placeholder {{{key}}} names session state key "
+            f"{key!r}, which is not set (keys set: {known}); pass state={{{key!r}: ...}} to "
+            f"run(), set it from a tool via ctx.state, or write {{{key}?}} if it may be missing"
+        )
+
+    return PLACEHOLDER.sub(substitute, text)
+
+
+async def render_instruction(agent: Agent, ctx: RunContext) -> str:
+    """The dynamic instruction for this pass."""
+    instruction = agent.instruction
+    if isinstance(instruction, str):
+        return fill_placeholders(instruction, ctx.state, agent.name)
+    text = instruction(ctx)
+    if inspect.isawaitable(text):
+        text = await text
+    if not isinstance(text, str):
+        raise TypeError(f"the instruction function returned {type(text).__name__}, not str")
+    return text
+
+
+async def preprocess(rs: RunState, ctx: RunContext) -> None:
+    agent = ctx.agent
+    rs.attempt = 0
+    instructions = agent.static_instructions
+    if agent.instruction_is_dynamic:
+        try:
+            text = await render_instruction(agent, ctx)
+        except InstructionError as exc:
+            rs.error = ErrorInfo(kind="instruction", message=str(exc))
+            return
+        except Exception as exc:
+            rs.error = ErrorInfo(
+                kind="instruction",
+                message=f"agent {agent.name!r}: the instruction function raised {type(exc).__name__}: {exc}",
+            )
+            return
+        if text:
+            instructions = (*instructions, trusted(Instruction, text=text, cache=False))
+    rs.request = trusted(
+        ModelRequest,
+        instructions=instructions,
+        messages=rs.messages,
+        tools=agent.tool_specs,
+        tool_choice=None,
+        settings=agent.model_settings,
+    )

@@ -1,0 +1,13 @@
+"""start: the run begins.
+
+Reads ``input``; writes ``messages`` (appends the user's turn).
+"""
+
+from __future__ import annotations
+
+from loopwright.events import Message, TextPart, trusted
+from loopwright.run_state import RunContext, RunState
+
+
+async def start(rs: RunState, ctx: RunContext) -> None:
+    rs.messages.append(trusted(Message, role="user", parts=(trusted(TextPart, type="text", text=rs.input),)))
