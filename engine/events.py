@@ -41,7 +41,7 @@ def trusted(cls: type[M], **fields: Any) -> M:
         fields_set = _FIELDS_SET[cls] = frozenset(cls.model_fields)
     obj = _new(cls)
     _set(obj, "__dict__", fields)
-    _set(obj, "__pydantic_fields_set__", fields_set)
+    _set(obj, "__pydantic_fields_set__", set(fields_set))
     _set(obj, "__pydantic_extra__", None)
     _set(obj, "__pydantic_private__", None)
     return obj

@@ -48,10 +48,19 @@ def has_tool_calls(rs: RunState) -> bool:
     return response is not None and any(type(p) is ToolCall for p in response.parts)
 
 
+TRUNCATED = frozenset({"max_tokens", "pause_turn"})
+"""Stop reasons of a reply that is not finished: the loop goes round and the model continues."""
+
+
 def is_final_response(rs: RunState) -> bool:
-    """The latest reply is an answer: it asks for no tool call."""
+    """The latest reply is an answer: it asks for no tool call and was not cut short
+    (``max_tokens``, ``pause_turn``)."""
     response = rs.response
-    return response is not None and not any(type(p) is ToolCall for p in response.parts)
+    return (
+        response is not None
+        and response.stop_reason not in TRUNCATED
+        and not any(type(p) is ToolCall for p in response.parts)
+    )
 
 
 def within_iteration_budget(rs: RunState) -> bool:

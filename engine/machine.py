@@ -227,7 +227,7 @@ class LoopMachine:
     def choose_via_trigger(self, state: str, rs: RunState) -> str:
         """The destination the full ``transitions`` trigger picks (slow; for tests)."""
         cursor = _Cursor()
-        self.machine.add_model(cursor, initial=state)
+        self.machine.add_model(cursor, initial=str(state))  # a plain name: transitions reads Enums by .name
         try:
             if not self.machine.events[TRIGGER].trigger(cursor, rs):
                 raise NoTransitionError(f"no row out of state {state!r} matched")

@@ -22,7 +22,6 @@ from .events import (
     ToolResult,
     Usage,
     _Event,
-    trusted,
 )
 from .limits import LimitName, Limits
 from .stage import Stage
@@ -60,7 +59,9 @@ class RunState:
     """The budget that stopped the loop, once one has."""
     salvaged: bool = False
     text: str | None = None
-    """Visible text of the latest reply (thought parts excluded)."""
+    """Visible text of the latest reply (thought parts excluded), continuations joined."""
+    continuing: bool = False
+    """The latest reply was cut short (max_tokens, pause_turn) and will be continued."""
     outcome: Outcome | None = None
     output: str | None = None
     deadline: float | None = None
@@ -112,21 +113,37 @@ class RunContext:
 
     def emit(self, cls: type[_Event], **fields: Any) -> None:
         """Build one event of ``cls`` stamped with the run's id, next seq, time, stage and
-        iteration, and hand it to the sink (the result's event list, and the stream)."""
-        type_ = _TYPE_OF.get(cls)
-        if type_ is None:
-            type_ = _TYPE_OF[cls] = cls.model_fields["type"].default
+        iteration, and hand it to the sink (the result's event list, and the stream).
+        Hot path: fields are typed by the caller, so the event is built as :func:`trusted` does."""
         rs = self.run_state
         rs.seq += 1
-        self.sink(
-            trusted(
-                cls,
-                run_id=rs.run_id,
-                seq=rs.seq,
-                time=_clock(),
-                state=rs.stage,
-                iteration=rs.iteration,
-                type=type_,
-                **fields,
-            )
-        )
+        data = {
+            "type": _TYPE_OF.get(cls) or _event_type(cls),
+            "run_id": rs.run_id,
+            "seq": rs.seq,
+            "time": _clock(),
+            "state": rs.stage,
+            "iteration": rs.iteration,
+        }
+        data.update(fields)
+        event = _new(cls)
+        _set(event, "__dict__", data)
+        _set(event, "__pydantic_fields_set__", set(_FIELDS_SET.get(cls) or _fields_set(cls)))
+        _set(event, "__pydantic_extra__", None)
+        _set(event, "__pydantic_private__", None)
+        self.sink(event)
+
+
+_new = object.__new__
+_set = object.__setattr__
+_FIELDS_SET: dict[type[_Event], frozenset[str]] = {}
+
+
+def _event_type(cls: type[_Event]) -> str:
+    type_ = _TYPE_OF[cls] = cls.model_fields["type"].default
+    return type_
+
+
+def _fields_set(cls: type[_Event]) -> frozenset[str]:
+    fields_set = _FIELDS_SET[cls] = frozenset(cls.model_fields)
+    return fields_set

@@ -2,13 +2,13 @@
 
 ::
 
-    stage = start
-    while stage is not terminal:
-        await HANDLERS[stage](run_state, ctx)      # the stage does the work
-        row = machine.choose(stage, run_state)     # the table picks the edge
-        stage = row.dest
+    while run_state.stage is not terminal:               # Run.run_to_end
+        await HANDLERS[stage](run_state, ctx)            # Run.step: the stage does the work,
+        row = machine.choose(stage, run_state)           #   the table picks the edge
+        run_state.stage = row.dest
 
-``run`` and ``stream`` share that loop (``_drive``); ``run_sync`` wraps ``run``.
+``run``, ``stream`` and hand-driven runs (``start`` + ``Run.step``) share that one loop;
+``run_sync`` wraps ``run``.
 Cancellation: ``runner.cancel(run_id)`` interrupts the stage in progress and the run ends in
 ``cancelled`` and is returned normally. Cancelling the task that runs it also ends the run in
 ``cancelled`` (events and tool results kept), then re-raises ``CancelledError`` as asyncio
@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from pydantic import JsonValue
@@ -36,6 +36,7 @@ from .run_state import RunContext, RunState
 from .stage import Stage
 
 from loopwright.states import HANDLERS, Handler  # isort: skip
+from loopwright.states.act import answer_unrun_calls  # isort: skip
 from loopwright.states.salvage import note_limit  # isort: skip
 
 _clock = time.time
@@ -58,12 +59,12 @@ class Runner:
                     f"state {state!r} is referenced by rows {rows} but has no handler; pass "
                     f"handlers={{{state!r}: your_async_handler}} to LoopMachine"
                 )
-        self._active: dict[str, tuple[RunState, asyncio.Task[Any] | None]] = {}
+        self._active: dict[str, Run] = {}
 
     # ------------------------------------------------------------------ public API
 
     def new_run(self, input: str, *, run_id: str | None = None, state: dict[str, JsonValue] | None = None) -> RunState:
-        """A fresh run state in ``start`` (not yet running)."""
+        """A fresh run state in the initial state (not yet running)."""
         if not isinstance(input, str):
             raise ConfigurationError(f"the user input must be a str, got {type(input).__name__}")
         run_id = run_id or uuid.uuid4().hex
@@ -83,14 +84,23 @@ class Runner:
             rs.deadline = _clock() + limits.timeout_s
         return rs
 
+    def start(
+        self,
+        input: str,
+        *,
+        run_id: str | None = None,
+        state: dict[str, JsonValue] | None = None,
+        sink: Callable[[Event], None] | None = None,
+    ) -> Run:
+        """Begin a run to drive by hand: ``await run.step()`` takes one transition.
+        ``sink`` also receives every event as it is emitted."""
+        return Run(self, self.new_run(input, run_id=run_id, state=state), sink=sink)
+
     async def run(
         self, input: str, *, run_id: str | None = None, state: dict[str, JsonValue] | None = None
     ) -> RunResult:
         """Run the agent on ``input`` until a terminal state; return the result."""
-        rs = self.new_run(input, run_id=run_id, state=state)
-        events: list[Event] = []
-        await self._drive(rs, RunContext(self.agent, rs, events.append))
-        return RunResult.of(rs, events)
+        return await Run(self, self.new_run(input, run_id=run_id, state=state)).run_to_end()
 
     def run_sync(
         self, input: str, *, run_id: str | None = None, state: dict[str, JsonValue] | None = None
@@ -108,81 +118,153 @@ class Runner:
         """Events as they happen: ``async for event in runner.stream(text)``. Text deltas
         arrive as ``text_delta`` events from models that stream. ``.result`` holds the
         RunResult once the stream is exhausted. Leaving the loop early cancels the run."""
-        rs = self.new_run(input, run_id=run_id, state=state)
-        return RunStream(self, rs)
+        return RunStream(self, self.new_run(input, run_id=run_id, state=state))
 
     def cancel(self, run_id: str) -> bool:
-        """Cancel a running run: it ends in ``cancelled`` and ``run`` returns normally.
-        Returns False if no such run is in progress."""
-        entry = self._active.get(run_id)
-        if entry is None:
+        """Cancel a running run: the stage in progress is interrupted, the run ends in
+        ``cancelled`` and ``run`` returns normally. False if no such run is in progress."""
+        run = self._active.get(run_id)
+        if run is None:
             return False
-        rs, task = entry
-        if rs.cancel_requested:
-            return True
-        rs.cancel_requested = True
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
+        rs = run.state
+        if not rs.cancel_requested:
+            rs.cancel_requested = True
+            task = run.task
+            if task is not None and task is not asyncio.current_task() and not task.done():
+                task.cancel()
         return True
 
     @property
     def active_runs(self) -> list[str]:
         return list(self._active)
 
-    # ------------------------------------------------------------------ the loop
+    # ------------------------------------------------------------------ internals
 
-    async def _drive(self, rs: RunState, ctx: RunContext) -> None:
-        task = asyncio.current_task()
-        self._active[rs.run_id] = (rs, task)
-        machine, handlers, terminals = self.machine, self._handlers, self.machine.terminals
-        log = logging_enabled()
-        record = coverage.enabled
-        cancelled_from_outside = False
+    def _log_transition(self, rs: RunState, row: Row) -> None:
+        get_logger().info(
+            "transition",
+            run_id=rs.run_id,
+            **{"from": row.source, "to": row.dest},
+            iteration=rs.iteration,
+            guard=row.label,
+            rejected=[str(r) for r in self.machine.rejected_before(row)],
+        )
+
+
+class Run:
+    """One run in progress. ``Runner.run`` drives it to the end; apps and tests may drive it
+    by hand with :meth:`step` (one stage's work, then one transition) and inspect ``state``
+    (the RunState), ``stage``, ``done``, ``events`` and, once done, ``result``."""
+
+    __slots__ = ("runner", "state", "ctx", "events", "task", "_handlers", "_machine", "_terminals", "_log")
+
+    def __init__(
+        self,
+        runner: Runner,
+        rs: RunState,
+        *,
+        sink: Callable[[Event], None] | None = None,
+        stream_deltas: bool = False,
+    ) -> None:
+        self.runner = runner
+        self.state = rs
+        self.events: list[Event] = []
+        if sink is None:
+            emit: Callable[[Event], None] = self.events.append
+        else:
+            keep, forward = self.events.append, sink
+
+            def emit(event: Event) -> None:
+                keep(event)
+                forward(event)
+
+        self.ctx = RunContext(runner.agent, rs, emit, stream_deltas=stream_deltas)
+        self.task: asyncio.Task[Any] | None = None
+        self._machine = runner.machine
+        self._handlers = runner._handlers
+        self._terminals = runner.machine.terminals
+        self._log = logging_enabled()
+        runner._active[rs.run_id] = self
         if rs.seq == 0:
-            ctx.emit(RunStarted, agent=rs.agent, input=rs.input)
+            self.ctx.emit(RunStarted, agent=rs.agent, input=rs.input)
+
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
+
+    @property
+    def stage(self) -> str:
+        return self.state.stage
+
+    @property
+    def done(self) -> bool:
+        return self.state.stage in self._terminals
+
+    @property
+    def result(self) -> RunResult:
+        return RunResult.of(self.state, self.events)
+
+    async def run_to_end(self) -> RunResult:
+        """Step until a terminal state; the result."""
+        self.task = asyncio.current_task()
+        step = self._step
+        terminals = self._terminals
+        while self.state.stage not in terminals:
+            await step()
+        return RunResult.of(self.state, self.events)
+
+    async def step(self) -> Row | None:
+        """Do the current stage's work, then take one transition. Returns the row taken
+        (None if the run had already ended). If the task running this is cancelled, the run
+        still moves to ``cancelled`` (results kept) before ``CancelledError`` propagates."""
+        self.task = asyncio.current_task()
+        return await self._step()
+
+    async def _step(self) -> Row | None:
+        rs, ctx = self.state, self.ctx
         stage = rs.stage
+        if stage in self._terminals:
+            return None
+        task = self.task
+        cancelled_from_outside = False
         try:
-            while stage not in terminals:
-                try:
-                    if rs.deadline is None:
-                        await handlers[stage](rs, ctx)
-                    else:
-                        await self._until_deadline(handlers[stage], rs, ctx)
-                except asyncio.CancelledError:
-                    if rs.cancel_requested and task is not None:
-                        task.uncancel()  # our own runner.cancel(): end normally
-                    else:
-                        cancelled_from_outside = True
-                        rs.cancel_requested = True
-                if rs.deadline is not None and not rs.deadline_hit and _clock() >= rs.deadline:
-                    rs.deadline_hit = True
-                row = machine.choose(stage, rs)
-                stage = rs.stage = row.dest
-                rs.trace.append(stage)
-                ctx.emit(StateEntered, source=row.source, guard=row.label)
-                if log:
-                    self._log_transition(rs, row)
-                if record:
-                    coverage.hit(machine, row)
-            self._finish(rs, ctx)
-        finally:
-            self._active.pop(rs.run_id, None)
+            if rs.deadline is None:
+                await self._handlers[stage](rs, ctx)
+            else:
+                await _until_deadline(self._handlers[stage], rs, ctx)
+        except asyncio.CancelledError:
+            if rs.cancel_requested and task is not None:
+                task.uncancel()  # our own runner.cancel(): end normally
+            else:
+                cancelled_from_outside = True
+                rs.cancel_requested = True
+        if rs.deadline is not None and not rs.deadline_hit and _clock() >= rs.deadline:
+            rs.deadline_hit = True
+        try:
+            row = self._machine.choose(stage, rs)
+        except BaseException:
+            self.runner._active.pop(rs.run_id, None)
+            raise
+        rs.stage = row.dest
+        rs.trace.append(row.dest)
+        ctx.emit(StateEntered, source=row.source, guard=row.label)
+        if self._log:
+            self.runner._log_transition(rs, row)
+        if coverage.enabled:
+            coverage.hit(self._machine, row)
+        if row.dest in self._terminals:
+            self._finish()
         if cancelled_from_outside:
             raise asyncio.CancelledError
+        return row
 
-    async def _until_deadline(self, handler: Handler, rs: RunState, ctx: RunContext) -> None:
-        assert rs.deadline is not None
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout_at(loop.time() + (rs.deadline - _clock())):
-                await handler(rs, ctx)
-        except TimeoutError:
-            rs.deadline_hit = True
-
-    def _finish(self, rs: RunState, ctx: RunContext) -> None:
+    def _finish(self) -> None:
+        rs, ctx = self.state, self.ctx
+        self.runner._active.pop(rs.run_id, None)
         terminal = rs.stage
         if terminal == Stage.CANCELLED:
             rs.outcome = "cancelled"
+            answer_unrun_calls(rs, ctx, "the run was cancelled")
         elif terminal == Stage.FAILED:
             rs.outcome = "failed"
             if rs.error is None:
@@ -209,32 +291,26 @@ class Runner:
                 error=rs.error.message if rs.error else None,
             )
 
-    def _log_transition(self, rs: RunState, row: Row) -> None:
-        get_logger().info(
-            "transition",
-            run_id=rs.run_id,
-            **{"from": row.source, "to": row.dest},
-            iteration=rs.iteration,
-            guard=row.label,
-            rejected=[str(r) for r in self.machine.rejected_before(row)],
-        )
+
+async def _until_deadline(handler: Handler, rs: RunState, ctx: RunContext) -> None:
+    assert rs.deadline is not None
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout_at(loop.time() + (rs.deadline - _clock())):
+            await handler(rs, ctx)
+    except TimeoutError:
+        rs.deadline_hit = True
 
 
 class RunStream:
     """An async iterator over one run's events; ``result`` once it is exhausted."""
 
     def __init__(self, runner: Runner, rs: RunState) -> None:
-        self._runner = runner
-        self.run_state = rs
-        self.run_id = rs.run_id
-        self._events: list[Event] = []
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
+        self.run = Run(runner, rs, sink=self._queue.put_nowait, stream_deltas=True)
+        self.run_id = rs.run_id
+        self._task: asyncio.Task[RunResult] | None = None
         self._result: RunResult | None = None
-
-    def _sink(self, event: Event) -> None:
-        self._events.append(event)
-        self._queue.put_nowait(event)
 
     @property
     def result(self) -> RunResult:
@@ -248,15 +324,14 @@ class RunStream:
     async def _iterate(self) -> AsyncIterator[Event]:
         if self._task is not None:
             raise RuntimeError("a RunStream can be iterated once")
-        ctx = RunContext(self._runner.agent, self.run_state, self._sink, stream_deltas=True)
-        self._task = asyncio.create_task(self._runner._drive(self.run_state, ctx))
-        self._task.add_done_callback(lambda _t: self._queue.put_nowait(_FINISHED))
+        queue = self._queue
+        task = self._task = asyncio.create_task(self.run.run_to_end())
+        task.add_done_callback(lambda _t: queue.put_nowait(_FINISHED))
         try:
-            while (event := await self._queue.get()) is not _FINISHED:
+            while (event := await queue.get()) is not _FINISHED:
                 yield event
-            await self._task
-            self._result = RunResult.of(self.run_state, self._events)
+            self._result = await task
         finally:
-            if not self._task.done():  # the consumer left early: end the run cleanly
-                self._runner.cancel(self.run_id)
-                await asyncio.gather(self._task, return_exceptions=True)
+            if not task.done():  # the consumer left early: end the run cleanly
+                self.run.runner.cancel(self.run_id)
+                await asyncio.gather(task, return_exceptions=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
+import sys
 from collections.abc import Callable
 from typing import Any, get_type_hints, overload
 
@@ -87,6 +88,7 @@ class Tool:
         description: str | None = None,
         timeout_s: float | None = None,
         blocking: bool = False,
+        localns: dict[str, Any] | None = None,
     ) -> None:
         if not callable(fn):
             raise ConfigurationError(f"a tool must be a function; got {fn!r}")
@@ -110,14 +112,14 @@ class Tool:
                 "tells the model what it does, or pass description=... to @tool"
             )
         self.ctx_param: str | None = None
-        self.input_model = self._build_input_model(param_docs)
+        self.input_model = self._build_input_model(param_docs, localns)
         schema = self.input_model.model_json_schema()
         schema.pop("title", None)
         self.spec = ToolSpec(name=self.name, description=self.description, input_schema=schema)
 
-    def _build_input_model(self, param_docs: dict[str, str]) -> type[BaseModel]:
+    def _build_input_model(self, param_docs: dict[str, str], localns: dict[str, Any] | None) -> type[BaseModel]:
         try:
-            hints = get_type_hints(self.fn)
+            hints = get_type_hints(self.fn, localns=localns)
         except Exception as exc:  # unresolvable forward reference
             raise ConfigurationError(f"tool {self.name!r}: cannot read its type hints ({exc})") from exc
         fields: dict[str, Any] = {}
@@ -194,12 +196,15 @@ def tool(
     timeout_s: float | None = None,
     blocking: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a tool of a function: ``@tool`` or ``@tool(name=..., timeout_s=...)``."""
+    """Make a tool of a function: ``@tool`` or ``@tool(name=..., timeout_s=...)``.
+
+    Type hints may name classes local to the function that applies the decorator."""
+    localns = dict(sys._getframe(1).f_locals)
     if fn is not None:
-        return Tool(fn)
+        return Tool(fn, localns=localns)
 
     def wrap(f: Callable[..., Any]) -> Tool:
-        return Tool(f, name=name, description=description, timeout_s=timeout_s, blocking=blocking)
+        return Tool(f, name=name, description=description, timeout_s=timeout_s, blocking=blocking, localns=localns)
 
     return wrap
 

@@ -131,6 +131,24 @@ async def act(rs: RunState, ctx: RunContext) -> None:
     _keep(rs, results)
 
 
+def answer_unrun_calls(rs: RunState, ctx: RunContext, why: str) -> None:
+    """If the history ends with tool calls that never ran (the run ended between postprocess
+    and act), answer each with an error result so every call has exactly one answer."""
+    last = rs.messages[-1] if rs.messages else None
+    if last is None or last.role != "assistant":
+        return
+    calls = [p for p in last.parts if type(p) is ToolCall]
+    if not calls:
+        return
+    results: list[ToolResult | None] = []
+    for call in calls:
+        ctx.emit(ToolCalled, call_id=call.id, name=call.name, args=call.args)
+        result = _result(call, f"tool {call.name!r} was not run: {why}", True)
+        _record(call, result, 0.0, ctx)
+        results.append(result)
+    _keep(rs, results)
+
+
 def _keep(rs: RunState, results: list[ToolResult | None]) -> None:
     answered = [r for r in results if r is not None]
     rs.tool_results = answered

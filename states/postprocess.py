@@ -1,13 +1,19 @@
 """postprocess: takes in the model's reply.
 
 Reads ``response``; writes ``usage`` (adds the reply's), ``messages`` (appends the assistant
-turn, thought parts included: some providers need them back), and ``text`` (the visible text,
-thought parts excluded).
+turn, thought parts included: some providers need them back), ``text`` (the visible text,
+thought parts excluded) and ``continuing``.
+
+A reply cut short (stop reason ``max_tokens`` or ``pause_turn``) without tool calls is not
+final: an ``error`` event of kind ``max_tokens``/``pause_turn`` says so, the loop goes round
+(bounded like any pass) with the partial turn last in the history, the model continues it,
+and the continuation's text is appended to ``text``.
 """
 
 from __future__ import annotations
 
-from loopwright.events import Message, TextPart, trusted
+from loopwright.events import ErrorInfo, ErrorOccurred, Message, TextPart, ToolCall, trusted
+from loopwright.guards import TRUNCATED
 from loopwright.run_state import RunContext, RunState
 
 
@@ -17,4 +23,18 @@ async def postprocess(rs: RunState, ctx: RunContext) -> None:
         return
     rs.usage = rs.usage + response.usage
     rs.messages.append(trusted(Message, role="assistant", parts=response.parts))
-    rs.text = "".join(p.text for p in response.parts if type(p) is TextPart)
+    text = "".join(p.text for p in response.parts if type(p) is TextPart)
+    rs.text = (rs.text or "") + text if rs.continuing else text
+    stop = response.stop_reason
+    rs.continuing = stop in TRUNCATED and not any(type(p) is ToolCall for p in response.parts)
+    if rs.continuing:
+        ctx.emit(
+            ErrorOccurred,
+            error=ErrorInfo(
+                kind=str(stop),
+                message=f"the reply stopped early ({stop}, {response.usage.output_tokens} output tokens); "
+                "the loop goes round so the model can continue it",
+                retryable=True,
+            ),
+            retrying=True,
+        )

@@ -1,0 +1,108 @@
+"""The CLI's live view of a run (rich): current state, iteration n/max, tool calls, then the
+path the run took."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from .events import (
+    ErrorOccurred,
+    Event,
+    LimitReached,
+    ModelResponded,
+    RunFinished,
+    StateEntered,
+    TextDelta,
+    ToolAnswered,
+    ToolCalled,
+)
+from .result import RunResult
+from .runner import Runner
+
+
+class LiveView:
+    """Folds a run's events into a picture."""
+
+    def __init__(self, agent: str, max_iterations: int) -> None:
+        self.agent = agent
+        self.max_iterations = max_iterations
+        self.state = "start"
+        self.iteration = 0
+        self.calls: dict[str, list[str]] = {}  # call id -> [name, args, status, detail]
+        self.notes: list[str] = []
+        self.reply = ""
+
+    def add(self, event: Event) -> None:
+        self.state = event.state
+        self.iteration = event.iteration
+        if isinstance(event, ToolCalled):
+            args = ", ".join(f"{k}={v!r}" for k, v in event.args.items())
+            self.calls[event.call_id] = [event.name, args, "running", ""]
+        elif isinstance(event, ToolAnswered):
+            row = self.calls.setdefault(event.call_id, [event.name, "", "", ""])
+            row[2] = "error" if event.is_error else "ok"
+            row[3] = str(event.content)[:70]
+        elif isinstance(event, ModelResponded):
+            self.reply = event.response.text
+        elif isinstance(event, TextDelta) and not event.thought:
+            self.reply += event.text
+        elif isinstance(event, ErrorOccurred):
+            self.notes.append(f"{event.error.kind}: {event.error.message}")
+        elif isinstance(event, LimitReached):
+            self.notes.append(f"limit reached: {event.limit} ({event.used:g} of {event.value:g})")
+        elif isinstance(event, StateEntered) and event.state == "reason":
+            self.reply = ""
+
+    def render(self) -> Panel:
+        head = Text.assemble(
+            ("state ", "dim"),
+            (self.state, "bold cyan"),
+            ("   iteration ", "dim"),
+            (f"{self.iteration}/{self.max_iterations}", "bold"),
+        )
+        table = Table(box=None, show_header=True, header_style="dim", expand=True)
+        for column in ("tool", "arguments", "status", "result"):
+            table.add_column(column, overflow="fold")
+        style = {"ok": "green", "error": "red", "running": "yellow"}
+        for name, args, status, detail in self.calls.values():
+            table.add_row(name, args, Text(status, style=style.get(status, "")), detail)
+        parts: list[Text | Table] = [head, table]
+        parts += [Text(note, style="red") for note in self.notes[-3:]]
+        if self.reply:
+            parts.append(Text(self.reply[-300:], style="italic"))
+        return Panel(Group(*parts), title=f"loopwright · {self.agent}", border_style="cyan")
+
+
+async def run_live(runner: Runner, text: str, *, live: bool, console: Console | None = None) -> RunResult:
+    """Run with the live view (``live``) or, off a terminal, print the final frame only."""
+    console = console or Console()
+    view = LiveView(runner.agent.name, runner.agent.limits.max_iterations)
+    stream = runner.stream(text)
+    with Live(view.render(), console=console, refresh_per_second=12, transient=False, auto_refresh=live) as screen:
+        async for event in stream:
+            view.add(event)
+            if live:
+                screen.update(view.render())
+        screen.update(view.render())
+    console.line()
+    result = stream.result
+    path = Text(" → ".join(result.trace), style="bold")
+    console.print(Text("path taken: ", style="dim") + path)
+    finished = next(e for e in reversed(result.events) if isinstance(e, RunFinished))
+    console.print(
+        Text.assemble(
+            ("outcome ", "dim"),
+            (finished.outcome, "bold green" if finished.outcome == "final" else "bold yellow"),
+            (f"   iterations {result.iterations}   tool calls {result.tool_calls}", "dim"),
+            (f"   tokens {result.usage.total_tokens}", "dim"),
+        )
+    )
+    if result.output:
+        console.print(Text("answer: ", style="dim") + Text(result.output))
+    if result.error:
+        console.print(Text(f"error: {result.error.message}", style="red"))
+    return result

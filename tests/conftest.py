@@ -1,0 +1,32 @@
+"""Shared test set-up: records which rows of the built-in table the suite takes, and fails a
+full run of the suite if any row never fired."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopwright.machine import DEFAULT_MACHINE, coverage
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    coverage.enabled = True
+
+
+def _is_full_run(session: pytest.Session) -> bool:
+    option = session.config.option
+    selected_all = not (option.keyword or option.markexpr or getattr(option, "deselect", None) or option.lf)
+    named = [a for a in session.config.args if a.rstrip("/") not in ("tests", ".")]
+    return selected_all and not named and session.testsfailed == 0
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _is_full_run(session):
+        return
+    missing = coverage.missing(DEFAULT_MACHINE)
+    if missing:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = "\n".join(f"  {row}" for row in missing)
+        message = f"loopwright row coverage: {len(missing)} row(s) of the built-in table never fired:\n{lines}"
+        if reporter is not None:
+            reporter.write_line(message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

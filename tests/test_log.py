@@ -1,0 +1,50 @@
+"""Structured logs: one record per transition and per tool call, quiet by default, no secrets."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from loopwright import Runner, ToolCall, configure_logging
+from loopwright.log import redact_secrets
+
+from .helpers import agent
+
+
+def test_quiet_by_default(capsys: object) -> None:
+    Runner(agent(["hi"])).run_sync("go")
+    captured = capsys.readouterr()  # type: ignore[attr-defined]
+    assert captured.out == "" and captured.err == ""
+
+
+def test_json_records_explain_each_transition() -> None:
+    out = io.StringIO()
+    configure_logging("json", stream=out)
+    try:
+        Runner(agent([[ToolCall(name="add", args={"a": 1, "b": 2})], "three"])).run_sync("go", run_id="log-run")
+    finally:
+        configure_logging("off")
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    transitions = [r for r in records if r["event"] == "transition"]
+    decide_done = transitions[-1]
+    assert decide_done["from"] == "decide" and decide_done["to"] == "done"
+    assert decide_done["guard"] == "is_final_response" and decide_done["run_id"] == "log-run"
+    assert decide_done["rejected"] == ["decide -> cancelled (cancel_requested)"]
+    (tool_record,) = [r for r in records if r["event"] == "tool_call"]
+    assert tool_record["tool"] == "add" and tool_record["is_error"] is False
+    assert records[-1]["event"] == "run_finished" and records[-1]["outcome"] == "final"
+
+
+def test_secrets_never_reach_a_record() -> None:
+    record = redact_secrets(
+        None,
+        "info",
+        {
+            "api_key": "sk-ant-abcdef1234567890",
+            "note": "header was Bearer abcdefghijklmnop and key sk-ant-api03-XYZXYZXYZXYZ",
+            "nested": {"password": "hunter2", "ok": "fine"},
+        },
+    )
+    assert record["api_key"] == "[redacted]"
+    assert record["note"] == "header was [redacted] and key [redacted]"
+    assert record["nested"] == {"password": "[redacted]", "ok": "fine"}
