@@ -33,11 +33,11 @@ if TYPE_CHECKING:
 
 InstructionProvider: TypeAlias = Callable[[RunContext], "str | Awaitable[str]"]
 BeforeModel: TypeAlias = Callable[
-    [ModelRequest, RunContext], "ModelRequest | ModelResponse | None | Awaitable[ModelRequest | ModelResponse | None]"
+    [ModelRequest, RunContext], "ModelRequest | ModelResponse | Awaitable[ModelRequest | ModelResponse | None] | None"
 ]
-AfterModel: TypeAlias = Callable[[ModelResponse, RunContext], "ModelResponse | None | Awaitable[ModelResponse | None]"]
+AfterModel: TypeAlias = Callable[[ModelResponse, RunContext], "ModelResponse | Awaitable[ModelResponse | None] | None"]
 BeforeTool: TypeAlias = Callable[[ToolCall, RunContext], Any]
-AfterTool: TypeAlias = Callable[[ToolCall, ToolResult, RunContext], "ToolResult | None | Awaitable[ToolResult | None]"]
+AfterTool: TypeAlias = Callable[[ToolCall, ToolResult, RunContext], "ToolResult | Awaitable[ToolResult | None] | None"]
 
 _AGENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_.:-]*)(\??)\}")

@@ -71,10 +71,10 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "diagram":
         from .diagram import cli_diagram
 
-        return cli_diagram(out_dir=args.out, trace=args.trace, fmt=args.fmt, target=args.target)
+        return int(cli_diagram(out_dir=args.out, trace=args.trace, fmt=args.fmt, target=args.target))
     from .verify import cli_check
 
-    return cli_check(args.target)
+    return int(cli_check(args.target))
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -99,8 +99,11 @@ def _reply(request: ModelRequest) -> ModelResponse:
         args = {"amount": quote["total_eur"], "from_currency": "EUR", "to_currency": "USD"}
         return ModelResponse(parts=(ToolCall(name="convert_currency", args=args),), usage=usage)
     usd = seen["convert_currency"][-1].content
-    temps = {r.content["city"]: r.content["celsius"] for r in seen["get_weather"] if isinstance(r.content, dict)}
-    warmer = max(temps, key=lambda c: float(temps[c] or 0))
+    temps: dict[str, float] = {}
+    for r in seen["get_weather"]:
+        if isinstance(r.content, dict) and isinstance(r.content["celsius"], int | float):
+            temps[str(r.content["city"])] = float(r.content["celsius"])
+    warmer = max(temps, key=temps.__getitem__)
     assert isinstance(usd, int | float)
     verdict = "Yes" if usd <= 900 else "No"
     text = (

@@ -123,9 +123,7 @@ class Usage(BaseModel):
 
     @property
     def total_tokens(self) -> int:
-        return (
-            self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_creation_tokens
-        )
+        return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_creation_tokens
 
     def __add__(self, other: Usage) -> Usage:
         return trusted(

@@ -30,8 +30,7 @@ def _redact_value(value: Any) -> Any:
         return _SECRET_VALUE.sub(REDACTED, value)
     if isinstance(value, dict):
         return {
-            k: REDACTED if isinstance(k, str) and _SECRET_KEY.search(k) else _redact_value(v)
-            for k, v in value.items()
+            k: REDACTED if isinstance(k, str) and _SECRET_KEY.search(k) else _redact_value(v) for k, v in value.items()
         }
     if isinstance(value, list | tuple):
         return [_redact_value(v) for v in value]

@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from transitions import Machine
 
@@ -200,10 +200,11 @@ class LoopMachine:
         for state in self.states:
             rows = [r for r in self.rows if r.source == state]
             transitions = event.transitions.get(state, [])
-            pairs = []
+            pairs: list[tuple[Row, tuple[Guard, ...]]] = []
             for row, tr in zip(rows, transitions, strict=True):
                 assert tr.dest == row.dest
-                pairs.append((row, tuple(c.func for c in tr.conditions)))
+                # the condition functions are the Row's own guards, handed to transitions as given
+                pairs.append((row, tuple(cast(Guard, c.func) for c in tr.conditions)))
             compiled[state] = tuple(pairs)
         return compiled
 

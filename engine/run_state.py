@@ -94,7 +94,7 @@ class RunContext:
     ``ctx.state`` (the session state, shared by the whole run) and ``ctx.run_state``.
     """
 
-    __slots__ = ("agent", "run_state", "sink", "stream_deltas", "run_id", "state")
+    __slots__ = ("agent", "run_id", "run_state", "sink", "state", "stream_deltas")
 
     def __init__(
         self,
@@ -140,7 +140,8 @@ _FIELDS_SET: dict[type[_Event], frozenset[str]] = {}
 
 
 def _event_type(cls: type[_Event]) -> str:
-    type_ = _TYPE_OF[cls] = cls.model_fields["type"].default
+    type_: str = cls.model_fields["type"].default
+    _TYPE_OF[cls] = type_
     return type_
 
 

@@ -112,9 +112,7 @@ class Runner:
             return asyncio.run(self.run(input, run_id=run_id, state=state))
         raise ConfigurationError("run_sync() cannot be called inside a running event loop; use `await runner.run(...)`")
 
-    def stream(
-        self, input: str, *, run_id: str | None = None, state: dict[str, JsonValue] | None = None
-    ) -> RunStream:
+    def stream(self, input: str, *, run_id: str | None = None, state: dict[str, JsonValue] | None = None) -> RunStream:
         """Events as they happen: ``async for event in runner.stream(text)``. Text deltas
         arrive as ``text_delta`` events from models that stream. ``.result`` holds the
         RunResult once the stream is exhausted. Leaving the loop early cancels the run."""
@@ -156,7 +154,7 @@ class Run:
     by hand with :meth:`step` (one stage's work, then one transition) and inspect ``state``
     (the RunState), ``stage``, ``done``, ``events`` and, once done, ``result``."""
 
-    __slots__ = ("runner", "state", "ctx", "events", "task", "_handlers", "_machine", "_terminals", "_log")
+    __slots__ = ("_handlers", "_log", "_machine", "_terminals", "ctx", "events", "runner", "state", "task")
 
     def __init__(
         self,

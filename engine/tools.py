@@ -69,15 +69,15 @@ class Tool:
     in ``Agent(tools=[...])``, which wraps it)."""
 
     __slots__ = (
-        "name",
+        "blocking",
+        "ctx_param",
         "description",
         "fn",
         "input_model",
-        "spec",
         "is_async",
-        "ctx_param",
+        "name",
+        "spec",
         "timeout_s",
-        "blocking",
     )
 
     def __init__(
@@ -93,7 +93,7 @@ class Tool:
         if not callable(fn):
             raise ConfigurationError(f"a tool must be a function; got {fn!r}")
         self.fn = fn
-        self.name = name or getattr(fn, "__name__", "")
+        self.name: str = name or str(getattr(fn, "__name__", ""))
         if not _NAME.match(self.name):
             raise ConfigurationError(
                 f"tool name {self.name!r} is not allowed: use letters, digits, '_' or '-' "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Mapping
 
 from loopwright.agent import PLACEHOLDER, Agent
 from loopwright.errors import InstructionError
@@ -16,7 +17,7 @@ from loopwright.events import ErrorInfo, Instruction, ModelRequest, trusted
 from loopwright.run_state import RunContext, RunState
 
 
-def fill_placeholders(text: str, state: dict[str, object], agent: str) -> str:
+def fill_placeholders(text: str, state: Mapping[str, object], agent: str) -> str:
     """Replace ``{key}`` with ``state[key]`` (``{key?}`` may be missing; ``{{``/``}}`` are
     literal braces). A missing required key raises InstructionError naming it."""
 

@@ -12,7 +12,15 @@ import inspect
 from typing import Any
 
 from loopwright.errors import ModelError
-from loopwright.events import ErrorInfo, ErrorOccurred, ModelRequest, ModelRequested, ModelResponded, ModelResponse, TextDelta
+from loopwright.events import (
+    ErrorInfo,
+    ErrorOccurred,
+    ModelRequest,
+    ModelRequested,
+    ModelResponded,
+    ModelResponse,
+    TextDelta,
+)
 from loopwright.guards import has_retryable_model_error, retries_left
 from loopwright.models.base import StreamDelta
 from loopwright.run_state import RunContext, RunState
@@ -48,7 +56,8 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
             request = replaced
         elif replaced is not None:
             raise CallbackError(
-                f"the before_model callback returned {type(replaced).__name__}; return None, a ModelRequest or a ModelResponse"
+                f"the before_model callback returned {type(replaced).__name__}; "
+                "return None, a ModelRequest or a ModelResponse"
             )
     model: Any = agent.model
     stream = getattr(model, "stream", None) if ctx.stream_deltas else None

@@ -59,6 +59,8 @@ def test_demo_with_a_model_and_no_key_says_what_is_missing() -> None:
 
 
 def test_console_script_runs_the_demo() -> None:
-    done = subprocess.run([sys.executable, "-m", "loopwright.cli", "demo", "--json"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwright.cli", "demo", "--json"], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0
     assert json.loads(done.stdout.splitlines()[-1])["type"] == "run_finished"

@@ -120,7 +120,9 @@ def named_guard(rs: RunState) -> bool:
     [
         ([Row("start", "nowhere")], "row start -> nowhere (else) names state 'nowhere', which is not a state"),
         (
-            [Row("start", "done", (named_guard,)), Row("start", "failed")] + [Row(s, "done") for s in Stage if s not in TERMINALS and s != "start"] + [Row("done", "start")],
+            [Row("start", "done", (named_guard,)), Row("start", "failed")]
+            + [Row(s, "done") for s in Stage if s not in TERMINALS and s != "start"]
+            + [Row("done", "start")],
             "leaves terminal state 'done'",
         ),
         (
@@ -128,15 +130,18 @@ def named_guard(rs: RunState) -> bool:
             "state 'start' must end in exactly one fallback row (a row with no guards) and it has none",
         ),
         (
-            [Row("start", "done"), Row("start", "failed")] + [Row(s, "done") for s in Stage if s not in TERMINALS and s != "start"],
-            "state 'start' must end in exactly one fallback row (a row with no guards) and it has one at position 1 of 2",
+            [Row("start", "done"), Row("start", "failed")]
+            + [Row(s, "done") for s in Stage if s not in TERMINALS and s != "start"],
+            "state 'start' must end in exactly one fallback row (a row with no guards) "
+            "and it has one at position 1 of 2",
         ),
         (
             [Row("start", "done", (lambda rs: True,))] + [Row(s, "done") for s in Stage if s not in TERMINALS],
             "guards are named functions",
         ),
         (
-            [Row("start", "start", (named_guard,), bounded_by="max_loops")] + [Row(s, "done") for s in Stage if s not in TERMINALS],
+            [Row("start", "start", (named_guard,), bounded_by="max_loops")]
+            + [Row(s, "done") for s in Stage if s not in TERMINALS],
             "is bounded by 'max_loops', which is not a budget",
         ),
     ],
@@ -148,7 +153,11 @@ def test_malformed_tables_are_refused_with_the_fix(rows: list[Row], message: str
 
 def test_no_matching_row_is_a_loud_error() -> None:
     machine = LoopMachine([Row(s, "done") for s in Stage if s not in TERMINALS])
-    object.__setattr__(machine, "_compiled", {**machine._compiled, "start": ((Row("start", "done", (has_response,)), (has_response,)),)})
+    object.__setattr__(
+        machine,
+        "_compiled",
+        {**machine._compiled, "start": ((Row("start", "done", (has_response,)), (has_response,)),)},
+    )
     rs = RunState(run_id="r", agent="a", limits=Limits(), input="x")
     with pytest.raises(NoTransitionError, match="no row out of state 'start' matched"):
         machine.choose("start", rs)

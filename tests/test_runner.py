@@ -24,7 +24,7 @@ from loopwright import (
 )
 from loopwright.events import ErrorOccurred, LimitReached, RunFinished, StateEntered, ToolAnswered
 
-from .helpers import add, agent, run, slow, types
+from .helpers import add, agent, run, types
 
 
 def test_text_reply_is_final() -> None:
@@ -344,7 +344,9 @@ def test_run_state_round_trips_through_json_mid_run() -> None:
 
 def test_instruction_placeholders_fill_from_session_state() -> None:
     model = ScriptedModel(["ok"])
-    a = Agent(name="t", model=model, instruction="Help {user}. Plan: {plan?}. Braces: {{x}}", static_instruction="Be brief.")
+    a = Agent(
+        name="t", model=model, instruction="Help {user}. Plan: {plan?}. Braces: {{x}}", static_instruction="Be brief."
+    )
     assert Runner(a).run_sync("go", state={"user": "Ada"}).outcome == "final"
     request = model.requests[0]
     assert [(i.text, i.cache) for i in request.instructions] == [
@@ -408,7 +410,10 @@ def test_a_raising_model_callback_fails_the_run_naming_it() -> None:
 
     result = Runner(Agent(name="t", model=ScriptedModel(["x"]), before_model=before)).run_sync("go")
     assert result.outcome == "failed"
-    assert result.error is not None and result.error.message == "the before_model callback raised RuntimeError: guardrail down"
+    assert (
+        result.error is not None
+        and result.error.message == "the before_model callback raised RuntimeError: guardrail down"
+    )
 
 
 def test_tool_callbacks() -> None:
@@ -430,14 +435,21 @@ def test_a_raising_tool_callback_becomes_an_error_result() -> None:
     def before(call: ToolCall, ctx: object) -> None:
         raise PermissionError("not allowed")
 
-    a = Agent(name="t", model=ScriptedModel([[ToolCall(name="add", args={"a": 1, "b": 1})], "ok"]), tools=[add], before_tool=before)
+    a = Agent(
+        name="t",
+        model=ScriptedModel([[ToolCall(name="add", args={"a": 1, "b": 1})], "ok"]),
+        tools=[add],
+        before_tool=before,
+    )
     result = Runner(a).run_sync("go")
     (answer,) = [e for e in result.events if isinstance(e, ToolAnswered)]
     assert answer.is_error and answer.content == "the before_tool callback raised PermissionError: not allowed"
 
 
 def test_max_tokens_reply_is_continued_not_truncated() -> None:
-    first = ModelResponse(parts=(TextPart(text="The answer is"),), stop_reason="max_tokens", usage=Usage(output_tokens=5))
+    first = ModelResponse(
+        parts=(TextPart(text="The answer is"),), stop_reason="max_tokens", usage=Usage(output_tokens=5)
+    )
     model = ScriptedModel([first, ModelResponse(parts=(TextPart(text=" 42."),), stop_reason="end_turn")])
     result = Runner(Agent(name="t", model=model)).run_sync("go")
     assert result.outcome == "final" and result.output == "The answer is 42."
@@ -454,7 +466,7 @@ def test_transition_events_name_the_row() -> None:
 
 def test_run_sync_inside_a_loop_is_a_clear_error() -> None:
     async def scenario() -> None:
-        with pytest.raises(ConfigurationError, match="use `await runner.run"):
+        with pytest.raises(ConfigurationError, match=r"use `await runner\.run"):
             Runner(agent(["x"])).run_sync("go")
 
     run(scenario())

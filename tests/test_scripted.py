@@ -23,7 +23,9 @@ def test_script_items_become_replies() -> None:
     assert model.remaining == 0 and len(model.requests) == 3
 
 
-@pytest.mark.parametrize(("script", "message"), [("hello", "wrap a single text reply in a list"), ([42], "item 0"), ([[]], "item 0")])
+@pytest.mark.parametrize(
+    ("script", "message"), [("hello", "wrap a single text reply in a list"), ([42], "item 0"), ([[]], "item 0")]
+)
 def test_bad_scripts_are_refused_up_front(script: object, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         ScriptedModel(script)  # type: ignore[arg-type]

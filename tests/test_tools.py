@@ -14,7 +14,9 @@ from loopwright.tools import ArgumentsError, to_json_value
 
 def test_schema_and_description_from_the_function() -> None:
     @tool
-    def search(query: str, limit: int = 5, mode: Literal["fast", "deep"] = "fast", ctx: RunContext | None = None) -> list[str]:
+    def search(
+        query: str, limit: int = 5, mode: Literal["fast", "deep"] = "fast", ctx: RunContext | None = None
+    ) -> list[str]:
         """Search the catalogue.
 
         Returns matching titles.
