@@ -27,7 +27,28 @@ def new_call_id() -> str:
 M = TypeVar("M", bound=BaseModel)
 _new = object.__new__
 _set = object.__setattr__
-_FIELDS_SET: dict[type[BaseModel], frozenset[str]] = {}
+
+
+class AllFieldsSet(frozenset[str]):
+    """The ``__pydantic_fields_set__`` shared by every trusted instance of one class (all its
+    fields are set). Immutable, so sharing is safe; a copy (what ``model_copy`` takes before
+    it adds the updated names) is a fresh mutable set."""
+
+    def __copy__(self) -> set[str]:  # type: ignore[override]
+        return set(self)
+
+    def __deepcopy__(self, memo: Any) -> set[str]:
+        return set(self)
+
+
+_FIELDS_SET: dict[type[BaseModel], AllFieldsSet] = {}
+
+
+def all_fields(cls: type[BaseModel]) -> AllFieldsSet:
+    fields_set = _FIELDS_SET.get(cls)
+    if fields_set is None:
+        fields_set = _FIELDS_SET[cls] = AllFieldsSet(cls.model_fields)
+    return fields_set
 
 
 def trusted(cls: type[M], **fields: Any) -> M:
@@ -36,12 +57,9 @@ def trusted(cls: type[M], **fields: Any) -> M:
     Every field must be given (defaults are not filled in). This is ~3x cheaper than
     validating and is used on the hot path only for values the engine itself creates.
     """
-    fields_set = _FIELDS_SET.get(cls)
-    if fields_set is None:
-        fields_set = _FIELDS_SET[cls] = frozenset(cls.model_fields)
     obj = _new(cls)
     _set(obj, "__dict__", fields)
-    _set(obj, "__pydantic_fields_set__", set(fields_set))
+    _set(obj, "__pydantic_fields_set__", _FIELDS_SET.get(cls) or all_fields(cls))
     _set(obj, "__pydantic_extra__", None)
     _set(obj, "__pydantic_private__", None)
     return obj

@@ -21,7 +21,9 @@ from .events import (
     Outcome,
     ToolResult,
     Usage,
+    _FIELDS_SET,
     _Event,
+    all_fields,
 )
 from .limits import LimitName, Limits
 from .stage import Stage
@@ -128,7 +130,7 @@ class RunContext:
         data.update(fields)
         event = _new(cls)
         _set(event, "__dict__", data)
-        _set(event, "__pydantic_fields_set__", set(_FIELDS_SET.get(cls) or _fields_set(cls)))
+        _set(event, "__pydantic_fields_set__", _FIELDS_SET.get(cls) or all_fields(cls))
         _set(event, "__pydantic_extra__", None)
         _set(event, "__pydantic_private__", None)
         self.sink(event)
@@ -136,15 +138,9 @@ class RunContext:
 
 _new = object.__new__
 _set = object.__setattr__
-_FIELDS_SET: dict[type[_Event], frozenset[str]] = {}
 
 
 def _event_type(cls: type[_Event]) -> str:
     type_: str = cls.model_fields["type"].default
     _TYPE_OF[cls] = type_
     return type_
-
-
-def _fields_set(cls: type[_Event]) -> frozenset[str]:
-    fields_set = _FIELDS_SET[cls] = frozenset(cls.model_fields)
-    return fields_set

@@ -1,0 +1,33 @@
+"""The README's promises: its code examples run, its commands are the ones CI runs, and its
+state table is the machine's table."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from loopwright.machine import TABLE
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+
+
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_python_examples_run(index: int, capsys: pytest.CaptureFixture[str]) -> None:
+    exec(compile(BLOCKS[index], f"README.md block {index}", "exec"), {"__name__": f"readme_{index}"})
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    commands = re.findall(r"```sh\n(.*?)\n```", README, flags=re.S)
+    demo, tests = commands[0], commands[1]
+    assert demo.endswith("loopwright demo") and tests.endswith("python -m pytest")
+    ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert tests in ci_lines, "README's test command and .ci/run differ"
+
+
+def test_the_state_table_is_the_machine() -> None:
+    rows = re.findall(r"^\| (\w+) \| (\w+) \| ([\w &]+) \| ?(\w*) ?\|$", README, flags=re.M)
+    assert [(s, d, g, b or None) for s, d, g, b in rows] == [(r.source, r.dest, r.label, r.bounded_by) for r in TABLE]
