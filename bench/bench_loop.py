@@ -38,7 +38,9 @@ async def hand_loop(model: Any, tools: dict[str, Any], text: str) -> str:
         if not calls:
             return str(reply["text"])
         results = await asyncio.gather(*(tools[c["name"]](**c["args"]) for c in calls))
-        history.append({"role": "user", "results": [{"id": c["id"], "content": r} for c, r in zip(calls, results)]})
+        history.append(
+            {"role": "user", "results": [{"id": c["id"], "content": r} for c, r in zip(calls, results, strict=True)]}
+        )
 
 
 async def noop_fn(i: int) -> int:
