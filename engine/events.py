@@ -59,7 +59,7 @@ def trusted(cls: type[M], **fields: Any) -> M:
     """
     obj = _new(cls)
     _set(obj, "__dict__", fields)
-    _set(obj, "__pydantic_fields_set__", _FIELDS_SET.get(cls) or all_fields(cls))
+    _set(obj, "__pydantic_fields_set__", all_fields(cls))
     _set(obj, "__pydantic_extra__", None)
     _set(obj, "__pydantic_private__", None)
     return obj

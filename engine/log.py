@@ -59,6 +59,30 @@ class _Quiet:
     debug = warning = error = info
 
 
+class _Redacting:
+    """Hands records to the application's structlog configuration, secrets redacted first."""
+
+    enabled = True
+
+    def __init__(self, logger: Any) -> None:
+        self._logger = logger
+
+    def _emit(self, method: str, event: str, kw: dict[str, Any]) -> None:
+        getattr(self._logger, method)(event, **redact_secrets(None, method, kw))
+
+    def debug(self, event: str, **kw: Any) -> None:
+        self._emit("debug", event, kw)
+
+    def info(self, event: str, **kw: Any) -> None:
+        self._emit("info", event, kw)
+
+    def warning(self, event: str, **kw: Any) -> None:
+        self._emit("warning", event, kw)
+
+    def error(self, event: str, **kw: Any) -> None:
+        self._emit("error", event, kw)
+
+
 _logger: Any = _Quiet()
 
 
@@ -79,7 +103,7 @@ def configure_logging(fmt: LogFormat = "console", *, level: str = "info", stream
         _logger = _Quiet()
         return
     if fmt == "structlog":
-        _logger = structlog.get_logger("loopwright")
+        _logger = _Redacting(structlog.get_logger("loopwright"))
         return
     if fmt not in ("console", "json"):
         raise ValueError(f"unknown log format {fmt!r}; use 'console', 'json', 'structlog' or 'off'")

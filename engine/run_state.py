@@ -21,7 +21,6 @@ from .events import (
     Outcome,
     ToolResult,
     Usage,
-    _FIELDS_SET,
     _Event,
     all_fields,
 )
@@ -130,7 +129,7 @@ class RunContext:
         data.update(fields)
         event = _new(cls)
         _set(event, "__dict__", data)
-        _set(event, "__pydantic_fields_set__", _FIELDS_SET.get(cls) or all_fields(cls))
+        _set(event, "__pydantic_fields_set__", all_fields(cls))
         _set(event, "__pydantic_extra__", None)
         _set(event, "__pydantic_private__", None)
         self.sink(event)

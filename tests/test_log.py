@@ -48,3 +48,26 @@ def test_secrets_never_reach_a_record() -> None:
     assert record["api_key"] == "[redacted]"
     assert record["note"] == "header was [redacted] and key [redacted]"
     assert record["nested"] == {"password": "[redacted]", "ok": "fine"}
+
+
+def test_structlog_mode_uses_the_apps_configuration_with_secrets_redacted() -> None:
+    import structlog
+
+    captured: list[dict[str, object]] = []
+
+    def capture(_logger: object, _method: str, event_dict: dict[str, object]) -> dict[str, object]:
+        captured.append(dict(event_dict))
+        raise structlog.DropEvent
+
+    structlog.configure(processors=[capture])
+    configure_logging("structlog")
+    try:
+        from loopwright.log import get_logger
+
+        get_logger().info("probe", token="abc", detail="key sk-ant-0123456789abcdef")
+        Runner(agent(["hi"])).run_sync("go")
+    finally:
+        configure_logging("off")
+        structlog.reset_defaults()
+    assert captured[0]["token"] == "[redacted]" and captured[0]["detail"] == "key [redacted]"
+    assert any(r["event"] == "transition" for r in captured)
