@@ -86,6 +86,21 @@ class Agent:
             raise ConfigurationError(f"agent {name!r}: limits must be a loopwright.Limits, got {type(limits).__name__}")
         if not (isinstance(instruction, str) or callable(instruction)):
             raise ConfigurationError(f"agent {name!r}: instruction must be a str or a function of the run context")
+        self._options: dict[str, Any] = {
+            "name": name,
+            "model": model,
+            "instruction": instruction,
+            "static_instruction": static_instruction,
+            "description": description,
+            "tools": tools,
+            "limits": limits,
+            "model_settings": model_settings,
+            "before_model": before_model,
+            "after_model": after_model,
+            "before_tool": before_tool,
+            "after_tool": after_tool,
+            "machine": machine,
+        }
         self.name = name
         self.model = model
         self.instruction = instruction
@@ -114,6 +129,15 @@ class Agent:
         if isinstance(instruction, str) and instruction and not self.instruction_is_dynamic:
             static.append(Instruction(text=instruction, cache=True))
         self.static_instructions: tuple[Instruction, ...] = tuple(static)
+
+    def replace(self, **changes: Any) -> Agent:
+        """A new Agent like this one with ``changes`` applied, e.g. ``agent.replace(model=m)``."""
+        unknown = set(changes) - set(self._options)
+        if unknown:
+            raise ConfigurationError(
+                f"Agent.replace got unknown options {sorted(unknown)}; use {sorted(self._options)}"
+            )
+        return Agent(**{**self._options, **changes})
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, tools={list(self.tools)})"

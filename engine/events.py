@@ -34,7 +34,7 @@ class AllFieldsSet(frozenset[str]):
     fields are set). Immutable, so sharing is safe; a copy (what ``model_copy`` takes before
     it adds the updated names) is a fresh mutable set."""
 
-    def __copy__(self) -> set[str]:  # type: ignore[override]
+    def __copy__(self) -> set[str]:
         return set(self)
 
     def __deepcopy__(self, memo: Any) -> set[str]:

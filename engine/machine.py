@@ -299,6 +299,10 @@ class RowCoverage:
         self.taken: Counter[tuple[int, Row]] = Counter()
         self.machines: dict[int, LoopMachine] = {}
 
+    def reset(self) -> None:
+        self.taken.clear()
+        self.machines.clear()
+
     def hit(self, machine: LoopMachine, row: Row) -> None:
         self.machines[id(machine)] = machine
         self.taken[(id(machine), row)] += 1

@@ -128,7 +128,7 @@ class Runner:
         if not rs.cancel_requested:
             rs.cancel_requested = True
             task = run.task
-            if task is not None and task is not asyncio.current_task() and not task.done():
+            if task is not None and not task.done() and task is not _current_task():
                 task.cancel()
         return True
 
@@ -288,6 +288,14 @@ class Run:
                 limit=rs.limit,
                 error=rs.error.message if rs.error else None,
             )
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    """The running task, or None when called outside an event loop (cancel() may be)."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
 
 
 async def _until_deadline(handler: Handler, rs: RunState, ctx: RunContext) -> None:

@@ -1,5 +1,5 @@
-"""Shared test set-up: records which rows of the built-in table the suite takes, and fails a
-full run of the suite if any row never fired."""
+"""Shared test set-up: a full run of the suite fails if any row of the built-in table never
+fired (the loopwright pytest plugin records the rows taken)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import pytest
 
 from loopwright.machine import DEFAULT_MACHINE, coverage
 
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    coverage.enabled = True
+pytest_plugins = ["pytester"]
 
 
 def _is_full_run(session: pytest.Session) -> bool:

@@ -17,7 +17,13 @@ BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.S)
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_python_examples_run(index: int, capsys: pytest.CaptureFixture[str]) -> None:
-    exec(compile(BLOCKS[index], f"README.md block {index}", "exec"), {"__name__": f"readme_{index}"})
+    namespace: dict[str, object] = {"__name__": f"readme_{index}"}
+    exec(compile(BLOCKS[index], f"README.md block {index}", "exec"), namespace)
+    for name, value in namespace.items():  # an example that defines tests: run them too
+        if name.startswith("test_") and callable(value):
+            value()
+        elif name.startswith("Test") and isinstance(value, type) and hasattr(value, "runTest"):
+            value("runTest").runTest()
 
 
 def test_ci_runs_the_readme_test_command() -> None:

@@ -491,3 +491,13 @@ def test_duplicate_run_id_is_refused() -> None:
     runner.start("go", run_id="same")
     with pytest.raises(ConfigurationError, match="already running"):
         runner.start("go", run_id="same")
+
+
+def test_cancel_from_outside_any_event_loop() -> None:
+    runner = Runner(agent([[ToolCall(name="add", args={"a": 1, "b": 2})], "three"]))
+    handle = runner.start("go")
+    asyncio.run(handle.step())
+    assert runner.cancel(handle.run_id) is True  # no running loop here: must not raise
+    while not handle.done:
+        asyncio.run(handle.step())
+    assert handle.result.outcome == "cancelled"

@@ -59,6 +59,11 @@ class ScriptedModel:
         self._next = 0
 
     @property
+    def script(self) -> list[ModelResponse | BaseException]:
+        """The replies this model was given (empty for a function-backed model)."""
+        return list(self._replies)
+
+    @property
     def remaining(self) -> int:
         """Replies not yet used (0 for a function-backed model)."""
         return len(self._replies) - self._next

@@ -1,0 +1,157 @@
+"""Invariants every run of every agent must keep, usable in any test."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from ..agent import Agent
+from ..errors import ModelError
+from ..events import (
+    Event,
+    Message,
+    ModelResponded,
+    ModelResponse,
+    StateEntered,
+    TextPart,
+    ToolAnswered,
+    ToolCall,
+    ToolCalled,
+    ToolResult,
+)
+from ..machine import DEFAULT_MACHINE, LoopMachine
+from ..models.scripted import ScriptedModel
+from ..result import RunResult
+
+
+class InvariantViolation(AssertionError):
+    """A run broke an invariant. The message names it, shows the trace and the script."""
+
+
+def describe_script(script: Sequence[Any]) -> str:
+    """A script, one numbered line per reply, as a person would read it."""
+    lines = []
+    for i, item in enumerate(script, 1):
+        if isinstance(item, ModelError):
+            lines.append(f"  {i}. raise ModelError({item.message!r}, status={item.status}, retryable={item.retryable})")
+        elif isinstance(item, ModelResponse):
+            parts = []
+            for p in item.parts:
+                if isinstance(p, ToolCall):
+                    args = ", ".join(f"{k}={v!r}" for k, v in p.args.items())
+                    parts.append(f"{p.name}({args})")
+                elif isinstance(p, TextPart):
+                    parts.append(f"text {p.text!r}")
+            stop = f" [{item.stop_reason}]" if item.stop_reason not in (None, "end_turn", "tool_use") else ""
+            lines.append(f"  {i}. " + (" + ".join(parts) or "(empty reply)") + stop)
+        else:
+            lines.append(f"  {i}. {item!r}")
+    return "\n".join(lines) or "  (empty script)"
+
+
+def _machine(agent: Agent | None) -> LoopMachine:
+    return (agent.machine if agent is not None else None) or DEFAULT_MACHINE
+
+
+class _Checker:
+    def __init__(self, trace: list[str], events: list[Event], script: Sequence[Any] | None) -> None:
+        self.trace, self.events, self.script = trace, events, script
+
+    def fail(self, invariant: str, detail: str) -> None:
+        script = (
+            "" if self.script is None else f"\n  script ({len(self.script)} replies):\n{describe_script(self.script)}"
+        )
+        raise InvariantViolation(
+            f"loopwright invariant violated: {invariant}\n  {detail}\n  trace: {' -> '.join(self.trace)}{script}"
+        )
+
+
+def check_partial(trace: list[str], events: list[Event], machine: LoopMachine, script: Any = None) -> None:
+    """Invariants that hold at every step of a run, finished or not."""
+    c = _Checker(trace, events, script)
+    seqs = [e.seq for e in events]
+    if seqs != list(range(1, len(seqs) + 1)):
+        c.fail("event seq strictly increases", f"seq values were {seqs}")
+    rows = {(r.source, r.dest, r.label) for r in machine.rows}
+    steps = [(e.source, e.state, e.guard) for e in events if isinstance(e, StateEntered)]
+    for step in steps:
+        if step not in rows:
+            c.fail("the trace is a path of the machine", f"{step[0]} -> {step[1]} ({step[2]}) is not a row")
+    if [machine.initial, *[s[1] for s in steps]] != trace:
+        c.fail("the trace is a path of the machine", "the state_entered events do not match the trace")
+    if any(s in machine.terminals for s in trace[:-1]):
+        c.fail("a terminal state ends the run", "the run left a terminal state")
+    called: set[str] = set()
+    for e in events:
+        if isinstance(e, ToolCalled):
+            if e.call_id in called:
+                c.fail("every tool call answered exactly once", f"call id {e.call_id} was called twice")
+            called.add(e.call_id)
+        elif isinstance(e, ToolAnswered) and e.call_id not in called:
+            c.fail("every tool call answered exactly once", f"a result for {e.call_id}, which was never called")
+
+
+def assert_run_invariants(
+    result: RunResult, agent: Agent | None = None, *, script: Sequence[Any] | None = None
+) -> None:
+    """Check a finished run: it ended in a terminal state; its passes through ``reason``
+    are within ``max_iterations``; every tool call was answered exactly once with the same call
+    id (in the events and in the history); its trace is a path of the agent's machine; event
+    seq strictly increases; tool calls and tokens are within budget plus at most one step.
+    Raises :class:`InvariantViolation` naming the invariant, with the trace and the script
+    (``script``, or the agent's ScriptedModel script)."""
+    machine = _machine(agent)
+    if script is None and agent is not None and isinstance(agent.model, ScriptedModel):
+        script = agent.model.script
+    events, trace = result.events, result.trace
+    check_partial(trace, events, machine, script)
+    c = _Checker(trace, events, script)
+    if trace[-1] not in machine.terminals:
+        c.fail("the run ends in a terminal state", f"it stopped in {trace[-1]!r}")
+    limits = agent.limits if agent is not None else None
+    if limits is not None and result.iterations > limits.max_iterations:
+        c.fail("passes through reason <= max_iterations", f"{result.iterations} > {limits.max_iterations}")
+    called = Counter(e.call_id for e in events if isinstance(e, ToolCalled))
+    answered = Counter(e.call_id for e in events if isinstance(e, ToolAnswered))
+    if called != answered:
+        missing = sorted(set(called) - set(answered))
+        extra = sorted((answered - called).elements())
+        c.fail(
+            "every tool call answered exactly once", f"unanswered: {missing}; answered without a call or twice: {extra}"
+        )
+    _check_history(c, result.messages)
+    if limits is not None:
+        _check_budgets(c, result, limits.max_tool_calls, limits.max_total_tokens)
+
+
+def _check_history(c: _Checker, messages: list[Message]) -> None:
+    for i, message in enumerate(messages):
+        calls = [p.id for p in message.parts if isinstance(p, ToolCall)]
+        if not calls:
+            continue
+        following = messages[i + 1] if i + 1 < len(messages) else None
+        answers = [p.call_id for p in following.parts if isinstance(p, ToolResult)] if following else []
+        if answers != calls:
+            c.fail(
+                "every tool call answered exactly once",
+                f"history turn {i} calls {calls} but the next turn answers {answers}",
+            )
+
+
+def _check_budgets(c: _Checker, result: RunResult, max_calls: int | None, max_tokens: int | None) -> None:
+    responses = [e.response for e in result.events if isinstance(e, ModelResponded)]
+    if max_calls is not None:
+        widest = max((len(r.tool_calls) for r in responses), default=0)
+        if result.tool_calls > max_calls - 1 + widest:
+            c.fail(
+                "tool calls within budget plus at most one step",
+                f"{result.tool_calls} calls with max_tool_calls={max_calls} and at most {widest} calls a step",
+            )
+    if max_tokens is not None:
+        largest = max((r.usage.total_tokens for r in responses), default=0)
+        if result.usage.total_tokens > max_tokens - 1 + 2 * largest:  # the crossing step + the salvage call
+            c.fail(
+                "tokens within budget plus at most one step",
+                f"{result.usage.total_tokens} tokens with max_total_tokens={max_tokens}, largest reply {largest}",
+            )

@@ -1,0 +1,88 @@
+"""A hypothesis state machine that steps runs of an agent with interleaved rules — advance,
+cancel, inject a tool failure — and checks the invariants after every step."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from ..agent import Agent
+from ..errors import ToolError
+from ..events import ToolCall
+from ..machine import DEFAULT_MACHINE
+from ..models.scripted import ScriptedModel
+from ..run_state import RunContext
+from ..runner import Run, Runner
+from .invariants import assert_run_invariants, check_partial
+from .strategies import ScriptItem, model_behaviours
+
+_MAX_STEPS = 10_000
+
+
+def agent_state_machine(agent: Agent, **behaviour: Any) -> type[RuleBasedStateMachine]:
+    """A ``RuleBasedStateMachine`` class for ``agent``; run it in pytest with
+    ``TestMyAgent = agent_state_machine(my_agent).TestCase``. ``behaviour`` options go to
+    :func:`model_behaviours` (e.g. ``max_replies=4, model_error=0.2``)."""
+    machine = agent.machine or DEFAULT_MACHINE
+
+    class AgentRunMachine(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.loop = asyncio.new_event_loop()
+            self.fail_next_tool = False
+            self.script: list[ScriptItem] = []
+            self.run: Run | None = None
+            self.runner: Runner | None = None
+            self.scripted: Agent | None = None
+
+        @initialize(data=st.data())
+        def start(self, data: st.DataObject) -> None:
+            self.script = data.draw(model_behaviours(agent, **behaviour), label="script")
+            users_before = agent.before_tool
+
+            def before_tool(call: ToolCall, ctx: RunContext) -> Any:
+                if self.fail_next_tool:
+                    self.fail_next_tool = False
+                    raise ToolError("failure injected by the test")
+                return users_before(call, ctx) if users_before is not None else None
+
+            self.scripted = agent.replace(model=ScriptedModel(self.script), before_tool=before_tool)
+            self.runner = Runner(self.scripted)
+            self.run = self.runner.start("a message from hypothesis")
+
+        @rule()
+        def advance(self) -> None:
+            assert self.run is not None
+            if not self.run.done:
+                self.loop.run_until_complete(self.run.step())
+
+        @rule()
+        def cancel(self) -> None:
+            assert self.runner is not None and self.run is not None
+            self.runner.cancel(self.run.run_id)
+
+        @rule()
+        def inject_tool_failure(self) -> None:
+            self.fail_next_tool = True
+
+        @invariant()
+        def invariants_hold(self) -> None:
+            if self.run is not None:
+                check_partial(self.run.state.trace, self.run.events, machine, self.script)
+
+        def teardown(self) -> None:
+            try:
+                if self.run is not None:
+                    for _ in range(_MAX_STEPS):
+                        if self.run.done:
+                            break
+                        self.loop.run_until_complete(self.run.step())
+                    assert_run_invariants(self.run.result, self.scripted, script=self.script)
+            finally:
+                self.loop.close()
+
+    AgentRunMachine.__name__ = f"{agent.name}_RunMachine"
+    return AgentRunMachine
