@@ -44,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds each demo tool takes (default: 0.4 on a terminal, 0 otherwise)",
     )
     demo.add_argument("--input", default=None, help="the user's message (default: the demo's question)")
+    demo.add_argument(
+        "--example",
+        choices=["trip", "helpdesk"],
+        default="trip",
+        help="trip: one agent with tools; helpdesk: a dispatcher handing over to billing and sales agents",
+    )
 
     diagram = sub.add_parser("diagram", help="regenerate diagrams/, or draw a run's trace on the machine")
     diagram.add_argument("--out", default=None, help="folder to write the diagrams to (default: diagrams/)")
@@ -78,7 +84,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import DEMO_INPUT, demo_agent
+    from .demo import DEMO_INPUT, HELPDESK_INPUT, demo_agent, helpdesk_agent
 
     live = not args.json and sys.stdout.isatty()
     delay = args.delay if args.delay is not None else (0.4 if live else 0.0)
@@ -94,8 +100,13 @@ def _demo(args: argparse.Namespace) -> int:
         from .models.anthropic import AnthropicModel
 
         model = AnthropicModel(model=args.model, max_tokens=1024)
-    runner = Runner(demo_agent(model, delay_s=delay))
-    text = args.input or DEMO_INPUT
+    if args.example == "helpdesk":
+        if model is not None:
+            print("--model runs the trip example; the helpdesk example is scripted only.", file=sys.stderr)
+            return 2
+        runner, text = Runner(helpdesk_agent(delay)), args.input or HELPDESK_INPUT
+    else:
+        runner, text = Runner(demo_agent(model, delay_s=delay)), args.input or DEMO_INPUT
     if args.json:
         result = asyncio.run(_print_json(runner, text))
     else:

@@ -124,3 +124,129 @@ def demo_agent(model: Model | None = None, *, delay_s: float = 0.0) -> Agent:
         tools=demo_tools(delay_s),
         limits=Limits(max_iterations=8, max_tool_calls=12, tool_timeout_s=10),
     )
+
+
+# ---------------------------------------------------------------- the multi-agent help desk
+
+HELPDESK_INPUT = "I was charged twice for my Pro plan this month, and I'd like to add 5 seats."
+_CHARGES = [
+    {"id": "ch_1", "amount_usd": 49.0, "plan": "pro", "date": "2026-11-01"},
+    {"id": "ch_2", "amount_usd": 49.0, "plan": "pro", "date": "2026-11-01"},
+]
+
+
+def _own_results(request: ModelRequest) -> dict[str, Any]:
+    """This agent's own tool results so far, by tool name (the latest wins)."""
+    return {name: results[-1].content for name, results in _results(request.messages).items()}
+
+
+def _last_user_text(request: ModelRequest) -> str:
+    users = [m for m in request.messages if m.role == "user" and m.text]
+    return users[-1].text if users else ""
+
+
+def _transfer(agent: str, task: str, usage: Usage) -> ModelResponse:
+    return ModelResponse(
+        parts=(ToolCall(name="transfer_to_agent", args={"agent_name": agent, "task": task}),),
+        stop_reason="tool_use",
+        usage=usage,
+    )
+
+
+def _dispatcher(request: ModelRequest) -> ModelResponse:
+    usage = Usage(input_tokens=30 * len(request.messages), output_tokens=20, requests=1)
+    handed_back = _last_user_text(request)
+    if "handed this conversation to you]" in handed_back:
+        summary = handed_back.split("] ", 1)[1]
+        return ModelResponse(parts=(TextPart(text=f"All sorted: {summary}."),), stop_reason="end_turn", usage=usage)
+    return _transfer("billing", "Customer cus_42 reports a duplicate Pro charge this month; refund it.", usage)
+
+
+def _billing(request: ModelRequest) -> ModelResponse:
+    usage = Usage(input_tokens=30 * len(request.messages), output_tokens=20, requests=1)
+    seen = _own_results(request)
+    if "find_charges" not in seen:
+        return ModelResponse(parts=(ToolCall(name="find_charges", args={"customer_id": "cus_42"}),), usage=usage)
+    if "refund" not in seen:
+        charges = seen["find_charges"]
+        duplicate = charges[-1]["id"] if isinstance(charges, list) and len(charges) > 1 else "none"
+        return ModelResponse(parts=(ToolCall(name="refund", args={"charge_id": duplicate}),), usage=usage)
+    refund = seen["refund"]
+    task = f"Customer cus_42 wants 5 more Pro seats.\nBilling: {refund}"
+    return _transfer("sales", task, usage)  # a peer transfer
+
+
+def _sales(request: ModelRequest) -> ModelResponse:
+    usage = Usage(input_tokens=30 * len(request.messages), output_tokens=20, requests=1)
+    seen = _own_results(request)
+    if "quote_seats" not in seen:
+        return ModelResponse(parts=(ToolCall(name="quote_seats", args={"plan": "pro", "seats": 5}),), usage=usage)
+    quote = seen["quote_seats"]
+    billing_note = _last_user_text(request).split("\nBilling: ", 1)[-1]
+    return _transfer("dispatcher", f"{billing_note}; {quote}", usage)  # back to the parent
+
+
+def helpdesk_agent(delay_s: float = 0.0) -> Agent:
+    """ADK's help-desk example as an agent tree: a dispatcher with billing, support and sales
+    sub-agents, each on its own scripted model."""
+
+    @tool
+    async def find_charges(customer_id: str) -> list[dict[str, Any]]:
+        """This month's charges of a customer."""
+        await asyncio.sleep(delay_s)
+        return _CHARGES if customer_id == "cus_42" else []
+
+    @tool
+    async def refund(charge_id: str) -> str:
+        """Refund one charge in full."""
+        await asyncio.sleep(delay_s)
+        charge = next((c for c in _CHARGES if c["id"] == charge_id), None)
+        if charge is None:
+            raise LookupError(f"no charge {charge_id!r}")
+        return f"refunded duplicate charge {charge_id} ({charge['amount_usd']:.2f} USD)"
+
+    @tool
+    async def quote_seats(plan: str, seats: int) -> str:
+        """Monthly price of extra seats on a plan."""
+        await asyncio.sleep(delay_s)
+        return f"{seats} extra {plan} seats cost {seats * 49:.2f} USD a month"
+
+    @tool
+    def reset_password(email: str) -> str:
+        """Send a password reset link."""
+        return f"reset link sent to {email}"
+
+    limits = Limits(max_iterations=12, max_transfers=4)
+    billing = Agent(
+        name="billing",
+        model=ScriptedModel(_billing),
+        description="charges, refunds, invoices",
+        instruction="You handle billing.",
+        tools=[find_charges, refund],
+        limits=limits,
+    )
+    support = Agent(
+        name="support",
+        model=ScriptedModel(["How can I help?"]),
+        description="log-in and technical problems",
+        instruction="You fix technical problems.",
+        tools=[reset_password],
+        limits=limits,
+    )
+    sales = Agent(
+        name="sales",
+        model=ScriptedModel(_sales),
+        description="plans, seats and quotes",
+        instruction="You sell plans and seats.",
+        tools=[quote_seats],
+        limits=limits,
+        history="isolated",
+    )
+    return Agent(
+        name="dispatcher",
+        model=ScriptedModel(_dispatcher),
+        description="routes customers to the right team",
+        instruction="Route each request to the team that can solve it; answer once they are done.",
+        sub_agents=[billing, support, sales],
+        limits=limits,
+    )

@@ -115,11 +115,13 @@ PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
 
 
 class Message(BaseModel):
-    """One turn of the conversation. Tool results travel in ``user`` turns."""
+    """One turn of the conversation. Tool results travel in ``user`` turns. ``agent`` names
+    the agent whose turn it is (None for the user's own messages)."""
 
     model_config = _FROZEN
     role: Literal["user", "assistant"]
     parts: tuple[Part, ...]
+    agent: str | None = None
 
     @property
     def text(self) -> str:
@@ -235,11 +237,12 @@ class _Event(BaseModel):
     time: float
     state: str
     iteration: int
+    agent: str
+    """The active agent (it changes on a transfer)."""
 
 
 class RunStarted(_Event):
     type: Literal["run_started"] = "run_started"
-    agent: str
     input: str
 
 
@@ -292,6 +295,13 @@ class LimitReached(_Event):
     used: float
 
 
+class Transferred(_Event):
+    type: Literal["transfer"] = "transfer"
+    from_agent: str
+    to_agent: str
+    task: str
+
+
 class RunFinished(_Event):
     type: Literal["run_finished"] = "run_finished"
     outcome: Outcome
@@ -314,6 +324,7 @@ Event = Annotated[
     | ToolCalled
     | ToolAnswered
     | LimitReached
+    | Transferred
     | RunFinished
     | ErrorOccurred,
     Field(discriminator="type"),
@@ -328,6 +339,7 @@ EVENT_TYPES: tuple[str, ...] = (
     "tool_call",
     "tool_result",
     "limit_reached",
+    "transfer",
     "run_finished",
     "error",
 )

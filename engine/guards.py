@@ -85,13 +85,53 @@ def within_time_budget(rs: RunState) -> bool:
     return not rs.deadline_hit
 
 
+def transfer_requested(rs: RunState) -> bool:
+    """The latest act accepted a ``transfer_to_agent`` call."""
+    return rs.transfer_to is not None
+
+
+def no_transfer_requested(rs: RunState) -> bool:
+    """No transfer is pending."""
+    return rs.transfer_to is None
+
+
+def within_transfer_budget(rs: RunState) -> bool:
+    """Fewer transfers than ``max_transfers`` so far."""
+    return len(rs.transfers) < rs.limits.max_transfers
+
+
+def ping_pong_transfers(rs: RunState) -> int:
+    """How many transfers at the end of the run (the requested one included) bounce between
+    the same two agents."""
+    hops = [*rs.transfers, (rs.active_agent, rs.transfer_to)] if rs.transfer_to else rs.transfers
+    if not hops:
+        return 0
+    pair = set(hops[-1])
+    count = 0
+    for hop in reversed(hops):
+        if set(hop) != pair:
+            break
+        count += 1
+    return count
+
+
+def not_ping_pong(rs: RunState) -> bool:
+    """The requested transfer keeps the back-and-forth within ``max_ping_pong``."""
+    return ping_pong_transfers(rs) <= rs.limits.max_ping_pong
+
+
 def salvage_allowed(rs: RunState) -> bool:
     """Salvage is on and time is left for one more model call."""
     return rs.limits.salvage and not rs.deadline_hit
 
 
 def spent_budget(rs: RunState) -> LimitName | None:
-    """The first budget that is spent, in the order the decide row tests them, or None."""
+    """The budget that stops the loop, in the order the decide rows test them, or None."""
+    if transfer_requested(rs):
+        if not within_transfer_budget(rs):
+            return "max_transfers"
+        if not not_ping_pong(rs):
+            return "max_ping_pong"
     if not within_iteration_budget(rs):
         return "max_iterations"
     if not within_tool_call_budget(rs):

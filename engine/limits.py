@@ -6,7 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
-LimitName = Literal["max_iterations", "max_tool_calls", "max_total_tokens", "timeout_s"]
+LimitName = Literal[
+    "max_iterations", "max_tool_calls", "max_total_tokens", "timeout_s", "max_transfers", "max_ping_pong"
+]
 
 
 class Limits(BaseModel):
@@ -22,6 +24,9 @@ class Limits(BaseModel):
     - ``max_model_retries``: retries of a failed model call before the run fails.
     - ``retry_backoff_s``: first retry delay; doubles each retry, at most 30 s.
     - ``salvage``: when a budget is spent, make one last tool-less call for the best answer.
+    - ``max_transfers``: transfers between agents in one run.
+    - ``max_ping_pong``: consecutive transfers back and forth between the same two agents
+      (A->B->A->B is 3); the one past it is refused and the run goes to salvage.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -34,6 +39,8 @@ class Limits(BaseModel):
     max_model_retries: int = Field(default=2, ge=0)
     retry_backoff_s: float = Field(default=0.5, ge=0)
     salvage: bool = True
+    max_transfers: int = Field(default=5, ge=0)
+    max_ping_pong: int = Field(default=3, ge=1)
 
     def retry_delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based)."""

@@ -19,6 +19,7 @@ from .events import (
     TextDelta,
     ToolAnswered,
     ToolCalled,
+    Transferred,
 )
 from .result import RunResult
 from .runner import Runner
@@ -31,27 +32,31 @@ class LiveView:
         self.agent = agent
         self.max_iterations = max_iterations
         self.state = "start"
+        self.active = agent
         self.iteration = 0
-        self.calls: dict[str, list[str]] = {}  # call id -> [name, args, status, detail]
+        self.calls: dict[str, list[str]] = {}  # call id -> [agent, name, args, status, detail]
         self.notes: list[str] = []
         self.reply = ""
 
     def add(self, event: Event) -> None:
         self.state = event.state
+        self.active = event.agent
         self.iteration = event.iteration
         if isinstance(event, ToolCalled):
             args = ", ".join(f"{k}={v!r}" for k, v in event.args.items())
-            self.calls[event.call_id] = [event.name, args, "running", ""]
+            self.calls[event.call_id] = [event.agent, event.name, args, "running", ""]
         elif isinstance(event, ToolAnswered):
-            row = self.calls.setdefault(event.call_id, [event.name, "", "", ""])
-            row[2] = "error" if event.is_error else "ok"
-            row[3] = str(event.content)[:70]
+            row = self.calls.setdefault(event.call_id, [event.agent, event.name, "", "", ""])
+            row[3] = "error" if event.is_error else "ok"
+            row[4] = str(event.content)[:70]
         elif isinstance(event, ModelResponded):
             self.reply = event.response.text
         elif isinstance(event, TextDelta) and not event.thought:
             self.reply += event.text
         elif isinstance(event, ErrorOccurred):
             self.notes.append(f"{event.error.kind}: {event.error.message}")
+        elif isinstance(event, Transferred):
+            self.notes.append(f"transfer {event.from_agent} → {event.to_agent}: {event.task}")
         elif isinstance(event, LimitReached):
             self.notes.append(f"limit reached: {event.limit} ({event.used:g} of {event.value:g})")
         elif isinstance(event, StateEntered) and event.state == "reason":
@@ -59,19 +64,21 @@ class LiveView:
 
     def render(self) -> Panel:
         head = Text.assemble(
-            ("state ", "dim"),
+            ("agent ", "dim"),
+            (self.active, "bold magenta"),
+            ("   state ", "dim"),
             (self.state, "bold cyan"),
             ("   iteration ", "dim"),
             (f"{self.iteration}/{self.max_iterations}", "bold"),
         )
         table = Table(box=None, show_header=True, header_style="dim", expand=True)
-        for column in ("tool", "arguments", "status", "result"):
+        for column in ("agent", "tool", "arguments", "status", "result"):
             table.add_column(column, overflow="fold")
         style = {"ok": "green", "error": "red", "running": "yellow"}
-        for name, args, status, detail in self.calls.values():
-            table.add_row(name, args, Text(status, style=style.get(status, "")), detail)
+        for agent, name, args, status, detail in self.calls.values():
+            table.add_row(agent, name, args, Text(status, style=style.get(status, "")), detail)
         parts: list[Text | Table] = [head, table]
-        parts += [Text(note, style="red") for note in self.notes[-3:]]
+        parts += [Text(note, style="yellow") for note in self.notes[-4:]]
         if self.reply:
             parts.append(Text(self.reply[-300:], style="italic"))
         return Panel(Group(*parts), title=f"loopwright · {self.agent}", border_style="cyan")

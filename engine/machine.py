@@ -23,11 +23,21 @@ counter guards them, so every run ends by construction.
     act         -> decide
     decide      -> cancelled    if cancel_requested
     decide      -> done         if is_final_response
-    decide      -> preprocess   if within_{iteration,tool_call,token,time}_budget  [bounded: max_iterations]
+    decide      -> transfer     if transfer_requested & within_transfer_budget & not_ping_pong
+                                   & within_{iteration,tool_call,token,time}_budget
+                                                                  [bounded: max_transfers]  (multi-agent)
+    decide      -> preprocess   if no_transfer_requested & within_{iteration,tool_call,token,time}_budget
+                                                                  [bounded: max_iterations]
     decide      -> salvage      if salvage_allowed
     decide      -> done
     salvage     -> cancelled    if cancel_requested
     salvage     -> done
+    transfer    -> cancelled    if cancel_requested                                      (multi-agent)
+    transfer    -> preprocess                                                            (multi-agent)
+
+Rows marked with a feature belong to the loop variants that have it: ``multi_agent`` (an
+agent tree, with ``transfer``). :data:`VARIANTS` holds the built-in machines; an agent gets
+the one its definition needs (:func:`machine_for`).
 
 One :class:`LoopMachine` is built per table (the built-in one is shared by every agent that does
 not extend it) and serves all concurrent runs: runs are never registered as ``transitions``
@@ -46,6 +56,7 @@ from typing import Any, cast
 
 from transitions import Machine
 
+from .agent import Agent
 from .errors import MachineError, NoTransitionError
 from .guards import (
     cancel_requested,
@@ -55,12 +66,16 @@ from .guards import (
     has_retryable_model_error,
     has_tool_calls,
     is_final_response,
+    no_transfer_requested,
+    not_ping_pong,
     retries_left,
     salvage_allowed,
+    transfer_requested,
     within_iteration_budget,
     within_time_budget,
     within_token_budget,
     within_tool_call_budget,
+    within_transfer_budget,
 )
 from .limits import Limits
 from .run_state import RunState
@@ -80,6 +95,8 @@ class Row:
     dest: str
     guards: tuple[Guard, ...] = ()
     bounded_by: str | None = None
+    feature: str | None = None
+    """The loop variant feature this row belongs to (None: every variant)."""
     label: str = field(init=False, compare=False, repr=False)
     """How the row reads in logs and diagrams: its guards joined by ``&``, or ``else``."""
 
@@ -102,12 +119,12 @@ class Row:
         return f"{self.source} -> {self.dest} ({self.label}){bound}"
 
 
-def cancellable(*stages: str) -> list[Row]:
+def cancellable(stage: str, feature: str | None = None) -> Row:
     """The first row out of each working stage: a cancelled run goes to ``cancelled``."""
-    return [Row(s, Stage.CANCELLED, (cancel_requested,)) for s in stages]
+    return Row(stage, Stage.CANCELLED, (cancel_requested,), feature=feature)
 
 
-START, PRE, REASON, POST, ACT, DECIDE, SALVAGE = (
+START, PRE, REASON, POST, ACT, DECIDE, SALVAGE, TRANSFER = (
     Stage.START,
     Stage.PREPROCESS,
     Stage.REASON,
@@ -115,7 +132,9 @@ START, PRE, REASON, POST, ACT, DECIDE, SALVAGE = (
     Stage.ACT,
     Stage.DECIDE,
     Stage.SALVAGE,
+    Stage.TRANSFER,
 )
+MULTI = "multi_agent"
 DONE, FAILED, CANCELLED = Stage.DONE, Stage.FAILED, Stage.CANCELLED
 
 WITHIN_BUDGETS: tuple[Guard, ...] = (
@@ -124,35 +143,43 @@ WITHIN_BUDGETS: tuple[Guard, ...] = (
     within_token_budget,
     within_time_budget,
 )
+"""Every budget has room: both ways back into the loop (go round, hand over) require it."""
 
 # fmt: off
 TABLE: tuple[Row, ...] = (
-    Row(START,   PRE),
-    *cancellable(PRE),
-    Row(PRE,     FAILED,    (has_error,)),
-    Row(PRE,     REASON),
-    *cancellable(REASON),
-    Row(REASON,  POST,      (has_response,)),
-    Row(REASON,  DECIDE,    (deadline_passed,)),
-    Row(REASON,  REASON,    (has_retryable_model_error, retries_left), bounded_by="max_model_retries"),
-    Row(REASON,  FAILED),
-    *cancellable(POST),
-    Row(POST,    ACT,       (has_tool_calls,)),
-    Row(POST,    DECIDE),
-    *cancellable(ACT),
-    Row(ACT,     DECIDE),
-    *cancellable(DECIDE),
-    Row(DECIDE,  DONE,      (is_final_response,)),
-    Row(DECIDE,  PRE,       WITHIN_BUDGETS, bounded_by="max_iterations"),
-    Row(DECIDE,  SALVAGE,   (salvage_allowed,)),
-    Row(DECIDE,  DONE),
-    *cancellable(SALVAGE),
-    Row(SALVAGE, DONE),
+    Row(START,    PRE),
+    cancellable(PRE),
+    Row(PRE,      FAILED,    (has_error,)),
+    Row(PRE,      REASON),
+    cancellable(REASON),
+    Row(REASON,   POST,      (has_response,)),
+    Row(REASON,   DECIDE,    (deadline_passed,)),
+    Row(REASON,   REASON,    (has_retryable_model_error, retries_left), bounded_by="max_model_retries"),
+    Row(REASON,   FAILED),
+    cancellable(POST),
+    Row(POST,     ACT,       (has_tool_calls,)),
+    Row(POST,     DECIDE),
+    cancellable(ACT),
+    Row(ACT,      DECIDE),
+    cancellable(DECIDE),
+    Row(DECIDE,   DONE,      (is_final_response,)),
+    Row(DECIDE,   TRANSFER,  (transfer_requested, within_transfer_budget, not_ping_pong, *WITHIN_BUDGETS),
+        bounded_by="max_transfers", feature=MULTI),
+    Row(DECIDE,   PRE,       (no_transfer_requested, *WITHIN_BUDGETS), bounded_by="max_iterations"),
+    Row(DECIDE,   SALVAGE,   (salvage_allowed,)),
+    Row(DECIDE,   DONE),
+    cancellable(SALVAGE),
+    Row(SALVAGE,  DONE),
+    cancellable(TRANSFER, MULTI),
+    Row(TRANSFER, PRE,       feature=MULTI),
 )
-"""The built-in loop, in the order the machine tries its rows."""
+"""Every row of the built-in loop, in the order the machine tries them."""
 # fmt: on
 
-STATES: tuple[str, ...] = tuple(Stage)
+
+def rows_for(*features: str) -> tuple[Row, ...]:
+    """The rows of the variant with ``features`` (rows of no feature are in every variant)."""
+    return tuple(r for r in TABLE if r.feature is None or r.feature in features)
 
 
 class LoopMachine:
@@ -166,7 +193,7 @@ class LoopMachine:
         self,
         rows: Sequence[Row] = TABLE,
         *,
-        states: Iterable[str] = STATES,
+        states: Iterable[str] | None = None,
         terminals: Iterable[str] = TERMINALS,
         initial: str = START,
         handlers: Mapping[str, Callable[..., Any]] | None = None,
@@ -174,6 +201,9 @@ class LoopMachine:
     ) -> None:
         self.name = name
         self.rows: tuple[Row, ...] = tuple(rows)
+        if states is None:  # the states the rows name, in Stage order, then any others
+            named = {end for row in self.rows for end in (row.source, row.dest)} | set(terminals)
+            states = [s for s in Stage if s in named] + sorted(named - set(Stage))
         self.states: tuple[str, ...] = tuple(dict.fromkeys(str(s) for s in states))
         self.terminals: frozenset[str] = frozenset(str(s) for s in terminals)
         self.initial = str(initial)
@@ -312,5 +342,17 @@ class RowCoverage:
 
 
 coverage = RowCoverage()
-DEFAULT_MACHINE = LoopMachine(TABLE, name="agent")
-"""The built-in loop, shared by every agent that does not bring its own machine."""
+DEFAULT_MACHINE = LoopMachine(rows_for(), name="agent")
+"""The plain loop, shared by every single agent that does not bring its own machine."""
+MULTI_AGENT_MACHINE = LoopMachine(rows_for(MULTI), name="multi_agent")
+"""The loop of an agent tree: adds the ``transfer`` state."""
+VARIANTS: dict[str, LoopMachine] = {m.name: m for m in (DEFAULT_MACHINE, MULTI_AGENT_MACHINE)}
+
+
+def machine_for(agent: Agent) -> LoopMachine:
+    """The machine an agent runs on: its own, or the built-in variant its definition needs."""
+    if agent.machine is not None:
+        return agent.machine
+    if any(a.sub_agents for a in agent.root.walk()):
+        return MULTI_AGENT_MACHINE
+    return DEFAULT_MACHINE

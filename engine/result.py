@@ -23,6 +23,8 @@ class RunResult(BaseModel):
 
     run_id: str
     agent: str
+    answered_by: str
+    """The agent whose turn ended the run (the next message of the conversation goes to it)."""
     outcome: Outcome
     output: str | None
     trace: list[str]
@@ -43,6 +45,7 @@ class RunResult(BaseModel):
             cls,
             run_id=rs.run_id,
             agent=rs.agent,
+            answered_by=rs.active_agent,
             outcome=rs.outcome,
             output=rs.output,
             trace=rs.trace,

@@ -37,8 +37,11 @@ class RunState:
 
     run_id: str
     agent: str
+    """The agent the run started with (the root of its tree)."""
     limits: Limits
     input: str
+    active_agent: str = ""
+    """The agent whose turn it is; changes on a transfer."""
     stage: str = Stage.START
     iteration: int = 0
     """Passes through ``reason`` so far (the salvage call is not counted)."""
@@ -73,6 +76,17 @@ class RunState:
     """Session state: instruction placeholders read it, tools read and write it via ``ctx``."""
     trace: list[str] = field(default_factory=list)
     seq: int = 0
+    transfer_to: str | None = None
+    """A transfer the model asked for in the latest act (cleared by the transfer stage)."""
+    transfer_task: str = ""
+    transfers: list[tuple[str, str]] = field(default_factory=list)
+    """Transfers taken so far, as (from agent, to agent)."""
+    branch_start: dict[str, int] = field(default_factory=dict)
+    """For agents with the isolated history policy: where their branch of the history starts."""
+
+    def __post_init__(self) -> None:
+        if not self.active_agent:
+            self.active_agent = self.agent
 
     def to_json(self) -> bytes:
         return RUN_STATE_ADAPTER.dump_json(self)
@@ -91,11 +105,12 @@ _clock = time.time
 class RunContext:
     """What stages and tools get besides the run state.
 
-    Tools that declare a ``ctx`` parameter receive this: ``ctx.run_id``, ``ctx.agent``,
-    ``ctx.state`` (the session state, shared by the whole run) and ``ctx.run_state``.
+    Tools that declare a ``ctx`` parameter receive this: ``ctx.run_id``, ``ctx.agent`` (the
+    active agent), ``ctx.agents`` (every agent of the tree by name), ``ctx.state`` (the session
+    state, shared by the whole run) and ``ctx.run_state``.
     """
 
-    __slots__ = ("agent", "run_id", "run_state", "sink", "state", "stream_deltas")
+    __slots__ = ("agent", "agents", "run_id", "run_state", "sink", "state", "stream_deltas")
 
     def __init__(
         self,
@@ -104,8 +119,10 @@ class RunContext:
         sink: Callable[[Any], None],
         *,
         stream_deltas: bool = False,
+        agents: dict[str, Agent] | None = None,
     ) -> None:
-        self.agent = agent
+        self.agents: dict[str, Agent] = agents if agents is not None else {agent.name: agent}
+        self.agent = self.agents.get(run_state.active_agent, agent)
         self.run_state = run_state
         self.run_id = run_state.run_id
         self.state = run_state.state
@@ -125,6 +142,7 @@ class RunContext:
             "time": _clock(),
             "state": rs.stage,
             "iteration": rs.iteration,
+            "agent": rs.active_agent,
         }
         data.update(fields)
         event = _new(cls)

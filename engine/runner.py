@@ -30,7 +30,7 @@ from .errors import ConfigurationError, MachineError
 from .events import ErrorInfo, Event, RunFinished, RunStarted, StateEntered
 from .guards import is_final_response
 from .log import get_logger, logging_enabled
-from .machine import DEFAULT_MACHINE, LoopMachine, Row, coverage
+from .machine import LoopMachine, Row, coverage, machine_for
 from .result import RunResult
 from .run_state import RunContext, RunState
 from .stage import Stage
@@ -50,7 +50,8 @@ class Runner:
         if not isinstance(agent, Agent):
             raise ConfigurationError(f"Runner takes an Agent, got {type(agent).__name__}")
         self.agent = agent
-        self.machine = machine or agent.machine or DEFAULT_MACHINE
+        self.machine = machine or machine_for(agent)
+        self.agents: dict[str, Agent] = {a.name: a for a in agent.root.walk()}
         self._handlers: dict[str, Handler] = {**HANDLERS, **self.machine.handlers}
         for state in self.machine.states:
             if state not in self.machine.terminals and state not in self._handlers:
@@ -63,10 +64,26 @@ class Runner:
 
     # ------------------------------------------------------------------ public API
 
-    def new_run(self, input: str, *, run_id: str | None = None, state: dict[str, JsonValue] | None = None) -> RunState:
-        """A fresh run state in the initial state (not yet running)."""
+    def new_run(
+        self,
+        input: str,
+        *,
+        run_id: str | None = None,
+        state: dict[str, JsonValue] | None = None,
+        after: RunResult | None = None,
+        agent: str | None = None,
+    ) -> RunState:
+        """A fresh run state in the initial state (not yet running).
+
+        ``after``: a finished run of this conversation; the new run continues its history and
+        session state, with the agent that answered last unless ``agent`` names another."""
         if not isinstance(input, str):
             raise ConfigurationError(f"the user input must be a str, got {type(input).__name__}")
+        active = agent or (after.answered_by if after is not None else self.agent.name)
+        if active not in self.agents:
+            raise ConfigurationError(
+                f"no agent named {active!r} in this runner's tree; the agents are: {', '.join(self.agents)}"
+            )
         run_id = run_id or uuid.uuid4().hex
         if run_id in self._active:
             raise ConfigurationError(f"run id {run_id!r} is already running on this runner; use a new one")
@@ -77,8 +94,10 @@ class Runner:
             limits=limits,
             input=input,
             stage=self.machine.initial,
-            state=dict(state or {}),
+            state={**(after.state if after is not None else {}), **(state or {})},
             trace=[self.machine.initial],
+            active_agent=active,
+            messages=list(after.messages) if after is not None else [],
         )
         if limits.timeout_s is not None:
             rs.deadline = _clock() + limits.timeout_s
@@ -90,33 +109,55 @@ class Runner:
         *,
         run_id: str | None = None,
         state: dict[str, JsonValue] | None = None,
+        after: RunResult | None = None,
+        agent: str | None = None,
         sink: Callable[[Event], None] | None = None,
     ) -> Run:
         """Begin a run to drive by hand: ``await run.step()`` takes one transition.
         ``sink`` also receives every event as it is emitted."""
-        return Run(self, self.new_run(input, run_id=run_id, state=state), sink=sink)
+        return Run(self, self.new_run(input, run_id=run_id, state=state, after=after, agent=agent), sink=sink)
 
     async def run(
-        self, input: str, *, run_id: str | None = None, state: dict[str, JsonValue] | None = None
+        self,
+        input: str,
+        *,
+        run_id: str | None = None,
+        state: dict[str, JsonValue] | None = None,
+        after: RunResult | None = None,
+        agent: str | None = None,
     ) -> RunResult:
         """Run the agent on ``input`` until a terminal state; return the result."""
-        return await Run(self, self.new_run(input, run_id=run_id, state=state)).run_to_end()
+        return await Run(self, self.new_run(input, run_id=run_id, state=state, after=after, agent=agent)).run_to_end()
 
     def run_sync(
-        self, input: str, *, run_id: str | None = None, state: dict[str, JsonValue] | None = None
+        self,
+        input: str,
+        *,
+        run_id: str | None = None,
+        state: dict[str, JsonValue] | None = None,
+        after: RunResult | None = None,
+        agent: str | None = None,
     ) -> RunResult:
         """``run`` for code without an event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input, run_id=run_id, state=state))
+            return asyncio.run(self.run(input, run_id=run_id, state=state, after=after, agent=agent))
         raise ConfigurationError("run_sync() cannot be called inside a running event loop; use `await runner.run(...)`")
 
-    def stream(self, input: str, *, run_id: str | None = None, state: dict[str, JsonValue] | None = None) -> RunStream:
+    def stream(
+        self,
+        input: str,
+        *,
+        run_id: str | None = None,
+        state: dict[str, JsonValue] | None = None,
+        after: RunResult | None = None,
+        agent: str | None = None,
+    ) -> RunStream:
         """Events as they happen: ``async for event in runner.stream(text)``. Text deltas
         arrive as ``text_delta`` events from models that stream. ``.result`` holds the
         RunResult once the stream is exhausted. Leaving the loop early cancels the run."""
-        return RunStream(self, self.new_run(input, run_id=run_id, state=state))
+        return RunStream(self, self.new_run(input, run_id=run_id, state=state, after=after, agent=agent))
 
     def cancel(self, run_id: str) -> bool:
         """Cancel a running run: the stage in progress is interrupted, the run ends in
@@ -176,7 +217,7 @@ class Run:
                 keep(event)
                 forward(event)
 
-        self.ctx = RunContext(runner.agent, rs, emit, stream_deltas=stream_deltas)
+        self.ctx = RunContext(runner.agent, rs, emit, stream_deltas=stream_deltas, agents=runner.agents)
         self.task: asyncio.Task[Any] | None = None
         self._machine = runner.machine
         self._handlers = runner._handlers
@@ -184,7 +225,7 @@ class Run:
         self._log = logging_enabled()
         runner._active[rs.run_id] = self
         if rs.seq == 0:
-            self.ctx.emit(RunStarted, agent=rs.agent, input=rs.input)
+            self.ctx.emit(RunStarted, input=rs.input)
 
     @property
     def run_id(self) -> str:

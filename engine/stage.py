@@ -15,6 +15,7 @@ class Stage(StrEnum):
     ACT = "act"
     DECIDE = "decide"
     SALVAGE = "salvage"
+    TRANSFER = "transfer"
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"

@@ -19,6 +19,7 @@ from .preprocess import preprocess
 from .reason import reason
 from .salvage import salvage
 from .start import start
+from .transfer import transfer
 
 Handler = Callable[[RunState, RunContext], Awaitable[None]]
 
@@ -30,10 +31,22 @@ HANDLERS: dict[str, Handler] = {
     Stage.ACT: act,
     Stage.DECIDE: decide,
     Stage.SALVAGE: salvage,
+    Stage.TRANSFER: transfer,
 }
 
 _missing = [s.value for s in Stage if s not in TERMINALS and s not in HANDLERS]
 if _missing:  # pragma: no cover - a development-time check
     raise ImportError(f"loopwright.states: no handler for working stages {_missing}")
 
-__all__ = ["HANDLERS", "Handler", "act", "decide", "postprocess", "preprocess", "reason", "salvage", "start"]
+__all__ = [
+    "HANDLERS",
+    "Handler",
+    "act",
+    "decide",
+    "postprocess",
+    "preprocess",
+    "reason",
+    "salvage",
+    "start",
+    "transfer",
+]

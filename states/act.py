@@ -13,6 +13,7 @@ import asyncio
 import time
 from typing import Any
 
+from loopwright.agent import TRANSFER_TOOL
 from loopwright.events import Message, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
 from loopwright.log import get_logger, logging_enabled
 from loopwright.run_state import RunContext, RunState
@@ -25,12 +26,37 @@ def _result(call: ToolCall, content: Any, is_error: bool) -> ToolResult:
     return trusted(ToolResult, type="tool_result", call_id=call.id, name=call.name, content=content, is_error=is_error)
 
 
+def _transfer(call: ToolCall, ctx: RunContext) -> ToolResult:
+    """A ``transfer_to_agent`` call: accepted (the table then takes the transfer row) or an
+    error result saying which agents this one may reach."""
+    rs = ctx.run_state
+    allowed = [a.name for a in ctx.agent.transfer_targets()]
+    target, task = call.args.get("agent_name"), call.args.get("task")
+    if not allowed:
+        return _result(call, f"agent {ctx.agent.name!r} cannot transfer: it has no agent to hand over to", True)
+    if not isinstance(target, str) or not isinstance(task, str):
+        return _result(call, f"invalid arguments for tool {TRANSFER_TOOL!r}: agent_name and task must be strings", True)
+    if target not in allowed:
+        known = "unknown agent" if target not in ctx.agents else "an agent it may not transfer to"
+        return _result(
+            call,
+            f"cannot transfer to {target!r} ({known}); {ctx.agent.name} may transfer to: {', '.join(allowed)}",
+            True,
+        )
+    if rs.transfer_to is not None:
+        return _result(call, f"only one transfer per turn: already transferring to {rs.transfer_to!r}", True)
+    rs.transfer_to, rs.transfer_task = target, task
+    return _result(call, f"transferring to {target}", False)
+
+
 async def _execute(call: ToolCall, ctx: RunContext) -> ToolResult:
     """One tool call, through before_tool, the tool (with its timeout) and after_tool."""
     agent = ctx.agent
     tool = agent.tools.get(call.name)
+    if tool is None and call.name == TRANSFER_TOOL:
+        return _transfer(call, ctx)
     if tool is None:
-        available = ", ".join(agent.tools) or "none"
+        available = ", ".join(t.name for t in agent.request_tools) or "none"
         return _result(call, f"unknown tool {call.name!r}; available tools: {available}", True)
     try:
         kwargs = tool.validate(call.args)
@@ -153,4 +179,4 @@ def _keep(rs: RunState, results: list[ToolResult | None]) -> None:
     answered = [r for r in results if r is not None]
     rs.tool_results = answered
     if answered:
-        rs.messages.append(trusted(Message, role="user", parts=tuple(answered)))
+        rs.messages.append(trusted(Message, role="user", parts=tuple(answered), agent=rs.active_agent))

@@ -22,7 +22,7 @@ async def postprocess(rs: RunState, ctx: RunContext) -> None:
     if response is None:  # the table only routes here with a response
         return
     rs.usage = rs.usage + response.usage
-    rs.messages.append(trusted(Message, role="assistant", parts=response.parts))
+    rs.messages.append(trusted(Message, role="assistant", parts=response.parts, agent=rs.active_agent))
     text = "".join(p.text for p in response.parts if type(p) is TextPart)
     rs.text = (rs.text or "") + text if rs.continuing else text
     stop = response.stop_reason

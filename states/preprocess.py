@@ -1,7 +1,9 @@
 """preprocess: builds the ModelRequest for this pass.
 
-Reads the agent's instructions, tool specs and settings, ``state`` (for ``{key}``
-placeholders) and ``messages``; writes ``request``, resets ``attempt`` (a new pass begins),
+Reads the active agent's instructions, tool specs (with ``transfer_to_agent`` when it has
+somewhere to go) and settings, ``state`` (for ``{key}`` placeholders) and ``messages`` (as
+that agent sees them, once several agents have spoken); writes ``request``, resets
+``attempt`` (a new pass begins),
 and on a bad instruction writes ``error`` (the table then goes to ``failed``).
 """
 
@@ -15,6 +17,8 @@ from loopwright.agent import PLACEHOLDER, Agent
 from loopwright.errors import InstructionError
 from loopwright.events import ErrorInfo, Instruction, ModelRequest, trusted
 from loopwright.run_state import RunContext, RunState
+
+from .transfer import view_for
 
 
 def fill_placeholders(text: str, state: Mapping[str, object], agent: str) -> str:
@@ -73,11 +77,14 @@ async def preprocess(rs: RunState, ctx: RunContext) -> None:
             return
         if text:
             instructions = (*instructions, trusted(Instruction, text=text, cache=False))
+    messages = rs.messages
+    if rs.transfers:  # more than one agent has spoken: each sees the others' turns marked
+        messages = view_for(agent.name, agent.history == "isolated", rs)
     rs.request = trusted(
         ModelRequest,
         instructions=instructions,
-        messages=rs.messages,
-        tools=agent.tool_specs,
+        messages=messages,
+        tools=agent.request_tools,
         tool_choice=None,
         settings=agent.model_settings,
     )

@@ -22,7 +22,7 @@ from loopwright.events import (
     ThoughtPart,
     trusted,
 )
-from loopwright.guards import spent_budget
+from loopwright.guards import ping_pong_transfers, spent_budget
 from loopwright.limits import LimitName
 from loopwright.run_state import RunContext, RunState
 
@@ -38,6 +38,8 @@ BUDGET_WORDS: dict[str, str] = {
     "max_tool_calls": "tool calls (max_tool_calls={value})",
     "max_total_tokens": "tokens (max_total_tokens={value})",
     "timeout_s": "time (timeout_s={value})",
+    "max_transfers": "transfers between agents (max_transfers={value})",
+    "max_ping_pong": "back-and-forth transfers between the same agents (max_ping_pong={value})",
 }
 
 
@@ -54,6 +56,8 @@ def note_limit(rs: RunState, ctx: RunContext) -> LimitName | None:
         "max_tool_calls": rs.tool_calls_made,
         "max_total_tokens": rs.usage.total_tokens,
         "timeout_s": rs.limits.timeout_s or 0.0,
+        "max_transfers": len(rs.transfers),
+        "max_ping_pong": ping_pong_transfers(rs),
     }[limit]
     value = getattr(rs.limits, limit)
     ctx.emit(LimitReached, limit=limit, value=float(value), used=float(used))
@@ -64,13 +68,14 @@ async def salvage(rs: RunState, ctx: RunContext) -> None:
     agent = ctx.agent
     limit = note_limit(rs, ctx) or "max_iterations"
     budget = BUDGET_WORDS[limit].format(value=getattr(rs.limits, limit))
-    rs.messages.append(Message(role="user", parts=(TextPart(text=SALVAGE_PROMPT.format(budget=budget)),)))
+    prompt = TextPart(text=SALVAGE_PROMPT.format(budget=budget))
+    rs.messages.append(Message(role="user", parts=(prompt,), agent=rs.active_agent))
     instructions = rs.request.instructions if rs.request is not None else agent.static_instructions
     request = ModelRequest(
         instructions=instructions,
         messages=rs.messages,
-        tools=agent.tool_specs,
-        tool_choice="none" if agent.tool_specs else None,
+        tools=agent.request_tools,
+        tool_choice="none" if agent.request_tools else None,
         settings=agent.model_settings,
     )
     ctx.emit(ModelRequested, attempt=1, message_count=len(request.messages), tool_names=())
@@ -84,7 +89,7 @@ async def salvage(rs: RunState, ctx: RunContext) -> None:
     reply = ModelResponse(parts=kept, usage=response.usage, stop_reason=response.stop_reason, model=response.model)
     ctx.emit(ModelResponded, response=reply)
     rs.usage = rs.usage + reply.usage
-    rs.messages.append(trusted(Message, role="assistant", parts=kept))
+    rs.messages.append(trusted(Message, role="assistant", parts=kept, agent=rs.active_agent))
     rs.response = reply
     rs.text = reply.text
     rs.salvaged = True

@@ -10,4 +10,5 @@ from loopwright.run_state import RunContext, RunState
 
 
 async def start(rs: RunState, ctx: RunContext) -> None:
-    rs.messages.append(trusted(Message, role="user", parts=(trusted(TextPart, type="text", text=rs.input),)))
+    text = trusted(TextPart, type="text", text=rs.input)
+    rs.messages.append(trusted(Message, role="user", parts=(text,), agent=None))

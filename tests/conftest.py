@@ -1,11 +1,11 @@
-"""Shared test set-up: a full run of the suite fails if any row of the built-in table never
-fired (the loopwright pytest plugin records the rows taken)."""
+"""Shared test set-up: a full run of the suite fails if any row of a built-in loop variant
+never fired (the loopwright pytest plugin records the rows taken)."""
 
 from __future__ import annotations
 
 import pytest
 
-from loopwright.machine import DEFAULT_MACHINE, coverage
+from loopwright.machine import VARIANTS, coverage
 
 pytest_plugins = ["pytester"]
 
@@ -20,11 +20,14 @@ def _is_full_run(session: pytest.Session) -> bool:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not _is_full_run(session):
         return
-    missing = coverage.missing(DEFAULT_MACHINE)
-    if missing:
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        lines = "\n".join(f"  {row}" for row in missing)
-        message = f"loopwright row coverage: {len(missing)} row(s) of the built-in table never fired:\n{lines}"
-        if reporter is not None:
-            reporter.write_line(message, red=True)
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for name, machine in VARIANTS.items():
+        missing = coverage.missing(machine)
+        if missing:
+            lines = "\n".join(f"  {row}" for row in missing)
+            message = (
+                f"loopwright row coverage: {len(missing)} row(s) of the built-in {name!r} loop never fired:\n{lines}"
+            )
+            if reporter is not None:
+                reporter.write_line(message, red=True)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -10,14 +10,15 @@ from loopwright import Limits, ModelResponse, TextPart, ToolCall, Usage
 from loopwright.errors import MachineError, NoTransitionError
 from loopwright.events import ErrorInfo
 from loopwright.guards import has_response
-from loopwright.machine import DEFAULT_MACHINE, TABLE, LoopMachine, Row
+from loopwright.machine import DEFAULT_MACHINE, MULTI_AGENT_MACHINE, TABLE, VARIANTS, LoopMachine, Row
 from loopwright.run_state import RunState
 from loopwright.stage import TERMINALS, Stage
 
 
-def test_every_working_state_ends_in_its_fallback() -> None:
-    for stage in Stage:
-        rows = DEFAULT_MACHINE.rows_from(stage)
+@pytest.mark.parametrize("machine", VARIANTS.values(), ids=list(VARIANTS))
+def test_every_working_state_ends_in_its_fallback(machine: LoopMachine) -> None:
+    for stage in machine.states:
+        rows = machine.rows_from(stage)
         if stage in TERMINALS:
             assert rows == ()
         else:
@@ -26,23 +27,33 @@ def test_every_working_state_ends_in_its_fallback() -> None:
 
 def test_only_the_cycle_closing_rows_are_bounded() -> None:
     bounded = {(r.source, r.dest, r.bounded_by) for r in TABLE if r.bounded_by}
-    assert bounded == {("reason", "reason", "max_model_retries"), ("decide", "preprocess", "max_iterations")}
+    assert bounded == {
+        ("reason", "reason", "max_model_retries"),
+        ("decide", "preprocess", "max_iterations"),
+        ("decide", "transfer", "max_transfers"),
+    }
 
 
-def test_the_transitions_machine_holds_the_table_in_order() -> None:
-    event = DEFAULT_MACHINE.machine.events["advance"]
-    for state in DEFAULT_MACHINE.states:
+@pytest.mark.parametrize("machine", VARIANTS.values(), ids=list(VARIANTS))
+def test_the_transitions_machine_holds_the_table_in_order(machine: LoopMachine) -> None:
+    event = machine.machine.events["advance"]
+    for state in machine.states:
         built = [(t.dest, tuple(c.func for c in t.conditions)) for t in event.transitions.get(state, [])]
-        assert built == [(r.dest, r.guards) for r in TABLE if r.source == state]
-    assert set(DEFAULT_MACHINE.machine.states) == set(Stage)
+        assert built == [(r.dest, r.guards) for r in machine.rows if r.source == state]
+
+
+def test_variants_hold_the_states_their_rows_name() -> None:
+    assert "transfer" not in DEFAULT_MACHINE.states
+    assert MULTI_AGENT_MACHINE.states == (*DEFAULT_MACHINE.states[:7], "transfer", "done", "failed", "cancelled")
+    assert set(DEFAULT_MACHINE.rows) < set(MULTI_AGENT_MACHINE.rows) == set(TABLE)
 
 
 def test_table_reads_like_the_diagram() -> None:
     assert [str(r) for r in DEFAULT_MACHINE.rows_from(Stage.DECIDE)] == [
         "decide -> cancelled (cancel_requested)",
         "decide -> done (is_final_response)",
-        "decide -> preprocess (within_iteration_budget & within_tool_call_budget & within_token_budget & "
-        "within_time_budget) [bounded: max_iterations]",
+        "decide -> preprocess (no_transfer_requested & within_iteration_budget & within_tool_call_budget & "
+        "within_token_budget & within_time_budget) [bounded: max_iterations]",
         "decide -> salvage (salvage_allowed)",
         "decide -> done (else)",
     ]
@@ -56,7 +67,7 @@ responses = st.one_of(
     st.just(ModelResponse(parts=())),
 )
 run_states = st.builds(
-    lambda it, att, calls, tokens, resp, merr, err, dl, cancel, lim: RunState(
+    lambda it, att, calls, tokens, resp, merr, err, dl, cancel, lim, hops, target: RunState(
         run_id="r",
         agent="a",
         limits=lim,
@@ -70,6 +81,8 @@ run_states = st.builds(
         error=err,
         deadline_hit=dl,
         cancel_requested=cancel,
+        transfers=hops,
+        transfer_to=target,
     ),
     st.integers(0, 6),
     st.integers(0, 4),
@@ -87,25 +100,32 @@ run_states = st.builds(
         max_total_tokens=st.none() | st.integers(1, 150),
         max_model_retries=st.integers(0, 3),
         salvage=st.booleans(),
+        max_transfers=st.integers(0, 4),
+        max_ping_pong=st.integers(1, 3),
     ),
+    st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from("ab")), max_size=5),
+    st.none() | st.sampled_from("ab"),
 )
 
 
 @settings(max_examples=300, deadline=None)
-@given(rs=run_states, stage=st.sampled_from([s for s in Stage if s not in TERMINALS]))
-def test_choose_agrees_with_the_transitions_trigger(rs: RunState, stage: Stage) -> None:
-    row = DEFAULT_MACHINE.choose(stage, rs)
+@given(rs=run_states, machine=st.sampled_from(list(VARIANTS.values())), data=st.data())
+def test_choose_agrees_with_the_transitions_trigger(rs: RunState, machine: LoopMachine, data: st.DataObject) -> None:
+    stage = data.draw(st.sampled_from([s for s in machine.states if s not in TERMINALS]))
+    row = machine.choose(stage, rs)
     assert row.source == stage
-    assert DEFAULT_MACHINE.choose_via_trigger(stage, rs) == row.dest
-    assert DEFAULT_MACHINE.machine.models == []  # the slow path leaves no model behind
+    assert machine.choose_via_trigger(stage, rs) == row.dest
+    assert machine.machine.models == []  # the slow path leaves no model behind
 
 
 @settings(max_examples=200, deadline=None)
 @given(rs=run_states)
 def test_cycle_edges_only_fire_with_budget_left(rs: RunState) -> None:
-    row = DEFAULT_MACHINE.choose(Stage.DECIDE, rs)
+    row = MULTI_AGENT_MACHINE.choose(Stage.DECIDE, rs)
     if row.dest == Stage.PREPROCESS:
         assert rs.iteration < rs.limits.max_iterations
+    if row.dest == Stage.TRANSFER:
+        assert len(rs.transfers) < rs.limits.max_transfers
     row = DEFAULT_MACHINE.choose(Stage.REASON, rs)
     if row.dest == Stage.REASON:
         assert rs.attempt <= rs.limits.max_model_retries
@@ -121,38 +141,39 @@ def named_guard(rs: RunState) -> bool:
         ([Row("start", "nowhere")], "row start -> nowhere (else) names state 'nowhere', which is not a state"),
         (
             [Row("start", "done", (named_guard,)), Row("start", "failed")]
-            + [Row(s, "done") for s in Stage if s not in TERMINALS and s != "start"]
+            + [Row(s, "done") for s in DEFAULT_MACHINE.states if s not in TERMINALS and s != "start"]
             + [Row("done", "start")],
             "leaves terminal state 'done'",
         ),
         (
-            [Row(s, "done", (named_guard,)) for s in Stage if s not in TERMINALS],
+            [Row(s, "done", (named_guard,)) for s in DEFAULT_MACHINE.states if s not in TERMINALS],
             "state 'start' must end in exactly one fallback row (a row with no guards) and it has none",
         ),
         (
             [Row("start", "done"), Row("start", "failed")]
-            + [Row(s, "done") for s in Stage if s not in TERMINALS and s != "start"],
+            + [Row(s, "done") for s in DEFAULT_MACHINE.states if s not in TERMINALS and s != "start"],
             "state 'start' must end in exactly one fallback row (a row with no guards) "
             "and it has one at position 1 of 2",
         ),
         (
-            [Row("start", "done", (lambda rs: True,))] + [Row(s, "done") for s in Stage if s not in TERMINALS],
+            [Row("start", "done", (lambda rs: True,))]
+            + [Row(s, "done") for s in DEFAULT_MACHINE.states if s not in TERMINALS],
             "guards are named functions",
         ),
         (
             [Row("start", "start", (named_guard,), bounded_by="max_loops")]
-            + [Row(s, "done") for s in Stage if s not in TERMINALS],
+            + [Row(s, "done") for s in DEFAULT_MACHINE.states if s not in TERMINALS],
             "is bounded by 'max_loops', which is not a budget",
         ),
     ],
 )
 def test_malformed_tables_are_refused_with_the_fix(rows: list[Row], message: str) -> None:
     with pytest.raises(MachineError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
-        LoopMachine(rows)
+        LoopMachine(rows, states=DEFAULT_MACHINE.states)
 
 
 def test_no_matching_row_is_a_loud_error() -> None:
-    machine = LoopMachine([Row(s, "done") for s in Stage if s not in TERMINALS])
+    machine = LoopMachine([Row(s, "done") for s in DEFAULT_MACHINE.states if s not in TERMINALS])
     object.__setattr__(
         machine,
         "_compiled",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loopwright.machine import TABLE
+from loopwright.machine import DEFAULT_MACHINE
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -36,4 +36,6 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 def test_the_state_table_is_the_machine() -> None:
     rows = re.findall(r"^\| (\w+) \| (\w+) \| ([\w &]+) \| ?(\w*) ?\|$", README, flags=re.M)
-    assert [(s, d, g, b or None) for s, d, g, b in rows] == [(r.source, r.dest, r.label, r.bounded_by) for r in TABLE]
+    assert [(s, d, g, b or None) for s, d, g, b in rows] == [
+        (r.source, r.dest, r.label, r.bounded_by) for r in DEFAULT_MACHINE.rows
+    ]

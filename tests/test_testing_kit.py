@@ -143,8 +143,8 @@ def test_coverage_report_is_exact(pytester: pytest.Pytester) -> None:
         "act->cancelled (cancel_requested)",
         "act->decide (else)",
         "decide->cancelled (cancel_requested)",
-        "decide->preprocess (within_iteration_budget & within_tool_call_budget & within_token_budget & "
-        "within_time_budget)",
+        "decide->preprocess (no_transfer_requested & within_iteration_budget & within_tool_call_budget & "
+        "within_token_budget & within_time_budget)",
         "decide->salvage (salvage_allowed)",
         "decide->done (else)",
         "salvage->cancelled (cancel_requested)",

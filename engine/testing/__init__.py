@@ -11,7 +11,7 @@
 from .invariants import InvariantViolation, assert_run_invariants, check_partial, describe_script
 from .schema import from_schema
 from .stateful import agent_state_machine
-from .strategies import ScriptItem, limits, model_behaviours
+from .strategies import ScriptItem, limits, model_behaviours, scripted
 
 __all__ = [
     "InvariantViolation",
@@ -23,4 +23,5 @@ __all__ = [
     "from_schema",
     "limits",
     "model_behaviours",
+    "scripted",
 ]

@@ -20,7 +20,7 @@ from ..events import (
     ToolCalled,
     ToolResult,
 )
-from ..machine import DEFAULT_MACHINE, LoopMachine
+from ..machine import DEFAULT_MACHINE, LoopMachine, machine_for
 from ..models.scripted import ScriptedModel
 from ..result import RunResult
 
@@ -51,7 +51,7 @@ def describe_script(script: Sequence[Any]) -> str:
 
 
 def _machine(agent: Agent | None) -> LoopMachine:
-    return (agent.machine if agent is not None else None) or DEFAULT_MACHINE
+    return machine_for(agent) if agent is not None else DEFAULT_MACHINE
 
 
 class _Checker:

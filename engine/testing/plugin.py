@@ -16,10 +16,10 @@ import pytest
 
 from ..agent import Agent
 from ..machine import LoopMachine, Row, coverage
-from ..models.scripted import ScriptedModel
 from ..result import RunResult
 from ..runner import Runner
 from .invariants import assert_run_invariants
+from .strategies import scripted
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -86,10 +86,10 @@ def scripted_run() -> Callable[..., RunResult]:
     """Run an agent on a scripted model, check the invariants, return the result."""
 
     def run(agent: Agent, script: Sequence[Any], text: str = "hello", *, check: bool = True, **kw: Any) -> RunResult:
-        scripted = agent.replace(model=ScriptedModel(script))
-        result = Runner(scripted).run_sync(text, **kw)
+        copy = scripted(agent, script)
+        result = Runner(copy).run_sync(text, **kw)
         if check:
-            assert_run_invariants(result, scripted)
+            assert_run_invariants(result, copy)
         return result
 
     return run

@@ -12,12 +12,11 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from ..agent import Agent
 from ..errors import ToolError
 from ..events import ToolCall
-from ..machine import DEFAULT_MACHINE
-from ..models.scripted import ScriptedModel
+from ..machine import machine_for
 from ..run_state import RunContext
 from ..runner import Run, Runner
 from .invariants import assert_run_invariants, check_partial
-from .strategies import ScriptItem, model_behaviours
+from .strategies import ScriptItem, model_behaviours, scripted
 
 _MAX_STEPS = 10_000
 
@@ -26,7 +25,7 @@ def agent_state_machine(agent: Agent, **behaviour: Any) -> type[RuleBasedStateMa
     """A ``RuleBasedStateMachine`` class for ``agent``; run it in pytest with
     ``TestMyAgent = agent_state_machine(my_agent).TestCase``. ``behaviour`` options go to
     :func:`model_behaviours` (e.g. ``max_replies=4, model_error=0.2``)."""
-    machine = agent.machine or DEFAULT_MACHINE
+    machine = machine_for(agent)
 
     class AgentRunMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -49,7 +48,7 @@ def agent_state_machine(agent: Agent, **behaviour: Any) -> type[RuleBasedStateMa
                     raise ToolError("failure injected by the test")
                 return users_before(call, ctx) if users_before is not None else None
 
-            self.scripted = agent.replace(model=ScriptedModel(self.script), before_tool=before_tool)
+            self.scripted = scripted(agent.replace(before_tool=before_tool), self.script)
             self.runner = Runner(self.scripted)
             self.run = self.runner.start("a message from hypothesis")
 

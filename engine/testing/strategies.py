@@ -10,7 +10,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from ..agent import Agent
+from ..agent import TRANSFER_TOOL, Agent
 from ..errors import ModelError
 from ..events import ModelResponse, TextPart, ToolCall, Usage
 from ..limits import Limits
@@ -43,17 +43,36 @@ def _invalid_args(draw: st.DrawFn, schema: dict[str, Any]) -> dict[str, Any]:
     return dict(args)
 
 
+def tree_tools(agent: Agent) -> dict[str, Any]:
+    """Every tool of every agent in ``agent``'s tree, by name."""
+    found: dict[str, Any] = {}
+    for member in agent.root.walk():
+        found.update(member.tools)
+    return found
+
+
 @st.composite
 def _tool_call(
-    draw: st.DrawFn, agent: Agent, earlier: list[ToolCall], unknown_tool: float, invalid_args: float, repeat: float
+    draw: st.DrawFn,
+    agent: Agent,
+    earlier: list[ToolCall],
+    unknown_tool: float,
+    invalid_args: float,
+    repeat: float,
+    transfer: float,
 ) -> ToolCall:
     if earlier and _chance(draw, repeat):
         again = draw(st.sampled_from(earlier))
         return ToolCall(name=again.name, args=dict(again.args))
-    if not agent.tools or _chance(draw, unknown_tool):
+    names = [a.name for a in agent.root.walk()]
+    if len(names) > 1 and _chance(draw, transfer):  # any agent of the tree: some are not reachable
+        target = draw(st.sampled_from(names))
+        return ToolCall(name=TRANSFER_TOOL, args={"agent_name": target, "task": draw(st.text(max_size=8))})
+    tools = tree_tools(agent)
+    if not tools or _chance(draw, unknown_tool):
         return ToolCall(name=draw(st.sampled_from(["no_such_tool", "Search", "tool-42"])), args={})
-    name = draw(st.sampled_from(sorted(agent.tools)))
-    schema = agent.tools[name].spec.input_schema
+    name = draw(st.sampled_from(sorted(tools)))
+    schema = tools[name].spec.input_schema
     if _chance(draw, invalid_args):
         return ToolCall(name=name, args=_invalid_args(draw, schema))
     return ToolCall(name=name, args=dict(draw(from_schema(schema))))
@@ -78,12 +97,15 @@ def model_behaviours(
     model_error: float = 0.05,
     truncated: float = 0.03,
     repeat: float = 0.05,
+    transfer: float = 0.15,
     end_with_text: bool = True,
 ) -> list[ScriptItem]:
     """Scripts of model replies for ``agent``: text replies, single and parallel tool calls
     with arguments generated from each tool's JSON schema and, at the given rates, unknown tool
     names, invalid arguments, empty replies, model errors (retryable or not), replies cut
-    short by max_tokens, and repeated identical calls. Use with ``ScriptedModel(script)``."""
+    short by max_tokens, repeated identical calls and, in an agent tree, transfers to any of
+    its agents (reachable or not). Use with ``scripted(agent, script)``: one script serves
+    whichever agent of the tree is active."""
     script: list[ScriptItem] = []
     earlier: list[ToolCall] = []
     for _ in range(draw(st.integers(0, max_replies))):
@@ -101,7 +123,7 @@ def model_behaviours(
             script.append(ModelResponse(parts=(TextPart(text=text),), stop_reason="end_turn", usage=draw(_usage())))
         else:
             calls = [
-                draw(_tool_call(agent, earlier, unknown_tool, invalid_args, repeat))
+                draw(_tool_call(agent, earlier, unknown_tool, invalid_args, repeat, transfer))
                 for _ in range(draw(st.integers(1, max_parallel)))
             ]
             earlier.extend(calls)
@@ -125,3 +147,20 @@ def limits(
         retry_backoff_s=st.just(0.0),
         salvage=st.booleans() if salvage is None else st.just(salvage),
     )
+
+
+def scripted(agent: Agent, script: Any) -> Agent:
+    """A copy of ``agent``'s tree in which every agent answers from one ScriptedModel of
+    ``script`` (whichever agent is active takes the next reply); returns the copy of ``agent``."""
+    from ..models.scripted import ScriptedModel
+
+    model = ScriptedModel(script)
+    copies: dict[str, Agent] = {}
+
+    def rebuild(member: Agent) -> Agent:
+        copy = member.replace(model=model, sub_agents=[rebuild(s) for s in member.sub_agents])
+        copies[member.name] = copy
+        return copy
+
+    rebuild(agent.root)
+    return copies[agent.name]
