@@ -1,13 +1,16 @@
 """loopwright: LLM agent loops as explicit, verifiable state machines."""
 
 from .agent import Agent
+from .decisions import Approve, Deny, approve, deny
 from .errors import (
     ConfigurationError,
+    CredentialRequired,
     InstructionError,
     LoopwrightError,
     MachineError,
     ModelError,
     NoTransitionError,
+    ResumeError,
     ScriptExhaustedError,
     ToolError,
 )
@@ -18,6 +21,7 @@ from .events import (
     Message,
     ModelRequest,
     ModelResponse,
+    PendingRequest,
     TextPart,
     ThoughtPart,
     ToolCall,
@@ -33,11 +37,14 @@ from .result import RunResult
 from .run_state import RunContext, RunState
 from .runner import Runner, RunStream
 from .stage import Stage
-from .tools import Tool, tool
+from .tools import Pending, Tool, tool
 
 __all__ = [
     "Agent",
+    "Approve",
     "ConfigurationError",
+    "CredentialRequired",
+    "Deny",
     "ErrorInfo",
     "Event",
     "Instruction",
@@ -52,6 +59,9 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "NoTransitionError",
+    "Pending",
+    "PendingRequest",
+    "ResumeError",
     "Row",
     "RunContext",
     "RunResult",
@@ -71,6 +81,8 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "Usage",
+    "approve",
     "configure_logging",
+    "deny",
     "tool",
 ]

@@ -9,7 +9,9 @@
     ├── InstructionError (KeyError)        a {placeholder} names a state key that is not there
     ├── ModelError (RuntimeError)          a model call failed (status, retryable)
     │   └── ScriptExhaustedError           a ScriptedModel has no replies left
-    └── ToolError (RuntimeError)           a tool call failed (becomes an error tool result)
+    ├── ToolError (RuntimeError)           a tool call failed (becomes an error tool result)
+    ├── ResumeError (ValueError)           a resume() that cannot apply: nothing was changed
+    └── CredentialRequired                 raised by a tool: the run waits for a credential
 """
 
 from __future__ import annotations
@@ -58,3 +60,19 @@ class ScriptExhaustedError(ModelError):
 
 class ToolError(LoopwrightError, RuntimeError):
     """Raise from a tool to send the model a clean error message (no traceback type name)."""
+
+
+class ResumeError(LoopwrightError, ValueError):
+    """``Runner.resume`` was given a run that is not waiting, or decisions that do not fit its
+    pending requests. The run state was not changed."""
+
+
+class CredentialRequired(LoopwrightError):
+    """Raise from a tool that needs a credential the run does not have yet (ADK's auth
+    request). The run suspends with a credential request; when it is resumed with the
+    credential, the tool is called again and finds it in ``ctx.credentials[key]``."""
+
+    def __init__(self, key: str, message: str = "") -> None:
+        super().__init__(message or f"credential {key!r} required")
+        self.key = key
+        self.message = message or f"credential {key!r} required"

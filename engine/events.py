@@ -227,7 +227,21 @@ class ErrorInfo(BaseModel):
 
 # ---------------------------------------------------------------- events
 
-Outcome = Literal["final", "salvaged", "limit", "failed", "cancelled"]
+Outcome = Literal["final", "salvaged", "limit", "failed", "cancelled", "suspended"]
+
+
+class PendingRequest(BaseModel):
+    """A tool call waiting on the outside world: a ``confirmation`` (approve or deny it), a
+    ``credential`` (supply it, the tool is called again), or a ``result`` (a long-running
+    tool's result, supplied as it is)."""
+
+    model_config = _FROZEN
+    call_id: str
+    tool: str
+    args: dict[str, Any]
+    kind: Literal["confirmation", "credential", "result"]
+    detail: str = ""
+    credential_key: str | None = None
 
 
 class _Event(BaseModel):
@@ -302,6 +316,18 @@ class Transferred(_Event):
     task: str
 
 
+class Suspended(_Event):
+    type: Literal["suspended"] = "suspended"
+    pending: tuple[PendingRequest, ...]
+    wait_deadline: float | None
+
+
+class Resumed(_Event):
+    type: Literal["resumed"] = "resumed"
+    decided: tuple[str, ...]
+    timed_out: bool
+
+
 class RunFinished(_Event):
     type: Literal["run_finished"] = "run_finished"
     outcome: Outcome
@@ -325,6 +351,8 @@ Event = Annotated[
     | ToolAnswered
     | LimitReached
     | Transferred
+    | Suspended
+    | Resumed
     | RunFinished
     | ErrorOccurred,
     Field(discriminator="type"),
@@ -340,6 +368,8 @@ EVENT_TYPES: tuple[str, ...] = (
     "tool_result",
     "limit_reached",
     "transfer",
+    "suspended",
+    "resumed",
     "run_finished",
     "error",
 )

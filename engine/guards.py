@@ -120,6 +120,16 @@ def not_ping_pong(rs: RunState) -> bool:
     return ping_pong_transfers(rs) <= rs.limits.max_ping_pong
 
 
+def has_pending_requests(rs: RunState) -> bool:
+    """Tool calls wait for a confirmation, a credential or a long-running result."""
+    return bool(rs.pending)
+
+
+def within_suspension_budget(rs: RunState) -> bool:
+    """Fewer suspensions than ``max_suspensions`` so far."""
+    return rs.suspensions < rs.limits.max_suspensions
+
+
 def salvage_allowed(rs: RunState) -> bool:
     """Salvage is on and time is left for one more model call."""
     return rs.limits.salvage and not rs.deadline_hit

@@ -27,6 +27,10 @@ class Limits(BaseModel):
     - ``max_transfers``: transfers between agents in one run.
     - ``max_ping_pong``: consecutive transfers back and forth between the same two agents
       (A->B->A->B is 3); the one past it is refused and the run goes to salvage.
+    - ``max_suspensions``: times a run may wait for confirmations, credentials or results;
+      past it, a call that would wait is answered with an error instead.
+    - ``wait_timeout_s``: how long a suspended run's requests stay open; resuming later treats
+      them as denied (timed out). ``timeout_s`` does not run while a run waits.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -41,6 +45,8 @@ class Limits(BaseModel):
     salvage: bool = True
     max_transfers: int = Field(default=5, ge=0)
     max_ping_pong: int = Field(default=3, ge=1)
+    max_suspensions: int = Field(default=10, ge=0)
+    wait_timeout_s: PositiveFloat | None = None
 
     def retry_delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based)."""

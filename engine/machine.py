@@ -22,6 +22,8 @@ counter guards them, so every run ends by construction.
     act         -> cancelled    if cancel_requested
     act         -> decide
     decide      -> cancelled    if cancel_requested
+    decide      -> suspended    if has_pending_requests & within_suspension_budget
+                                                                  [bounded: max_suspensions] (waiting)
     decide      -> done         if is_final_response
     decide      -> transfer     if transfer_requested & within_transfer_budget & not_ping_pong
                                    & within_{iteration,tool_call,token,time}_budget
@@ -34,9 +36,13 @@ counter guards them, so every run ends by construction.
     salvage     -> done
     transfer    -> cancelled    if cancel_requested                                      (multi-agent)
     transfer    -> preprocess                                                            (multi-agent)
+    suspended   -> cancelled    if cancel_requested                                      (waiting)
+    suspended   -> act          (the run was resumed: act settles the waiting calls)     (waiting)
 
 Rows marked with a feature belong to the loop variants that have it: ``multi_agent`` (an
-agent tree, with ``transfer``). :data:`VARIANTS` holds the built-in machines; an agent gets
+agent tree, with ``transfer``) and ``waiting`` (tools that wait for a confirmation, a
+credential or a long-running result, with ``suspended``: a waiting state, where the runner
+pauses until ``Runner.resume``). :data:`VARIANTS` holds the built-in machines; an agent gets
 the one its definition needs (:func:`machine_for`).
 
 One :class:`LoopMachine` is built per table (the built-in one is shared by every agent that does
@@ -62,6 +68,7 @@ from .guards import (
     cancel_requested,
     deadline_passed,
     has_error,
+    has_pending_requests,
     has_response,
     has_retryable_model_error,
     has_tool_calls,
@@ -72,6 +79,7 @@ from .guards import (
     salvage_allowed,
     transfer_requested,
     within_iteration_budget,
+    within_suspension_budget,
     within_time_budget,
     within_token_budget,
     within_tool_call_budget,
@@ -79,7 +87,7 @@ from .guards import (
 )
 from .limits import Limits
 from .run_state import RunState
-from .stage import TERMINALS, Stage
+from .stage import TERMINALS, WAITING, Stage
 
 Guard = Callable[[RunState], bool]
 TRIGGER = "advance"
@@ -135,6 +143,8 @@ START, PRE, REASON, POST, ACT, DECIDE, SALVAGE, TRANSFER = (
     Stage.TRANSFER,
 )
 MULTI = "multi_agent"
+WAIT = "waiting"
+SUSPENDED = Stage.SUSPENDED
 DONE, FAILED, CANCELLED = Stage.DONE, Stage.FAILED, Stage.CANCELLED
 
 WITHIN_BUDGETS: tuple[Guard, ...] = (
@@ -162,6 +172,8 @@ TABLE: tuple[Row, ...] = (
     cancellable(ACT),
     Row(ACT,      DECIDE),
     cancellable(DECIDE),
+    Row(DECIDE,   SUSPENDED, (has_pending_requests, within_suspension_budget),
+        bounded_by="max_suspensions", feature=WAIT),
     Row(DECIDE,   DONE,      (is_final_response,)),
     Row(DECIDE,   TRANSFER,  (transfer_requested, within_transfer_budget, not_ping_pong, *WITHIN_BUDGETS),
         bounded_by="max_transfers", feature=MULTI),
@@ -172,6 +184,8 @@ TABLE: tuple[Row, ...] = (
     Row(SALVAGE,  DONE),
     cancellable(TRANSFER, MULTI),
     Row(TRANSFER, PRE,       feature=MULTI),
+    cancellable(SUSPENDED, WAIT),
+    Row(SUSPENDED, ACT,      feature=WAIT),
 )
 """Every row of the built-in loop, in the order the machine tries them."""
 # fmt: on
@@ -195,6 +209,7 @@ class LoopMachine:
         *,
         states: Iterable[str] | None = None,
         terminals: Iterable[str] = TERMINALS,
+        waiting: Iterable[str] = WAITING,
         initial: str = START,
         handlers: Mapping[str, Callable[..., Any]] | None = None,
         name: str = "agent",
@@ -206,6 +221,8 @@ class LoopMachine:
             states = [s for s in Stage if s in named] + sorted(named - set(Stage))
         self.states: tuple[str, ...] = tuple(dict.fromkeys(str(s) for s in states))
         self.terminals: frozenset[str] = frozenset(str(s) for s in terminals)
+        self.waiting: frozenset[str] = frozenset(str(s) for s in waiting) & set(self.states)
+        """States where the runner pauses a run until it is resumed."""
         self.initial = str(initial)
         self.handlers: dict[str, Callable[..., Any]] = dict(handlers or {})
         _check_table(self)
@@ -346,13 +363,21 @@ DEFAULT_MACHINE = LoopMachine(rows_for(), name="agent")
 """The plain loop, shared by every single agent that does not bring its own machine."""
 MULTI_AGENT_MACHINE = LoopMachine(rows_for(MULTI), name="multi_agent")
 """The loop of an agent tree: adds the ``transfer`` state."""
-VARIANTS: dict[str, LoopMachine] = {m.name: m for m in (DEFAULT_MACHINE, MULTI_AGENT_MACHINE)}
+WAITING_MACHINE = LoopMachine(rows_for(WAIT), name="waiting")
+"""The loop of an agent whose tools may wait: adds the ``suspended`` state."""
+MULTI_AGENT_WAITING_MACHINE = LoopMachine(rows_for(MULTI, WAIT), name="multi_agent_waiting")
+VARIANTS: dict[str, LoopMachine] = {
+    m.name: m for m in (DEFAULT_MACHINE, MULTI_AGENT_MACHINE, WAITING_MACHINE, MULTI_AGENT_WAITING_MACHINE)
+}
 
 
 def machine_for(agent: Agent) -> LoopMachine:
     """The machine an agent runs on: its own, or the built-in variant its definition needs."""
     if agent.machine is not None:
         return agent.machine
-    if any(a.sub_agents for a in agent.root.walk()):
-        return MULTI_AGENT_MACHINE
-    return DEFAULT_MACHINE
+    tree = list(agent.root.walk())
+    multi = any(a.sub_agents for a in tree)
+    waits = any(t.can_wait for a in tree for t in a.tools.values())
+    if multi and waits:
+        return MULTI_AGENT_WAITING_MACHINE
+    return MULTI_AGENT_MACHINE if multi else WAITING_MACHINE if waits else DEFAULT_MACHINE

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from .events import ErrorInfo, Event, Message, Outcome, Usage, trusted
+from .events import ErrorInfo, Event, Message, Outcome, PendingRequest, Usage, trusted
 from .run_state import RunState
 
 
@@ -15,7 +15,8 @@ class RunResult(BaseModel):
 
     ``outcome`` is ``"final"`` (the model answered), ``"salvaged"`` (a budget ran out and the
     salvage call answered), ``"limit"`` (a budget ran out; ``limit`` names it), ``"failed"``
-    (``error`` says why) or ``"cancelled"``. ``trace`` lists the states visited in order,
+    (``error`` says why), ``"cancelled"``, or ``"suspended"`` (calls wait: ``pending``; continue
+    with ``Runner.resume``). ``trace`` lists the states visited in order,
     terminal included; ``events`` is every event of the run, in ``seq`` order.
     """
 
@@ -36,6 +37,10 @@ class RunResult(BaseModel):
     limit: str | None
     messages: list[Message]
     state: dict[str, JsonValue]
+    pending: list[PendingRequest]
+    """While the outcome is "suspended": the requests to decide (``Runner.resume``)."""
+    run_state: RunState = Field(exclude=True, repr=False)
+    """The run's state (``to_json()`` it to resume elsewhere). Resuming continues it."""
 
     @classmethod
     def of(cls, rs: RunState, events: list[Any]) -> RunResult:
@@ -57,4 +62,6 @@ class RunResult(BaseModel):
             limit=rs.limit,
             messages=rs.messages,
             state=rs.state,
+            pending=list(rs.pending),
+            run_state=rs,
         )

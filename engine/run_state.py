@@ -19,6 +19,7 @@ from .events import (
     ModelRequest,
     ModelResponse,
     Outcome,
+    PendingRequest,
     ToolResult,
     Usage,
     _Event,
@@ -83,6 +84,14 @@ class RunState:
     """Transfers taken so far, as (from agent, to agent)."""
     branch_start: dict[str, int] = field(default_factory=dict)
     """For agents with the isolated history policy: where their branch of the history starts."""
+    pending: list[PendingRequest] = field(default_factory=list)
+    """Tool calls waiting on the outside world (the run suspends while any are left)."""
+    step_results: list[ToolResult | None] = field(default_factory=list)
+    """While calls are pending: the step's results so far, in call order (None: not yet)."""
+    suspensions: int = 0
+    wait_deadline: float | None = None
+    time_left: float | None = None
+    """While suspended: what was left of ``timeout_s`` (the clock stops while a run waits)."""
 
     def __post_init__(self) -> None:
         if not self.active_agent:
@@ -107,10 +116,22 @@ class RunContext:
 
     Tools that declare a ``ctx`` parameter receive this: ``ctx.run_id``, ``ctx.agent`` (the
     active agent), ``ctx.agents`` (every agent of the tree by name), ``ctx.state`` (the session
-    state, shared by the whole run) and ``ctx.run_state``.
+    state, shared by the whole run), ``ctx.credentials`` (supplied on resume, never saved) and
+    ``ctx.run_state``.
     """
 
-    __slots__ = ("agent", "agents", "run_id", "run_state", "sink", "state", "stream_deltas")
+    __slots__ = (
+        "agent",
+        "agents",
+        "can_wait",
+        "credentials",
+        "decisions",
+        "run_id",
+        "run_state",
+        "sink",
+        "state",
+        "stream_deltas",
+    )
 
     def __init__(
         self,
@@ -122,6 +143,12 @@ class RunContext:
         agents: dict[str, Agent] | None = None,
     ) -> None:
         self.agents: dict[str, Agent] = agents if agents is not None else {agent.name: agent}
+        self.decisions: dict[str, Any] = {}
+        """Decisions handed to ``resume`` for pending calls (never saved with the run state)."""
+        self.credentials: dict[str, Any] = {}
+        """Credentials supplied on resume, by key (never saved with the run state)."""
+        self.can_wait = False
+        """The run's machine has a waiting state (set by the runner)."""
         self.agent = self.agents.get(run_state.active_agent, agent)
         self.run_state = run_state
         self.run_id = run_state.run_id

@@ -20,14 +20,15 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from pydantic import JsonValue
 
 from .agent import Agent
-from .errors import ConfigurationError, MachineError
-from .events import ErrorInfo, Event, RunFinished, RunStarted, StateEntered
+from .decisions import Approve, Deny
+from .errors import ConfigurationError, MachineError, ResumeError
+from .events import ErrorInfo, Event, PendingRequest, RunFinished, RunStarted, StateEntered, Suspended
 from .guards import is_final_response
 from .log import get_logger, logging_enabled
 from .machine import LoopMachine, Row, coverage, machine_for
@@ -159,6 +160,46 @@ class Runner:
         RunResult once the stream is exhausted. Leaving the loop early cancels the run."""
         return RunStream(self, self.new_run(input, run_id=run_id, state=state, after=after, agent=agent))
 
+    async def resume(
+        self,
+        target: RunResult | RunState,
+        decisions: Mapping[str, Any] | None = None,
+        *,
+        cancel: bool = False,
+    ) -> RunResult:
+        """Continue a suspended run (a RunResult, or a RunState loaded from JSON in any process).
+
+        ``decisions`` maps pending call ids to ``approve()`` or ``deny("reason")`` (for
+        confirmations) or to the value itself (a credential, or a long-running tool's result).
+        Approved calls run exactly once; denied ones become error results the model reads;
+        calls without a decision stay pending (the run suspends again). ``cancel=True`` ends the
+        run in ``cancelled`` instead. A run that is not waiting, or a decision that does not fit
+        a pending request, raises :class:`ResumeError` and changes nothing."""
+        rs = target.run_state if isinstance(target, RunResult) else target
+        if not isinstance(rs, RunState):
+            raise ResumeError(f"resume() takes a RunResult or a RunState, got {type(target).__name__}")
+        if rs.agent != self.agent.name:
+            raise ResumeError(f"run {rs.run_id!r} belongs to agent {rs.agent!r}, not {self.agent.name!r}")
+        if rs.stage not in self.machine.waiting:
+            raise ResumeError(
+                f"run {rs.run_id!r} is not waiting: it is in state {rs.stage!r}; only a suspended run can be resumed"
+            )
+        if rs.run_id in self._active:
+            raise ResumeError(f"run {rs.run_id!r} is already running")
+        checked = _check_decisions(rs.pending, decisions or {})
+        rs.outcome = None
+        if cancel:
+            rs.cancel_requested = True
+        run = Run(self, rs)
+        run.ctx.decisions = checked
+        return await run.run_to_end()
+
+    def resume_sync(
+        self, target: RunResult | RunState, decisions: Mapping[str, Any] | None = None, *, cancel: bool = False
+    ) -> RunResult:
+        """``resume`` for code without an event loop."""
+        return asyncio.run(self.resume(target, decisions, cancel=cancel))
+
     def cancel(self, run_id: str) -> bool:
         """Cancel a running run: the stage in progress is interrupted, the run ends in
         ``cancelled`` and ``run`` returns normally. False if no such run is in progress."""
@@ -195,7 +236,7 @@ class Run:
     by hand with :meth:`step` (one stage's work, then one transition) and inspect ``state``
     (the RunState), ``stage``, ``done``, ``events`` and, once done, ``result``."""
 
-    __slots__ = ("_handlers", "_log", "_machine", "_terminals", "ctx", "events", "runner", "state", "task")
+    __slots__ = ("_handlers", "_log", "_machine", "_stops", "_terminals", "ctx", "events", "runner", "state", "task")
 
     def __init__(
         self,
@@ -222,6 +263,8 @@ class Run:
         self._machine = runner.machine
         self._handlers = runner._handlers
         self._terminals = runner.machine.terminals
+        self._stops = runner.machine.terminals | runner.machine.waiting
+        self.ctx.can_wait = bool(runner.machine.waiting)
         self._log = logging_enabled()
         runner._active[rs.run_id] = self
         if rs.seq == 0:
@@ -237,18 +280,25 @@ class Run:
 
     @property
     def done(self) -> bool:
+        """The run has ended (a terminal state)."""
         return self.state.stage in self._terminals
+
+    @property
+    def waiting(self) -> bool:
+        """The run is paused in a waiting state until ``Runner.resume``."""
+        return self.state.stage in self._machine.waiting
 
     @property
     def result(self) -> RunResult:
         return RunResult.of(self.state, self.events)
 
     async def run_to_end(self) -> RunResult:
-        """Step until a terminal state; the result."""
+        """Step until a terminal state (or a waiting one); the result."""
         self.task = asyncio.current_task()
         step = self._step
-        terminals = self._terminals
-        while self.state.stage not in terminals:
+        stops = self._stops
+        await step()  # a resumed run starts in its waiting state: its first step resumes it
+        while self.state.stage not in stops:
             await step()
         return RunResult.of(self.state, self.events)
 
@@ -291,19 +341,35 @@ class Run:
             self.runner._log_transition(rs, row)
         if coverage.enabled:
             coverage.hit(self._machine, row)
-        if row.dest in self._terminals:
-            self._finish()
+        if row.dest in self._stops:
+            if row.dest in self._terminals:
+                self._finish()
+            else:
+                self._pause()
         if cancelled_from_outside:
             raise asyncio.CancelledError
         return row
+
+    def _pause(self) -> None:
+        """The run entered a waiting state: stop the clock, open the wait, report the requests."""
+        rs, ctx = self.state, self.ctx
+        self.runner._active.pop(rs.run_id, None)
+        now = _clock()
+        rs.suspensions += 1
+        if rs.limits.wait_timeout_s is not None:
+            rs.wait_deadline = now + rs.limits.wait_timeout_s
+        if rs.deadline is not None:
+            rs.time_left, rs.deadline = max(0.0, rs.deadline - now), None
+        rs.outcome = "suspended"
+        ctx.emit(Suspended, pending=tuple(rs.pending), wait_deadline=rs.wait_deadline)
 
     def _finish(self) -> None:
         rs, ctx = self.state, self.ctx
         self.runner._active.pop(rs.run_id, None)
         terminal = rs.stage
+        answer_unrun_calls(rs, ctx, f"the run ended in {terminal!r}")
         if terminal == Stage.CANCELLED:
             rs.outcome = "cancelled"
-            answer_unrun_calls(rs, ctx, "the run was cancelled")
         elif terminal == Stage.FAILED:
             rs.outcome = "failed"
             if rs.error is None:
@@ -329,6 +395,25 @@ class Run:
                 limit=rs.limit,
                 error=rs.error.message if rs.error else None,
             )
+
+
+def _check_decisions(pending: list[PendingRequest], decisions: Mapping[str, Any]) -> dict[str, Any]:
+    """The decisions, if each fits a pending request; else ResumeError (nothing changed)."""
+    by_id = {request.call_id: request for request in pending}
+    for call_id, decision in decisions.items():
+        request = by_id.get(call_id)
+        if request is None:
+            waiting = ", ".join(f"{r.call_id} ({r.tool}, {r.kind})" for r in pending) or "none"
+            raise ResumeError(f"no pending request has call id {call_id!r}; pending: {waiting}")
+        if request.kind == "confirmation" and not isinstance(decision, Approve | Deny):
+            raise ResumeError(
+                f"call {call_id} ({request.tool}) waits for a confirmation: pass approve() or deny('reason')"
+            )
+        if request.kind != "confirmation" and isinstance(decision, Approve):
+            raise ResumeError(
+                f"call {call_id} ({request.tool}) waits for a {request.kind}: pass the value itself, or deny('reason')"
+            )
+    return dict(decisions)
 
 
 def _current_task() -> asyncio.Task[Any] | None:

@@ -16,6 +16,7 @@ class Stage(StrEnum):
     DECIDE = "decide"
     SALVAGE = "salvage"
     TRANSFER = "transfer"
+    SUSPENDED = "suspended"
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -23,3 +24,5 @@ class Stage(StrEnum):
 
 TERMINALS: frozenset[Stage] = frozenset({Stage.DONE, Stage.FAILED, Stage.CANCELLED})
 """A run that enters one of these has ended; they have no outgoing rows."""
+WAITING: frozenset[Stage] = frozenset({Stage.SUSPENDED})
+"""A run that enters one of these pauses (the runner returns) until it is resumed."""

@@ -15,6 +15,7 @@ import inspect
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -31,6 +32,14 @@ _SIMPLE = (str, int, float, bool, type(None))
 
 class ArgumentsError(Exception):
     """The model's arguments did not validate; the message is written for the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """Returned by a long-running tool (``@tool(long_running=True)``): the call's result is not
+    ready; the run suspends until it is supplied with ``Runner.resume``."""
+
+    detail: str = ""
 
 
 def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
@@ -70,12 +79,15 @@ class Tool:
 
     __slots__ = (
         "blocking",
+        "credentials",
         "ctx_param",
         "description",
         "fn",
         "input_model",
         "is_async",
+        "long_running",
         "name",
+        "requires_confirmation",
         "spec",
         "timeout_s",
     )
@@ -89,6 +101,9 @@ class Tool:
         timeout_s: float | None = None,
         blocking: bool = False,
         localns: dict[str, Any] | None = None,
+        requires_confirmation: bool | Callable[[dict[str, Any]], bool] = False,
+        long_running: bool = False,
+        credentials: bool = False,
     ) -> None:
         if not callable(fn):
             raise ConfigurationError(f"a tool must be a function; got {fn!r}")
@@ -103,6 +118,9 @@ class Tool:
             raise ConfigurationError(f"tool {self.name!r}: timeout_s must be positive, got {timeout_s}")
         self.timeout_s = timeout_s
         self.blocking = blocking
+        self.requires_confirmation = requires_confirmation
+        self.long_running = long_running
+        self.credentials = credentials
         self.is_async = inspect.iscoroutinefunction(fn)
         doc_description, param_docs = _split_docstring(fn.__doc__ or "")
         self.description = description if description is not None else doc_description
@@ -137,6 +155,16 @@ class Tool:
             fields[param.name] = (hint, Field(default, description=param_docs.get(param.name)))
         model_name = "".join(part.capitalize() for part in re.split(r"[_-]", self.name)) + "Args"
         return create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
+
+    @property
+    def can_wait(self) -> bool:
+        """Calls of this tool may suspend the run (confirmation, credentials, long-running)."""
+        return bool(self.requires_confirmation) or self.long_running or self.credentials
+
+    def needs_confirmation(self, kwargs: dict[str, Any]) -> bool:
+        """Whether this call (its validated arguments) must be approved before it runs."""
+        rule = self.requires_confirmation
+        return bool(rule(kwargs)) if callable(rule) else bool(rule)
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """The validated keyword arguments, or :class:`ArgumentsError` saying what was wrong."""
@@ -184,6 +212,9 @@ def tool(
     description: str | None = None,
     timeout_s: float | None = None,
     blocking: bool = False,
+    requires_confirmation: bool | Callable[[dict[str, Any]], bool] = False,
+    long_running: bool = False,
+    credentials: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -195,8 +226,16 @@ def tool(
     description: str | None = None,
     timeout_s: float | None = None,
     blocking: bool = False,
+    requires_confirmation: bool | Callable[[dict[str, Any]], bool] = False,
+    long_running: bool = False,
+    credentials: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool of a function: ``@tool`` or ``@tool(name=..., timeout_s=...)``.
+
+    - ``requires_confirmation``: True, or a function of the validated arguments: such calls do
+      not run until approved (the run suspends; ``Runner.resume`` with ``approve()``/``deny()``);
+    - ``long_running``: the tool may return :class:`Pending`; the run waits for the result;
+    - ``credentials``: the tool may raise :class:`CredentialRequired`; the run waits for it.
 
     Type hints may name classes local to the function that applies the decorator."""
     localns = dict(sys._getframe(1).f_locals)
@@ -204,7 +243,17 @@ def tool(
         return Tool(fn, localns=localns)
 
     def wrap(f: Callable[..., Any]) -> Tool:
-        return Tool(f, name=name, description=description, timeout_s=timeout_s, blocking=blocking, localns=localns)
+        return Tool(
+            f,
+            name=name,
+            description=description,
+            timeout_s=timeout_s,
+            blocking=blocking,
+            localns=localns,
+            requires_confirmation=requires_confirmation,
+            long_running=long_running,
+            credentials=credentials,
+        )
 
     return wrap
 

@@ -19,6 +19,7 @@ from .preprocess import preprocess
 from .reason import reason
 from .salvage import salvage
 from .start import start
+from .suspended import suspended
 from .transfer import transfer
 
 Handler = Callable[[RunState, RunContext], Awaitable[None]]
@@ -32,6 +33,7 @@ HANDLERS: dict[str, Handler] = {
     Stage.DECIDE: decide,
     Stage.SALVAGE: salvage,
     Stage.TRANSFER: transfer,
+    Stage.SUSPENDED: suspended,
 }
 
 _missing = [s.value for s in Stage if s not in TERMINALS and s not in HANDLERS]
@@ -48,5 +50,6 @@ __all__ = [
     "reason",
     "salvage",
     "start",
+    "suspended",
     "transfer",
 ]

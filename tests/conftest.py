@@ -1,18 +1,20 @@
-"""Shared test set-up: a full run of the suite fails if any row of a built-in loop variant
-never fired (the loopwright pytest plugin records the rows taken)."""
+"""Shared test set-up: a full run of the suite fails if any row of the built-in table (all its
+loop variants) never fired (the loopwright pytest plugin records the rows taken)."""
 
 from __future__ import annotations
 
 import pytest
 
-from loopwright.machine import VARIANTS, coverage
+from loopwright.machine import TABLE, coverage
 
 pytest_plugins = ["pytester"]
 
 
 def _is_full_run(session: pytest.Session) -> bool:
     option = session.config.option
-    selected_all = not (option.keyword or option.markexpr or getattr(option, "deselect", None) or option.lf)
+    selected_all = not (
+        option.keyword or option.markexpr or getattr(option, "deselect", None) or getattr(option, "lf", False)
+    )
     named = [a for a in session.config.args if a.rstrip("/") not in ("tests", ".")]
     return selected_all and not named and session.testsfailed == 0
 
@@ -20,14 +22,12 @@ def _is_full_run(session: pytest.Session) -> bool:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not _is_full_run(session):
         return
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    for name, machine in VARIANTS.items():
-        missing = coverage.missing(machine)
-        if missing:
-            lines = "\n".join(f"  {row}" for row in missing)
-            message = (
-                f"loopwright row coverage: {len(missing)} row(s) of the built-in {name!r} loop never fired:\n{lines}"
-            )
-            if reporter is not None:
-                reporter.write_line(message, red=True)
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    taken = {row for _machine, row in coverage.taken}  # the variants share the table's Row objects
+    missing = [row for row in TABLE if row not in taken]
+    if missing:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = "\n".join(f"  {row}" for row in missing)
+        message = f"loopwright row coverage: {len(missing)} row(s) of the built-in table never fired:\n{lines}"
+        if reporter is not None:
+            reporter.write_line(message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

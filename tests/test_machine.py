@@ -31,6 +31,7 @@ def test_only_the_cycle_closing_rows_are_bounded() -> None:
         ("reason", "reason", "max_model_retries"),
         ("decide", "preprocess", "max_iterations"),
         ("decide", "transfer", "max_transfers"),
+        ("decide", "suspended", "max_suspensions"),
     }
 
 
@@ -45,7 +46,9 @@ def test_the_transitions_machine_holds_the_table_in_order(machine: LoopMachine) 
 def test_variants_hold_the_states_their_rows_name() -> None:
     assert "transfer" not in DEFAULT_MACHINE.states
     assert MULTI_AGENT_MACHINE.states == (*DEFAULT_MACHINE.states[:7], "transfer", "done", "failed", "cancelled")
-    assert set(DEFAULT_MACHINE.rows) < set(MULTI_AGENT_MACHINE.rows) == set(TABLE)
+    assert set(DEFAULT_MACHINE.rows) < set(MULTI_AGENT_MACHINE.rows) < set(TABLE)
+    assert set(VARIANTS["multi_agent_waiting"].rows) == set(TABLE)
+    assert VARIANTS["waiting"].waiting == {"suspended"} and DEFAULT_MACHINE.waiting == frozenset()
 
 
 def test_table_reads_like_the_diagram() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 from ..agent import Agent
@@ -71,14 +72,20 @@ def check_partial(trace: list[str], events: list[Event], machine: LoopMachine, s
     """Invariants that hold at every step of a run, finished or not."""
     c = _Checker(trace, events, script)
     seqs = [e.seq for e in events]
-    if seqs != list(range(1, len(seqs) + 1)):
+    if any(b <= a for a, b in pairwise(seqs)) or (events and events[0].type == "run_started" and seqs[0] != 1):
         c.fail("event seq strictly increases", f"seq values were {seqs}")
     rows = {(r.source, r.dest, r.label) for r in machine.rows}
     steps = [(e.source, e.state, e.guard) for e in events if isinstance(e, StateEntered)]
     for step in steps:
         if step not in rows:
             c.fail("the trace is a path of the machine", f"{step[0]} -> {step[1]} ({step[2]}) is not a row")
-    if [machine.initial, *[s[1] for s in steps]] != trace:
+    for (_, dest, _), (source, _, _) in pairwise(steps):
+        if dest != source:
+            c.fail("the trace is a path of the machine", f"a step from {source!r} follows one into {dest!r}")
+    # a resumed run's events begin at the resume; its trace holds the whole run
+    resumed = not events or events[0].type != "run_started"
+    expected = [s[1] for s in steps] if resumed else [machine.initial, *[s[1] for s in steps]]
+    if (trace[-len(expected) :] if resumed and expected else trace) != expected:
         c.fail("the trace is a path of the machine", "the state_entered events do not match the trace")
     if any(s in machine.terminals for s in trace[:-1]):
         c.fail("a terminal state ends the run", "the run left a terminal state")
