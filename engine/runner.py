@@ -21,7 +21,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pydantic import JsonValue
 
@@ -42,6 +42,20 @@ from loopwright.states.salvage import note_limit  # isort: skip
 
 _clock = time.time
 _FINISHED = object()
+
+
+class RunOptions(TypedDict, total=False):
+    """Options of a new run (``run``, ``run_sync``, ``stream``, ``start``, ``new_run``)."""
+
+    run_id: str | None
+    """The run's id (default: a new uuid); ``runner.cancel(run_id)`` uses it."""
+    state: dict[str, JsonValue] | None
+    """Session state: instruction placeholders read it, tools read and write it."""
+    after: RunResult | None
+    """A finished run of this conversation: continue its history and state, with the agent
+    that answered last."""
+    agent: str | None
+    """Which agent of the tree takes this message (default: as ``after`` says, else the root)."""
 
 
 class Runner:
@@ -65,27 +79,17 @@ class Runner:
 
     # ------------------------------------------------------------------ public API
 
-    def new_run(
-        self,
-        input: str,
-        *,
-        run_id: str | None = None,
-        state: dict[str, JsonValue] | None = None,
-        after: RunResult | None = None,
-        agent: str | None = None,
-    ) -> RunState:
-        """A fresh run state in the initial state (not yet running).
-
-        ``after``: a finished run of this conversation; the new run continues its history and
-        session state, with the agent that answered last unless ``agent`` names another."""
+    def new_run(self, input: str, **options: Unpack[RunOptions]) -> RunState:
+        """A fresh run state in the initial state (not yet running); see :class:`RunOptions`."""
         if not isinstance(input, str):
             raise ConfigurationError(f"the user input must be a str, got {type(input).__name__}")
-        active = agent or (after.answered_by if after is not None else self.agent.name)
+        after = options.get("after")
+        active = options.get("agent") or (after.answered_by if after is not None else self.agent.name)
         if active not in self.agents:
             raise ConfigurationError(
                 f"no agent named {active!r} in this runner's tree; the agents are: {', '.join(self.agents)}"
             )
-        run_id = run_id or uuid.uuid4().hex
+        run_id = options.get("run_id") or uuid.uuid4().hex
         if run_id in self._active:
             raise ConfigurationError(f"run id {run_id!r} is already running on this runner; use a new one")
         limits = self.agent.limits
@@ -95,7 +99,7 @@ class Runner:
             limits=limits,
             input=input,
             stage=self.machine.initial,
-            state={**(after.state if after is not None else {}), **(state or {})},
+            state={**(after.state if after is not None else {}), **(options.get("state") or {})},
             trace=[self.machine.initial],
             active_agent=active,
             messages=list(after.messages) if after is not None else [],
@@ -104,61 +108,28 @@ class Runner:
             rs.deadline = _clock() + limits.timeout_s
         return rs
 
-    def start(
-        self,
-        input: str,
-        *,
-        run_id: str | None = None,
-        state: dict[str, JsonValue] | None = None,
-        after: RunResult | None = None,
-        agent: str | None = None,
-        sink: Callable[[Event], None] | None = None,
-    ) -> Run:
+    def start(self, input: str, *, sink: Callable[[Event], None] | None = None, **options: Unpack[RunOptions]) -> Run:
         """Begin a run to drive by hand: ``await run.step()`` takes one transition.
         ``sink`` also receives every event as it is emitted."""
-        return Run(self, self.new_run(input, run_id=run_id, state=state, after=after, agent=agent), sink=sink)
+        return Run(self, self.new_run(input, **options), sink=sink)
 
-    async def run(
-        self,
-        input: str,
-        *,
-        run_id: str | None = None,
-        state: dict[str, JsonValue] | None = None,
-        after: RunResult | None = None,
-        agent: str | None = None,
-    ) -> RunResult:
-        """Run the agent on ``input`` until a terminal state; return the result."""
-        return await Run(self, self.new_run(input, run_id=run_id, state=state, after=after, agent=agent)).run_to_end()
+    async def run(self, input: str, **options: Unpack[RunOptions]) -> RunResult:
+        """Run the agent on ``input`` until a terminal (or waiting) state; return the result."""
+        return await Run(self, self.new_run(input, **options)).run_to_end()
 
-    def run_sync(
-        self,
-        input: str,
-        *,
-        run_id: str | None = None,
-        state: dict[str, JsonValue] | None = None,
-        after: RunResult | None = None,
-        agent: str | None = None,
-    ) -> RunResult:
+    def run_sync(self, input: str, **options: Unpack[RunOptions]) -> RunResult:
         """``run`` for code without an event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input, run_id=run_id, state=state, after=after, agent=agent))
+            return asyncio.run(self.run(input, **options))
         raise ConfigurationError("run_sync() cannot be called inside a running event loop; use `await runner.run(...)`")
 
-    def stream(
-        self,
-        input: str,
-        *,
-        run_id: str | None = None,
-        state: dict[str, JsonValue] | None = None,
-        after: RunResult | None = None,
-        agent: str | None = None,
-    ) -> RunStream:
+    def stream(self, input: str, **options: Unpack[RunOptions]) -> RunStream:
         """Events as they happen: ``async for event in runner.stream(text)``. Text deltas
         arrive as ``text_delta`` events from models that stream. ``.result`` holds the
         RunResult once the stream is exhausted. Leaving the loop early cancels the run."""
-        return RunStream(self, self.new_run(input, run_id=run_id, state=state, after=after, agent=agent))
+        return RunStream(self, self.new_run(input, **options))
 
     async def resume(
         self,
