@@ -2,6 +2,7 @@
 
 from .agent import Agent
 from .decisions import Approve, Deny, approve, deny
+from .diagram import diagram
 from .errors import (
     ConfigurationError,
     CredentialRequired,
@@ -29,6 +30,7 @@ from .events import (
     ToolSpec,
     Usage,
 )
+from .extend import Rule, extend, veto
 from .limits import Limits
 from .log import configure_logging
 from .machine import LoopMachine, Row
@@ -38,6 +40,7 @@ from .run_state import RunContext, RunState
 from .runner import Runner, RunStream
 from .stage import Stage
 from .tools import Pending, Tool, tool
+from .verify import Report, Violation, verify
 
 __all__ = [
     "Agent",
@@ -61,8 +64,10 @@ __all__ = [
     "NoTransitionError",
     "Pending",
     "PendingRequest",
+    "Report",
     "ResumeError",
     "Row",
+    "Rule",
     "RunContext",
     "RunResult",
     "RunState",
@@ -81,8 +86,13 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "Usage",
+    "Violation",
     "approve",
     "configure_logging",
     "deny",
+    "diagram",
+    "extend",
     "tool",
+    "verify",
+    "veto",
 ]

@@ -23,8 +23,8 @@ The worked example, a guardrail between ``postprocess`` and ``act`` that vetoes 
         rows=[Rule("review", "cancelled", "cancel_requested"), Rule("review", "act")],
     )
 
-A vetoed call still gets its answer: ``act`` (in an extended machine) answers it with an error
-result naming the reason, in the model's call order in the same turn as the calls it runs.
+A vetoed call still gets its answer: ``act`` answers it with an error result naming the reason,
+in the model's call order in the same turn as the calls it runs.
 """
 
 from __future__ import annotations
@@ -33,17 +33,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from .errors import MachineError
-from .events import Message, ToolAnswered, ToolCall, ToolCalled, ToolResult
+from .events import ToolCall
 from .machine import DEFAULT_MACHINE, LoopMachine, Row
 from .run_state import RunContext, RunState
 from .verify import BUILTIN_GUARDS, Guard, GuardRef, describe_row, resolve_guard, verify
 
-from loopwright.states import act  # isort: skip
-
 Handler: TypeAlias = Callable[[RunState, RunContext], Awaitable[None]]
-VETOES = "loopwright.vetoes"
-"""The session-state key where :func:`veto` records vetoed calls (call id -> reason) until
-``act`` answers them."""
 
 
 class Rule:
@@ -147,8 +142,6 @@ def extend(
     order += [s for s in dict.fromkeys([*new_states, *named]) if s not in order and s not in terminals]
     order += [s for s in base.states if s in terminals]
     handlers: dict[str, Callable[..., Any]] = {**base.handlers, **new_states}
-    if "act" in order:
-        handlers.setdefault("act", act_with_vetoes)
     waiting: dict[str, Any] = {"waiting": base.waiting} if hasattr(base, "waiting") else {}
     machine = LoopMachine(
         table, states=order, terminals=terminals, initial=base.initial, handlers=handlers, name=name, **waiting
@@ -170,70 +163,6 @@ def _rows_out(table: Sequence[Row], source: str) -> str:
 
 def veto(rs: RunState, call: ToolCall | str, reason: str) -> None:
     """Refuse one tool call of the latest reply (from a stage that runs before ``act``). The
-    call is not run; ``act`` answers it with an error result ``tool 'x' was vetoed: reason``.
-    The veto is plain data in the session state, so it survives saving the run."""
-    call_id = call if isinstance(call, str) else call.id
-    vetoes = rs.state.get(VETOES)
-    if not isinstance(vetoes, dict):
-        vetoes = rs.state[VETOES] = {}
-    vetoes[call_id] = reason
-
-
-def vetoes(rs: RunState) -> dict[str, str]:
-    """The vetoes recorded and not yet answered: call id -> reason."""
-    found = rs.state.get(VETOES)
-    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
-
-
-def _vetoed(call: ToolCall, reason: str) -> ToolResult:
-    return ToolResult(
-        call_id=call.id, name=call.name, content=f"tool {call.name!r} was vetoed: {reason}", is_error=True
-    )
-
-
-async def act_with_vetoes(rs: RunState, ctx: RunContext) -> None:
-    """The ``act`` stage of extended machines: the built-in ``act``, except that calls vetoed
-    with :func:`veto` are not run; each is answered with an error result, in the model's call
-    order, in the same turn as the calls that ran."""
-    refused = vetoes(rs)
-    response = rs.response
-    if not refused or response is None:
-        await act(rs, ctx)
-        return
-    first_entry = [c for c in response.tool_calls if c.id in refused]
-    for call in first_entry:  # a resumed step already answered these
-        result = _vetoed(call, refused[call.id])
-        ctx.emit(ToolCalled, call_id=call.id, name=call.name, args=call.args)
-        ctx.emit(ToolAnswered, call_id=call.id, name=call.name, content=result.content, is_error=True, duration_s=0.0)
-    if first_entry:
-        kept = tuple(p for p in response.parts if not (type(p) is ToolCall and p.id in refused))
-        rs.response = response.model_copy(update={"parts": kept})
-    before = len(rs.messages)
-    try:
-        if any(type(p) is ToolCall for p in rs.response.parts):  # type: ignore[union-attr]
-            await act(rs, ctx)
-        else:
-            rs.tool_results = []
-    finally:
-        if not getattr(rs, "pending", None):  # the step is answered (calls left waiting: later)
-            _merge(rs, before, refused)
-
-
-def _merge(rs: RunState, before: int, refused: dict[str, str]) -> None:
-    """Fold the vetoed calls' results into the one user turn answering the step, in call order,
-    and put the reply back as the model sent it (the decide rows read it)."""
-    asked = next(m for m in reversed(rs.messages[:before]) if m.role == "assistant")
-    calls = [p for p in asked.parts if type(p) is ToolCall]
-    answers: dict[str, ToolResult] = {}
-    if len(rs.messages) > before:
-        turn = rs.messages.pop(before)
-        answers.update((p.call_id, p) for p in turn.parts if isinstance(p, ToolResult))
-    answers.update((c.id, _vetoed(c, refused[c.id])) for c in calls if c.id in refused)
-    results = [answers[c.id] for c in calls if c.id in answers]
-    rs.tool_results = results
-    rs.messages.insert(before, Message(role="user", parts=tuple(results), agent=rs.active_agent))
-    if rs.response is not None:
-        rs.response = rs.response.model_copy(
-            update={"parts": tuple(p for p in asked.parts if type(p) is not ToolResult)}
-        )
-    rs.state.pop(VETOES, None)
+    call is not run; ``act`` answers it with an error result ``tool 'x' was vetoed: reason``,
+    in the model's call order with the step's other results. Plain data: it survives saving."""
+    rs.vetoes[call if isinstance(call, str) else call.id] = reason

@@ -42,6 +42,12 @@ class RunResult(BaseModel):
     run_state: RunState = Field(exclude=True, repr=False)
     """The run's state (``to_json()`` it to resume elsewhere). Resuming continues it."""
 
+    def diagram(self, format: str = "mermaid") -> str | bytes:
+        """The machine this run used, with the edges it took highlighted and counted."""
+        from .diagram import diagram  # drawing is a higher layer; imported only when used
+
+        return diagram(None, format, trace=self)
+
     @classmethod
     def of(cls, rs: RunState, events: list[Any]) -> RunResult:
         if rs.outcome is None:

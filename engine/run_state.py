@@ -84,6 +84,9 @@ class RunState:
     """Transfers taken so far, as (from agent, to agent)."""
     branch_start: dict[str, int] = field(default_factory=dict)
     """For agents with the isolated history policy: where their branch of the history starts."""
+    vetoes: dict[str, str] = field(default_factory=dict)
+    """Tool calls of the latest reply refused before ``act`` (call id -> reason): ``act``
+    answers each with an error result instead of running it."""
     pending: list[PendingRequest] = field(default_factory=list)
     """Tool calls waiting on the outside world (the run suspends while any are left)."""
     step_results: list[ToolResult | None] = field(default_factory=list)

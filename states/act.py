@@ -1,7 +1,8 @@
 """act: runs every tool call of the latest reply, concurrently.
 
-Reads ``response`` (its tool calls), the active agent's tools and tool callbacks and, when a
-suspended step is resumed, the decisions in ``ctx.decisions``; writes ``tool_results`` (in the
+Reads ``response`` (its tool calls), ``vetoes`` (calls refused by an earlier stage: answered
+with an error, not run), the active agent's tools and tool callbacks and, when a suspended step
+is resumed, the decisions in ``ctx.decisions``; writes ``tool_results`` (in the
 model's call order), ``messages`` (one user turn answering every call), ``tool_calls_made``,
 ``transfer_to``/``transfer_task`` (an accepted ``transfer_to_agent`` call), and ``pending`` /
 ``step_results`` while calls wait for a confirmation, a credential or a long-running result.
@@ -64,6 +65,9 @@ async def _execute(call: ToolCall, ctx: RunContext, approved: bool) -> Outcome:
     """One tool call, through the confirmation check, before_tool and the tool (with its
     timeout). ``approved``: a human already approved it (or supplied its credential)."""
     agent = ctx.agent
+    vetoed = ctx.run_state.vetoes.get(call.id)
+    if vetoed is not None:
+        return _result(call, f"tool {call.name!r} was vetoed: {vetoed}", True)
     tool = agent.tools.get(call.name)
     if tool is None and call.name == TRANSFER_TOOL:
         return _transfer(call, ctx)
@@ -264,6 +268,7 @@ def _settle(
             _record(call, results[i], 0.0, ctx)  # type: ignore[arg-type]
     rs.pending = []
     rs.step_results = []
+    rs.vetoes = {}
     _keep(rs, results)
 
 

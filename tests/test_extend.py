@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from loopwright import Agent, RunContext, Runner, RunState, ScriptedModel, ToolCall, tool
+from loopwright import Agent, Limits, RunContext, Runner, RunState, ScriptedModel, ToolCall, tool
 from loopwright.diagram import diagram
 from loopwright.errors import MachineError
-from loopwright.extend import Rule, extend, veto, vetoes
+from loopwright.extend import Rule, extend, veto
 from loopwright.machine import DEFAULT_MACHINE, Row
 from loopwright.verify import cli_check, verify
 
@@ -77,7 +77,8 @@ def test_the_worked_example_vetoes_one_call_and_runs_the_other() -> None:
     ]
     answered = [(e.call_id, e.is_error) for e in result.events if e.type == "tool_result"]
     assert sorted(answered) == [("c1", False), ("c2", True)]
-    assert result.tool_calls == 1 and "loopwright.vetoes" not in result.state
+    assert result.tool_calls == 2  # the model asked for two; one was refused
+    assert result.run_state.vetoes == {}  # answered, so cleared
 
 
 def test_vetoing_every_call_still_answers_them_and_the_loop_goes_round() -> None:
@@ -100,9 +101,10 @@ def test_the_extension_verifies_and_draws() -> None:
 
 
 def test_veto_records_plain_data() -> None:
-    rs = RunState(run_id="r", agent="a", limits=DEFAULT_MACHINE and __import__("loopwright").Limits(), input="")
+    rs = RunState(run_id="r", agent="a", limits=Limits(), input="")
     veto(rs, "call_1", "no")
-    assert vetoes(rs) == {"call_1": "no"} and rs.state == {"loopwright.vetoes": {"call_1": "no"}}
+    assert rs.vetoes == {"call_1": "no"}
+    assert RunState.from_json(rs.to_json()).vetoes == {"call_1": "no"}  # plain data: survives saving
 
 
 def test_an_extension_with_an_unbounded_cycle_is_refused() -> None:

@@ -39,3 +39,17 @@ def test_the_state_table_is_the_machine() -> None:
     assert [(s, d, g, b or None) for s, d, g, b in rows] == [
         (r.source, r.dest, r.label, r.bounded_by) for r in DEFAULT_MACHINE.rows
     ]
+
+
+def test_the_readme_shows_the_generated_diagram() -> None:
+    generated = (ROOT / "diagrams" / "agent.md").read_text()
+    block = re.search(r"```mermaid\n(.*?)```", generated, flags=re.S)
+    assert block is not None and block.group(0) in README, "run `loopwright diagram` and paste diagrams/agent.md"
+
+
+def test_a_result_draws_its_own_trace() -> None:
+    from loopwright import Agent, Runner, ScriptedModel
+
+    result = Runner(Agent(name="a", model=ScriptedModel(["hi"]))).run_sync("go")
+    drawing = result.diagram()
+    assert isinstance(drawing, str) and "decide --> done" in drawing and "✔" in drawing
