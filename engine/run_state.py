@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import JsonValue, TypeAdapter
 
 from .events import (
+    AllFieldsSet,
     ErrorInfo,
     Message,
     ModelRequest,
@@ -110,7 +111,6 @@ class RunState:
 
 RUN_STATE_ADAPTER: TypeAdapter[RunState] = TypeAdapter(RunState)
 
-_TYPE_OF: dict[type[_Event], str] = {}
 _clock = time.time
 
 
@@ -160,24 +160,24 @@ class RunContext:
         self.stream_deltas = stream_deltas
 
     def emit(self, cls: type[_Event], **fields: Any) -> None:
-        """Build one event of ``cls`` stamped with the run's id, next seq, time, stage and
-        iteration, and hand it to the sink (the result's event list, and the stream).
+        """Build one event of ``cls`` stamped with the run's id, next seq, time, stage, iteration
+        and agent, and hand it to the sink (the result's event list, and the stream).
         Hot path: fields are typed by the caller, so the event is built as :func:`trusted` does."""
         rs = self.run_state
         rs.seq += 1
-        data = {
-            "type": _TYPE_OF.get(cls) or _event_type(cls),
-            "run_id": rs.run_id,
-            "seq": rs.seq,
-            "time": _clock(),
-            "state": rs.stage,
-            "iteration": rs.iteration,
-            "agent": rs.active_agent,
-        }
-        data.update(fields)
+        kind, fields_set = _EVENT_CLASSES[cls]
+        fields.update(
+            type=kind,
+            run_id=rs.run_id,
+            seq=rs.seq,
+            time=_clock(),
+            state=rs.stage,
+            iteration=rs.iteration,
+            agent=rs.active_agent,
+        )
         event = _new(cls)
-        _set(event, "__dict__", data)
-        _set(event, "__pydantic_fields_set__", all_fields(cls))
+        _set(event, "__dict__", fields)
+        _set(event, "__pydantic_fields_set__", fields_set)
         _set(event, "__pydantic_extra__", None)
         _set(event, "__pydantic_private__", None)
         self.sink(event)
@@ -187,7 +187,16 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def _event_type(cls: type[_Event]) -> str:
-    type_: str = cls.model_fields["type"].default
-    _TYPE_OF[cls] = type_
-    return type_
+def _event_classes() -> dict[type[_Event], tuple[str, AllFieldsSet]]:
+    """Each event class's ``type`` value and shared fields-set, computed once."""
+    found: dict[type[_Event], tuple[str, AllFieldsSet]] = {}
+    pending: list[type[_Event]] = [_Event]
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            pending.append(sub)
+            if "type" in sub.model_fields:
+                found[sub] = (sub.model_fields["type"].default, all_fields(sub))
+    return found
+
+
+_EVENT_CLASSES = _event_classes()

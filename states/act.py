@@ -213,8 +213,9 @@ async def _run(
         outcomes[i] = await _answer(call, ctx, approved)
 
     try:
-        if len(jobs) == 1:
-            await one(*jobs[0])
+        if len(jobs) == 1:  # the common case: no task, no gather
+            i, call, approved = jobs[0]
+            outcomes[i] = await _answer(call, ctx, approved)
         elif jobs:
             async with asyncio.TaskGroup() as group:
                 for job in jobs:
