@@ -465,8 +465,9 @@ def _cycle_through(first: str, members: set[str], free: Mapping[str, list[tuple[
 
 
 def load_target(target: str) -> Agent | LoopMachine:
-    """Import ``module:attr`` (attr may be dotted) naming an Agent or a LoopMachine. Raises
-    LookupError with a message for the user when it cannot."""
+    """Import ``module:attr`` (attr may be dotted) naming an Agent or a LoopMachine, or a
+    function of no arguments that makes one. Raises LookupError with a message for the user
+    when it cannot."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise LookupError(f"{target!r} is not module:attr; name the object, e.g. myapp.agents:support")
@@ -481,8 +482,13 @@ def load_target(target: str) -> Agent | LoopMachine:
             obj = getattr(obj, part)
         except AttributeError:
             raise LookupError(f"module {module_name!r} has no attribute {attr!r}") from None
+    if callable(obj) and not isinstance(obj, Agent | LoopMachine | type):
+        try:  # a factory: build the agent the way the app does
+            obj = obj()
+        except TypeError as exc:
+            raise LookupError(f"{target} is a function that needs arguments ({exc}); name an Agent instead") from None
     if not isinstance(obj, Agent | LoopMachine):
-        raise LookupError(f"{target} is a {type(obj).__name__}; name an Agent or a LoopMachine")
+        raise LookupError(f"{target} is a {type(obj).__name__}; name an Agent, a LoopMachine or a function making one")
     return obj
 
 

@@ -251,9 +251,14 @@ def test_check_takes_an_agent(
             "'no_such_module_xyz'); run from your project's folder or install it",
         ),
         ("loopwright.machine:NOPE", "module 'loopwright.machine' has no attribute 'NOPE'"),
-        ("loopwright.machine:TABLE", "loopwright.machine:TABLE is a tuple; name an Agent or a LoopMachine"),
+        ("loopwright.machine:TABLE", "loopwright.machine:TABLE is a tuple; name an Agent, a LoopMachine or a function making one"),
     ],
 )
 def test_check_explains_a_bad_target(target: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_check(target) == 2
     assert capsys.readouterr().err == f"loopwright check: {message}\n"
+
+
+def test_check_builds_an_agent_from_a_factory(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_check("loopwright.demo:helpdesk_agent") == 0
+    assert "machine 'multi_agent': 11 states, 24 rows" in capsys.readouterr().out
