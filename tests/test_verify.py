@@ -251,7 +251,10 @@ def test_check_takes_an_agent(
             "'no_such_module_xyz'); run from your project's folder or install it",
         ),
         ("loopwright.machine:NOPE", "module 'loopwright.machine' has no attribute 'NOPE'"),
-        ("loopwright.machine:TABLE", "loopwright.machine:TABLE is a tuple; name an Agent, a LoopMachine or a function making one"),
+        (
+            "loopwright.machine:TABLE",
+            "loopwright.machine:TABLE is a tuple; name an Agent, a LoopMachine or a function making one",
+        ),
     ],
 )
 def test_check_explains_a_bad_target(target: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
