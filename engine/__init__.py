@@ -1,5 +1,7 @@
 """loopwright: LLM agent loops as explicit, verifiable state machines."""
 
+from typing import TYPE_CHECKING, Any
+
 from .agent import Agent
 from .decisions import Approve, Deny, approve, deny
 from .diagram import diagram
@@ -44,6 +46,7 @@ from .verify import Report, Violation, verify
 
 __all__ = [
     "Agent",
+    "AnthropicModel",
     "Approve",
     "ConfigurationError",
     "CredentialRequired",
@@ -96,3 +99,16 @@ __all__ = [
     "verify",
     "veto",
 ]
+
+if TYPE_CHECKING:
+    from .models.anthropic_model import AnthropicModel
+
+
+def __getattr__(name: str) -> Any:
+    """``AnthropicModel`` is imported on first use: the SDK takes over a second to import, and
+    code that never talks to Claude should not pay for it."""
+    if name == "AnthropicModel":
+        from .models.anthropic_model import AnthropicModel
+
+        return AnthropicModel
+    raise AttributeError(f"module 'loopwright' has no attribute {name!r}")

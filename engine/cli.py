@@ -97,7 +97,7 @@ def _demo(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-        from .models.anthropic import AnthropicModel
+        from .models.anthropic_model import AnthropicModel
 
         model = AnthropicModel(model=args.model, max_tokens=1024)
     if args.example == "helpdesk":
