@@ -276,3 +276,23 @@ def test_demo_on_claude_against_the_fake_server(fake: FakeClaude) -> None:
     assert done.returncode == 0, done.stderr
     assert '"outcome":"final"' in done.stdout.splitlines()[-1]
     assert fake.requests[0]["model"] == "claude-test" and fake.requests[0]["stream"] is True
+
+
+@pytest.mark.parametrize(
+    ("stop", "outcome", "requests"),
+    [("stop_sequence", "final", 1), ("refusal", "final", 1), ("pause_turn", "final", 2)],
+)
+def test_every_stop_reason_is_decided_on_purpose(fake: FakeClaude, stop: str, outcome: str, requests: int) -> None:
+    fake.script += [message(text("Part one."), stop_reason=stop), message(text(" Part two."))]
+    result = run(agent(fake, instruction=""))
+    assert result.outcome == outcome and len(fake.requests) == requests
+    reply = next(e.response for e in result.events if e.type == "model_response")
+    assert reply.stop_reason == stop  # the loop and the app see why the model stopped
+    if stop == "pause_turn":  # a paused turn is sent back for the model to continue
+        assert fake.requests[1]["messages"][-1] == {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "Part one."}],
+        }
+        assert result.output == "Part one. Part two."
+    else:
+        assert result.output == "Part one."
