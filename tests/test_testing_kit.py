@@ -154,3 +154,21 @@ def test_coverage_report_is_exact(pytester: pytest.Pytester) -> None:
     assert expected in result.outlines
     assert "FAIL: row coverage below 50% for ['agent']" in result.outlines
     assert result.ret == 1
+
+
+def test_the_plugin_loads_without_hypothesis() -> None:
+    """pytest loads the plugin in every project that installs loopwright, [testing] extra or not."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['hypothesis'] = None\n"
+        "import loopwright.testing.plugin, loopwright.testing as t\n"
+        "print(t.assert_run_invariants.__name__)\n"
+        "try:\n    t.model_behaviours\nexcept ImportError as e:\n    print(e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == [
+        "assert_run_invariants",
+        "loopwright.testing.model_behaviours needs hypothesis: pip install 'loopwright[testing]'",
+    ], done.stderr

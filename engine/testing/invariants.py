@@ -162,3 +162,18 @@ def _check_budgets(c: _Checker, result: RunResult, max_calls: int | None, max_to
                 "tokens within budget plus at most one step",
                 f"{result.usage.total_tokens} tokens with max_total_tokens={max_tokens}, largest reply {largest}",
             )
+
+
+def scripted(agent: Agent, script: Any) -> Agent:
+    """A copy of ``agent``'s tree in which every agent answers from one ScriptedModel of
+    ``script`` (whichever agent is active takes the next reply); returns the copy of ``agent``."""
+    model = ScriptedModel(script)
+    copies: dict[str, Agent] = {}
+
+    def rebuild(member: Agent) -> Agent:
+        copy = member.replace(model=model, sub_agents=[rebuild(s) for s in member.sub_agents])
+        copies[member.name] = copy
+        return copy
+
+    rebuild(agent.root)
+    return copies[agent.name]

@@ -18,8 +18,7 @@ from ..agent import Agent
 from ..machine import LoopMachine, Row, coverage
 from ..result import RunResult
 from ..runner import Runner
-from .invariants import assert_run_invariants
-from .strategies import scripted
+from .invariants import assert_run_invariants, scripted
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -15,8 +15,8 @@ from ..events import ToolCall
 from ..machine import machine_for
 from ..run_state import RunContext
 from ..runner import Run, Runner
-from .invariants import assert_run_invariants, check_partial
-from .strategies import ScriptItem, model_behaviours, scripted
+from .invariants import assert_run_invariants, check_partial, scripted
+from .strategies import ScriptItem, model_behaviours
 
 _MAX_STEPS = 10_000
 

@@ -14,6 +14,7 @@ from ..agent import TRANSFER_TOOL, Agent
 from ..errors import ModelError
 from ..events import ModelResponse, TextPart, ToolCall, Usage
 from ..limits import Limits
+from .invariants import scripted as scripted
 from .schema import from_schema
 
 ScriptItem = ModelResponse | ModelError
@@ -147,20 +148,3 @@ def limits(
         retry_backoff_s=st.just(0.0),
         salvage=st.booleans() if salvage is None else st.just(salvage),
     )
-
-
-def scripted(agent: Agent, script: Any) -> Agent:
-    """A copy of ``agent``'s tree in which every agent answers from one ScriptedModel of
-    ``script`` (whichever agent is active takes the next reply); returns the copy of ``agent``."""
-    from ..models.scripted import ScriptedModel
-
-    model = ScriptedModel(script)
-    copies: dict[str, Agent] = {}
-
-    def rebuild(member: Agent) -> Agent:
-        copy = member.replace(model=model, sub_agents=[rebuild(s) for s in member.sub_agents])
-        copies[member.name] = copy
-        return copy
-
-    rebuild(agent.root)
-    return copies[agent.name]
