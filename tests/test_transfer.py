@@ -11,7 +11,7 @@ from loopwright import Agent, ConfigurationError, Limits, ModelRequest, Runner, 
 from loopwright.demo import HELPDESK_INPUT, helpdesk_agent
 from loopwright.events import ToolAnswered, Transferred
 from loopwright.machine import DEFAULT_MACHINE, MULTI_AGENT_MACHINE, machine_for
-from loopwright.testing import assert_run_invariants, limits, model_behaviours, scripted
+from loopwright.testing import agent_state_machine, assert_run_invariants, limits, model_behaviours, scripted
 
 from .helpers import add
 
@@ -224,3 +224,7 @@ def test_multi_agent_failure_retry_and_deadline_edges() -> None:
     slow.model = ScriptedModel(hang)  # type: ignore[arg-type]
     timed_out = Runner(slow).run_sync("go")
     assert timed_out.limit == "timeout_s" and timed_out.trace[-3:] == ["reason", "decide", "done"]
+
+
+TestSteppedTreeRuns = agent_state_machine(tree(max_iterations=4)).TestCase
+TestSteppedTreeRuns.settings = settings(max_examples=30, stateful_step_count=25, deadline=None)

@@ -40,17 +40,20 @@ def agent_state_machine(agent: Agent, **behaviour: Any) -> type[RuleBasedStateMa
         @initialize(data=st.data())
         def start(self, data: st.DataObject) -> None:
             self.script = data.draw(model_behaviours(agent, **behaviour), label="script")
-            users_before = agent.before_tool
+            self.scripted = scripted(agent, self.script)
+            for member in self.scripted.root.walk():  # every agent of the tree can be hit
+                member.before_tool = self._failing(member.before_tool)
+            self.runner = Runner(self.scripted)
+            self.run = self.runner.start("a message from hypothesis")
 
+        def _failing(self, users_before: Any) -> Any:
             def before_tool(call: ToolCall, ctx: RunContext) -> Any:
                 if self.fail_next_tool:
                     self.fail_next_tool = False
                     raise ToolError("failure injected by the test")
                 return users_before(call, ctx) if users_before is not None else None
 
-            self.scripted = scripted(agent.replace(before_tool=before_tool), self.script)
-            self.runner = Runner(self.scripted)
-            self.run = self.runner.start("a message from hypothesis")
+            return before_tool
 
         @rule()
         def advance(self) -> None:
