@@ -358,18 +358,3 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
-EVENT_TYPES: tuple[str, ...] = (
-    "run_started",
-    "state_entered",
-    "model_request",
-    "model_response",
-    "text_delta",
-    "tool_call",
-    "tool_result",
-    "limit_reached",
-    "transfer",
-    "suspended",
-    "resumed",
-    "run_finished",
-    "error",
-)

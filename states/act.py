@@ -27,7 +27,8 @@ from loopwright.run_state import RunContext, RunState
 from loopwright.tools import ArgumentsError, Pending, to_json_value
 
 _perf = time.perf_counter
-Outcome = ToolResult | PendingRequest
+CallOutcome = ToolResult | PendingRequest
+"""What one call comes to in a pass: its result, or a request that makes it wait."""
 
 
 def _result(call: ToolCall, content: Any, is_error: bool) -> ToolResult:
@@ -61,7 +62,7 @@ def _wait(call: ToolCall, kind: Any, detail: str, key: str | None = None) -> Pen
     return PendingRequest(call_id=call.id, tool=call.name, args=call.args, kind=kind, detail=detail, credential_key=key)
 
 
-async def _execute(call: ToolCall, ctx: RunContext, approved: bool) -> Outcome:
+async def _execute(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome:
     """One tool call, through the confirmation check, before_tool and the tool (with its
     timeout). ``approved``: a human already approved it (or supplied its credential)."""
     agent = ctx.agent
@@ -114,7 +115,7 @@ async def _execute(call: ToolCall, ctx: RunContext, approved: bool) -> Outcome:
     return _result(call, to_json_value(value), False)
 
 
-async def _answer(call: ToolCall, ctx: RunContext, approved: bool = False) -> Outcome:
+async def _answer(call: ToolCall, ctx: RunContext, approved: bool = False) -> CallOutcome:
     started = _perf()
     result = await _execute(call, ctx, approved)
     if isinstance(result, PendingRequest):
@@ -207,7 +208,7 @@ async def _run(
     results: list[ToolResult | None],
     jobs: list[tuple[int, ToolCall, bool]],
 ) -> None:
-    outcomes: dict[int, Outcome] = {}
+    outcomes: dict[int, CallOutcome] = {}
 
     async def one(i: int, call: ToolCall, approved: bool) -> None:
         outcomes[i] = await _answer(call, ctx, approved)
@@ -234,7 +235,7 @@ def _settle(
     ctx: RunContext,
     calls: list[ToolCall],
     results: list[ToolResult | None],
-    outcomes: dict[int, Outcome],
+    outcomes: dict[int, CallOutcome],
     interrupted: str | None = None,
 ) -> None:
     """Fold this pass's outcomes into the step: keep waiting calls pending (if the run may still
