@@ -1,17 +1,27 @@
 """A local stand-in for the Anthropic Messages API, for tests: a real HTTP server on 127.0.0.1
-that answers ``POST /v1/messages`` as the API does — JSON replies, server-sent-event streams
-(message_start, content_block_start/delta/stop with text, input_json, thinking and signature
-deltas, message_delta, message_stop), and real error bodies and status codes. Each test scripts
-the replies; the server records every request body it received."""
+that answers ``POST /v1/messages`` as the API does — JSON replies, server-sent-event streams in
+chunked transfer encoding (message_start, content_block_start/delta/stop with text,
+input_json, thinking and signature deltas, message_delta, message_stop), error events inside a
+stream, and real error bodies, status codes and ``request-id`` headers. Each test scripts the
+replies; the server records every request body (and its headers) it received.
+
+Script items: a reply body (:func:`message`), :class:`Error` (an HTTP error), :class:`Cut` (a
+stream that breaks off), :class:`StreamError` (an ``error`` event inside a 200 stream).
+"""
 
 from __future__ import annotations
 
+import itertools
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+_PARTIAL = "_partial_json"
+"""A tool_use block's key holding raw input JSON cut off mid-value (see :func:`cut_tool_use`)."""
 
 
 def message(
@@ -38,13 +48,19 @@ def tool_use(id_: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
     return {"type": "tool_use", "id": id_, "name": name, "input": args}
 
 
+def cut_tool_use(id_: str, name: str, partial_json: str) -> dict[str, Any]:
+    """A tool_use block whose input JSON was cut off by ``max_tokens``: streamed as exactly
+    ``partial_json``; a JSON reply carries the input the API could parse (here: none)."""
+    return {"type": "tool_use", "id": id_, "name": name, "input": {}, _PARTIAL: partial_json}
+
+
 def thinking(value: str, signature: str) -> dict[str, Any]:
     return {"type": "thinking", "thinking": value, "signature": signature}
 
 
 @dataclass
 class Error:
-    """A scripted error reply."""
+    """A scripted HTTP error reply (the SDK may retry it: ``retry-after-ms: 1``)."""
 
     status: int
     kind: str
@@ -53,10 +69,23 @@ class Error:
 
 @dataclass
 class Cut:
-    """A streamed reply that breaks off after ``events`` SSE events."""
+    """A streamed reply that stops after ``events`` SSE events: the connection drops mid-body,
+    or (``clean``) the body ends properly but without the rest of the message."""
 
     reply: dict[str, Any]
     events: int
+    clean: bool = False
+
+
+@dataclass
+class StreamError:
+    """A streamed reply that sends ``events`` SSE events, then an ``error`` event (as the API
+    does when it is overloaded mid-reply), then ends."""
+
+    reply: dict[str, Any]
+    events: int
+    kind: str = "overloaded_error"
+    message: str = "Overloaded"
 
 
 @dataclass
@@ -65,9 +94,11 @@ class FakeClaude:
 
     script: list[Any] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
 
     def __enter__(self) -> FakeClaude:
         fake = self
+        ids = itertools.count(1)
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -78,27 +109,33 @@ class FakeClaude:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 fake.requests.append(body)
+                fake.headers.append({k.lower(): v for k, v in self.headers.items()})
+                self.request_id = f"req_{next(ids):03d}"
                 if self.path != "/v1/messages":
-                    return self._json(
-                        404, {"type": "error", "error": {"type": "not_found_error", "message": "no route"}}
-                    )
+                    return self._error(404, "not_found_error", f"no route for {self.path}")
                 if not fake.script:
-                    return self._json(500, {"type": "error", "error": {"type": "api_error", "message": "script empty"}})
+                    return self._error(500, "api_error", "the test's script has no reply left")
                 reply = fake.script.pop(0)
                 if isinstance(reply, Error):
-                    error = {"type": "error", "error": {"type": reply.kind, "message": reply.message}}
-                    return self._json(reply.status, error, {"retry-after-ms": "1"})
+                    return self._error(reply.status, reply.kind, reply.message)
                 if isinstance(reply, Cut):
-                    return self._sse(list(sse_events(reply.reply))[: reply.events], cut=True)
+                    return self._sse(list(sse_events(reply.reply))[: reply.events], cut=not reply.clean)
+                if isinstance(reply, StreamError):
+                    error = {"type": "error", "error": {"type": reply.kind, "message": reply.message}}
+                    return self._sse([*list(sse_events(reply.reply))[: reply.events], ("error", error)])
                 if body.get("stream"):
                     return self._sse(list(sse_events(reply)))
-                return self._json(200, reply)
+                return self._json(200, as_json_reply(reply))
+
+            def _error(self, status: int, kind: str, message: str) -> None:
+                error = {"type": "error", "error": {"type": kind, "message": message}}
+                self._json(status, error, {"retry-after-ms": "1", "retry-after": "0"})
 
             def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
-                self.send_header("request-id", "req_test")
+                self.send_header("request-id", self.request_id)
                 for key, value in (headers or {}).items():
                     self.send_header(key, value)
                 self.send_header("content-length", str(len(data)))
@@ -108,17 +145,21 @@ class FakeClaude:
             def _sse(self, events: list[tuple[str, dict[str, Any]]], cut: bool = False) -> None:
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
-                self.send_header("request-id", "req_test")
-                self.send_header("connection", "close")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("request-id", self.request_id)
+                self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
                 for name, data in events:
-                    self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+                    chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                     self.wfile.flush()
-                if cut:  # the connection drops mid-message
+                if cut:  # the connection drops mid-body: no last chunk
                     self.close_connection = True
+                    return
+                self.wfile.write(b"0\r\n\r\n")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.server = _Server(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
         self.thread.start()
         return self
 
@@ -130,6 +171,21 @@ class FakeClaude:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=5)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up (as the SDK does when it closes a stream early) is no error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+def as_json_reply(reply: dict[str, Any]) -> dict[str, Any]:
+    """The reply as a non-streamed JSON body (test-only keys removed)."""
+    content = [{k: v for k, v in block.items() if k != _PARTIAL} for block in reply["content"]]
+    return {**reply, "content": content}
 
 
 def sse_events(reply: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -148,9 +204,9 @@ def sse_events(reply: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
                     {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": chunk}},
                 )
         elif block["type"] == "tool_use":
-            empty = {**block, "input": {}}
+            empty = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
             yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}
-            for chunk in _chunks(json.dumps(block["input"])):
+            for chunk in _chunks(block.get(_PARTIAL, json.dumps(block["input"]))):
                 yield (
                     "content_block_delta",
                     {
@@ -171,14 +227,15 @@ def sse_events(reply: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
                         "delta": {"type": "thinking_delta", "thinking": chunk},
                     },
                 )
-            yield (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": index,
-                    "delta": {"type": "signature_delta", "signature": block["signature"]},
-                },
-            )
+            if block["signature"]:
+                yield (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "signature_delta", "signature": block["signature"]},
+                    },
+                )
         else:  # redacted_thinking and others arrive whole
             yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": block}
         yield "content_block_stop", {"type": "content_block_stop", "index": index}

@@ -12,8 +12,11 @@ Response: every block and every ``stop_reason`` is mapped on purpose; ``max_toke
 ``max_tokens`` is dropped, never run with half its arguments).
 
 Errors: the SDK retries 429, 5xx and connection errors itself (``max_retries``); what is left
-becomes a :class:`ModelError` with the status and the API's own message — retryable for
-429/5xx/529/connection (the reason stage's bounded retry edge), not for 400/401/403/404.
+becomes a :class:`ModelError` with the status, the API's own message and the request id —
+retryable for 429/5xx/529/connection (the reason stage's bounded retry edge), not for
+400/401/403/404. An ``error`` event inside a streamed reply (the API says ``overloaded_error``
+mid-stream with HTTP 200) gets the status its error type stands for; a stream that breaks off
+is a retryable error, and the text already streamed stays with the events.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import os
 import weakref
 from collections.abc import AsyncIterator
 from typing import Any
@@ -52,6 +54,24 @@ _STOP_REASONS: dict[str, StopReason] = {
     "model_context_window_exceeded": "max_tokens",  # cut short all the same: the loop decides
 }
 _RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
+_ERROR_TYPE_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+"""The HTTP status each API error type stands for (an error event in a stream comes with 200)."""
+_MISSING_KEY = (
+    "ANTHROPIC_API_KEY is not set (and no other Anthropic credentials were found): export "
+    "ANTHROPIC_API_KEY=<your key> (and ANTHROPIC_BASE_URL for a proxy) and run again, or pass "
+    "AnthropicModel(client=anthropic.AsyncAnthropic(api_key=...))"
+)
 _SDK_PARAMS = frozenset(inspect.signature(anthropic.resources.messages.AsyncMessages.create).parameters) - {"self"}
 """The arguments this SDK release's ``messages.create`` names."""
 _CACHE = {"type": "ephemeral"}
@@ -64,9 +84,11 @@ class AnthropicModel:
     **request_options)``: ``request_options`` (``temperature``, ``thinking``, ``top_p``,
     ``stop_sequences``, ``metadata``...) go to every ``messages.create`` call; an agent's
     ``model_settings`` are merged over them. Without ``client``, an ``AsyncAnthropic`` is made
-    per event loop on first use (it reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL); a missing
-    key is reported before any request is sent. A ``client`` you pass must be used from one
-    event loop (the SDK's rule).
+    per event loop on first use (it reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL, or the SDK's
+    other credential sources); missing credentials are reported by ``complete``/``stream``
+    before any request is sent, never at construction (agents are often built at import time).
+    ``max_retries`` is the SDK's own retry count for those clients. A ``client`` you pass keeps
+    its own settings and must be used from one event loop (the SDK's rule).
     """
 
     def __init__(
@@ -98,13 +120,13 @@ class AnthropicModel:
         loop = asyncio.get_running_loop()
         client = self._own.get(loop)
         if client is None:
-            if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
-                raise ModelError(
-                    "ANTHROPIC_API_KEY is not set: export your Anthropic API key as ANTHROPIC_API_KEY "
-                    "(and ANTHROPIC_BASE_URL for a proxy), or pass AnthropicModel(client=AsyncAnthropic(...))",
-                    retryable=False,
-                )
-            client = self._own[loop] = anthropic.AsyncAnthropic(max_retries=self.max_retries)
+            try:
+                client = anthropic.AsyncAnthropic(max_retries=self.max_retries)
+            except anthropic.AnthropicError as exc:  # a profile named or configured but unusable
+                raise _model_error(exc) from exc
+            if client.api_key is None and client.auth_token is None and client.credentials is None:
+                raise ModelError(_MISSING_KEY, retryable=False)
+            self._own[loop] = client
         return client
 
     # ------------------------------------------------------------------ the Model protocol
@@ -114,7 +136,7 @@ class AnthropicModel:
         client = self.client
         try:
             message = await client.messages.create(**params)
-        except anthropic.APIError as exc:
+        except anthropic.AnthropicError as exc:
             raise _model_error(exc) from exc
         return to_response(message)
 
@@ -129,7 +151,7 @@ class AnthropicModel:
                     elif event.type == "thinking" and event.thinking:
                         yield StreamDelta(event.thinking, thought=True)
                 message = await stream.get_final_message()
-        except anthropic.APIError as exc:
+        except anthropic.AnthropicError as exc:
             raise _model_error(exc) from exc
         except (ModelError, GeneratorExit):
             raise
@@ -196,18 +218,14 @@ def to_messages(history: list[Message]) -> list[dict[str, Any]]:
             turn["content"].sort(key=lambda b: b["type"] != "tool_result")
     if merged and merged[-1]["role"] == "assistant":
         last = merged[-1]["content"][-1]
-        if last["type"] == "text":
+        if last["type"] == "text":  # never blank (see _block), so never empty once stripped
             last["text"] = last["text"].rstrip()
-            if not last["text"]:
-                merged[-1]["content"].pop()
-                if not merged[-1]["content"]:
-                    merged.pop()
     return merged
 
 
 def _block(part: Any) -> dict[str, Any] | None:
     if isinstance(part, TextPart):
-        return {"type": "text", "text": part.text} if part.text else None
+        return {"type": "text", "text": part.text} if part.text.strip() else None  # the API refuses blank text
     if isinstance(part, ToolCall):
         return {"type": "tool_use", "id": part.id, "name": part.name, "input": part.args}
     if isinstance(part, ToolResult):
@@ -216,7 +234,7 @@ def _block(part: Any) -> dict[str, Any] | None:
     if isinstance(part, ThoughtPart):
         if part.redacted:
             return {"type": "redacted_thinking", "data": part.data or ""}
-        if part.signature is None:  # not Claude's own thinking: it cannot be sent back
+        if not part.signature:  # not Claude's own (or cut off before it was signed): the API would refuse it
             return None
         return {"type": "thinking", "thinking": part.text, "signature": part.signature}
     return None
@@ -256,28 +274,41 @@ def to_response(message: Any) -> ModelResponse:
     )
 
 
-def _api_message(exc: anthropic.APIError) -> str:
+def _api_error(exc: anthropic.APIStatusError) -> tuple[str | None, str]:
+    """The API's error type and message from the error body, else the SDK's message."""
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         error = body.get("error")
         if isinstance(error, dict) and error.get("message"):
-            return f"{error.get('type', 'error')}: {error['message']}"
-    return str(getattr(exc, "message", None) or exc)
+            kind = error.get("type")
+            return (kind if isinstance(kind, str) else None), str(error["message"])
+    return None, str(getattr(exc, "message", None) or exc)
 
 
-def _model_error(exc: anthropic.APIError) -> ModelError:
+def _model_error(exc: anthropic.AnthropicError) -> ModelError:
     if isinstance(exc, anthropic.APIStatusError):
+        kind, message = _api_error(exc)
+        detail = f"{kind}: {message}" if kind else message
+        request_id = f" [request-id {exc.request_id}]" if exc.request_id else ""
         status = exc.status_code
-        detail = _api_message(exc)
+        where = ""
+        if status < 400:  # an error event inside a streamed reply: the status line said 200
+            status = _ERROR_TYPE_STATUS.get(kind or "", 500)
+            where = " in the reply stream"
         if status == 401:
             return ModelError(
-                f"the Anthropic API refused the credentials (401 {detail}); set ANTHROPIC_API_KEY to a valid key",
+                f"the Anthropic API refused the credentials (401 {detail}); set ANTHROPIC_API_KEY to a valid key"
+                f"{request_id}",
                 status=401,
                 retryable=False,
             )
         return ModelError(
-            f"Anthropic API error {status}: {detail}", status=status, retryable=status in _RETRYABLE_STATUS
+            f"Anthropic API error {status}{where}: {detail}{request_id}",
+            status=status,
+            retryable=status in _RETRYABLE_STATUS,
         )
     if isinstance(exc, anthropic.APIConnectionError):
         return ModelError(f"could not reach the Anthropic API: {exc}", retryable=True)
-    return ModelError(f"Anthropic API error: {exc}", retryable=False)
+    if isinstance(exc, anthropic.CredentialsError):
+        return ModelError(f"the Anthropic credentials could not be loaded: {exc}", retryable=False)
+    return ModelError(f"Anthropic client error: {type(exc).__name__}: {exc}", retryable=False)
