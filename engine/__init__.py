@@ -1,58 +1,87 @@
-"""loopwright: LLM agent loops as explicit, verifiable state machines."""
+"""loopwright: LLM agent loops as explicit, verifiable state machines.
 
+The names below are imported on first use (PEP 562), so ``import loopwright`` costs almost
+nothing and a program pays only for the parts it uses (the anthropic SDK, drawing, logging).
+"""
+
+from __future__ import annotations
+
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from .agent import Agent
-from .decisions import Approve, Deny, approve, deny
-from .diagram import diagram
-from .errors import (
-    ConfigurationError,
-    CredentialRequired,
-    InstructionError,
-    LoopwrightError,
-    MachineError,
-    ModelError,
-    NoTransitionError,
-    ResumeError,
-    ScriptExhaustedError,
-    ToolError,
-)
-from .events import (
-    ErrorInfo,
-    Event,
-    Instruction,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    PendingRequest,
-    TextPart,
-    ThoughtPart,
-    ToolCall,
-    ToolResult,
-    ToolSpec,
-    Usage,
-)
-from .extend import Rule, extend, veto
-from .limits import Limits
-from .log import configure_logging
-from .machine import LoopMachine, Row
-from .models import Model, ScriptedModel, StreamDelta, StreamingModel
-from .result import RunResult
-from .run_state import RunContext, RunState
-from .runner import Runner, RunStream
-from .stage import Stage
-from .tools import Pending, Tool, tool
-from .verify import Report, Violation, verify
+_EXPORTS: dict[str, str] = {
+    "Agent": "agent",
+    "AnthropicModel": "models.anthropic_model",
+    "Approve": "decisions",
+    "Budget": "budgets",
+    "ConfigurationError": "errors",
+    "CredentialRequired": "errors",
+    "Deny": "decisions",
+    "ErrorInfo": "events",
+    "Event": "events",
+    "Extension": "machine",
+    "Instruction": "events",
+    "InstructionError": "errors",
+    "Limits": "limits",
+    "LoopMachine": "machine",
+    "LoopwrightError": "errors",
+    "MachineError": "errors",
+    "Message": "events",
+    "Model": "models",
+    "ModelError": "errors",
+    "ModelRequest": "events",
+    "ModelResponse": "events",
+    "NoTransitionError": "errors",
+    "Pending": "tools",
+    "PendingRequest": "events",
+    "Report": "verify",
+    "ResumeError": "errors",
+    "Row": "machine",
+    "Rule": "machine",
+    "RunContext": "context",
+    "RunResult": "result",
+    "RunState": "run_state",
+    "RunStream": "runner",
+    "Runner": "runner",
+    "ScriptExhaustedError": "errors",
+    "ScriptedModel": "models",
+    "Stage": "stage",
+    "StreamDelta": "models",
+    "StreamingModel": "models",
+    "TextPart": "events",
+    "ThoughtPart": "events",
+    "Tool": "tools",
+    "ToolCall": "events",
+    "ToolError": "errors",
+    "ToolResult": "events",
+    "ToolSpec": "events",
+    "Usage": "events",
+    "Violation": "verify",
+    "approve": "decisions",
+    "compose": "machine",
+    "configure_logging": "observers",
+    "deny": "decisions",
+    "diagram": "diagram",
+    "extend": "extend",
+    "instrument": "observers",
+    "tool": "tools",
+    "uninstrument": "observers",
+    "verify": "verify",
+    "veto": "extend",
+}
+"""Each public name and the module (under ``loopwright``) that defines it."""
 
 __all__ = [
     "Agent",
     "AnthropicModel",
     "Approve",
+    "Budget",
     "ConfigurationError",
     "CredentialRequired",
     "Deny",
     "ErrorInfo",
     "Event",
+    "Extension",
     "Instruction",
     "InstructionError",
     "Limits",
@@ -91,24 +120,87 @@ __all__ = [
     "Usage",
     "Violation",
     "approve",
+    "compose",
     "configure_logging",
     "deny",
     "diagram",
     "extend",
+    "instrument",
     "tool",
+    "uninstrument",
     "verify",
     "veto",
 ]
 
 if TYPE_CHECKING:
-    from .models.anthropic_model import AnthropicModel
+    from .agent import Agent as Agent
+    from .models.anthropic_model import AnthropicModel as AnthropicModel
+    from .decisions import Approve as Approve
+    from .budgets import Budget as Budget
+    from .errors import ConfigurationError as ConfigurationError
+    from .errors import CredentialRequired as CredentialRequired
+    from .decisions import Deny as Deny
+    from .events import ErrorInfo as ErrorInfo
+    from .events import Event as Event
+    from .machine import Extension as Extension
+    from .events import Instruction as Instruction
+    from .errors import InstructionError as InstructionError
+    from .limits import Limits as Limits
+    from .machine import LoopMachine as LoopMachine
+    from .errors import LoopwrightError as LoopwrightError
+    from .errors import MachineError as MachineError
+    from .events import Message as Message
+    from .models import Model as Model
+    from .errors import ModelError as ModelError
+    from .events import ModelRequest as ModelRequest
+    from .events import ModelResponse as ModelResponse
+    from .errors import NoTransitionError as NoTransitionError
+    from .tools import Pending as Pending
+    from .events import PendingRequest as PendingRequest
+    from .verify import Report as Report
+    from .errors import ResumeError as ResumeError
+    from .machine import Row as Row
+    from .machine import Rule as Rule
+    from .context import RunContext as RunContext
+    from .result import RunResult as RunResult
+    from .run_state import RunState as RunState
+    from .runner import RunStream as RunStream
+    from .runner import Runner as Runner
+    from .errors import ScriptExhaustedError as ScriptExhaustedError
+    from .models import ScriptedModel as ScriptedModel
+    from .stage import Stage as Stage
+    from .models import StreamDelta as StreamDelta
+    from .models import StreamingModel as StreamingModel
+    from .events import TextPart as TextPart
+    from .events import ThoughtPart as ThoughtPart
+    from .tools import Tool as Tool
+    from .events import ToolCall as ToolCall
+    from .errors import ToolError as ToolError
+    from .events import ToolResult as ToolResult
+    from .events import ToolSpec as ToolSpec
+    from .events import Usage as Usage
+    from .verify import Violation as Violation
+    from .decisions import approve as approve
+    from .machine import compose as compose
+    from .observers import configure_logging as configure_logging
+    from .decisions import deny as deny
+    from .diagram import diagram as diagram
+    from .extend import extend as extend
+    from .observers import instrument as instrument
+    from .tools import tool as tool
+    from .observers import uninstrument as uninstrument
+    from .verify import verify as verify
+    from .extend import veto as veto
 
 
 def __getattr__(name: str) -> Any:
-    """``AnthropicModel`` is imported on first use: the SDK takes over a second to import, and
-    code that never talks to Claude should not pay for it."""
-    if name == "AnthropicModel":
-        from .models.anthropic_model import AnthropicModel
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'loopwright' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
-        return AnthropicModel
-    raise AttributeError(f"module 'loopwright' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

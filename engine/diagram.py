@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias, overload
 
 from pydantic import ValidationError
-from transitions.extensions import GraphMachine
 
 from .agent import Agent
 from .errors import ConfigurationError
 from .events import EVENT_ADAPTER, Event
-from .machine import TRIGGER, VARIANTS, LoopMachine, Row, machine_for
+from .features import BUILT_IN_MACHINES as VARIANTS
+from .features import machine_for
+from .machine import TRIGGER, LoopMachine, Row
 from .result import RunResult
 from .verify import load_target
 
@@ -104,8 +105,8 @@ def _unmatched(machine: LoopMachine, events: Sequence[Any]) -> tuple[Counter[Row
     taken: Counter[Row] = Counter()
     missing: list[str] = []
     for e in events:
-        if getattr(e, "type", None) != "state_entered":
-            continue
+        if getattr(e, "type", None) != "state_entered" or e.guard == "raised":
+            continue  # the engine's abort edge is in no table
         rows = machine.rows_from(e.source) if e.source in machine.states else ()
         match = [r for r in rows if r.dest == e.state and (e.guard is None or r.label == e.guard)]
         if match:
@@ -159,6 +160,8 @@ def _label(row: Row, taken: int, graphviz: bool) -> str:
 def graph(machine: LoopMachine, engine: Literal["mermaid", "graphviz"], taken: Mapping[Row, int] | None = None) -> Any:
     """The ``transitions`` graph of ``machine`` (a mermaid source holder or a graphviz
     ``Digraph``), with this package's styles and, given ``taken``, a run's trace."""
+    from transitions.extensions import GraphMachine  # only when drawing: a slow import
+
     taken = taken or {}
     graphviz = engine == "graphviz"
     gm: Any = GraphMachine(
@@ -241,7 +244,9 @@ def _render(g: Any, fmt: str) -> bytes:
     return data
 
 
-def _machine(target: Agent | LoopMachine | None, trace: Trace | None) -> LoopMachine:
+def _machine(target: Agent | LoopMachine | RunResult | None, trace: Trace | None) -> LoopMachine:
+    if isinstance(target, RunResult):
+        return target.machine or machine_of_trace(target)
     if isinstance(target, Agent):
         return machine_for(target)
     if isinstance(target, LoopMachine):
@@ -253,23 +258,26 @@ def _machine(target: Agent | LoopMachine | None, trace: Trace | None) -> LoopMac
 
 @overload
 def diagram(
-    target: Agent | LoopMachine | None = ...,
+    target: Agent | LoopMachine | RunResult | None = ...,
     format: Literal["mermaid", "dot", "svg"] = ...,
     *,
     trace: Trace | None = ...,
 ) -> str: ...
 @overload
-def diagram(target: Agent | LoopMachine | None, format: Literal["png"], *, trace: Trace | None = ...) -> bytes: ...
+def diagram(target: Agent | LoopMachine | RunResult | None, format: Literal["png"], *, trace: Trace | None = ...) -> bytes: ...
 @overload
-def diagram(target: Agent | LoopMachine | None, format: str, *, trace: Trace | None = ...) -> str | bytes: ...
+def diagram(target: Agent | LoopMachine | RunResult | None, format: str, *, trace: Trace | None = ...) -> str | bytes: ...
 def diagram(
-    target: Agent | LoopMachine | None = None, format: str = "mermaid", *, trace: Trace | None = None
+    target: Agent | LoopMachine | RunResult | None = None, format: str = "mermaid", *, trace: Trace | None = None
 ) -> str | bytes:
-    """Draw ``target`` (an Agent: the machine it runs on; a LoopMachine; None: the plain loop,
-    or with a trace the built-in variant the run used) as ``format``: ``"mermaid"`` (text),
+    """Draw ``target`` (an Agent: the machine it runs on; a LoopMachine; a RunResult: the
+    machine the run used, with its path; None: the plain loop, or with a trace the built-in
+    machine the run used) as ``format``: ``"mermaid"`` (text),
     ``"dot"`` (text), ``"svg"`` (text) or ``"png"`` (bytes). ``trace`` overlays a run."""
     if format not in FORMATS:
         raise ConfigurationError(f"unknown diagram format {format!r}; use one of {', '.join(FORMATS)}")
+    if isinstance(target, RunResult) and trace is None:
+        trace = target
     machine = _machine(target, trace)
     taken = trace_counts(machine, trace) if trace is not None else Counter[Row]()
     if format == "mermaid":

@@ -244,7 +244,11 @@ class PendingRequest(BaseModel):
     credential_key: str | None = None
 
 
-class _Event(BaseModel):
+class EventBase(BaseModel):
+    """What every event carries. Match on the subclasses (``isinstance(e, ToolCalled)``) or on
+    ``type``, the snake_case of the class name (``"tool_called"``); event ``type`` values never
+    equal a content part's (``ToolCall`` is ``"tool_call"``)."""
+
     model_config = _FROZEN
     run_id: str
     seq: int
@@ -255,30 +259,30 @@ class _Event(BaseModel):
     """The active agent (it changes on a transfer)."""
 
 
-class RunStarted(_Event):
+class RunStarted(EventBase):
     type: Literal["run_started"] = "run_started"
     input: str
 
 
-class StateEntered(_Event):
+class StateEntered(EventBase):
     type: Literal["state_entered"] = "state_entered"
     source: str
     guard: str | None
 
 
-class ModelRequested(_Event):
-    type: Literal["model_request"] = "model_request"
+class ModelRequested(EventBase):
+    type: Literal["model_requested"] = "model_requested"
     attempt: int
     message_count: int
     tool_names: tuple[str, ...]
 
 
-class ModelResponded(_Event):
-    type: Literal["model_response"] = "model_response"
+class ModelResponded(EventBase):
+    type: Literal["model_responded"] = "model_responded"
     response: ModelResponse
 
 
-class TextDelta(_Event):
+class TextDelta(EventBase):
     """A piece of model text as it streams in (only from ``Runner.stream`` on streaming models)."""
 
     type: Literal["text_delta"] = "text_delta"
@@ -286,15 +290,15 @@ class TextDelta(_Event):
     thought: bool
 
 
-class ToolCalled(_Event):
-    type: Literal["tool_call"] = "tool_call"
+class ToolCalled(EventBase):
+    type: Literal["tool_called"] = "tool_called"
     call_id: str
     name: str
     args: dict[str, Any]
 
 
-class ToolAnswered(_Event):
-    type: Literal["tool_result"] = "tool_result"
+class ToolAnswered(EventBase):
+    type: Literal["tool_answered"] = "tool_answered"
     call_id: str
     name: str
     content: JsonValue
@@ -302,43 +306,45 @@ class ToolAnswered(_Event):
     duration_s: float
 
 
-class LimitReached(_Event):
+class LimitReached(EventBase):
     type: Literal["limit_reached"] = "limit_reached"
     limit: str
     value: float
     used: float
 
 
-class Transferred(_Event):
-    type: Literal["transfer"] = "transfer"
+class Transferred(EventBase):
+    type: Literal["transferred"] = "transferred"
     from_agent: str
     to_agent: str
     task: str
 
 
-class Suspended(_Event):
+class Suspended(EventBase):
     type: Literal["suspended"] = "suspended"
     pending: tuple[PendingRequest, ...]
     wait_deadline: float | None
 
 
-class Resumed(_Event):
+class Resumed(EventBase):
     type: Literal["resumed"] = "resumed"
     decided: tuple[str, ...]
     timed_out: bool
 
 
-class RunFinished(_Event):
+class RunFinished(EventBase):
     type: Literal["run_finished"] = "run_finished"
     outcome: Outcome
     output: str | None
     error: ErrorInfo | None
 
 
-class ErrorOccurred(_Event):
-    type: Literal["error"] = "error"
+class ErrorOccurred(EventBase):
+    """Something went wrong (a model call failed, a reply was cut short). Whether the run
+    retries is the table's choice: the ``state_entered`` event that follows shows it."""
+
+    type: Literal["error_occurred"] = "error_occurred"
     error: ErrorInfo
-    retrying: bool
 
 
 Event = Annotated[
@@ -358,3 +364,70 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def _event_classes() -> dict[type[EventBase], tuple[str, AllFieldsSet]]:
+    """Each event class's ``type`` value and shared fields-set, computed once."""
+    found: dict[type[EventBase], tuple[str, AllFieldsSet]] = {}
+    pending: list[type[EventBase]] = [EventBase]
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            pending.append(sub)
+            if "type" in sub.model_fields:
+                found[sub] = (sub.model_fields["type"].default, all_fields(sub))
+    return found
+
+
+EVENT_CLASSES = _event_classes()
+
+
+def make_event(
+    cls: type[EventBase], run_id: str, seq: int, time: float, state: str, iteration: int, agent: str, fields: Any
+) -> Any:
+    """Build one event the engine recorded, without validation (its fields are typed by the
+    engine). ``fields`` is the event's own fields as a dict; it becomes the event's ``__dict__``."""
+    kind, fields_set = EVENT_CLASSES[cls]
+    fields.update(type=kind, run_id=run_id, seq=seq, time=time, state=state, iteration=iteration, agent=agent)
+    event = _new(cls)
+    _set(event, "__dict__", fields)
+    _set(event, "__pydantic_fields_set__", fields_set)
+    _set(event, "__pydantic_extra__", None)
+    _set(event, "__pydantic_private__", None)
+    return event
+
+
+__all__ = [
+    "EVENT_ADAPTER",
+    "ErrorInfo",
+    "ErrorOccurred",
+    "Event",
+    "EventBase",
+    "Instruction",
+    "LimitReached",
+    "Message",
+    "ModelRequest",
+    "ModelRequested",
+    "ModelResponded",
+    "ModelResponse",
+    "Outcome",
+    "Part",
+    "PendingRequest",
+    "Resumed",
+    "RunFinished",
+    "RunStarted",
+    "StateEntered",
+    "Suspended",
+    "TextDelta",
+    "TextPart",
+    "ThoughtPart",
+    "ToolAnswered",
+    "ToolCall",
+    "ToolCalled",
+    "ToolResult",
+    "ToolSpec",
+    "Transferred",
+    "Usage",
+    "make_event",
+    "new_call_id",
+    "trusted",
+]

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
-
-LimitName = Literal[
-    "max_iterations", "max_tool_calls", "max_total_tokens", "timeout_s", "max_transfers", "max_ping_pong"
-]
 
 
 class Limits(BaseModel):
     """The budgets of one run. Defaults are finite: no run is ever unbounded.
+
+    The root agent's limits bound the whole run. A sub-agent's own ``limits=`` bound its turn
+    while it is the active agent: ``max_iterations``, ``max_tool_calls`` and
+    ``max_total_tokens`` count from the moment it took over, and its ``tool_timeout_s``,
+    ``max_model_retries``, ``retry_backoff_s`` and ``salvage`` apply to its own calls. The
+    others (``timeout_s``, ``max_transfers``, ``max_ping_pong``, ``max_suspensions``,
+    ``wait_timeout_s``) are the run's, and only the root's count.
 
     - ``max_iterations``: passes through ``reason`` (the salvage call is not counted).
     - ``max_tool_calls``: tool calls executed; the step that crosses it still completes.

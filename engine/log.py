@@ -1,9 +1,9 @@
-"""structlog helpers. Nothing is configured at import: as a library loopwright is quiet.
+"""structlog helpers. Nothing is configured at import (structlog is not even imported until
+logging is turned on): as a library loopwright is quiet.
 
-``configure_logging("console" | "json", level="info")`` turns on loopwright's own records
-(one per transition, one per tool call) without touching the application's structlog setup;
-``configure_logging("structlog")`` hands them to whatever the application configured.
-Values that look like secrets, and keys named like secrets, are redacted before any output.
+:func:`loopwright.configure_logging` (in :mod:`loopwright.observers`, which installs the
+observer that writes the records) calls :func:`make_logger` here. Values that look like
+secrets, and keys named like secrets, are redacted before any output.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ import re
 import sys
 from collections.abc import MutableMapping
 from typing import Any, Literal, TextIO
-
-import structlog
 
 LogFormat = Literal["console", "json", "structlog", "off"]
 
@@ -95,16 +93,18 @@ def logging_enabled() -> bool:
     return bool(getattr(_logger, "enabled", True))
 
 
-def configure_logging(fmt: LogFormat = "console", *, level: str = "info", stream: TextIO | None = None) -> None:
-    """Turn loopwright's structured logs on (``console``/``json``), hand them to the app's own
-    structlog configuration (``structlog``), or off again (``off``)."""
+def make_logger(fmt: LogFormat, *, level: str = "info", stream: TextIO | None = None) -> Any:
+    """The logger for ``fmt`` (``console``/``json``: loopwright's own; ``structlog``: the app's
+    configuration, secrets redacted; ``off``: quiet), and make it the one loopwright writes to."""
     global _logger
     if fmt == "off":
         _logger = _Quiet()
-        return
+        return _logger
+    import structlog  # only when logging is turned on: it is a slow import
+
     if fmt == "structlog":
         _logger = _Redacting(structlog.get_logger("loopwright"))
-        return
+        return _logger
     if fmt not in ("console", "json"):
         raise ValueError(f"unknown log format {fmt!r}; use 'console', 'json', 'structlog' or 'off'")
     renderer: Any = (
@@ -124,3 +124,4 @@ def configure_logging(fmt: LogFormat = "console", *, level: str = "info", stream
         ],
         logger_name="loopwright",
     )
+    return _logger

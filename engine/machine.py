@@ -1,110 +1,108 @@
-"""The transition table, and the machine built from it.
+"""The transition table of the core loop, extensions composed onto it, and the machine.
 
 The table is the diagram: each row is ``source -> dest if all guards hold``. Rows out of one
 state are tried in order and the first whose guards all hold wins; every working state ends in
-a fallback row (no guards). Rows that close a cycle are *bounded*: they name the budget whose
-counter guards them, so every run ends by construction.
+a fallback row (no guards). A row that closes a cycle is *bounded*: it names a budget, the
+engine charges that budget each time the row fires, and once it is spent the row cannot fire,
+whatever its guards say, so every run ends. A row into a terminal says the run's outcome.
 
-::
+The core (``CORE``, the plain agent)::
 
     start       -> preprocess
-    preprocess  -> cancelled    if cancel_requested
-    preprocess  -> failed       if has_error
+    preprocess  -> cancelled    if cancel_requested                       => cancelled
+    preprocess  -> failed       if has_error                              => failed
     preprocess  -> reason
-    reason      -> cancelled    if cancel_requested
+    reason      -> cancelled    if cancel_requested                       => cancelled
     reason      -> postprocess  if has_response
     reason      -> decide       if deadline_passed
     reason      -> reason       if has_retryable_model_error & retries_left   [bounded: max_model_retries]
-    reason      -> failed
-    postprocess -> cancelled    if cancel_requested
+    reason      -> failed                                                 => failed
+    postprocess -> cancelled    if cancel_requested                       => cancelled
     postprocess -> act          if has_tool_calls
     postprocess -> decide
-    act         -> cancelled    if cancel_requested
+    act         -> cancelled    if cancel_requested                       => cancelled
     act         -> decide
-    decide      -> cancelled    if cancel_requested
-    decide      -> suspended    if has_pending_requests & within_suspension_budget
-                                                                  [bounded: max_suspensions] (waiting)
-    decide      -> done         if is_final_response
-    decide      -> transfer     if transfer_requested & within_transfer_budget & not_ping_pong
-                                   & within_{iteration,tool_call,token,time}_budget
-                                                                  [bounded: max_transfers]  (multi-agent)
-    decide      -> preprocess   if no_transfer_requested & within_{iteration,tool_call,token,time}_budget
-                                                                  [bounded: max_iterations]
-    decide      -> salvage      if salvage_allowed
-    decide      -> done
-    salvage     -> cancelled    if cancel_requested
-    salvage     -> done
-    transfer    -> cancelled    if cancel_requested                                      (multi-agent)
-    transfer    -> preprocess                                                            (multi-agent)
-    suspended   -> cancelled    if cancel_requested                                      (waiting)
-    suspended   -> act          (the run was resumed: act settles the waiting calls)     (waiting)
+    decide      -> cancelled    if cancel_requested                       => cancelled
+    decide      -> done         if is_final_response                      => final
+    decide      -> preprocess   if within_{iteration,tool_call,token,time}_budget  [bounded: max_iterations]
+    decide      -> salvage      if salvage_allowed                        (a budget is spent)
+    decide      -> done                                                   => limit
+    salvage     -> cancelled    if cancel_requested                       => cancelled
+    salvage     -> done         if has_response                           => salvaged
+    salvage     -> done                                                   => limit
 
-Rows marked with a feature belong to the loop variants that have it: ``multi_agent`` (an
-agent tree, with ``transfer``) and ``waiting`` (tools that wait for a confirmation, a
-credential or a long-running result, with ``suspended``: a waiting state, where the runner
-pauses until ``Runner.resume``). :data:`VARIANTS` holds the built-in machines; an agent gets
-the one its definition needs (:func:`machine_for`).
-
-One :class:`LoopMachine` is built per table (the built-in one is shared by every agent that does
-not extend it) and serves all concurrent runs: runs are never registered as ``transitions``
-models. The machine is a real ``transitions.Machine`` built from the rows; :meth:`choose`
-walks that machine's own transition objects in order and calls their condition functions
-directly, which is what ``trigger`` would do, without its per-call event bookkeeping
-(:meth:`choose_via_trigger` does the full trigger, and tests check both always agree).
+A feature is an :class:`Extension`: its states and their handlers, its rows (added before a
+state's fallback, or before a named row), redirected and removed rows, guards it adds to
+existing rows, its budgets, its slice of run state, and a few narrow hooks. ``compose(*exts)``
+builds the machine of the core with those features (cached per feature set); the built-in
+features (``loopwright.features``) and a user's :func:`~loopwright.extend` use the same
+mechanism. One :class:`LoopMachine` serves all concurrent runs: runs are never registered as
+``transitions`` models; :meth:`LoopMachine.choose` walks the machine's own transition objects
+in order and calls their condition functions directly (what ``trigger`` would do, without its
+per-call bookkeeping; :meth:`LoopMachine.choose_via_trigger` does the full trigger, and tests
+check both always agree).
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from transitions import Machine
 
-from .agent import Agent
+from .budgets import CORE_BUDGETS, Budget, budget_of, registry
 from .errors import MachineError, NoTransitionError
+from .events import ModelRequest, Outcome, ToolCall, ToolResult
 from .guards import (
+    GUARDS,
     cancel_requested,
     deadline_passed,
     has_error,
-    has_pending_requests,
     has_response,
     has_retryable_model_error,
     has_tool_calls,
     is_final_response,
-    no_transfer_requested,
-    not_ping_pong,
     retries_left,
     salvage_allowed,
-    transfer_requested,
     within_iteration_budget,
-    within_suspension_budget,
     within_time_budget,
     within_token_budget,
     within_tool_call_budget,
-    within_transfer_budget,
 )
-from .limits import Limits
-from .run_state import RunState
-from .stage import TERMINALS, WAITING, Stage
+from .run_state import RunState, register_slice
+from .stage import TERMINALS, Stage
+
+if TYPE_CHECKING:
+    from .context import RunContext
+    from .events import PendingRequest
 
 Guard = Callable[[RunState], bool]
+GuardRef = Guard | str
+Handler = Callable[[RunState, "RunContext"], Awaitable[None]]
 TRIGGER = "advance"
-_BUDGETS = frozenset(Limits.model_fields)
+DEFAULT_OUTCOMES: dict[str, Outcome] = {Stage.CANCELLED: "cancelled", Stage.FAILED: "failed"}
 
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """One edge: ``source -> dest`` when every guard holds. ``bounded_by`` names the budget
-    whose counter bounds how often this edge can be taken (required on cycle-closing edges)."""
+    """One edge: ``source -> dest`` when every guard holds.
+
+    ``guards`` are functions ``(RunState) -> bool`` or, in a row a user writes, their names
+    (resolved when the machine is built). ``bounded_by`` names the budget this row is charged
+    to (required on cycle-closing rows). ``outcome`` is the run's outcome when this row enters a
+    terminal (rows into ``cancelled``/``failed`` default to that). ``records_limit``: taking
+    this row means a budget ran out, and the engine records which (the budget of the first
+    bounded row out of ``source`` that could not fire)."""
 
     source: str
     dest: str
-    guards: tuple[Guard, ...] = ()
+    guards: tuple[GuardRef, ...] = ()
     bounded_by: str | None = None
-    feature: str | None = None
-    """The loop variant feature this row belongs to (None: every variant)."""
+    outcome: Outcome | None = None
+    records_limit: bool = False
+    origin: str = field(default="core", compare=False)
+    """The extension that added the row (``core`` for the core's own)."""
     label: str = field(init=False, compare=False, repr=False)
     """How the row reads in logs and diagrams: its guards joined by ``&``, or ``else``."""
 
@@ -112,11 +110,13 @@ class Row:
         object.__setattr__(self, "source", str(self.source))
         object.__setattr__(self, "dest", str(self.dest))
         object.__setattr__(self, "guards", tuple(self.guards))
+        if self.outcome is None and self.dest in DEFAULT_OUTCOMES:
+            object.__setattr__(self, "outcome", DEFAULT_OUTCOMES[self.dest])
         object.__setattr__(self, "label", " & ".join(self.guard_names) if self.guards else "else")
 
     @property
     def guard_names(self) -> tuple[str, ...]:
-        return tuple(getattr(g, "__name__", repr(g)) for g in self.guards)
+        return tuple(g if isinstance(g, str) else getattr(g, "__name__", repr(g)) for g in self.guards)
 
     @property
     def is_fallback(self) -> bool:
@@ -127,12 +127,17 @@ class Row:
         return f"{self.source} -> {self.dest} ({self.label}){bound}"
 
 
-def cancellable(stage: str, feature: str | None = None) -> Row:
+def Rule(source: str, dest: str, *guards: GuardRef, bounded_by: str | None = None, outcome: Outcome | None = None) -> Row:  # noqa: N802
+    """A row written the short way: ``Rule("review", "act", "has_tool_calls")``."""
+    return Row(source, dest, guards, bounded_by, outcome)
+
+
+def cancellable(stage: str) -> Row:
     """The first row out of each working stage: a cancelled run goes to ``cancelled``."""
-    return Row(stage, Stage.CANCELLED, (cancel_requested,), feature=feature)
+    return Row(stage, Stage.CANCELLED, (cancel_requested,))
 
 
-START, PRE, REASON, POST, ACT, DECIDE, SALVAGE, TRANSFER = (
+START, PRE, REASON, POST, ACT, DECIDE, SALVAGE = (
     Stage.START,
     Stage.PREPROCESS,
     Stage.REASON,
@@ -140,11 +145,7 @@ START, PRE, REASON, POST, ACT, DECIDE, SALVAGE, TRANSFER = (
     Stage.ACT,
     Stage.DECIDE,
     Stage.SALVAGE,
-    Stage.TRANSFER,
 )
-MULTI = "multi_agent"
-WAIT = "waiting"
-SUSPENDED = Stage.SUSPENDED
 DONE, FAILED, CANCELLED = Stage.DONE, Stage.FAILED, Stage.CANCELLED
 
 WITHIN_BUDGETS: tuple[Guard, ...] = (
@@ -153,10 +154,10 @@ WITHIN_BUDGETS: tuple[Guard, ...] = (
     within_token_budget,
     within_time_budget,
 )
-"""Every budget has room: both ways back into the loop (go round, hand over) require it."""
+"""Every budget has room: every way back into the loop (go round, hand over) requires it."""
 
 # fmt: off
-TABLE: tuple[Row, ...] = (
+CORE_ROWS: tuple[Row, ...] = (
     Row(START,    PRE),
     cancellable(PRE),
     Row(PRE,      FAILED,    (has_error,)),
@@ -172,50 +173,119 @@ TABLE: tuple[Row, ...] = (
     cancellable(ACT),
     Row(ACT,      DECIDE),
     cancellable(DECIDE),
-    Row(DECIDE,   SUSPENDED, (has_pending_requests, within_suspension_budget),
-        bounded_by="max_suspensions", feature=WAIT),
-    Row(DECIDE,   DONE,      (is_final_response,)),
-    Row(DECIDE,   TRANSFER,  (transfer_requested, within_transfer_budget, not_ping_pong, *WITHIN_BUDGETS),
-        bounded_by="max_transfers", feature=MULTI),
-    Row(DECIDE,   PRE,       (no_transfer_requested, *WITHIN_BUDGETS), bounded_by="max_iterations"),
-    Row(DECIDE,   SALVAGE,   (salvage_allowed,)),
-    Row(DECIDE,   DONE),
+    Row(DECIDE,   DONE,      (is_final_response,), outcome="final"),
+    Row(DECIDE,   PRE,       WITHIN_BUDGETS, bounded_by="max_iterations"),
+    Row(DECIDE,   SALVAGE,   (salvage_allowed,), records_limit=True),
+    Row(DECIDE,   DONE,      outcome="limit", records_limit=True),
     cancellable(SALVAGE),
-    Row(SALVAGE,  DONE),
-    cancellable(TRANSFER, MULTI),
-    Row(TRANSFER, PRE,       feature=MULTI),
-    cancellable(SUSPENDED, WAIT),
-    Row(SUSPENDED, ACT,      feature=WAIT),
+    Row(SALVAGE,  DONE,      (has_response,), outcome="salvaged"),
+    Row(SALVAGE,  DONE,      outcome="limit", records_limit=True),
 )
-"""Every row of the built-in loop, in the order the machine tries them."""
+"""Every row of the core loop, in the order the machine tries them."""
 # fmt: on
 
+@dataclass(frozen=True, eq=False)
+class Extension:
+    """A feature composed onto the core: everything it adds, as one value.
 
-def rows_for(*features: str) -> tuple[Row, ...]:
-    """The rows of the variant with ``features`` (rows of no feature are in every variant)."""
-    return tuple(r for r in TABLE if r.feature is None or r.feature in features)
+    Rows and states:
+
+    - ``states``: new states and their handlers ``async def h(rs, ctx) -> None``;
+    - ``remove``: drop every row ``source -> dest`` for each ``(source, dest)``;
+    - ``redirect``: ``{(source, dest): new_dest}`` sends those rows elsewhere (guards, bound kept);
+    - ``require``: ``{(source, dest): guards}`` adds guards in front of those rows' own;
+    - ``rows``: new rows; one out of a state that has rows goes just before its fallback;
+    - ``rows_before``: ``{(source, dest): rows}`` puts rows just before the first such row;
+    - ``waiting``: which of its states pause the run until ``Runner.resume``.
+
+    Data: ``budgets`` (registered so rows may be ``bounded_by`` them), ``guards`` (names a
+    user's rows may use), ``slice`` (a dataclass kept at ``RunState.features[name]``: made
+    fresh for each run, saved with it).
+
+    Hooks (each optional, one signature, called in extension order):
+
+    - ``request(request, rs, ctx) -> ModelRequest``: preprocess hands each pass's request
+      through it (structlog-style processors);
+    - ``gate(call, rs, ctx) -> ToolResult | PendingRequest | None``: act asks it before it runs
+      a call: a result answers the call, a request makes it wait, None lets it run;
+    - ``hold(rs, ctx, calls, results, waits) -> bool``: act has calls that wait; True means the
+      feature keeps the step (act answers nothing yet); else act answers them with an error;
+    - ``pause(rs, ctx)``: the runner is pausing the run in one of ``waiting``;
+    - ``resume(rs, ctx, decisions)``: ``Runner.resume`` hands over decisions (raise
+      ResumeError to refuse them, changing nothing);
+    - ``finish(rs, ctx, why)``: the run is ending: answer any calls the feature holds.
+    """
+
+    name: str
+    states: Mapping[str, Handler] = field(default_factory=dict)
+    rows: Sequence[Row] = ()
+    rows_before: Mapping[tuple[str, str], Sequence[Row]] = field(default_factory=dict)
+    redirect: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    require: Mapping[tuple[str, str], Sequence[Guard]] = field(default_factory=dict)
+    remove: Sequence[tuple[str, str]] = ()
+    waiting: frozenset[str] = frozenset()
+    budgets: Sequence[Budget] = ()
+    guards: Mapping[str, Guard] = field(default_factory=dict)
+    slice: type[Any] | None = None
+    request: Callable[[ModelRequest, RunState, RunContext], ModelRequest] | None = None
+    gate: Callable[[ToolCall, RunState, RunContext], Any] | None = None
+    hold: Callable[..., bool] | None = None
+    pause: Callable[[RunState, RunContext], None] | None = None
+    resume: Callable[[RunState, RunContext, Mapping[str, Any]], None] | None = None
+    finish: Callable[[RunState, RunContext, str], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.slice is not None:
+            register_slice(self.name, self.slice)
+
+    def __repr__(self) -> str:
+        return f"Extension({self.name!r})"
+
+
+def raised(rs: RunState) -> bool:
+    """The engine's abort edge: a stage or a guard raised (never chosen by the table; the
+    engine takes it itself, and it is in no table)."""
+    return False
+
+
+_ABORT_ROWS: dict[str, Row] = {}
+
+
+def abort_row(state: str) -> Row:
+    """``state -> failed (raised)``: the row the engine takes when a stage or guard raises."""
+    row = _ABORT_ROWS.get(state)
+    if row is None:
+        row = _ABORT_ROWS[state] = Row(state, FAILED, (raised,), outcome="failed", origin="engine")
+    return row
 
 
 class LoopMachine:
     """A checked transition table and the ``transitions.Machine`` built from it.
 
-    ``handlers`` supplies the stage handlers of states the built-in stages do not cover (an
-    extension's own states); the runner checks every working state has one.
+    Usually made by :func:`compose`. ``handlers`` holds the handlers of states the core stages
+    do not cover (extensions' states); ``budgets`` the budgets rows may be bounded by (default:
+    the core's); ``guards`` the names rows may use for guards (besides the core's).
     """
 
     def __init__(
         self,
-        rows: Sequence[Row] = TABLE,
+        rows: Sequence[Row] = CORE_ROWS,
         *,
         states: Iterable[str] | None = None,
         terminals: Iterable[str] = TERMINALS,
-        waiting: Iterable[str] = WAITING,
+        waiting: Iterable[str] = (),
         initial: str = START,
-        handlers: Mapping[str, Callable[..., Any]] | None = None,
+        handlers: Mapping[str, Handler] | None = None,
+        budgets: Iterable[Budget] = CORE_BUDGETS,
+        guards: Mapping[str, Guard] | None = None,
+        extensions: Sequence[Extension] = (),
         name: str = "agent",
     ) -> None:
         self.name = name
-        self.rows: tuple[Row, ...] = tuple(rows)
+        self.extensions: tuple[Extension, ...] = tuple(extensions)
+        self.budgets: dict[str, Budget] = registry(budgets)
+        self.guards: dict[str, Guard] = {**GUARDS, **(guards or {})}
+        self.rows: tuple[Row, ...] = tuple(_resolve(row, self.guards) for row in rows)
         if states is None:  # the states the rows name, in Stage order, then any others
             named = {end for row in self.rows for end in (row.source, row.dest)} | set(terminals)
             states = [s for s in Stage if s in named] + sorted(named - set(Stage))
@@ -224,7 +294,7 @@ class LoopMachine:
         self.waiting: frozenset[str] = frozenset(str(s) for s in waiting) & set(self.states)
         """States where the runner pauses a run until it is resumed."""
         self.initial = str(initial)
-        self.handlers: dict[str, Callable[..., Any]] = dict(handlers or {})
+        self.handlers: dict[str, Handler] = dict(handlers or {})
         _check_table(self)
         self.machine = Machine(
             model=None,
@@ -238,29 +308,37 @@ class LoopMachine:
         for row in self.rows:
             self.machine.add_transition(TRIGGER, row.source, row.dest, conditions=list(row.guards))
         self._compiled = self._compile()
+        self._resets: dict[str, tuple[str, ...]] = {
+            b.name: tuple(p.name for p in self.budgets.values() if p.scope == "pass" and p.cycle)
+            for b in self.budgets.values()
+            if b.cycle and b.scope != "pass"
+        }
+        self.features: frozenset[str] = frozenset(e.name for e in self.extensions)
 
-    def _compile(self) -> dict[str, tuple[tuple[Row, tuple[Guard, ...]], ...]]:
+    def _compile(self) -> dict[str, tuple[tuple[Row, tuple[Guard, ...], Budget | None], ...]]:
         """For each state, its rows paired with the guard functions of the machine's own
-        transition objects, in the machine's order."""
+        transition objects (in the machine's order) and the budget that bounds the row."""
         event = self.machine.events[TRIGGER]
-        compiled: dict[str, tuple[tuple[Row, tuple[Guard, ...]], ...]] = {}
+        compiled: dict[str, tuple[tuple[Row, tuple[Guard, ...], Budget | None], ...]] = {}
         for state in self.states:
             rows = [r for r in self.rows if r.source == state]
             transitions = event.transitions.get(state, [])
-            pairs: list[tuple[Row, tuple[Guard, ...]]] = []
+            entries = []
             for row, tr in zip(rows, transitions, strict=True):
                 assert tr.dest == row.dest
-                # the condition functions are the Row's own guards, handed to transitions as given
-                pairs.append((row, tuple(cast(Guard, c.func) for c in tr.conditions)))
-            compiled[state] = tuple(pairs)
+                guards = tuple(cast(Guard, c.func) for c in tr.conditions)
+                entries.append((row, guards, self.budgets[row.bounded_by] if row.bounded_by else None))
+            compiled[state] = tuple(entries)
         return compiled
 
     def rows_from(self, state: str) -> tuple[Row, ...]:
-        return tuple(row for row, _ in self._compiled.get(state, ()))
+        return tuple(entry[0] for entry in self._compiled.get(state, ()))
 
     def choose(self, state: str, rs: RunState) -> Row:
-        """The first row out of ``state`` whose guards all hold for ``rs``."""
-        for row, guards in self._compiled[state]:
+        """The first row out of ``state`` whose budget has room and whose guards all hold."""
+        for row, guards, budget in self._compiled[state]:
+            if budget is not None and rs.charges.get(budget.name, 0) >= budget.cap(rs):
+                continue  # spent: the engine does not let it fire, whatever its guards say
             for guard in guards:
                 if not guard(rs):
                     break
@@ -272,8 +350,34 @@ class LoopMachine:
             "must end in a fallback row with no guards"
         )
 
+    def charge(self, row: Row, rs: RunState) -> None:
+        """Charge a bounded row's traversal to its budget (the engine calls this, and only it)."""
+        name = row.bounded_by
+        if name is None:
+            return
+        charges = rs.charges
+        charges[name] = charges.get(name, 0) + 1
+        for reset in self._resets.get(name, ()):
+            charges[reset] = 0
+
+    def spent_budget(self, row: Row, rs: RunState) -> Budget | None:
+        """Which budget ran out when ``row`` was taken: that of the first row before it whose
+        budget is spent, or whose first failing guard tests a budget."""
+        for earlier, guards, budget in self._compiled[row.source]:
+            if earlier is row:
+                break
+            if budget is not None and rs.charges.get(budget.name, 0) >= budget.cap(rs):
+                return budget
+            failing = next((g for g in guards if not g(rs)), None)
+            name = budget_of(failing) if failing is not None else None
+            if name is not None and name in self.budgets:
+                return self.budgets[name]
+        return None
+
     def choose_via_trigger(self, state: str, rs: RunState) -> str:
-        """The destination the full ``transitions`` trigger picks (slow; for tests)."""
+        """The destination the full ``transitions`` trigger picks (slow; for tests). The
+        engine's charge check is not part of ``transitions``: only call this on states whose
+        bounded rows have room."""
         cursor = _Cursor()
         self.machine.add_model(cursor, initial=str(state))  # a plain name: transitions reads Enums by .name
         try:
@@ -288,6 +392,10 @@ class LoopMachine:
         rows = self.rows_from(row.source)
         return rows[: rows.index(row)]
 
+    def hooks(self, name: str) -> tuple[Callable[..., Any], ...]:
+        """The extensions' hooks called ``name``, in extension order."""
+        return tuple(hook for e in self.extensions if (hook := getattr(e, name)) is not None)
+
     def __repr__(self) -> str:
         return f"LoopMachine({self.name!r}, {len(self.states)} states, {len(self.rows)} rows)"
 
@@ -298,6 +406,24 @@ class _Cursor:
     state: str
 
 
+def _resolve(row: Row, known: Mapping[str, Guard]) -> Row:
+    """``row`` with guard names replaced by the functions they name (MachineError if unknown)."""
+    if all(not isinstance(g, str) for g in row.guards):
+        return row
+    resolved = []
+    for g in row.guards:
+        if isinstance(g, str):
+            if g not in known:
+                raise MachineError(
+                    f"row {row} names guard {g!r}, which is not a guard: define `def {g}(rs: RunState) -> bool` "
+                    f"and pass it in guards={{{g!r}: {g}}}; known guards: {', '.join(sorted(known))}"
+                )
+            resolved.append(known[g])
+        else:
+            resolved.append(g)
+    return Row(row.source, row.dest, tuple(resolved), row.bounded_by, row.outcome, row.records_limit, row.origin)
+
+
 def _check_table(m: LoopMachine) -> None:
     known = set(m.states)
     if m.initial not in known:
@@ -306,78 +432,178 @@ def _check_table(m: LoopMachine) -> None:
         raise MachineError(f"terminal states {sorted(m.terminals - known)} are not among the states; add them")
     by_source: dict[str, list[Row]] = {}
     for row in m.rows:
-        for end in (row.source, row.dest):
-            if end not in known:
-                raise MachineError(f"row {row} names state {end!r}, which is not a state; add it to states=")
-        if row.source in m.terminals:
-            raise MachineError(f"row {row} leaves terminal state {row.source!r}; a terminal has no outgoing rows")
-        for guard in row.guards:
-            if not callable(guard) or getattr(guard, "__name__", "<lambda>") == "<lambda>":
-                raise MachineError(
-                    f"row {row.source} -> {row.dest} has guard {guard!r}: guards are named functions "
-                    "(def has_x(rs) -> bool) so logs and diagrams can name them"
-                )
-        if row.bounded_by is not None and row.bounded_by not in _BUDGETS:
-            raise MachineError(
-                f"row {row} is bounded by {row.bounded_by!r}, which is not a budget; use one of {sorted(_BUDGETS)}"
-            )
+        _check_row(m, row, known)
         by_source.setdefault(row.source, []).append(row)
     for state in m.states:
-        if state in m.terminals:
-            continue
-        rows = by_source.get(state)
-        if not rows:
-            raise MachineError(f"working state {state!r} has no outgoing rows; add a fallback row {state} -> ...")
-        fallbacks = [i for i, r in enumerate(rows) if r.is_fallback]
-        if not fallbacks or fallbacks[0] != len(rows) - 1:
-            where = "has none" if not fallbacks else f"has one at position {fallbacks[0] + 1} of {len(rows)}"
+        if state not in m.terminals:
+            _check_fallback(state, by_source.get(state))
+    for budget in m.budgets.values():
+        if budget.cycle and budget.name not in _LIMIT_FIELDS and budget.limit is None:
             raise MachineError(
-                f"state {state!r} must end in exactly one fallback row (a row with no guards) and it "
-                f"{where}; rows after a fallback can never fire, and without one a run can get stuck"
+                f"budget {budget.name!r} may bound rows but has no cap: give it limit=N (Limits has no field of "
+                "that name)"
             )
 
 
-class RowCoverage:
-    """Counts the rows runs take, per machine, while ``enabled`` (off by default: the runner
-    pays one attribute check per transition)."""
-
-    def __init__(self) -> None:
-        self.enabled = False
-        self.taken: Counter[tuple[int, Row]] = Counter()
-        self.machines: dict[int, LoopMachine] = {}
-
-    def reset(self) -> None:
-        self.taken.clear()
-        self.machines.clear()
-
-    def hit(self, machine: LoopMachine, row: Row) -> None:
-        self.machines[id(machine)] = machine
-        self.taken[(id(machine), row)] += 1
-
-    def missing(self, machine: LoopMachine) -> list[Row]:
-        return [r for r in machine.rows if (id(machine), r) not in self.taken]
-
-
-coverage = RowCoverage()
-DEFAULT_MACHINE = LoopMachine(rows_for(), name="agent")
-"""The plain loop, shared by every single agent that does not bring its own machine."""
-MULTI_AGENT_MACHINE = LoopMachine(rows_for(MULTI), name="multi_agent")
-"""The loop of an agent tree: adds the ``transfer`` state."""
-WAITING_MACHINE = LoopMachine(rows_for(WAIT), name="waiting")
-"""The loop of an agent whose tools may wait: adds the ``suspended`` state."""
-MULTI_AGENT_WAITING_MACHINE = LoopMachine(rows_for(MULTI, WAIT), name="multi_agent_waiting")
-VARIANTS: dict[str, LoopMachine] = {
-    m.name: m for m in (DEFAULT_MACHINE, MULTI_AGENT_MACHINE, WAITING_MACHINE, MULTI_AGENT_WAITING_MACHINE)
-}
+def _check_row(m: LoopMachine, row: Row, known: set[str]) -> None:
+    for end in (row.source, row.dest):
+        if end not in known:
+            raise MachineError(f"row {row} names state {end!r}, which is not a state; add it to states=")
+    if row.source in m.terminals:
+        raise MachineError(f"row {row} leaves terminal state {row.source!r}; a terminal has no outgoing rows")
+    if row.dest in m.terminals and row.outcome is None:
+        raise MachineError(
+            f"row {row} enters terminal {row.dest!r} but says no outcome; give it outcome='final', 'salvaged', "
+            "'limit', 'failed' or 'cancelled'"
+        )
+    for guard in row.guards:
+        if not callable(guard) or getattr(guard, "__name__", "<lambda>") == "<lambda>":
+            raise MachineError(
+                f"row {row.source} -> {row.dest} has guard {guard!r}: guards are named functions "
+                "(def has_x(rs) -> bool) so logs and diagrams can name them"
+            )
+    if row.bounded_by is not None:
+        budget = m.budgets.get(row.bounded_by)
+        if budget is None or not budget.cycle:
+            cycle = sorted(b.name for b in m.budgets.values() if b.cycle)
+            raise MachineError(
+                f"row {row} is bounded by {row.bounded_by!r}, which is not a budget that can bound a row; use one "
+                f"of {cycle}, or register your own with Extension(budgets=[Budget(...)])"
+            )
+        if row.is_fallback:
+            raise MachineError(
+                f"row {row} is bounded but has no guard: a bounded row is skipped once its budget is spent, so it "
+                "cannot be the fallback; add a guard (or a fallback row after it)"
+            )
 
 
-def machine_for(agent: Agent) -> LoopMachine:
-    """The machine an agent runs on: its own, or the built-in variant its definition needs."""
-    if agent.machine is not None:
-        return agent.machine
-    tree = list(agent.root.walk())
-    multi = any(a.sub_agents for a in tree)
-    waits = any(t.can_wait for a in tree for t in a.tools.values())
-    if multi and waits:
-        return MULTI_AGENT_WAITING_MACHINE
-    return MULTI_AGENT_MACHINE if multi else WAITING_MACHINE if waits else DEFAULT_MACHINE
+def _check_fallback(state: str, rows: list[Row] | None) -> None:
+    if not rows:
+        raise MachineError(f"working state {state!r} has no outgoing rows; add a fallback row {state} -> ...")
+    fallbacks = [i for i, r in enumerate(rows) if r.is_fallback]
+    if not fallbacks or fallbacks[0] != len(rows) - 1:
+        where = "has none" if not fallbacks else f"has one at position {fallbacks[0] + 1} of {len(rows)}"
+        raise MachineError(
+            f"state {state!r} must end in exactly one fallback row (a row with no guards) and it "
+            f"{where}; rows after a fallback can never fire, and without one a run can get stuck"
+        )
+
+
+def _limit_fields() -> frozenset[str]:
+    from .limits import Limits
+
+    return frozenset(Limits.model_fields)
+
+
+_LIMIT_FIELDS = _limit_fields()
+
+
+# ------------------------------------------------------------------ composition
+
+
+def _rows_out(table: Sequence[Row], source: str) -> str:
+    out = [str(r) for r in table if r.source == source]
+    return f"the rows out of {source!r} are: {'; '.join(out)}" if out else f"no row leaves {source!r}"
+
+
+def _matching(table: list[Row], key: tuple[str, str], ext: Extension, op: str) -> list[int]:
+    hits = [i for i, r in enumerate(table) if (r.source, r.dest) == key]
+    if not hits:
+        raise MachineError(f"extension {ext.name!r}: {op} names row {key[0]} -> {key[1]}, which is not in the "
+                           f"machine; {_rows_out(table, key[0])}")  # fmt: skip
+    return hits
+
+
+def _insert_before_fallback(table: list[Row], row: Row, ext: Extension) -> None:
+    out = [i for i, r in enumerate(table) if r.source == row.source]
+    if not out:
+        table.append(row)
+        return
+    last = out[-1]
+    if table[last].is_fallback and row.is_fallback:
+        raise MachineError(
+            f"extension {ext.name!r}: row {row} would be a second fallback of {row.source!r}, which already ends in "
+            f"{table[last]}; remove=[({row.source!r}, {table[last].dest!r})] first to replace it"
+        )
+    table.insert(last if table[last].is_fallback else last + 1, row)
+
+
+def _apply(table: list[Row], ext: Extension) -> list[Row]:
+    """``table`` with ``ext``'s row changes applied (remove, redirect, require, rows_before, rows)."""
+    for key in ext.remove:
+        hits = set(_matching(table, key, ext, "remove"))
+        table = [r for i, r in enumerate(table) if i not in hits]
+    for key, new_dest in ext.redirect.items():
+        for i in _matching(table, key, ext, "redirect"):
+            r = table[i]
+            table[i] = Row(r.source, new_dest, r.guards, r.bounded_by, None, r.records_limit, ext.name)
+    for key, guards in ext.require.items():
+        for i in _matching(table, key, ext, "require"):
+            r = table[i]
+            table[i] = Row(r.source, r.dest, (*guards, *r.guards), r.bounded_by, r.outcome, r.records_limit, r.origin)
+    for key, rows in ext.rows_before.items():
+        at = _matching(table, key, ext, "rows_before")[0]
+        table[at:at] = [_own(r, ext) for r in rows]
+    for row in ext.rows:
+        _insert_before_fallback(table, _own(row, ext), ext)
+    return table
+
+
+def _own(row: Row, ext: Extension) -> Row:
+    return Row(row.source, row.dest, row.guards, row.bounded_by, row.outcome, row.records_limit, ext.name)
+
+
+def _states(base: LoopMachine, table: Sequence[Row], ext: Extension) -> list[str]:
+    taken = [s for s in ext.states if s in base.states]
+    if taken:
+        raise MachineError(
+            f"extension {ext.name!r}: {taken} {'is' if len(taken) == 1 else 'are'} already in machine {base.name!r}; "
+            "its states= adds new states (pick another name)"
+        )
+    terminals = base.terminals
+    order = [s for s in base.states if s not in terminals]
+    named = [end for r in table for end in (r.source, r.dest)]
+    order += [s for s in dict.fromkeys([*ext.states, *named]) if s not in order and s not in terminals]
+    return order + [s for s in base.states if s in terminals]
+
+
+def extend_machine(base: LoopMachine, ext: Extension, *, name: str | None = None) -> LoopMachine:
+    """``base`` with ``ext`` composed onto it (not cached; :func:`compose` caches)."""
+    if any(e.name == ext.name for e in base.extensions):
+        raise MachineError(f"machine {base.name!r} already has an extension named {ext.name!r}")
+    for b in ext.budgets:
+        if not isinstance(b, Budget):
+            raise MachineError(f"extension {ext.name!r}: budgets must be Budget values, got {b!r}")
+    table = _apply(list(base.rows), ext)
+    return LoopMachine(
+        table,
+        states=_states(base, table, ext),
+        terminals=base.terminals,
+        waiting=base.waiting | ext.waiting,
+        initial=base.initial,
+        handlers={**base.handlers, **ext.states},
+        budgets=[*base.budgets.values(), *ext.budgets],
+        guards={**base.guards, **ext.guards},
+        extensions=(*base.extensions, ext),
+        name=name or (f"{base.name}+{ext.name}" if base.extensions else ext.name),
+    )
+
+
+CORE = LoopMachine(CORE_ROWS, name="agent")
+"""The plain agent's machine: the core loop and nothing else."""
+
+_COMPOSED: dict[tuple[int, ...], tuple[tuple[Extension, ...], LoopMachine]] = {(): ((), CORE)}
+
+
+def compose(*extensions: Extension) -> LoopMachine:
+    """The core with ``extensions`` composed onto it, in order (cached per extension set, so
+    every agent with the same features shares one machine)."""
+    key = tuple(id(e) for e in extensions)
+    hit = _COMPOSED.get(key)
+    if hit is not None:
+        return hit[1]
+    machine = CORE
+    for ext in extensions:
+        machine = extend_machine(machine, ext)
+    _COMPOSED[key] = (tuple(extensions), machine)  # the extensions are kept so their ids stay theirs
+    return machine

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, computed_field
 
 from .events import ErrorInfo, Event, Message, Outcome, PendingRequest, Usage, trusted
 from .run_state import RunState
@@ -29,7 +30,6 @@ class RunResult(BaseModel):
     outcome: Outcome
     output: str | None
     trace: list[str]
-    events: list[Event]
     usage: Usage
     iterations: int
     tool_calls: int
@@ -41,18 +41,25 @@ class RunResult(BaseModel):
     """While the outcome is "suspended": the requests to decide (``Runner.resume``)."""
     run_state: RunState = Field(exclude=True, repr=False)
     """The run's state (``to_json()`` it to resume elsewhere). Resuming continues it."""
+    _log: Any = PrivateAttr(default=None)
+    _machine: Any = PrivateAttr(default=None)
 
-    def diagram(self, format: str = "mermaid") -> str | bytes:
-        """The machine this run used, with the edges it took highlighted and counted."""
-        from .diagram import diagram  # drawing is a higher layer; imported only when used
+    @computed_field  # type: ignore[prop-decorator]
+    @cached_property
+    def events(self) -> list[Event]:
+        """Every event of this run (of this leg, for a resumed run), in ``seq`` order."""
+        return self._log.events() if self._log is not None else []
 
-        return diagram(None, format, trace=self)
+    @property
+    def machine(self) -> Any:
+        """The machine the run ran on (``loopwright.diagram(result)`` draws it with the run's path)."""
+        return self._machine
 
     @classmethod
-    def of(cls, rs: RunState, events: list[Any]) -> RunResult:
+    def of(cls, rs: RunState, log: Any, machine: Any = None) -> RunResult:
         if rs.outcome is None:
             raise ValueError(f"run {rs.run_id} has not ended (it is in state {rs.stage!r})")
-        return trusted(
+        result = trusted(
             cls,
             run_id=rs.run_id,
             agent=rs.agent,
@@ -60,7 +67,6 @@ class RunResult(BaseModel):
             outcome=rs.outcome,
             output=rs.output,
             trace=rs.trace,
-            events=events,
             usage=rs.usage,
             iterations=rs.iteration,
             tool_calls=rs.tool_calls_made,
@@ -68,6 +74,8 @@ class RunResult(BaseModel):
             limit=rs.limit,
             messages=rs.messages,
             state=rs.state,
-            pending=list(rs.pending),
+            pending=[p for part in rs.features.values() for p in getattr(part, "pending", ())],
             run_state=rs,
         )
+        object.__setattr__(result, "__pydantic_private__", {"_log": log, "_machine": machine})
+        return result

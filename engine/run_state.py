@@ -1,36 +1,32 @@
-"""The state of one run: plain data that round-trips through JSON, and the per-run context.
+"""The state of one run: plain data that round-trips through JSON.
 
 ``RunState`` is a slotted dataclass with identity equality: two runs with equal fields are
 still two runs. Stages read and write it; guards only read it.
+
+What is saved (:meth:`RunState.to_json`) is the core's fields and, under ``features``, one
+small dataclass per feature of the run's machine (its *slice*: ``features["waiting"]`` holds
+the pending requests, ``features["multi_agent"]`` the transfers). Three fields are never
+saved, because they are not the run's to keep: ``limits`` and ``turn_limits`` come from the
+agents (a saved state cannot raise its own budgets), and ``request`` is rebuilt by
+``preprocess`` from the history (saving it would store the history twice).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, fields
+from typing import Any, get_type_hints
+
+from typing_extensions import TypedDict
 
 from pydantic import JsonValue, TypeAdapter
 
-from .events import (
-    AllFieldsSet,
-    ErrorInfo,
-    Message,
-    ModelRequest,
-    ModelResponse,
-    Outcome,
-    PendingRequest,
-    ToolResult,
-    Usage,
-    _Event,
-    all_fields,
-)
-from .limits import LimitName, Limits
+from .errors import ConfigurationError
+from .events import ErrorInfo, Message, ModelRequest, ModelResponse, Outcome, Usage
+from .limits import Limits
 from .stage import Stage
 
-if TYPE_CHECKING:
-    from .agent import Agent
+SCHEMA_VERSION = 1
+"""The version of the saved form; :meth:`RunState.from_json` refuses others."""
 
 
 @dataclass(eq=False, slots=True)
@@ -40,11 +36,14 @@ class RunState:
     run_id: str
     agent: str
     """The agent the run started with (the root of its tree)."""
-    limits: Limits
     input: str
     active_agent: str = ""
     """The agent whose turn it is; changes on a transfer."""
     stage: str = Stage.START
+    trace: list[str] = field(default_factory=list)
+    """The states visited, in order."""
+    seq: int = 0
+    """Events emitted so far (the next event's ``seq`` is one more)."""
     iteration: int = 0
     """Passes through ``reason`` so far (the salvage call is not counted)."""
     attempt: int = 0
@@ -52,22 +51,18 @@ class RunState:
     tool_calls_made: int = 0
     usage: Usage = field(default_factory=Usage)
     messages: list[Message] = field(default_factory=list)
-    request: ModelRequest | None = None
     response: ModelResponse | None = None
     """The latest model reply; cleared when a model call starts."""
-    tool_results: list[ToolResult] = field(default_factory=list)
-    """Results of the latest ``act``, in the model's call order."""
-    model_error: ErrorInfo | None = None
-    """The latest model call's error; cleared when a model call starts."""
-    error: ErrorInfo | None = None
-    """The error that ends (or, for salvage, marred) the run."""
-    limit: LimitName | None = None
-    """The budget that stopped the loop, once one has."""
-    salvaged: bool = False
     text: str | None = None
     """Visible text of the latest reply (thought parts excluded), continuations joined."""
     continuing: bool = False
     """The latest reply was cut short (max_tokens, pause_turn) and will be continued."""
+    model_error: ErrorInfo | None = None
+    """The latest model call's error; cleared when a model call starts."""
+    error: ErrorInfo | None = None
+    """The error that ends (or, for salvage, marred) the run."""
+    limit: str | None = None
+    """The budget that stopped the loop, once one has."""
     outcome: Outcome | None = None
     output: str | None = None
     deadline: float | None = None
@@ -76,127 +71,78 @@ class RunState:
     cancel_requested: bool = False
     state: dict[str, JsonValue] = field(default_factory=dict)
     """Session state: instruction placeholders read it, tools read and write it via ``ctx``."""
-    trace: list[str] = field(default_factory=list)
-    seq: int = 0
-    transfer_to: str | None = None
-    """A transfer the model asked for in the latest act (cleared by the transfer stage)."""
-    transfer_task: str = ""
-    transfers: list[tuple[str, str]] = field(default_factory=list)
-    """Transfers taken so far, as (from agent, to agent)."""
-    branch_start: dict[str, int] = field(default_factory=dict)
-    """For agents with the isolated history policy: where their branch of the history starts."""
     vetoes: dict[str, str] = field(default_factory=dict)
     """Tool calls of the latest reply refused before ``act`` (call id -> reason): ``act``
     answers each with an error result instead of running it."""
-    pending: list[PendingRequest] = field(default_factory=list)
-    """Tool calls waiting on the outside world (the run suspends while any are left)."""
-    step_results: list[ToolResult | None] = field(default_factory=list)
-    """While calls are pending: the step's results so far, in call order (None: not yet)."""
-    suspensions: int = 0
-    wait_deadline: float | None = None
-    time_left: float | None = None
-    """While suspended: what was left of ``timeout_s`` (the clock stops while a run waits)."""
+    charges: dict[str, int] = field(default_factory=dict)
+    """Traversals of bounded rows so far, by budget: written by the engine only."""
+    turn_start: dict[str, float] = field(default_factory=dict)
+    """Turn budgets' counters when the active agent took over (for its own ``limits=``)."""
+    features: dict[str, Any] = field(default_factory=dict)
+    """Each feature's slice of the run state, by feature name."""
+    schema_version: int = SCHEMA_VERSION
+    # ---- not saved
+    limits: Limits = field(default_factory=Limits)
+    """The run's budgets: the root agent's limits (set by the runner, never loaded)."""
+    turn_limits: Limits | None = None
+    """The active agent's own limits, when it is not the root and has some (set by the runner)."""
+    request: ModelRequest | None = None
+    """The request of this pass (built by preprocess; not saved)."""
 
     def __post_init__(self) -> None:
         if not self.active_agent:
             self.active_agent = self.agent
 
     def to_json(self) -> bytes:
-        return RUN_STATE_ADAPTER.dump_json(self)
+        saved = {name: getattr(self, name) for name in _SAVED}
+        saved["features"] = {name: _slice_adapter(name).dump_python(value) for name, value in self.features.items()}
+        return _SAVED_ADAPTER.dump_json(saved)  # type: ignore[arg-type]
 
     @classmethod
     def from_json(cls, data: str | bytes) -> RunState:
-        return RUN_STATE_ADAPTER.validate_json(data)
+        """A run state saved with :meth:`to_json`. Its budgets are not in it: the runner that
+        resumes it supplies them from the agent."""
+        raw = _SAVED_ADAPTER.validate_json(data)
+        version = raw.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ConfigurationError(
+                f"this run state was saved with schema version {version}, and this loopwright reads version "
+                f"{SCHEMA_VERSION}; resume it with the loopwright version that saved it"
+            )
+        saved: dict[str, Any] = dict(raw)
+        saved["features"] = {name: _slice_adapter(name).validate_python(v) for name, v in raw["features"].items()}
+        return cls(**saved)
 
 
-RUN_STATE_ADAPTER: TypeAdapter[RunState] = TypeAdapter(RunState)
+_NOT_SAVED = frozenset({"limits", "turn_limits", "request"})
+_SAVED = tuple(f.name for f in fields(RunState) if f.name not in _NOT_SAVED)
+_hints = get_type_hints(RunState)
+_SavedRunState = TypedDict(  # type: ignore[misc]
+    "_SavedRunState", {name: (dict[str, Any] if name == "features" else _hints[name]) for name in _SAVED}
+)
+_SAVED_ADAPTER: TypeAdapter[Any] = TypeAdapter(_SavedRunState)
 
-_clock = time.time
+_SLICES: dict[str, tuple[type[Any], TypeAdapter[Any]]] = {}
 
 
-class RunContext:
-    """What stages and tools get besides the run state.
-
-    Tools that declare a ``ctx`` parameter receive this: ``ctx.run_id``, ``ctx.agent`` (the
-    active agent), ``ctx.agents`` (every agent of the tree by name), ``ctx.state`` (the session
-    state, shared by the whole run), ``ctx.credentials`` (supplied on resume, never saved) and
-    ``ctx.run_state``.
-    """
-
-    __slots__ = (
-        "agent",
-        "agents",
-        "can_wait",
-        "credentials",
-        "decisions",
-        "run_id",
-        "run_state",
-        "sink",
-        "state",
-        "stream_deltas",
-    )
-
-    def __init__(
-        self,
-        agent: Agent,
-        run_state: RunState,
-        sink: Callable[[Any], None],
-        *,
-        stream_deltas: bool = False,
-        agents: dict[str, Agent] | None = None,
-    ) -> None:
-        self.agents: dict[str, Agent] = agents if agents is not None else {agent.name: agent}
-        self.decisions: dict[str, Any] = {}
-        """Decisions handed to ``resume`` for pending calls (never saved with the run state)."""
-        self.credentials: dict[str, Any] = {}
-        """Credentials supplied on resume, by key (never saved with the run state)."""
-        self.can_wait = False
-        """The run's machine has a waiting state (set by the runner)."""
-        self.agent = self.agents.get(run_state.active_agent, agent)
-        self.run_state = run_state
-        self.run_id = run_state.run_id
-        self.state = run_state.state
-        self.sink = sink
-        self.stream_deltas = stream_deltas
-
-    def emit(self, cls: type[_Event], **fields: Any) -> None:
-        """Build one event of ``cls`` stamped with the run's id, next seq, time, stage, iteration
-        and agent, and hand it to the sink (the result's event list, and the stream).
-        Hot path: fields are typed by the caller, so the event is built as :func:`trusted` does."""
-        rs = self.run_state
-        rs.seq += 1
-        kind, fields_set = _EVENT_CLASSES[cls]
-        fields.update(
-            type=kind,
-            run_id=rs.run_id,
-            seq=rs.seq,
-            time=_clock(),
-            state=rs.stage,
-            iteration=rs.iteration,
-            agent=rs.active_agent,
+def register_slice(feature: str, cls: type[Any]) -> None:
+    """Declare the dataclass a feature keeps under ``RunState.features[feature]`` (so saved
+    states load it back). Called when an Extension with a slice is made."""
+    known = _SLICES.get(feature)
+    if known is not None and known[0] is not cls:
+        raise ConfigurationError(
+            f"two features named {feature!r} keep different run-state slices ({known[0].__name__} and "
+            f"{cls.__name__}); give one of them another name"
         )
-        event = _new(cls)
-        _set(event, "__dict__", fields)
-        _set(event, "__pydantic_fields_set__", fields_set)
-        _set(event, "__pydantic_extra__", None)
-        _set(event, "__pydantic_private__", None)
-        self.sink(event)
+    if known is None:
+        _SLICES[feature] = (cls, TypeAdapter(cls))
 
 
-_new = object.__new__
-_set = object.__setattr__
-
-
-def _event_classes() -> dict[type[_Event], tuple[str, AllFieldsSet]]:
-    """Each event class's ``type`` value and shared fields-set, computed once."""
-    found: dict[type[_Event], tuple[str, AllFieldsSet]] = {}
-    pending: list[type[_Event]] = [_Event]
-    while pending:
-        for sub in pending.pop().__subclasses__():
-            pending.append(sub)
-            if "type" in sub.model_fields:
-                found[sub] = (sub.model_fields["type"].default, all_fields(sub))
-    return found
-
-
-_EVENT_CLASSES = _event_classes()
+def _slice_adapter(feature: str) -> TypeAdapter[Any]:
+    known = _SLICES.get(feature)
+    if known is None:
+        raise ConfigurationError(
+            f"the run state has a slice for feature {feature!r}, which no loaded extension declares; import the "
+            "module that defines it before loading the state"
+        )
+    return known[1]

@@ -5,14 +5,22 @@
     while run_state.stage is not terminal:               # Run.run_to_end
         await HANDLERS[stage](run_state, ctx)            # Run.step: the stage does the work,
         row = machine.choose(stage, run_state)           #   the table picks the edge
+        machine.charge(row, run_state)                   #   a bounded row is charged to its budget
         run_state.stage = row.dest
 
 ``run``, ``stream`` and hand-driven runs (``start`` + ``Run.step``) share that one loop;
-``run_sync`` wraps ``run``.
+``run_sync`` wraps ``run``. The outcome of a run is the outcome of the terminal row it took.
+
+Between transitions the loop lets the event loop run whenever anything else is ready (another
+task, a due timer) and at least every millisecond, so ``cancel``, ``timeout_s`` and other tasks
+land within one transition even when the model and the tools never suspend.
+
 Cancellation: ``runner.cancel(run_id)`` interrupts the stage in progress and the run ends in
 ``cancelled`` and is returned normally. Cancelling the task that runs it also ends the run in
 ``cancelled`` (events and tool results kept), then re-raises ``CancelledError`` as asyncio
 expects. A ``timeout_s`` deadline cuts the stage in progress short and the table ends the run.
+A stage or a guard that raises ends the run in ``failed`` with the error named (the engine's
+abort edge, ``state -> failed (raised)``); every tool call is still answered.
 """
 
 from __future__ import annotations
@@ -20,28 +28,30 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
 from pydantic import JsonValue
 
-from .agent import Agent
-from .decisions import Approve, Deny
-from .errors import ConfigurationError, MachineError, ResumeError
-from .events import ErrorInfo, Event, PendingRequest, RunFinished, RunStarted, StateEntered, Suspended
-from .guards import is_final_response
-from .log import get_logger, logging_enabled
-from .machine import LoopMachine, Row, coverage, machine_for
+from .agent import Agent, AgentTree
+from .budgets import start_turn
+from .calls import answer_unrun_calls
+from .context import RunContext
+from .errors import ConfigurationError, MachineError, NoTransitionError, ResumeError
+from .events import ErrorInfo, LimitReached, RunFinished, RunStarted, StateEntered
+from .features import machine_for
+from .machine import LoopMachine, Row, abort_row
+from .observers import INSTRUMENTS, EventSink, Observers
 from .result import RunResult
-from .run_state import RunContext, RunState
-from .stage import Stage
+from .run_state import RunState
 
 from loopwright.states import HANDLERS, Handler  # isort: skip
-from loopwright.states.act import answer_unrun_calls  # isort: skip
-from loopwright.states.salvage import note_limit  # isort: skip
 
 _clock = time.time
+_perf = time.perf_counter
 _FINISHED = object()
+_SLICE_S = 0.001
+"""A run that never suspends still lets the event loop run at least this often (seconds)."""
 
 
 class RunOptions(TypedDict, total=False):
@@ -59,23 +69,30 @@ class RunOptions(TypedDict, total=False):
 
 
 class Runner:
-    """Runs one agent. Many runs may go at once on one Runner (and one machine)."""
+    """Runs one agent (and its tree). Many runs may go at once on one Runner (and one machine).
 
-    def __init__(self, agent: Agent, *, machine: LoopMachine | None = None) -> None:
+    ``observers`` watch every run of this runner (see :mod:`loopwright.observers`)."""
+
+    def __init__(self, agent: Agent, *, machine: LoopMachine | None = None, observers: Sequence[object] = ()) -> None:
         if not isinstance(agent, Agent):
             raise ConfigurationError(f"Runner takes an Agent, got {type(agent).__name__}")
         self.agent = agent
+        self.tree = AgentTree(agent)
         self.machine = machine or machine_for(agent)
-        self.agents: dict[str, Agent] = {a.name: a for a in agent.root.walk()}
+        self.observers = Observers(*observers)
         self._handlers: dict[str, Handler] = {**HANDLERS, **self.machine.handlers}
         for state in self.machine.states:
             if state not in self.machine.terminals and state not in self._handlers:
                 rows = [str(r) for r in self.machine.rows if r.dest == state]
                 raise MachineError(
-                    f"state {state!r} is referenced by rows {rows} but has no handler; pass "
-                    f"handlers={{{state!r}: your_async_handler}} to LoopMachine"
+                    f"state {state!r} is referenced by rows {rows} but has no handler; give it one in "
+                    f"Extension(states={{{state!r}: your_async_handler}}) (or handlers= of LoopMachine)"
                 )
         self._active: dict[str, Run] = {}
+
+    @property
+    def agents(self) -> dict[str, Agent]:
+        return self.tree.agents
 
     # ------------------------------------------------------------------ public API
 
@@ -85,30 +102,44 @@ class Runner:
             raise ConfigurationError(f"the user input must be a str, got {type(input).__name__}")
         after = options.get("after")
         active = options.get("agent") or (after.answered_by if after is not None else self.agent.name)
-        if active not in self.agents:
+        if active not in self.tree.agents:
             raise ConfigurationError(
-                f"no agent named {active!r} in this runner's tree; the agents are: {', '.join(self.agents)}"
+                f"no agent named {active!r} in this runner's tree; the agents are: {', '.join(self.tree.agents)}"
             )
         run_id = options.get("run_id") or uuid.uuid4().hex
         if run_id in self._active:
             raise ConfigurationError(f"run id {run_id!r} is already running on this runner; use a new one")
-        limits = self.agent.limits
+        machine = self.machine
         rs = RunState(
             run_id=run_id,
             agent=self.agent.name,
-            limits=limits,
             input=input,
-            stage=self.machine.initial,
+            stage=machine.initial,
             state={**(after.state if after is not None else {}), **(options.get("state") or {})},
-            trace=[self.machine.initial],
+            trace=[machine.initial],
             active_agent=active,
             messages=list(after.messages) if after is not None else [],
+            features={e.name: e.slice() for e in machine.extensions if e.slice is not None},
+            limits=self.agent.limits,
         )
-        if limits.timeout_s is not None:
-            rs.deadline = _clock() + limits.timeout_s
+        self._own_limits(rs)
+        if rs.limits.timeout_s is not None:
+            rs.deadline = _clock() + rs.limits.timeout_s
         return rs
 
-    def start(self, input: str, *, sink: Callable[[Event], None] | None = None, **options: Unpack[RunOptions]) -> Run:
+    def _own_limits(self, rs: RunState) -> None:
+        """The limits of the run come from the agents, never from a saved state."""
+        rs.limits = self.agent.limits
+        active = self.tree.agents.get(rs.active_agent)
+        own = active.own_limits if active is not None and active is not self.agent else None
+        if own is None:
+            rs.turn_limits, rs.turn_start = None, {}
+        elif not rs.turn_start:
+            start_turn(rs, own)
+        else:
+            rs.turn_limits = own
+
+    def start(self, input: str, *, sink: Callable[[Any], None] | None = None, **options: Unpack[RunOptions]) -> Run:
         """Begin a run to drive by hand: ``await run.step()`` takes one transition.
         ``sink`` also receives every event as it is emitted."""
         return Run(self, self.new_run(input, **options), sink=sink)
@@ -145,7 +176,8 @@ class Runner:
         Approved calls run exactly once; denied ones become error results the model reads;
         calls without a decision stay pending (the run suspends again). ``cancel=True`` ends the
         run in ``cancelled`` instead. A run that is not waiting, or a decision that does not fit
-        a pending request, raises :class:`ResumeError` and changes nothing."""
+        a pending request, raises :class:`ResumeError` and changes nothing. The run's budgets
+        are this runner's agent's, whatever the saved state held."""
         rs = target.run_state if isinstance(target, RunResult) else target
         if not isinstance(rs, RunState):
             raise ResumeError(f"resume() takes a RunResult or a RunState, got {type(target).__name__}")
@@ -157,12 +189,14 @@ class Runner:
             )
         if rs.run_id in self._active:
             raise ResumeError(f"run {rs.run_id!r} is already running")
-        checked = _check_decisions(rs.pending, decisions or {})
+        run = Run(self, rs, register=False)
+        for hook in self.machine.hooks("resume"):
+            hook(rs, run.ctx, decisions or {})
+        self._own_limits(rs)
         rs.outcome = None
         if cancel:
             rs.cancel_requested = True
-        run = Run(self, rs)
-        run.ctx.decisions = checked
+        self._active[rs.run_id] = run
         return await run.run_to_end()
 
     def resume_sync(
@@ -189,55 +223,57 @@ class Runner:
     def active_runs(self) -> list[str]:
         return list(self._active)
 
-    # ------------------------------------------------------------------ internals
-
-    def _log_transition(self, rs: RunState, row: Row) -> None:
-        get_logger().info(
-            "transition",
-            run_id=rs.run_id,
-            **{"from": row.source, "to": row.dest},
-            iteration=rs.iteration,
-            guard=row.label,
-            rejected=[str(r) for r in self.machine.rejected_before(row)],
-        )
-
 
 class Run:
     """One run in progress. ``Runner.run`` drives it to the end; apps and tests may drive it
     by hand with :meth:`step` (one stage's work, then one transition) and inspect ``state``
     (the RunState), ``stage``, ``done``, ``events`` and, once done, ``result``."""
 
-    __slots__ = ("_handlers", "_log", "_machine", "_stops", "_terminals", "ctx", "events", "runner", "state", "task")
+    __slots__ = (
+        "_handlers",
+        "_loop",
+        "_own",
+        "_stops",
+        "_terminals",
+        "_yielded",
+        "ctx",
+        "machine",
+        "runner",
+        "state",
+        "task",
+    )
 
     def __init__(
         self,
         runner: Runner,
         rs: RunState,
         *,
-        sink: Callable[[Event], None] | None = None,
+        sink: Callable[[Any], None] | None = None,
         stream_deltas: bool = False,
+        register: bool = True,
     ) -> None:
         self.runner = runner
         self.state = rs
-        self.events: list[Event] = []
-        if sink is None:
-            emit: Callable[[Event], None] = self.events.append
-        else:
-            keep, forward = self.events.append, sink
-
-            def emit(event: Event) -> None:
-                keep(event)
-                forward(event)
-
-        self.ctx = RunContext(runner.agent, rs, emit, stream_deltas=stream_deltas, agents=runner.agents)
+        machine = self.machine = runner.machine
+        self._own = Observers(EventSink(sink)) if sink is not None else None
+        watching = [o for o in (INSTRUMENTS, runner.observers, self._own) if o is not None and o.event]
+        self.ctx = RunContext(
+            runner.tree,
+            rs,
+            watchers=[_watcher(o) for o in watching],
+            stream_deltas=stream_deltas,
+            features=machine.features,
+            hooks=machine.hooks,
+            budgets=machine.budgets,
+        )
         self.task: asyncio.Task[Any] | None = None
-        self._machine = runner.machine
         self._handlers = runner._handlers
-        self._terminals = runner.machine.terminals
-        self._stops = runner.machine.terminals | runner.machine.waiting
-        self.ctx.can_wait = bool(runner.machine.waiting)
-        self._log = logging_enabled()
-        runner._active[rs.run_id] = self
+        self._terminals = machine.terminals
+        self._stops = machine.terminals | machine.waiting
+        self._loop: Any = None
+        self._yielded = 0.0
+        if register:
+            runner._active[rs.run_id] = self
         if rs.seq == 0:
             self.ctx.emit(RunStarted, input=rs.input)
 
@@ -257,11 +293,16 @@ class Run:
     @property
     def waiting(self) -> bool:
         """The run is paused in a waiting state until ``Runner.resume``."""
-        return self.state.stage in self._machine.waiting
+        return self.state.stage in self.machine.waiting
+
+    @property
+    def events(self) -> list[Any]:
+        """This run's events so far (built from the compact log on demand)."""
+        return self.ctx.log.events()
 
     @property
     def result(self) -> RunResult:
-        return RunResult.of(self.state, self.events)
+        return RunResult.of(self.state, self.ctx.log, self.machine)
 
     async def run_to_end(self) -> RunResult:
         """Step until a terminal state (or a waiting one); the result."""
@@ -271,7 +312,7 @@ class Run:
         await step()  # a resumed run starts in its waiting state: its first step resumes it
         while self.state.stage not in stops:
             await step()
-        return RunResult.of(self.state, self.events)
+        return RunResult.of(self.state, self.ctx.log, self.machine)
 
     async def step(self) -> Row | None:
         """Do the current stage's work, then take one transition. Returns the row taken
@@ -280,6 +321,21 @@ class Run:
         self.task = asyncio.current_task()
         return await self._step()
 
+    def _must_yield(self) -> bool:
+        """Whether to let the event loop run before the next stage: something else is ready
+        or due, or this run has not let it run for a time slice."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+            self._yielded = _perf()
+        ready = getattr(loop, "_ready", None)
+        if ready is None or ready:
+            return True
+        scheduled = loop._scheduled
+        if scheduled and scheduled[0].when() <= loop.time():
+            return True
+        return _perf() - self._yielded > _SLICE_S
+
     async def _step(self) -> Row | None:
         rs, ctx = self.state, self.ctx
         stage = rs.stage
@@ -287,7 +343,11 @@ class Run:
             return None
         task = self.task
         cancelled_from_outside = False
+        raised: BaseException | None = None
         try:
+            if len(rs.trace) > 1 and self._must_yield():
+                await asyncio.sleep(0)
+                self._yielded = _perf()
             if rs.deadline is None:
                 await self._handlers[stage](rs, ctx)
             else:
@@ -298,93 +358,101 @@ class Run:
             else:
                 cancelled_from_outside = True
                 rs.cancel_requested = True
+        except Exception as exc:
+            raised = exc
         if rs.deadline is not None and not rs.deadline_hit and _clock() >= rs.deadline:
             rs.deadline_hit = True
-        try:
-            row = self._machine.choose(stage, rs)
-        except BaseException:
-            self.runner._active.pop(rs.run_id, None)
-            raise
-        rs.stage = row.dest
-        rs.trace.append(row.dest)
-        ctx.emit(StateEntered, source=row.source, guard=row.label)
-        if self._log:
-            self.runner._log_transition(rs, row)
-        if coverage.enabled:
-            coverage.hit(self._machine, row)
-        if row.dest in self._stops:
-            if row.dest in self._terminals:
-                self._finish()
-            else:
-                self._pause()
+        row = self._abort(stage, "stage", raised) if raised is not None else self._choose(stage)
+        self._take(row)
         if cancelled_from_outside:
             raise asyncio.CancelledError
         return row
 
+    def _choose(self, stage: str) -> Row:
+        try:
+            return self.machine.choose(stage, self.state)
+        except NoTransitionError:
+            self._take(self._abort(stage, "table", None))
+            raise
+        except Exception as exc:
+            return self._abort(stage, "guard", exc)
+
+    def _abort(self, stage: str, where: str, exc: Exception | None) -> Row:
+        """The engine's abort edge: the run fails, the error named."""
+        rs = self.state
+        what = "no row matched" if exc is None else f"{type(exc).__name__}: {exc}"
+        culprit = f"stage {stage!r} raised" if where == "stage" else f"a guard out of {stage!r} raised"
+        if where == "table":
+            culprit = f"the table out of {stage!r} failed:"
+        rs.error = ErrorInfo(kind=where, message=f"{culprit} {what}")
+        return abort_row(stage)
+
+    def _take(self, row: Row) -> None:
+        rs, ctx, machine = self.state, self.ctx, self.machine
+        if row.bounded_by is not None:
+            machine.charge(row, rs)
+        rs.stage = row.dest
+        rs.trace.append(row.dest)
+        ctx.emit(StateEntered, source=row.source, guard=row.label)
+        if row.records_limit and rs.limit is None:
+            self._record_limit(row)
+        if INSTRUMENTS.transition:
+            INSTRUMENTS.notify(INSTRUMENTS.transition, self, row)
+        observers = self.runner.observers
+        if observers.transition:
+            observers.notify(observers.transition, self, row)
+        if row.dest in self._stops:
+            if row.dest in self._terminals:
+                self._finish(row)
+            else:
+                self._pause()
+
+    def _record_limit(self, row: Row) -> None:
+        rs = self.state
+        budget = self.machine.spent_budget(row, rs)
+        if budget is None:
+            return
+        rs.limit = budget.name
+        cap = budget.cap(rs)
+        self.ctx.emit(LimitReached, limit=budget.name, value=float(cap or 0), used=float(budget.counter(rs)))
+
     def _pause(self) -> None:
-        """The run entered a waiting state: stop the clock, open the wait, report the requests."""
-        rs, ctx = self.state, self.ctx
+        """The run entered a waiting state: the features pause it; the runner returns."""
+        rs = self.state
         self.runner._active.pop(rs.run_id, None)
-        now = _clock()
-        rs.suspensions += 1
-        if rs.limits.wait_timeout_s is not None:
-            rs.wait_deadline = now + rs.limits.wait_timeout_s
-        if rs.deadline is not None:
-            rs.time_left, rs.deadline = max(0.0, rs.deadline - now), None
+        for hook in self.machine.hooks("pause"):
+            hook(rs, self.ctx)
         rs.outcome = "suspended"
-        ctx.emit(Suspended, pending=tuple(rs.pending), wait_deadline=rs.wait_deadline)
+        self._notify_finish()
 
-    def _finish(self) -> None:
+    def _finish(self, row: Row) -> None:
         rs, ctx = self.state, self.ctx
         self.runner._active.pop(rs.run_id, None)
-        terminal = rs.stage
-        answer_unrun_calls(rs, ctx, f"the run ended in {terminal!r}")
-        if terminal == Stage.CANCELLED:
-            rs.outcome = "cancelled"
-        elif terminal == Stage.FAILED:
-            rs.outcome = "failed"
-            if rs.error is None:
-                rs.error = rs.model_error or ErrorInfo(kind="failed", message=f"the run failed in {rs.trace[-2]!r}")
-        elif rs.salvaged:
-            rs.outcome = "salvaged"
+        why = f"the run ended in {rs.stage!r}"
+        for hook in self.machine.hooks("finish"):
+            hook(rs, ctx, why)
+        answer_unrun_calls(rs, ctx, why)
+        rs.outcome = row.outcome
+        if rs.outcome in ("final", "salvaged"):
             rs.output = rs.text
-        elif is_final_response(rs):
-            rs.outcome = "final"
-            rs.output = rs.text
-        else:
-            rs.outcome = "limit"
-            note_limit(rs, ctx)
+        elif rs.outcome == "failed" and rs.error is None:
+            rs.error = rs.model_error or ErrorInfo(kind="failed", message=f"the run failed in {row.source!r}")
         ctx.emit(RunFinished, outcome=rs.outcome, output=rs.output, error=rs.error)
-        if logging_enabled():
-            get_logger().info(
-                "run_finished",
-                run_id=rs.run_id,
-                agent=rs.agent,
-                outcome=rs.outcome,
-                iterations=rs.iteration,
-                tool_calls=rs.tool_calls_made,
-                limit=rs.limit,
-                error=rs.error.message if rs.error else None,
-            )
+        self._notify_finish()
+
+    def _notify_finish(self) -> None:
+        sets = [o for o in (INSTRUMENTS, self.runner.observers) if o.finish]
+        if sets:
+            result = RunResult.of(self.state, self.ctx.log, self.machine)
+            for observers in sets:
+                observers.notify(observers.finish, result)
 
 
-def _check_decisions(pending: list[PendingRequest], decisions: Mapping[str, Any]) -> dict[str, Any]:
-    """The decisions, if each fits a pending request; else ResumeError (nothing changed)."""
-    by_id = {request.call_id: request for request in pending}
-    for call_id, decision in decisions.items():
-        request = by_id.get(call_id)
-        if request is None:
-            waiting = ", ".join(f"{r.call_id} ({r.tool}, {r.kind})" for r in pending) or "none"
-            raise ResumeError(f"no pending request has call id {call_id!r}; pending: {waiting}")
-        if request.kind == "confirmation" and not isinstance(decision, Approve | Deny):
-            raise ResumeError(
-                f"call {call_id} ({request.tool}) waits for a confirmation: pass approve() or deny('reason')"
-            )
-        if request.kind != "confirmation" and isinstance(decision, Approve):
-            raise ResumeError(
-                f"call {call_id} ({request.tool}) waits for a {request.kind}: pass the value itself, or deny('reason')"
-            )
-    return dict(decisions)
+def _watcher(observers: Observers) -> Callable[[Any], None]:
+    def watch(event: Any) -> None:
+        observers.notify(observers.event, event)
+
+    return watch
 
 
 def _current_task() -> asyncio.Task[Any] | None:
@@ -421,10 +489,10 @@ class RunStream:
             raise RuntimeError("the run has not finished: iterate the stream to its end first")
         return self._result
 
-    def __aiter__(self) -> AsyncIterator[Event]:
+    def __aiter__(self) -> AsyncIterator[Any]:
         return self._iterate()
 
-    async def _iterate(self) -> AsyncIterator[Event]:
+    async def _iterate(self) -> AsyncIterator[Any]:
         if self._task is not None:
             raise RuntimeError("a RunStream can be iterated once")
         queue = self._queue
@@ -438,3 +506,6 @@ class RunStream:
             if not task.done():  # the consumer left early: end the run cleanly
                 self.run.runner.cancel(self.run_id)
                 await asyncio.gather(task, return_exceptions=True)
+
+
+__all__ = ["Run", "RunOptions", "RunStream", "Runner"]

@@ -1,4 +1,8 @@
-"""The loop's stages: the states of the machine, and which of them end a run."""
+"""The core loop's stages: the states of the core machine, and which of them end a run.
+
+Features add states of their own (``transfer``, ``suspended``, a user's ``review``); they are
+plain strings, named by the feature that adds them.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from enum import StrEnum
 
 
 class Stage(StrEnum):
-    """A named state of the agent loop. The value is the state's name in the machine."""
+    """A named state of the core loop. The value is the state's name in the machine."""
 
     START = "start"
     PREPROCESS = "preprocess"
@@ -15,14 +19,10 @@ class Stage(StrEnum):
     ACT = "act"
     DECIDE = "decide"
     SALVAGE = "salvage"
-    TRANSFER = "transfer"
-    SUSPENDED = "suspended"
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"
 
 
-TERMINALS: frozenset[Stage] = frozenset({Stage.DONE, Stage.FAILED, Stage.CANCELLED})
+TERMINALS: frozenset[str] = frozenset({Stage.DONE, Stage.FAILED, Stage.CANCELLED})
 """A run that enters one of these has ended; they have no outgoing rows."""
-WAITING: frozenset[Stage] = frozenset({Stage.SUSPENDED})
-"""A run that enters one of these pauses (the runner returns) until it is resumed."""

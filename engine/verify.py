@@ -32,8 +32,8 @@ from typing import Protocol, TypeAlias
 from . import guards as _guards
 from .agent import Agent
 from .errors import MachineError
-from .limits import Limits
-from .machine import DEFAULT_MACHINE, LoopMachine, machine_for
+from .features import machine_for
+from .machine import CORE, LoopMachine
 from .run_state import RunState
 from .stage import TERMINALS, Stage
 
@@ -41,12 +41,9 @@ Guard: TypeAlias = Callable[[RunState], bool]
 GuardRef: TypeAlias = "Guard | str"
 """A guard in a user table: the function, or its name."""
 
-BUDGETS: tuple[str, ...] = tuple(Limits.model_fields)
-BUILTIN_GUARDS: dict[str, Guard] = {
-    name: fn
-    for name, fn in vars(_guards).items()
-    if inspect.isfunction(fn) and fn.__module__ == _guards.__name__ and fn.__annotations__.get("return") == "bool"
-}
+BUDGETS: tuple[str, ...] = ("max_iterations", "max_model_retries", "max_transfers", "max_suspensions")
+"""The budgets that may bound a row when a table names no registry (raw rows)."""
+BUILTIN_GUARDS: dict[str, Guard] = dict(_guards.GUARDS)
 """The guards of :mod:`loopwright.guards`, by name: a user table may name them by string."""
 
 
@@ -172,12 +169,15 @@ def verify(
     ``rows`` (with ``states``, ``terminals``, ``initial``; ``guards`` resolves guard names).
     With no target: the built-in plain loop."""
     if target is None:
-        target = DEFAULT_MACHINE
+        target = CORE
     if isinstance(target, Agent):
         target = machine_for(target)
+    budgets: tuple[str, ...] = BUDGETS
     if isinstance(target, LoopMachine):
         rows: Sequence[RowLike] = target.rows
         states, terminals, initial, name = target.states, target.terminals, target.initial, target.name
+        budgets = tuple(b.name for b in target.budgets.values() if b.cycle)
+        guards = {**target.guards, **(guards or {})}
     else:
         rows = list(target)
     terminal_set = {str(t) for t in terminals}
@@ -185,7 +185,7 @@ def verify(
         named = {end for row in rows for end in (str(row.source), str(row.dest))} | {str(initial)}
         states = [s for s in Stage if s in named] + sorted(named - set(Stage))
     state_list = list(dict.fromkeys(str(s) for s in states))
-    found = _check(rows, state_list, terminal_set, str(initial), {**BUILTIN_GUARDS, **(guards or {})})
+    found = _check(rows, state_list, terminal_set, str(initial), {**BUILTIN_GUARDS, **(guards or {})}, budgets)
     return Report(
         machine=name,
         initial=str(initial),
@@ -197,7 +197,12 @@ def verify(
 
 
 def _check(
-    rows: Sequence[RowLike], states: list[str], terminals: set[str], initial: str, known: Mapping[str, Guard]
+    rows: Sequence[RowLike],
+    states: list[str],
+    terminals: set[str],
+    initial: str,
+    known: Mapping[str, Guard],
+    budgets: tuple[str, ...],
 ) -> list[Violation]:
     out: list[Violation] = []
     state_set = set(states)
@@ -231,13 +236,13 @@ def _check(
             if problem is not None:
                 out.append(Violation(5, "unknown_guard", f"row {text} {problem}", (str(row.source),), (text,)))
         if row.bounded_by is not None:
-            if row.bounded_by not in BUDGETS:
+            if row.bounded_by not in budgets:
                 out.append(
                     Violation(
                         5,
                         "unknown_budget",
                         f"row {text} is bounded by {row.bounded_by!r}, which is not a budget; use one of "
-                        f"{', '.join(BUDGETS)}",
+                        f"{', '.join(budgets)}",
                         (str(row.source),),
                         (text,),
                     )

@@ -7,9 +7,7 @@ work and writes its results into the run state; the machine then chooses the nex
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
-from loopwright.run_state import RunContext, RunState
+from loopwright.machine import Handler
 from loopwright.stage import TERMINALS, Stage
 
 from .act import act
@@ -19,10 +17,6 @@ from .preprocess import preprocess
 from .reason import reason
 from .salvage import salvage
 from .start import start
-from .suspended import suspended
-from .transfer import transfer
-
-Handler = Callable[[RunState, RunContext], Awaitable[None]]
 
 HANDLERS: dict[str, Handler] = {
     Stage.START: start,
@@ -32,8 +26,6 @@ HANDLERS: dict[str, Handler] = {
     Stage.ACT: act,
     Stage.DECIDE: decide,
     Stage.SALVAGE: salvage,
-    Stage.TRANSFER: transfer,
-    Stage.SUSPENDED: suspended,
 }
 
 _missing = [s.value for s in Stage if s not in TERMINALS and s not in HANDLERS]
@@ -50,6 +42,4 @@ __all__ = [
     "reason",
     "salvage",
     "start",
-    "suspended",
-    "transfer",
 ]

@@ -5,7 +5,8 @@ with outcome ``"limit"``.
 
 from __future__ import annotations
 
-from loopwright.run_state import RunContext, RunState
+from loopwright.context import RunContext
+from loopwright.run_state import RunState
 
 
 async def decide(rs: RunState, ctx: RunContext) -> None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from loopwright.events import ErrorInfo, ErrorOccurred, Message, TextPart, ToolCall, trusted
 from loopwright.guards import TRUNCATED
-from loopwright.run_state import RunContext, RunState
+from loopwright.context import RunContext
+from loopwright.run_state import RunState
 
 
 async def postprocess(rs: RunState, ctx: RunContext) -> None:
@@ -36,5 +37,4 @@ async def postprocess(rs: RunState, ctx: RunContext) -> None:
                 "the loop goes round so the model can continue it",
                 retryable=True,
             ),
-            retrying=True,
         )

@@ -1,10 +1,10 @@
 """preprocess: builds the ModelRequest for this pass.
 
-Reads the active agent's instructions, tool specs (with ``transfer_to_agent`` when it has
-somewhere to go) and settings, ``state`` (for ``{key}`` placeholders) and ``messages`` (as
-that agent sees them, once several agents have spoken); writes ``request``, resets
-``attempt`` (a new pass begins),
-and on a bad instruction writes ``error`` (the table then goes to ``failed``).
+Reads the active agent's instructions, tool specs and settings, ``state`` (for ``{key}``
+placeholders) and ``messages``; hands the request through the features' request processors
+(a multi-agent run shows each agent the history as it sees it, and adds ``transfer_to_agent``);
+writes ``request``, resets ``attempt`` (a new pass begins), and on a bad instruction writes
+``error`` (the table then goes to ``failed``).
 """
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ import re
 from collections.abc import Mapping
 
 from loopwright.agent import PLACEHOLDER, Agent
+from loopwright.context import RunContext
 from loopwright.errors import InstructionError
 from loopwright.events import ErrorInfo, Instruction, ModelRequest, trusted
-from loopwright.run_state import RunContext, RunState
-
-from .transfer import view_for
+from loopwright.run_state import RunState
 
 
-def fill_placeholders(text: str, state: Mapping[str, object], agent: str) -> str:
+def _fill_placeholders(text: str, state: Mapping[str, object], agent: str) -> str:
     """Replace ``{key}`` with ``state[key]`` (``{key?}`` may be missing; ``{{``/``}}`` are
     literal braces). A missing required key raises InstructionError naming it."""
 
@@ -46,11 +45,11 @@ def fill_placeholders(text: str, state: Mapping[str, object], agent: str) -> str
     return PLACEHOLDER.sub(substitute, text)
 
 
-async def render_instruction(agent: Agent, ctx: RunContext) -> str:
+async def _render_instruction(agent: Agent, ctx: RunContext) -> str:
     """The dynamic instruction for this pass."""
     instruction = agent.instruction
     if isinstance(instruction, str):
-        return fill_placeholders(instruction, ctx.state, agent.name)
+        return _fill_placeholders(instruction, ctx.state, agent.name)
     text = instruction(ctx)
     if inspect.isawaitable(text):
         text = await text
@@ -65,7 +64,7 @@ async def preprocess(rs: RunState, ctx: RunContext) -> None:
     instructions = agent.static_instructions
     if agent.instruction_is_dynamic:
         try:
-            text = await render_instruction(agent, ctx)
+            text = await _render_instruction(agent, ctx)
         except InstructionError as exc:
             rs.error = ErrorInfo(kind="instruction", message=str(exc))
             return
@@ -77,14 +76,14 @@ async def preprocess(rs: RunState, ctx: RunContext) -> None:
             return
         if text:
             instructions = (*instructions, trusted(Instruction, text=text, cache=False))
-    messages = rs.messages
-    if rs.transfers:  # more than one agent has spoken: each sees the others' turns marked
-        messages = view_for(agent.name, agent.history == "isolated", rs)
-    rs.request = trusted(
+    request = trusted(
         ModelRequest,
         instructions=instructions,
-        messages=messages,
-        tools=agent.request_tools,
+        messages=rs.messages,
+        tools=agent.tool_specs,
         tool_choice=None,
         settings=agent.model_settings,
     )
+    for process in ctx.request_hooks:
+        request = process(request, rs, ctx)
+    rs.request = request

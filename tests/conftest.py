@@ -1,11 +1,9 @@
-"""Shared test set-up: a full run of the suite fails if any row of the built-in table (all its
-loop variants) never fired (the loopwright pytest plugin records the rows taken)."""
+"""Shared test set-up: a full run of the suite fails if any row of any built-in machine (the
+core, each feature, both) never fired (the loopwright pytest plugin records the rows taken)."""
 
 from __future__ import annotations
 
 import pytest
-
-from loopwright.machine import TABLE, coverage
 
 pytest_plugins = ["pytester"]
 
@@ -16,18 +14,21 @@ def _is_full_run(session: pytest.Session) -> bool:
         option.keyword or option.markexpr or getattr(option, "deselect", None) or getattr(option, "lf", False)
     )
     named = [a for a in session.config.args if a.rstrip("/") not in ("tests", ".")]
-    return selected_all and not named and session.testsfailed == 0
+    return selected_all and not named and session.testsfailed == 0 and not option.collectonly
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not _is_full_run(session):
         return
-    taken = {row for _machine, row in coverage.taken}  # the variants share the table's Row objects
-    missing = [row for row in TABLE if row not in taken]
+    from loopwright.features import BUILT_IN_MACHINES
+    from loopwright.testing.coverage import coverage
+
+    taken = coverage.rows_taken()
+    missing = list(dict.fromkeys(r for m in BUILT_IN_MACHINES.values() for r in m.rows if r not in taken))
     if missing:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         lines = "\n".join(f"  {row}" for row in missing)
-        message = f"loopwright row coverage: {len(missing)} row(s) of the built-in table never fired:\n{lines}"
+        message = f"loopwright row coverage: {len(missing)} row(s) of the built-in machines never fired:\n{lines}"
         if reporter is not None:
             reporter.write_line(message, red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -18,8 +18,8 @@ def test_demo_json_prints_every_event(capsys: pytest.CaptureFixture[str]) -> Non
     events = [EVENT_ADAPTER.validate_json(line) for line in capsys.readouterr().out.splitlines()]
     kinds = [e.type for e in events]
     assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
-    calls = [e for e in events if e.type == "tool_call"]
-    results = [e for e in events if e.type == "tool_result"]
+    calls = [e for e in events if e.type == "tool_called"]
+    results = [e for e in events if e.type == "tool_answered"]
     assert len(calls) == len(results) == 5
     assert any(r.is_error for r in results)  # the recovered tool error
     by_iteration: dict[int, int] = {}

@@ -75,7 +75,7 @@ def test_the_worked_example_vetoes_one_call_and_runs_the_other() -> None:
         ("c1", "ann: active", False),
         ("c2", "tool 'delete_account' was vetoed: deleting accounts needs a human", True),
     ]
-    answered = [(e.call_id, e.is_error) for e in result.events if e.type == "tool_result"]
+    answered = [(e.call_id, e.is_error) for e in result.events if e.type == "tool_answered"]
     assert sorted(answered) == [("c1", False), ("c2", True)]
     assert result.tool_calls == 2  # the model asked for two; one was refused
     assert result.run_state.vetoes == {}  # answered, so cleared

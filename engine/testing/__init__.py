@@ -6,30 +6,29 @@
 - :func:`agent_state_machine`: a hypothesis RuleBasedStateMachine stepping runs of an agent;
 - the pytest plugin (loaded automatically): the ``scripted_run`` fixture and a row-coverage
   report, with ``--loopwright-cov-fail-under=N``.
+
+Names are imported on first use, so the pytest plugin, which pytest loads in every project that
+installs loopwright, costs nothing until a test uses it.
 """
 
-from typing import Any
+from __future__ import annotations
 
-from .invariants import InvariantViolation, assert_run_invariants, check_partial, describe_script, scripted
+import importlib
+from typing import TYPE_CHECKING, Any
 
-_NEEDS_HYPOTHESIS = {"ScriptItem", "agent_state_machine", "from_schema", "limits", "model_behaviours"}
-try:
-    from .schema import from_schema
-    from .stateful import agent_state_machine
-    from .strategies import ScriptItem, limits, model_behaviours
-except ImportError as _missing:  # the pytest plugin and the invariants work without hypothesis
-    _MISSING: ImportError | None = _missing
-else:
-    _MISSING = None
-
-
-def __getattr__(name: str) -> Any:
-    if name in _NEEDS_HYPOTHESIS and _MISSING is not None:
-        raise ImportError(
-            f"loopwright.testing.{name} needs hypothesis: pip install 'loopwright[testing]'"
-        ) from _MISSING
-    raise AttributeError(f"module 'loopwright.testing' has no attribute {name!r}")
-
+_EXPORTS: dict[str, str] = {
+    "InvariantViolation": "invariants",
+    "ScriptItem": "strategies",
+    "agent_state_machine": "stateful",
+    "assert_run_invariants": "invariants",
+    "check_partial": "invariants",
+    "describe_script": "invariants",
+    "from_schema": "schema",
+    "limits": "strategies",
+    "model_behaviours": "strategies",
+    "scripted": "invariants",
+}
+_NEEDS_HYPOTHESIS = {"schema", "stateful", "strategies"}
 
 __all__ = [
     "InvariantViolation",
@@ -43,3 +42,35 @@ __all__ = [
     "model_behaviours",
     "scripted",
 ]
+
+if TYPE_CHECKING:
+    from .invariants import InvariantViolation as InvariantViolation
+    from .invariants import assert_run_invariants as assert_run_invariants
+    from .invariants import check_partial as check_partial
+    from .invariants import describe_script as describe_script
+    from .invariants import scripted as scripted
+    from .schema import from_schema as from_schema
+    from .stateful import agent_state_machine as agent_state_machine
+    from .strategies import ScriptItem as ScriptItem
+    from .strategies import limits as limits
+    from .strategies import model_behaviours as model_behaviours
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'loopwright.testing' has no attribute {name!r}")
+    try:
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+    except ImportError as missing:
+        if module in _NEEDS_HYPOTHESIS and missing.name == "hypothesis":
+            raise ImportError(
+                f"loopwright.testing.{name} needs hypothesis: pip install 'loopwright[testing]'"
+            ) from missing
+        raise
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

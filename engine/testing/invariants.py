@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -21,7 +21,8 @@ from ..events import (
     ToolCalled,
     ToolResult,
 )
-from ..machine import DEFAULT_MACHINE, LoopMachine, machine_for
+from ..features import machine_for
+from ..machine import CORE, LoopMachine, abort_row
 from ..models.scripted import ScriptedModel
 from ..result import RunResult
 
@@ -52,7 +53,7 @@ def describe_script(script: Sequence[Any]) -> str:
 
 
 def _machine(agent: Agent | None) -> LoopMachine:
-    return machine_for(agent) if agent is not None else DEFAULT_MACHINE
+    return machine_for(agent) if agent is not None else CORE
 
 
 class _Checker:
@@ -75,6 +76,7 @@ def check_partial(trace: list[str], events: list[Event], machine: LoopMachine, s
     if any(b <= a for a, b in pairwise(seqs)) or (events and events[0].type == "run_started" and seqs[0] != 1):
         c.fail("event seq strictly increases", f"seq values were {seqs}")
     rows = {(r.source, r.dest, r.label) for r in machine.rows}
+    rows |= {(r.source, r.dest, r.label) for r in map(abort_row, machine.states) if r.source not in machine.terminals}
     steps = [(e.source, e.state, e.guard) for e in events if isinstance(e, StateEntered)]
     for step in steps:
         if step not in rows:
@@ -164,16 +166,14 @@ def _check_budgets(c: _Checker, result: RunResult, max_calls: int | None, max_to
             )
 
 
-def scripted(agent: Agent, script: Any) -> Agent:
-    """A copy of ``agent``'s tree in which every agent answers from one ScriptedModel of
-    ``script`` (whichever agent is active takes the next reply); returns the copy of ``agent``."""
+def scripted(agent: Agent, script: Any, each: Callable[[Agent], dict[str, Any]] | None = None) -> Agent:
+    """A copy of the tree ``agent`` is the root of, in which every agent answers from one
+    ScriptedModel of ``script`` (whichever agent is active takes the next reply). ``each``
+    gives more changes for each agent of the copy (e.g. ``{"before_tool": ...}``)."""
     model = ScriptedModel(script)
-    copies: dict[str, Agent] = {}
 
     def rebuild(member: Agent) -> Agent:
-        copy = member.replace(model=model, sub_agents=[rebuild(s) for s in member.sub_agents])
-        copies[member.name] = copy
-        return copy
+        own = each(member) if each is not None else {}
+        return member.replace(model=model, sub_agents=[rebuild(s) for s in member.sub_agents], **own)
 
-    rebuild(agent.root)
-    return copies[agent.name]
+    return rebuild(agent)

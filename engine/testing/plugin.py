@@ -5,6 +5,11 @@
 - a transition-coverage report at the end of the session, for every machine the session ran:
   ``loopwright coverage: 19/21 rows of 'agent' (missing: reason->reason (...), ...)``;
 - ``--loopwright-cov-fail-under=N``: fail the session if any machine's row coverage is below N%.
+
+pytest loads this module in every session of every project that installs loopwright, so it
+imports nothing of the engine until a hook needs it: coverage is installed as an observer when
+the session's first test runs, and a session that collects only (``pytest --co``) or runs no
+loopwright code pays nothing.
 """
 
 from __future__ import annotations
@@ -14,11 +19,7 @@ from typing import Any
 
 import pytest
 
-from ..agent import Agent
-from ..machine import LoopMachine, Row, coverage
-from ..result import RunResult
-from ..runner import Runner
-from .invariants import assert_run_invariants, scripted
+_installed: list[Any] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -32,17 +33,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_configure(config: pytest.Config) -> None:
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """Install row coverage before the first test runs (not on collect-only)."""
+    if session.config.option.collectonly:
+        return
+    from loopwright.observers import instrument
+    from loopwright.testing.coverage import coverage
+
     coverage.reset()
-    coverage.enabled = True
+    instrument(coverage)
+    _installed.append(coverage)
 
 
-def _label(row: Row) -> str:
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _installed:
+        from loopwright.observers import uninstrument
+
+        for observer in _installed:
+            uninstrument(observer)
+        _installed.clear()
+
+
+def _label(row: Any) -> str:
     return f"{row.source}->{row.dest} ({row.label})"
 
 
-def coverage_lines() -> list[tuple[LoopMachine, int, int, list[Row]]]:
+def coverage_lines() -> list[tuple[Any, int, int, list[Any]]]:
     """(machine, rows taken, rows in all, rows missing) for every machine the session ran."""
+    if not _installed:
+        return []
+    coverage = _installed[0]
     report = []
     for machine in coverage.machines.values():
         missing = coverage.missing(machine)
@@ -58,11 +79,13 @@ def format_coverage() -> list[str]:
     return lines
 
 
+def _below(threshold: float) -> list[str]:
+    return [m.name for m, taken, total, _ in coverage_lines() if total and 100.0 * taken / total < threshold]
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     threshold = session.config.getoption("--loopwright-cov-fail-under")
-    if threshold is None:
-        return
-    if any(total and 100.0 * taken / total < threshold for _, taken, total, _ in coverage_lines()):
+    if threshold is not None and _below(threshold):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -74,17 +97,17 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.section("loopwright")
     for line in lines:
         terminalreporter.write_line(line)
-    if threshold is not None:
-        below = [m.name for m, taken, total, _ in coverage_lines() if total and 100.0 * taken / total < threshold]
-        if below:
-            terminalreporter.write_line(f"FAIL: row coverage below {threshold:g}% for {below}", red=True)
+    if threshold is not None and _below(threshold):
+        terminalreporter.write_line(f"FAIL: row coverage below {threshold:g}% for {_below(threshold)}", red=True)
 
 
 @pytest.fixture
-def scripted_run() -> Callable[..., RunResult]:
+def scripted_run() -> Callable[..., Any]:
     """Run an agent on a scripted model, check the invariants, return the result."""
+    from loopwright.runner import Runner
+    from loopwright.testing.invariants import assert_run_invariants, scripted
 
-    def run(agent: Agent, script: Sequence[Any], text: str = "hello", *, check: bool = True, **kw: Any) -> RunResult:
+    def run(agent: Any, script: Sequence[Any], text: str = "hello", *, check: bool = True, **kw: Any) -> Any:
         copy = scripted(agent, script)
         result = Runner(copy).run_sync(text, **kw)
         if check:

@@ -12,8 +12,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from ..agent import Agent
 from ..errors import ToolError
 from ..events import ToolCall
-from ..machine import machine_for
-from ..run_state import RunContext
+from ..context import RunContext
+from ..features import machine_for
 from ..runner import Run, Runner
 from .invariants import assert_run_invariants, check_partial, scripted
 from .strategies import ScriptItem, model_behaviours
@@ -40,9 +40,8 @@ def agent_state_machine(agent: Agent, **behaviour: Any) -> type[RuleBasedStateMa
         @initialize(data=st.data())
         def start(self, data: st.DataObject) -> None:
             self.script = data.draw(model_behaviours(agent, **behaviour), label="script")
-            self.scripted = scripted(agent, self.script)
-            for member in self.scripted.root.walk():  # every agent of the tree can be hit
-                member.before_tool = self._failing(member.before_tool)
+            # every agent of the tree can be hit
+            self.scripted = scripted(agent, self.script, lambda a: {"before_tool": self._failing(a.before_tool)})
             self.runner = Runner(self.scripted)
             self.run = self.runner.start("a message from hypothesis")
 

@@ -47,7 +47,7 @@ def _invalid_args(draw: st.DrawFn, schema: dict[str, Any]) -> dict[str, Any]:
 def tree_tools(agent: Agent) -> dict[str, Any]:
     """Every tool of every agent in ``agent``'s tree, by name."""
     found: dict[str, Any] = {}
-    for member in agent.root.walk():
+    for member in agent.walk():
         found.update(member.tools)
     return found
 
@@ -65,7 +65,7 @@ def _tool_call(
     if earlier and _chance(draw, repeat):
         again = draw(st.sampled_from(earlier))
         return ToolCall(name=again.name, args=dict(again.args))
-    names = [a.name for a in agent.root.walk()]
+    names = [a.name for a in agent.walk()]
     if len(names) > 1 and _chance(draw, transfer):  # any agent of the tree: some are not reachable
         target = draw(st.sampled_from(names))
         return ToolCall(name=TRANSFER_TOOL, args={"agent_name": target, "task": draw(st.text(max_size=8))})

@@ -1,0 +1,167 @@
+"""The budget registry: every bound of a run, by name, in one place.
+
+A :class:`Budget` says how much of it a run has used (its counter), how a person reads it (its
+words, for salvage's prompt and ``limit_reached``), and where its cap comes from. Everything
+else is derived from it: the ``within_*`` guard the table's rows test, the answer to "which
+budget ended this run" (the budget of the first bounded row that could not fire), salvage's
+wording, and the names ``bounded_by`` may use, which ``verify`` checks.
+
+Budgets that may bound a row (``cycle=True``) are *enforced*: each time a row bounded by one
+fires, the engine charges it (``RunState.charges``), and once the charges reach the cap the
+row cannot fire, whatever its guards say. So a machine whose every cycle crosses a bounded row
+terminates, even if a user's guard always says yes.
+
+Scopes:
+
+- ``"run"``: one counter for the whole run, capped by the root agent's :class:`Limits`;
+- ``"turn"``: the run-wide counter is capped by the root's limits, and the counter since the
+  active agent took over is capped by that agent's own ``limits=`` (when it has some);
+- ``"pass"``: capped by the active agent's limits, and its charges start again whenever a
+  run-wide cycle budget is charged (retries are counted per pass through ``reason``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .errors import MachineError
+from .run_state import RunState
+
+Guard = Callable[[RunState], bool]
+Scope = Literal["run", "turn", "pass"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Budget:
+    """One bound of a run (see the module docstring).
+
+    ``name`` is the :class:`~loopwright.Limits` field holding its cap; a budget of a user's
+    extension that Limits has no field for gives its cap as ``limit``. ``used`` reads the
+    counter from the run state (default, for cycle budgets: the engine's own charges).
+    ``room`` replaces the usual ``used < cap`` test where a budget needs another (time).
+    """
+
+    name: str
+    words: str
+    """How salvage names it: ``"steps (max_iterations={value})"``."""
+    guard_name: str
+    """The name of the derived guard, as rows, logs and diagrams show it."""
+    used: Callable[[RunState], float] | None = None
+    cycle: bool = False
+    scope: Scope = "run"
+    limit: int | None = None
+    inclusive: bool = False
+    """Room while ``used <= cap`` (the counter includes the step being decided)."""
+    room: Callable[[RunState], bool] | None = None
+    guard: Guard = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.used is None:
+            name = self.name
+            object.__setattr__(self, "used", lambda rs: rs.charges.get(name, 0))
+        object.__setattr__(self, "guard", _guard_for(self))
+
+    def counter(self, rs: RunState) -> float:
+        assert self.used is not None
+        return self.used(rs)
+
+    def cap(self, rs: RunState) -> Any:
+        """The cap in force (None: no cap): the active agent's for a pass budget, else the root's."""
+        limits = (rs.turn_limits or rs.limits) if self.scope == "pass" else rs.limits
+        return getattr(limits, self.name, self.limit)
+
+    def describe(self, rs: RunState) -> str:
+        return self.words.format(value=self.cap(rs))
+
+
+def _guard_for(budget: Budget) -> Guard:
+    """The ``within_*`` guard of ``budget``: a small function named ``budget.guard_name``."""
+    name, used, limit, room = budget.name, budget.used, budget.limit, budget.room
+    assert used is not None
+    scope, inclusive = budget.scope, budget.inclusive
+
+    def guard(rs: RunState) -> bool:
+        if room is not None:
+            return room(rs)
+        limits = (rs.turn_limits or rs.limits) if scope == "pass" else rs.limits
+        cap = getattr(limits, name, limit)
+        count = used(rs)
+        if cap is not None and (count > cap if inclusive else count >= cap):
+            return False
+        own = rs.turn_limits if scope == "turn" else None
+        if own is None:
+            return True
+        own_cap = getattr(own, name, None)
+        return own_cap is None or count - rs.turn_start.get(name, 0) < own_cap
+
+    guard.__name__ = guard.__qualname__ = budget.guard_name
+    guard.__doc__ = f"Room left in the {name} budget ({budget.words.format(value='cap')})."
+    guard.budget = name  # type: ignore[attr-defined]
+    return guard
+
+
+def budget_of(guard: Callable[..., Any]) -> str | None:
+    """The budget a guard tests (None for guards that test something else)."""
+    return getattr(guard, "budget", None)
+
+
+def _retries_made(rs: RunState) -> float:
+    return rs.attempt - 1
+
+
+def _time_left(rs: RunState) -> bool:
+    return not rs.deadline_hit
+
+
+def _timeout(rs: RunState) -> float:
+    return rs.limits.timeout_s or 0.0
+
+
+ITERATIONS = Budget(
+    "max_iterations",
+    "steps (max_iterations={value})",
+    "within_iteration_budget",
+    used=lambda rs: rs.iteration,
+    cycle=True,
+    scope="turn",
+)
+RETRIES = Budget(
+    "max_model_retries",
+    "retries of a failed model call (max_model_retries={value})",
+    "retries_left",
+    used=_retries_made,
+    cycle=True,
+    scope="pass",
+)
+TOOL_CALLS = Budget(
+    "max_tool_calls", "tool calls (max_tool_calls={value})", "within_tool_call_budget",
+    used=lambda rs: rs.tool_calls_made, scope="turn",
+)  # fmt: skip
+TOKENS = Budget(
+    "max_total_tokens", "tokens (max_total_tokens={value})", "within_token_budget",
+    used=lambda rs: rs.usage.total_tokens, scope="turn",
+)  # fmt: skip
+TIME = Budget("timeout_s", "time (timeout_s={value})", "within_time_budget", used=_timeout, room=_time_left)
+
+CORE_BUDGETS: tuple[Budget, ...] = (ITERATIONS, RETRIES, TOOL_CALLS, TOKENS, TIME)
+"""The core loop's budgets. Features register theirs in their :class:`~loopwright.machine.Extension`."""
+
+TURN_BUDGETS: tuple[Budget, ...] = tuple(b for b in CORE_BUDGETS if b.scope == "turn")
+
+
+def start_turn(rs: RunState, own_limits: Any) -> None:
+    """A new agent takes over: its own limits (None: only the run's) bound its turn from now."""
+    rs.turn_limits = own_limits
+    rs.turn_start = {b.name: b.counter(rs) for b in TURN_BUDGETS} if own_limits is not None else {}
+
+
+def registry(budgets: Iterable[Budget]) -> dict[str, Budget]:
+    """Budgets by name; two budgets of one name are a configuration error."""
+    found: dict[str, Budget] = {}
+    for budget in budgets:
+        if budget.name in found and found[budget.name] is not budget:
+            raise MachineError(f"two budgets are named {budget.name!r}; give the extension's budget another name")
+        found[budget.name] = budget
+    return found

@@ -1,0 +1,204 @@
+"""Tool calls: running one, running many at once, and answering them in the history.
+
+The ``act`` stage (and a feature that finishes a held step, like ``waiting``) build on these.
+Every call gets exactly one result: an unknown tool, invalid arguments, an exception, a timeout,
+a cancellation each become an error result whose message tells the model what went wrong.
+A call may instead come back as a :class:`PendingRequest` (it needs a confirmation, a
+credential, or its result later): what happens to it is up to the features (``hold``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .context import RunContext
+from .errors import CredentialRequired
+from .events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
+from .run_state import RunState
+from .tools import ArgumentsError, Pending, to_json_value
+
+_perf = time.perf_counter
+CallOutcome = ToolResult | PendingRequest
+"""What one call comes to in a pass: its result, or a request that makes it wait."""
+Job = tuple[int, ToolCall, bool]
+"""A call to run: its position in the reply, the call, and whether a person approved it."""
+
+
+def result(call: ToolCall, content: Any, is_error: bool) -> ToolResult:
+    return trusted(ToolResult, type="tool_result", call_id=call.id, name=call.name, content=content, is_error=is_error)
+
+
+def tool_calls(rs: RunState) -> list[ToolCall]:
+    """The tool calls of the latest reply, in the model's order."""
+    response = rs.response
+    return [p for p in response.parts if type(p) is ToolCall] if response is not None else []
+
+
+def _wait(call: ToolCall, kind: Any, detail: str, key: str | None = None) -> PendingRequest:
+    return PendingRequest(call_id=call.id, tool=call.name, args=call.args, kind=kind, detail=detail, credential_key=key)
+
+
+async def _gated(call: ToolCall, ctx: RunContext) -> CallOutcome | None:
+    """What the vetoes and the features' gates say of ``call`` before it runs (None: run it)."""
+    rs = ctx.run_state
+    vetoed = rs.vetoes.get(call.id)
+    if vetoed is not None:
+        return result(call, f"tool {call.name!r} was vetoed: {vetoed}", True)
+    for gate in ctx.gates:
+        said = gate(call, rs, ctx)
+        if said is not None:
+            return said  # type: ignore[no-any-return]
+    return None
+
+
+async def _before_tool(call: ToolCall, ctx: RunContext) -> ToolResult | None:
+    before = ctx.agent.before_tool
+    if before is None:
+        return None
+    try:
+        value = before(call, ctx)
+        if asyncio.iscoroutine(value):
+            value = await value
+    except Exception as exc:
+        return result(call, f"the before_tool callback raised {type(exc).__name__}: {exc}", True)
+    return None if value is None else result(call, to_json_value(value), False)
+
+
+async def execute(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome:
+    """One tool call, through vetoes, gates, validation, the confirmation check, before_tool and
+    the tool (with its timeout). ``approved``: a person approved it (or supplied its credential)."""
+    said = await _gated(call, ctx)
+    if said is not None:
+        return said
+    agent = ctx.agent
+    tool = agent.tools.get(call.name)
+    if tool is None:
+        offered = rs.request.tools if (rs := ctx.run_state).request is not None else agent.tool_specs
+        available = ", ".join(t.name for t in offered) or "none"
+        return result(call, f"unknown tool {call.name!r}; available tools: {available}", True)
+    try:
+        kwargs = tool.validate(call.args)
+    except ArgumentsError as exc:
+        return result(call, str(exc), True)
+    if not approved and tool.requires_confirmation:
+        try:
+            needs = tool.needs_confirmation(kwargs)
+        except Exception as exc:
+            return result(call, f"tool {call.name!r}: its requires_confirmation check raised {exc!r}", True)
+        if needs:
+            return _wait(call, "confirmation", f"{call.name} needs your approval to run")
+    replaced = await _before_tool(call, ctx)
+    if replaced is not None:
+        return replaced
+    timeout = tool.timeout_s or ctx.limits.tool_timeout_s
+    try:
+        if timeout is None:
+            value = await tool.invoke(kwargs, ctx)
+        else:
+            async with asyncio.timeout(timeout) as scope:
+                value = await tool.invoke(kwargs, ctx)
+    except CredentialRequired as exc:
+        return _wait(call, "credential", exc.message, exc.key)
+    except TimeoutError as exc:
+        if timeout is not None and scope.expired():
+            return result(call, f"tool {call.name!r} timed out after {timeout:g} s", True)
+        return result(call, f"tool {call.name!r} raised TimeoutError: {exc}", True)
+    except Exception as exc:
+        return result(call, f"tool {call.name!r} raised {type(exc).__name__}: {exc}", True)
+    if isinstance(value, Pending):
+        return _wait(call, "result", value.detail or f"{call.name} is still running")
+    return result(call, to_json_value(value), False)
+
+
+async def answer(call: ToolCall, ctx: RunContext, approved: bool = False) -> CallOutcome:
+    """Run ``call`` (:func:`execute`), pass its result through after_tool, and record it."""
+    started = _perf()
+    outcome = await execute(call, ctx, approved)
+    if isinstance(outcome, PendingRequest):
+        return outcome
+    after = ctx.agent.after_tool
+    if after is not None:
+        try:
+            replaced = after(call, outcome, ctx)
+            if asyncio.iscoroutine(replaced):
+                replaced = await replaced
+            if isinstance(replaced, ToolResult):
+                outcome = replaced
+            elif replaced is not None:
+                raise TypeError(f"it returned {type(replaced).__name__}; return None or a ToolResult")
+        except Exception as exc:
+            outcome = result(call, f"the after_tool callback failed: {type(exc).__name__}: {exc}", True)
+    record(call, outcome, _perf() - started, ctx)
+    return outcome
+
+
+def record(call: ToolCall, answered: ToolResult, duration: float, ctx: RunContext) -> None:
+    ctx.emit(
+        ToolAnswered,
+        call_id=call.id,
+        name=call.name,
+        content=answered.content,
+        is_error=answered.is_error,
+        duration_s=duration,
+    )
+
+
+async def run_jobs(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, CallOutcome]) -> None:
+    """Run ``jobs`` concurrently (a lone job without a task), each outcome into ``outcomes`` by
+    position as it completes, so an interrupted pass keeps what finished."""
+    if len(jobs) == 1:  # the common case: no task, no group
+        i, call, approved = jobs[0]
+        outcomes[i] = await answer(call, ctx, approved)
+        return
+
+    async def one(i: int, call: ToolCall, approved: bool) -> None:
+        outcomes[i] = await answer(call, ctx, approved)
+
+    async with asyncio.TaskGroup() as group:
+        for job in jobs:
+            group.create_task(one(*job))
+
+
+def interruption(rs: RunState) -> str:
+    """Why a pass of tool calls was cut short: the deadline, or a cancellation."""
+    out_of_time = rs.deadline is not None and time.time() >= rs.deadline
+    return "the run's time budget (timeout_s) ran out" if out_of_time else "the run was cancelled"
+
+
+def fill(
+    calls: Sequence[ToolCall], results: list[ToolResult | None], ctx: RunContext, why: str
+) -> list[ToolResult]:
+    """Answer every call without a result with an error saying ``why`` it did not finish."""
+    for i, call in enumerate(calls):
+        if results[i] is None:
+            results[i] = result(call, f"tool {call.name!r} did not finish: {why}", True)
+            record(call, results[i], 0.0, ctx)  # type: ignore[arg-type]
+    return results  # type: ignore[return-value]
+
+
+def answer_turn(rs: RunState, results: Sequence[ToolResult]) -> None:
+    """Append the user turn that answers a step's calls, in call order."""
+    if results:
+        rs.messages.append(trusted(Message, role="user", parts=tuple(results), agent=rs.active_agent))
+    rs.vetoes = {}
+
+
+def answer_unrun_calls(rs: RunState, ctx: RunContext, why: str) -> None:
+    """When a run ends: answer the calls of the last assistant turn that never ran (the run
+    ended between postprocess and act) with error results, so every call has one answer."""
+    last = rs.messages[-1] if rs.messages else None
+    if last is None or last.role != "assistant":
+        return
+    calls = [p for p in last.parts if type(p) is ToolCall]
+    if not calls:
+        return
+    results: list[ToolResult] = []
+    for call in calls:
+        ctx.emit(ToolCalled, call_id=call.id, name=call.name, args=call.args)
+        answered = result(call, f"tool {call.name!r} was not run: {why}", True)
+        record(call, answered, 0.0, ctx)
+        results.append(answered)
+    answer_turn(rs, results)

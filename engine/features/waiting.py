@@ -1,0 +1,229 @@
+"""waiting: tool calls that wait for people (confirmations, credentials, long-running results).
+
+An agent with a tool that can wait (``@tool(requires_confirmation=...)``, ``credentials=True``,
+``long_running=True``) runs on the core composed with this feature. It adds:
+
+- the waiting state ``suspended``: the runner pauses a run that enters it and returns its
+  result (outcome ``"suspended"`` with the pending requests); its handler runs when the run is
+  resumed, applies the decisions (denials and supplied values answer their calls, approved
+  calls run exactly once) and answers the step in one turn once nothing is left waiting;
+- the rows ``decide -> suspended`` (``has_pending_requests``, bounded by ``max_suspensions``),
+  ``suspended -> cancelled`` and ``suspended -> decide``;
+- act's ``hold`` hook (a step whose calls wait is kept while the run may still wait), the
+  runner's ``pause``/``resume`` hooks (the run clock stops while a run waits; ``resume``
+  checks the decisions), and ``finish`` (a run that ends while waiting answers its calls);
+- its slice :class:`Waiting` and its budget ``max_suspensions``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopwright.budgets import Budget
+from loopwright.calls import CallOutcome, Job, answer_turn, fill, interruption, record, result, run_jobs, tool_calls
+from loopwright.context import RunContext
+from loopwright.decisions import Approve, Deny
+from loopwright.errors import ResumeError
+from loopwright.events import PendingRequest, Resumed, Suspended, ToolCall, ToolResult
+from loopwright.machine import DECIDE, DONE, Extension, Row, cancellable
+from loopwright.run_state import RunState
+from loopwright.tools import to_json_value
+
+NAME = "waiting"
+SUSPENDED = "suspended"
+
+
+@dataclass(slots=True)
+class Waiting:
+    """The waiting slice of a run's state (``RunState.features["waiting"]``)."""
+
+    pending: list[PendingRequest] = field(default_factory=list)
+    """Tool calls waiting on the outside world (the run suspends while any are left)."""
+    step: list[ToolResult | None] = field(default_factory=list)
+    """The held step's results so far, in call order (None: not answered yet)."""
+    wait_deadline: float | None = None
+    time_left: float | None = None
+    """While suspended: what was left of ``timeout_s`` (the clock stops while a run waits)."""
+
+
+def waiting(rs: RunState) -> Waiting:
+    return rs.features[NAME]  # type: ignore[no-any-return]
+
+
+def has_pending_requests(rs: RunState) -> bool:
+    """Tool calls wait for a confirmation, a credential or a long-running result."""
+    return bool(waiting(rs).pending)
+
+
+SUSPENSIONS = Budget(
+    "max_suspensions", "waits for people (max_suspensions={value})", "within_suspension_budget", cycle=True
+)
+within_suspension_budget = SUSPENSIONS.guard
+
+
+def _cannot_wait(rs: RunState) -> str | None:
+    if within_suspension_budget(rs):
+        return None
+    return f"the run has already waited max_suspensions={rs.limits.max_suspensions} times"
+
+
+# ------------------------------------------------------------------ hooks
+
+
+def hold_step(
+    rs: RunState, ctx: RunContext, calls: Sequence[ToolCall], results: list[ToolResult | None], waits: list[Any]
+) -> str | None:
+    """act's hold hook: keep a step whose calls wait while the run may still wait."""
+    refused = _cannot_wait(rs)
+    if refused is None:
+        w = waiting(rs)
+        w.pending, w.step = list(waits), results
+    return refused
+
+
+def pause(rs: RunState, ctx: RunContext) -> None:
+    """The run enters ``suspended``: stop the clock, open the wait, report the requests."""
+    w = waiting(rs)
+    now = time.time()
+    if rs.limits.wait_timeout_s is not None:
+        w.wait_deadline = now + rs.limits.wait_timeout_s
+    if rs.deadline is not None:
+        w.time_left, rs.deadline = max(0.0, rs.deadline - now), None
+    ctx.emit(Suspended, pending=tuple(w.pending), wait_deadline=w.wait_deadline)
+
+
+def check_decisions(rs: RunState, ctx: RunContext, decisions: Mapping[str, Any]) -> None:
+    """``Runner.resume``'s hook: each decision must fit a pending request (else ResumeError,
+    nothing changed); they are handed to the ``suspended`` handler in ``ctx.decisions``."""
+    pending = waiting(rs).pending
+    by_id = {request.call_id: request for request in pending}
+    for call_id, decision in decisions.items():
+        request = by_id.get(call_id)
+        if request is None:
+            waits = ", ".join(f"{r.call_id} ({r.tool}, {r.kind})" for r in pending) or "none"
+            raise ResumeError(f"no pending request has call id {call_id!r}; pending: {waits}")
+        if request.kind == "confirmation" and not isinstance(decision, Approve | Deny):
+            raise ResumeError(
+                f"call {call_id} ({request.tool}) waits for a confirmation: pass approve() or deny('reason')"
+            )
+        if request.kind != "confirmation" and isinstance(decision, Approve):
+            raise ResumeError(
+                f"call {call_id} ({request.tool}) waits for a {request.kind}: pass the value itself, or deny('reason')"
+            )
+    ctx.decisions = dict(decisions)
+
+
+def finish(rs: RunState, ctx: RunContext, why: str) -> None:
+    """The run ends while a step is held: answer its calls (what ran keeps its result)."""
+    w = waiting(rs)
+    if not (w.step or w.pending):
+        return
+    calls = tool_calls(rs)
+    answer_turn(rs, fill(calls, w.step or [None] * len(calls), ctx, why))
+    w.pending, w.step = [], []
+
+
+# ------------------------------------------------------------------ the suspended state
+
+
+async def suspended(rs: RunState, ctx: RunContext) -> None:
+    """A resumed run: apply the decisions handed to ``resume`` (past the wait deadline every
+    pending call is denied, timed out), run the approved calls exactly once, and answer the
+    step once nothing is left waiting."""
+    w = waiting(rs)
+    now = time.time()
+    timed_out = w.wait_deadline is not None and now > w.wait_deadline
+    if timed_out:
+        ctx.decisions = {
+            r.call_id: Deny(reason=f"timed out: no decision within wait_timeout_s={rs.limits.wait_timeout_s:g}")
+            for r in w.pending
+        }
+    if w.time_left is not None:
+        rs.deadline, w.time_left = now + w.time_left, None
+    w.wait_deadline = None
+    ctx.emit(Resumed, decided=tuple(sorted(ctx.decisions)), timed_out=timed_out)
+    calls = tool_calls(rs)
+    jobs = _apply_decisions(rs, ctx, calls)
+    outcomes: dict[int, CallOutcome] = {}
+    try:
+        await run_jobs(jobs, ctx, outcomes)
+    except (Exception, asyncio.CancelledError):
+        _settle(rs, ctx, calls, outcomes, interruption(rs))
+        raise
+    _settle(rs, ctx, calls, outcomes, None)
+
+
+def _apply_decisions(rs: RunState, ctx: RunContext, calls: list[ToolCall]) -> list[Job]:
+    """Denials and supplied results answer their calls here; approved calls (and calls given
+    their credential) are returned to run; calls without a decision stay pending."""
+    w = waiting(rs)
+    index = {call.id: i for i, call in enumerate(calls)}
+    jobs: list[Job] = []
+    still: list[PendingRequest] = []
+    for request in w.pending:
+        decision = ctx.decisions.pop(request.call_id, None)
+        i = index[request.call_id]
+        call = calls[i]
+        if decision is None:
+            still.append(request)
+        elif isinstance(decision, Deny):
+            w.step[i] = result(call, f"denied by the user: {decision.reason or 'no reason given'}", True)
+            record(call, w.step[i], 0.0, ctx)  # type: ignore[arg-type]
+        elif isinstance(decision, Approve):
+            jobs.append((i, call, True))
+        elif request.kind == "credential":
+            ctx.credentials[request.credential_key or ""] = decision
+            jobs.append((i, call, True))
+        else:  # a long-running tool's result, used as given
+            w.step[i] = result(call, to_json_value(decision), False)
+            record(call, w.step[i], 0.0, ctx)  # type: ignore[arg-type]
+    w.pending = still
+    return jobs
+
+
+def _settle(
+    rs: RunState, ctx: RunContext, calls: list[ToolCall], outcomes: dict[int, CallOutcome], interrupted: str | None
+) -> None:
+    """Fold this pass into the held step: keep what still waits (if the run may wait again),
+    or answer the whole step in one turn."""
+    w = waiting(rs)
+    for i, outcome in outcomes.items():
+        if isinstance(outcome, PendingRequest):
+            w.pending.append(outcome)
+        else:
+            w.step[i] = outcome
+    if interrupted is None and w.pending:
+        refused = _cannot_wait(rs)
+        if refused is None:
+            return  # the run waits again
+        for request in w.pending:
+            i = next(i for i, c in enumerate(calls) if c.id == request.call_id)
+            w.step[i] = result(calls[i], f"tool {calls[i].name!r} needs {request.kind} but {refused}", True)
+            record(calls[i], w.step[i], 0.0, ctx)  # type: ignore[arg-type]
+    answer_turn(rs, fill(calls, w.step, ctx, interrupted or "interrupted"))
+    w.pending, w.step = [], []
+
+
+WAITING = Extension(
+    name=NAME,
+    states={SUSPENDED: suspended},
+    rows_before={
+        (DECIDE, DONE): [
+            Row(DECIDE, SUSPENDED, (has_pending_requests, within_suspension_budget), bounded_by="max_suspensions")
+        ]
+    },
+    rows=[cancellable(SUSPENDED), Row(SUSPENDED, DECIDE)],
+    waiting=frozenset({SUSPENDED}),
+    budgets=[SUSPENSIONS],
+    guards={g.__name__: g for g in (has_pending_requests, within_suspension_budget)},
+    slice=Waiting,
+    hold=hold_step,
+    pause=pause,
+    resume=check_decisions,
+    finish=finish,
+)
+"""Tools that wait for people: the ``suspended`` state and its rows, as one feature."""

@@ -1,0 +1,152 @@
+"""Observers: code that watches runs and never steers them (trio's instruments).
+
+An observer is any object with some of these methods (one signature each):
+
+- ``on_transition(run, row)``: the run took ``row`` (``run.state`` is its RunState,
+  ``run.machine`` the machine);
+- ``on_event(event)``: an event was emitted (a built, typed event);
+- ``on_finish(result)``: the run ended or paused (a RunResult).
+
+They are kept in per-hook sets, so a run pays only for the hooks someone watches. An observer
+that raises is removed from its sets and the failure is logged; the run goes on as if it had
+never been there. Observers are installed for every runner (:func:`instrument`), per runner
+(``Runner(agent, observers=[...])``), or per run (``runner.start(text, sink=...)``,
+``runner.stream(...)``). Transition logging (:func:`configure_logging`), the event sink and
+the testing kit's row coverage are observers; an OpenTelemetry one plugs in the same way.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from .log import LogFormat, get_logger, make_logger
+
+HOOKS = ("on_transition", "on_event", "on_finish")
+
+
+class Observers:
+    """Per-hook observer sets. ``transition``, ``event`` and ``finish`` hold
+    ``(observer, bound method)`` pairs in the order observers were added."""
+
+    __slots__ = ("event", "finish", "transition")
+
+    def __init__(self, *observers: object) -> None:
+        self.transition: list[tuple[object, Callable[..., None]]] = []
+        self.event: list[tuple[object, Callable[..., None]]] = []
+        self.finish: list[tuple[object, Callable[..., None]]] = []
+        for observer in observers:
+            self.add(observer)
+
+    def add(self, observer: object) -> None:
+        """Watch with ``observer`` (on each hook it has a method for); adding it twice is a no-op."""
+        methods = [getattr(observer, hook, None) for hook in HOOKS]
+        if not any(callable(m) for m in methods):
+            raise TypeError(
+                f"{type(observer).__name__} is not an observer: give it one of the methods {', '.join(HOOKS)}"
+            )
+        for pairs, method in zip((self.transition, self.event, self.finish), methods, strict=True):
+            if callable(method) and all(o is not observer for o, _ in pairs):
+                pairs.append((observer, method))
+
+    def remove(self, observer: object) -> None:
+        for pairs in (self.transition, self.event, self.finish):
+            pairs[:] = [(o, m) for o, m in pairs if o is not observer]
+
+    def __contains__(self, observer: object) -> bool:
+        return any(o is observer for pairs in (self.transition, self.event, self.finish) for o, _ in pairs)
+
+    def notify(self, pairs: list[tuple[object, Callable[..., None]]], *args: Any) -> None:
+        """Call each observer of one hook; one that raises is removed and logged."""
+        for observer, method in tuple(pairs):
+            try:
+                method(*args)
+            except Exception as exc:
+                self.remove(observer)
+                _report(observer, method, exc)
+
+
+def _report(observer: object, method: Callable[..., None], exc: Exception) -> None:
+    name = getattr(method, "__name__", "hook")
+    message = f"observer {type(observer).__name__}.{name} raised {type(exc).__name__}: {exc}; it was removed"
+    logger = get_logger()
+    if logger.enabled:
+        logger.error("observer_removed", observer=type(observer).__name__, hook=name, error=str(exc))
+    else:
+        print(f"loopwright: {message}", file=sys.stderr)
+
+
+INSTRUMENTS = Observers()
+"""Observers of every run of every runner in this process."""
+
+
+def instrument(observer: object) -> None:
+    """Watch every run of every runner with ``observer`` (see the module docstring)."""
+    INSTRUMENTS.add(observer)
+
+
+def uninstrument(observer: object) -> None:
+    INSTRUMENTS.remove(observer)
+
+
+class EventSink:
+    """An observer that hands every event to a function (``runner.start(text, sink=fn)``)."""
+
+    __slots__ = ("on_event",)
+
+    def __init__(self, fn: Callable[[Any], None]) -> None:
+        self.on_event = fn
+
+
+class TransitionLog:
+    """The structlog observer: one record per transition (run id, from, to, iteration, the
+    guard that chose the row, the rows before it whose guards said no), per tool call, and per
+    finished run. Installed by :func:`configure_logging`."""
+
+    def on_transition(self, run: Any, row: Any) -> None:
+        rs = run.state
+        get_logger().info(
+            "transition",
+            run_id=rs.run_id,
+            **{"from": row.source, "to": row.dest},
+            iteration=rs.iteration,
+            guard=row.label,
+            rejected=[str(r) for r in run.machine.rejected_before(row)],
+        )
+
+    def on_event(self, event: Any) -> None:
+        if event.type == "tool_answered":
+            get_logger().info(
+                "tool_call",
+                run_id=event.run_id,
+                call_id=event.call_id,
+                tool=event.name,
+                is_error=event.is_error,
+                duration_s=round(event.duration_s, 6),
+            )
+
+    def on_finish(self, result: Any) -> None:
+        get_logger().info(
+            "run_finished",
+            run_id=result.run_id,
+            agent=result.agent,
+            outcome=result.outcome,
+            iterations=result.iterations,
+            tool_calls=result.tool_calls,
+            limit=result.limit,
+            error=result.error.message if result.error else None,
+        )
+
+
+_TRANSITION_LOG = TransitionLog()
+
+
+def configure_logging(fmt: LogFormat = "console", *, level: str = "info", stream: TextIO | None = None) -> None:
+    """Turn loopwright's structured logs on (``console``/``json``), hand them to the app's own
+    structlog configuration (``structlog``), or off again (``off``)."""
+    make_logger(fmt, level=level, stream=stream)
+    if fmt == "off":
+        uninstrument(_TRANSITION_LOG)
+    else:
+        instrument(_TRANSITION_LOG)
