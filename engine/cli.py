@@ -1,4 +1,9 @@
-"""The ``loopwright`` command: ``demo``, ``diagram``, ``check``."""
+"""The ``loopwright`` command: ``demo``, ``diagram``, ``check``.
+
+The top floor: the one module that prints and picks exit codes (0 ok, 1 the work failed, 2 a
+bad argument). What it runs returns values or raises (:mod:`loopwright.verify`,
+:mod:`loopwright.diagram`, the runner).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,14 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .events import Event
 from .result import RunResult
 from .runner import Runner
+
+if TYPE_CHECKING:
+    from .machine import LoopMachine
 
 
 class _Parser(argparse.ArgumentParser):
@@ -75,12 +83,95 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "demo":
         return _demo(args)
     if args.command == "diagram":
-        from .diagram import cli_diagram
+        return _diagram(out_dir=args.out, trace=args.trace, fmt=args.fmt, target=args.target)
+    return _check(args.target)
 
-        return int(cli_diagram(out_dir=args.out, trace=args.trace, fmt=args.fmt, target=args.target))
-    from .verify import cli_check
 
-    return int(cli_check(args.target))
+def _check(target: str) -> int:
+    """``loopwright check module:attr``: print the verification report of the Agent's machine
+    (or the LoopMachine) named by ``target``. Returns 0 when it holds every rule, 1 on any
+    violation (or when the machine cannot even be built: its MachineError is printed), 2 when
+    ``target`` names nothing usable (the message says why)."""
+    from .errors import MachineError
+    from .verify import load_target, verify
+
+    try:
+        obj = load_target(target)
+    except LookupError as exc:
+        print(f"loopwright check: {exc.args[0]}", file=sys.stderr)
+        return 2
+    except MachineError as exc:
+        print(f"loopwright check: {target}: the machine cannot be built: {exc}", file=sys.stderr)
+        return 1
+    report = verify(obj)
+    print(report)
+    return 0 if report.ok else 1
+
+
+def _diagram(out_dir: str | None, trace: str | None, fmt: str | None, target: str | None) -> int:
+    """``loopwright diagram [--out DIR] [--trace FILE] [--format FMT] [--agent module:attr]``.
+
+    - No ``trace`` and no ``target``: regenerate the built-in variants' diagrams into ``out_dir``
+      (default ``diagrams/``): ``NAME.md`` always and ``NAME.svg`` when Graphviz is installed (a
+      note says when it is not); ``fmt`` writes only that format.
+    - ``target`` and/or ``trace``: draw that machine (``target`` names an Agent or LoopMachine;
+      without it, the built-in variant the trace ran on) in ``fmt`` (default mermaid), with the
+      run's ``trace`` (a JSON-lines events file, ``-`` for standard input) overlaid, to standard
+      output, or into ``out_dir`` as ``NAME.md`` / ``NAME-trace.md`` (or ``.svg`` ...).
+
+    Returns 0 on success, 1 when the drawing cannot be made (e.g. Graphviz missing), 2 for a
+    bad format, target or trace file (the message says which).
+    """
+    from .diagram import FORMATS, load_trace, machine_for_target
+    from .errors import ConfigurationError
+
+    if fmt is not None and fmt not in FORMATS:
+        print(f"loopwright diagram: unknown format {fmt!r}; use one of {', '.join(FORMATS)}", file=sys.stderr)
+        return 2
+    try:
+        machine = machine_for_target(target)
+        events = load_trace(trace) if trace is not None else None
+    except (LookupError, ConfigurationError) as exc:
+        print(f"loopwright diagram: {exc.args[0]}", file=sys.stderr)
+        return 2
+    try:
+        if machine is None and events is None:
+            _regenerate(out_dir, fmt)
+        else:
+            _draw(machine, events, out_dir, fmt or "mermaid")
+    except ConfigurationError as exc:
+        print(f"loopwright diagram: {exc.args[0]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _regenerate(out_dir: str | None, fmt: str | None) -> None:
+    """Write the built-in variants' diagrams: ``fmt`` only, or mermaid and (with Graphviz) SVG."""
+    from .diagram import DIAGRAMS_DIR, Format, dot_available, write_diagrams
+
+    formats: list[Format] = [cast("Format", fmt)] if fmt is not None else ["mermaid"]
+    if fmt is None and dot_available():
+        formats.append("svg")
+    for path in write_diagrams(out_dir or DIAGRAMS_DIR, formats=formats):
+        print(f"wrote {path}")
+    if fmt is None and "svg" not in formats:
+        print("skipped the SVGs: Graphviz is not installed (pip install graphviz; apt-get install graphviz)")
+
+
+def _draw(machine: LoopMachine | None, events: list[Event] | None, out_dir: str | None, fmt: str) -> None:
+    """Draw one machine (None: the built-in variant the trace ran on), with the trace overlaid,
+    to standard output or into ``out_dir``."""
+    from .diagram import diagram, machine_of_trace, write_diagram
+
+    machine = machine or machine_of_trace(events or [])
+    if out_dir is not None:
+        print(f"wrote {write_diagram(machine, out_dir, fmt, trace=events)}")
+        return
+    data = diagram(machine, fmt, trace=events)
+    if isinstance(data, bytes):
+        sys.stdout.buffer.write(data)
+    else:
+        sys.stdout.write(data)
 
 
 def _demo(args: argparse.Namespace) -> int:

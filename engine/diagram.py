@@ -329,80 +329,33 @@ def write_diagrams(
 ) -> list[Path]:
     """Write the diagrams of ``machines`` (default: the built-in variants) into ``out_dir``:
     ``NAME.md`` for mermaid, ``NAME.svg``/``.dot``/``.png`` for the others. Returns the paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    for name, machine in (machines or VARIANTS).items():
-        for fmt in formats:
-            path = out / f"{name}.{'md' if fmt == 'mermaid' else fmt}"
-            if fmt == "mermaid":
-                path.write_text(markdown(machine), encoding="utf-8")
-            else:
-                data = diagram(machine, fmt)
-                path.write_bytes(data.encode() if isinstance(data, str) else data)
-            written.append(path)
-    return written
+    return [
+        write_diagram(machine, out_dir, fmt, name=name)
+        for name, machine in (machines or VARIANTS).items()
+        for fmt in formats
+    ]
 
 
-def cli_diagram(
-    out_dir: str | None = None, trace: str | None = None, fmt: str | None = None, target: str | None = None
-) -> int:
-    """``loopwright diagram [--out DIR] [--trace FILE] [--format FMT] [--agent module:attr]``.
-
-    - No ``trace`` and no ``target``: regenerate the built-in variants' diagrams into ``out_dir``
-      (default ``diagrams/``): ``NAME.md`` always and ``NAME.svg`` when Graphviz is installed (a
-      note says when it is not); ``fmt`` writes only that format.
-    - ``target`` and/or ``trace``: draw that machine (``target`` names an Agent or LoopMachine;
-      without it, the built-in variant the trace ran on) in ``fmt`` (default mermaid), with the
-      run's ``trace`` (a JSON-lines events file, ``-`` for standard input) overlaid, to standard
-      output, or into ``out_dir`` as ``NAME.md`` / ``NAME-trace.md`` (or ``.svg`` ...).
-
-    Returns 0 on success, 1 when the drawing cannot be made (e.g. Graphviz missing), 2 for a
-    bad format, target or trace file (the message says which).
-    """
-    if fmt is not None and fmt not in FORMATS:
-        print(f"loopwright diagram: unknown format {fmt!r}; use one of {', '.join(FORMATS)}", file=sys.stderr)
-        return 2
-    try:
-        machine = machine_for_target(target)
-        events = load_trace(trace) if trace is not None else None
-    except (LookupError, ConfigurationError) as exc:
-        print(f"loopwright diagram: {exc.args[0]}", file=sys.stderr)
-        return 2
-    try:
-        if machine is None and events is None:
-            formats: list[Format] = [fmt] if fmt is not None else ["mermaid"]
-            if fmt is None and dot_available():
-                formats.append("svg")
-            for path in write_diagrams(out_dir or DIAGRAMS_DIR, formats=formats):
-                print(f"wrote {path}")
-            if fmt is None and "svg" not in formats:
-                print("skipped the SVGs: Graphviz is not installed (pip install graphviz; apt-get install graphviz)")
-            return 0
-        machine = machine or machine_of_trace(events or [])
-        fmt = fmt or "mermaid"
-        if out_dir is None:
-            data = diagram(machine, fmt, trace=events)
-            if isinstance(data, bytes):
-                sys.stdout.buffer.write(data)
-            else:
-                sys.stdout.write(data)
-            return 0
-        path = (
-            Path(out_dir)
-            / f"{machine.name}{'-trace' if events is not None else ''}.{'md' if fmt == 'mermaid' else fmt}"
-        )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if fmt == "mermaid":
-            path.write_text(markdown(machine, trace=events), encoding="utf-8")
-        else:
-            data = diagram(machine, fmt, trace=events)
-            path.write_bytes(data.encode() if isinstance(data, str) else data)
-        print(f"wrote {path}")
-        return 0
-    except ConfigurationError as exc:
-        print(f"loopwright diagram: {exc.args[0]}", file=sys.stderr)
-        return 1
+def write_diagram(
+    machine: LoopMachine,
+    out_dir: str | os.PathLike[str] = DIAGRAMS_DIR,
+    format: str = "mermaid",
+    *,
+    trace: Trace | None = None,
+    name: str | None = None,
+) -> Path:
+    """Write one drawing of ``machine`` into ``out_dir`` (made if missing) and return its path:
+    ``NAME.md`` for mermaid (the :func:`markdown` page), ``NAME.svg``/``.dot``/``.png`` for the
+    others; ``NAME-trace.*`` with a ``trace`` overlaid. ``NAME``: ``name``, or the machine's."""
+    suffix = "md" if format == "mermaid" else format
+    path = Path(out_dir) / f"{name or machine.name}{'-trace' if trace is not None else ''}.{suffix}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if format == "mermaid":
+        path.write_text(markdown(machine, trace=trace), encoding="utf-8")
+    else:
+        data = diagram(machine, format, trace=trace)
+        path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
 
 
 def machine_for_target(target: str | None) -> LoopMachine | None:

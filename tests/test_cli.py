@@ -1,4 +1,4 @@
-"""The loopwright command: the demo, JSON events, and clear errors for bad arguments."""
+"""The loopwright command: the demo, JSON events, check and diagram, and clear errors for bad arguments."""
 
 from __future__ import annotations
 
@@ -6,11 +6,15 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
 from loopwright.cli import main
+from loopwright.diagram import markdown
 from loopwright.events import EVENT_ADAPTER
+from loopwright.machine import DEFAULT_MACHINE, VARIANTS
 
 
 def test_demo_json_prints_every_event(capsys: pytest.CaptureFixture[str]) -> None:
@@ -64,3 +68,147 @@ def test_console_script_runs_the_demo() -> None:
     )
     assert done.returncode == 0
     assert json.loads(done.stdout.splitlines()[-1])["type"] == "run_finished"
+
+
+# ------------------------------------------------------------------ check
+
+
+def _module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
+    (tmp_path / "check_target.py").write_text(textwrap.dedent(body))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("check_target", None)
+
+
+def test_check_prints_the_report_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "loopwright.machine:DEFAULT_MACHINE"]) == 0
+    assert capsys.readouterr().out.endswith("no violations: every run of this machine ends\n")
+
+
+def test_check_takes_an_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _module(
+        tmp_path,
+        monkeypatch,
+        """
+        from loopwright import Agent, ScriptedModel
+        agent = Agent(name="a", model=ScriptedModel(["hi"]))
+    """,
+    )
+    assert main(["check", "check_target:agent"]) == 0
+    assert capsys.readouterr().out.startswith("machine 'agent': 10 states")
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("nocolon", "'nocolon' is not module:attr; name the object, e.g. myapp.agents:support"),
+        (
+            "no_such_module_xyz:agent",
+            "cannot import module 'no_such_module_xyz' (No module named "
+            "'no_such_module_xyz'); run from your project's folder or install it",
+        ),
+        ("loopwright.machine:NOPE", "module 'loopwright.machine' has no attribute 'NOPE'"),
+        (
+            "loopwright.machine:TABLE",
+            "loopwright.machine:TABLE is a tuple; name an Agent, a LoopMachine or a function making one",
+        ),
+    ],
+)
+def test_check_explains_a_bad_target(target: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", target]) == 2
+    assert capsys.readouterr().err == f"loopwright check: {message}\n"
+
+
+def test_check_builds_an_agent_from_a_factory(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "loopwright.demo:helpdesk_agent"]) == 0
+    assert "machine 'multi_agent': 11 states, 24 rows" in capsys.readouterr().out
+
+
+def test_check_exits_1_on_a_violation_or_a_machine_that_cannot_be_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _module(
+        tmp_path,
+        monkeypatch,
+        """
+        from loopwright.guards import has_tool_calls
+        from loopwright.machine import LoopMachine, Row
+        loopy = LoopMachine([Row("start", "work"), Row("work", "work", (has_tool_calls,)), Row("work", "done")],
+                            terminals=["done"])
+        def broken():
+            return LoopMachine([Row("start", "work"), Row("work", "done", (has_tool_calls,))], terminals=["done"])
+    """,
+    )
+    assert main(["check", "check_target:loopy"]) == 1
+    out = capsys.readouterr().out
+    assert "  FAIL 3. every cycle passes through a bounded edge" in out and out.endswith("1 violation\n")
+    assert main(["check", "check_target:broken"]) == 1
+    assert capsys.readouterr().err.startswith("loopwright check: check_target:broken: the machine cannot be built: ")
+
+
+# ------------------------------------------------------------------ diagram
+
+
+def test_diagram_regenerates_the_diagrams(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagram", "--out", str(tmp_path), "--format", "mermaid"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.md" for n in VARIANTS)
+    assert (tmp_path / "agent.md").read_text() == markdown(DEFAULT_MACHINE)
+    assert capsys.readouterr().out.splitlines() == [f"wrote {tmp_path / n}.md" for n in VARIANTS]
+
+
+def test_diagram_notes_the_svgs_it_cannot_draw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys.modules["loopwright.diagram"], "dot_available", lambda: False)
+    assert main(["diagram", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "skipped the SVGs: Graphviz is not installed (pip install graphviz; apt-get install graphviz)"
+    assert len(out) == len(VARIANTS) + 1
+
+
+def test_diagram_draws_one_agent_to_standard_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagram", "--format", "mermaid", "--agent", "loopwright.machine:MULTI_AGENT_MACHINE"]) == 0
+    assert capsys.readouterr().out.startswith("---\ntitle: multi_agent\n")
+
+
+def test_diagram_overlays_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--json"]) == 0
+    events = tmp_path / "events.jsonl"
+    events.write_text(capsys.readouterr().out)
+    assert main(["diagram", "--trace", str(events)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("---\ntitle: agent\n") and "✔ 1×" in out
+    argv = ["diagram", "--out", str(tmp_path), "--trace", str(events), "--agent", "loopwright.machine:DEFAULT_MACHINE"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'agent-trace.md'}\n"
+    page = (tmp_path / "agent-trace.md").read_text()
+    assert "```mermaid" in page and "Edges the run took read `✔ n×`" in page
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--format", "gif"], "unknown format 'gif'; use one of mermaid, dot, svg, png"),
+        (["--agent", "loopwright.machine:NOPE"], "module 'loopwright.machine' has no attribute 'NOPE'"),
+    ],
+)
+def test_diagram_explains_a_bad_argument(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagram", *argv]) == 2
+    assert capsys.readouterr().err == f"loopwright diagram: {message}\n"
+
+
+def test_diagram_explains_a_bad_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{}\n")
+    assert main(["diagram", "--trace", str(bad)]) == 2
+    assert capsys.readouterr().err.startswith(f"loopwright diagram: line 1 of trace {str(bad)!r} is not a loopwright ")
+
+
+def test_diagram_exits_1_when_the_drawing_cannot_be_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("shutil.which", lambda name: None)  # no `dot` program (and maybe no graphviz package)
+    assert main(["diagram", "--format", "svg", "--agent", "loopwright.machine:DEFAULT_MACHINE"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("loopwright diagram: ") and "svg diagrams need the" in err

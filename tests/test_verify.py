@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -17,7 +15,7 @@ from loopwright.extend import Rule
 from loopwright.guards import cancel_requested, has_tool_calls, within_iteration_budget
 from loopwright.machine import VARIANTS, LoopMachine, Row
 from loopwright.run_state import RunState
-from loopwright.verify import cli_check, verify
+from loopwright.verify import verify
 
 STATES = ["start", "work", "extra", "done", "failed", "cancelled"]
 
@@ -153,6 +151,53 @@ def test_a_bound_without_a_guard_and_rows_out_of_a_terminal_are_caught() -> None
     assert "unguarded_bound" in kinds and "terminal_has_rows" in kinds
 
 
+def test_a_bounded_row_is_not_a_fallback() -> None:
+    rows = [
+        Row("start", "work"),
+        Row("work", "done", (has_tool_calls,)),
+        Row("work", "work", bounded_by="max_iterations"),
+    ]
+    (v,) = verify(rows, terminals=["done"]).violations
+    assert (v.rule, v.kind, v.states) == (4, "unguarded_bound", ("work",))
+    assert v.message == (
+        "row work -> work (else) [bounded: max_iterations] is bounded by 'max_iterations' but has no guard: a bounded "
+        "row is skipped once its budget is spent, so it cannot be the fallback; add a guard (or a fallback row after "
+        "it)"
+    )
+    assert verify([*rows, Row("work", "done")], terminals=["done"]).ok  # the fix: a fallback after it
+
+
+def test_budgets_are_the_names_a_bound_may_use() -> None:
+    rows = [
+        Row("start", "work"),
+        Row("work", "work", (has_tool_calls,), bounded_by="max_loops"),
+        Row("work", "done"),
+    ]
+    (v,) = verify(rows, terminals=["done"]).violations
+    assert v.message == (
+        "row work -> work (has_tool_calls) [bounded: max_loops] is bounded by 'max_loops', which is not a budget; "
+        "use one of max_iterations, max_model_retries, max_suspensions, max_transfers"
+    )
+    assert verify(rows, terminals=["done"], budgets=["max_loops"]).ok
+    v = verify(VARIANTS["agent"], budgets=["max_loops"]).broken(5)[0]
+    assert v.kind == "unknown_budget" and v.message.endswith("use one of max_loops")
+
+
+def test_a_machine_names_its_budgets() -> None:
+    machine = LoopMachine(
+        [
+            Row("start", "work"),
+            Row("work", "work", (has_tool_calls,), bounded_by="max_model_retries"),
+            Row("work", "done"),
+        ],
+        terminals=["done"],
+    )
+    assert verify(machine).ok  # no registry: the cycle budgets
+    machine.budgets = {"max_iterations": object()}  # type: ignore[attr-defined]  # a registry: its keys
+    (v,) = verify(machine).violations
+    assert v.kind == "unknown_budget" and v.message.endswith("use one of max_iterations")
+
+
 def test_the_report_names_every_failure() -> None:
     rows = [Row("start", "work"), Row("work", "extra", (has_tool_calls,)), Row("work", "done"), Row("extra", "work")]
     text = str(verify(rows, terminals=["done"], name="broken"))
@@ -210,58 +255,3 @@ def test_rule_4_the_table_always_yields_exactly_one_next_state(rs: RunState, var
         row = machine.choose(state, rs)
         assert row.source == state and row.dest in machine.states
         assert machine.choose_via_trigger(state, rs) == row.dest
-
-
-# ------------------------------------------------------------------ the check command
-
-
-def _module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
-    (tmp_path / "check_target.py").write_text(textwrap.dedent(body))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    sys.modules.pop("check_target", None)
-
-
-def test_check_prints_the_report_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_check("loopwright.machine:DEFAULT_MACHINE") == 0
-    assert capsys.readouterr().out.endswith("no violations: every run of this machine ends\n")
-
-
-def test_check_takes_an_agent(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    _module(
-        tmp_path,
-        monkeypatch,
-        """
-        from loopwright import Agent, ScriptedModel
-        agent = Agent(name="a", model=ScriptedModel(["hi"]))
-    """,
-    )
-    assert cli_check("check_target:agent") == 0
-    assert capsys.readouterr().out.startswith("machine 'agent': 10 states")
-
-
-@pytest.mark.parametrize(
-    ("target", "message"),
-    [
-        ("nocolon", "'nocolon' is not module:attr; name the object, e.g. myapp.agents:support"),
-        (
-            "no_such_module_xyz:agent",
-            "cannot import module 'no_such_module_xyz' (No module named "
-            "'no_such_module_xyz'); run from your project's folder or install it",
-        ),
-        ("loopwright.machine:NOPE", "module 'loopwright.machine' has no attribute 'NOPE'"),
-        (
-            "loopwright.machine:TABLE",
-            "loopwright.machine:TABLE is a tuple; name an Agent, a LoopMachine or a function making one",
-        ),
-    ],
-)
-def test_check_explains_a_bad_target(target: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_check(target) == 2
-    assert capsys.readouterr().err == f"loopwright check: {message}\n"
-
-
-def test_check_builds_an_agent_from_a_factory(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_check("loopwright.demo:helpdesk_agent") == 0
-    assert "machine 'multi_agent': 11 states, 24 rows" in capsys.readouterr().out
