@@ -7,6 +7,8 @@ nothing and a program pays only for the parts it uses (the anthropic SDK, drawin
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
@@ -191,6 +193,19 @@ if TYPE_CHECKING:
     from .observers import uninstrument as uninstrument
     from .verify import verify as verify
     from .extend import veto as veto
+
+
+class _Package(types.ModuleType):
+    """``loopwright`` itself. ``diagram``, ``verify`` and ``extend`` name both a function and
+    the module defining it: importing the module must not hide the function."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and name in _EXPORTS and _EXPORTS[name] == name:
+            return  # the module stays in sys.modules; the public name is the function
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

@@ -16,7 +16,7 @@ from .events import Message, ModelRequest, ModelResponse, TextPart, ToolCall, To
 from .limits import Limits
 from .models.base import Model
 from .models.scripted import ScriptedModel
-from .run_state import RunContext
+from .context import RunContext
 from .tools import Tool, tool
 
 DEMO_INPUT = "I have 900 USD. Can I afford 3 nights in Lisbon, and is it warmer there or in Porto?"

@@ -152,6 +152,8 @@ def _label(row: Row, taken: int, graphviz: bool) -> str:
     text = (" &\\n" if graphviz else " & ").join(row.guard_names) if row.guards else "else"
     if row.bounded_by:
         text = f"⟲ {text} [bounded: {row.bounded_by}]"
+    if row.outcome:
+        text = f"{text} ⇒ {row.outcome}"
     if taken:
         text = f"{text} ✔ {taken}×"
     return text
@@ -309,7 +311,8 @@ def markdown(machine: LoopMachine, *, trace: Trace | None = None) -> str:
         "",
         "Each edge lists the guards of its rows, tried in table order (`else`: the state's fallback row; rows "
         "between the same two states are joined by `|`). `⟲ … [bounded: budget]` marks a bounded edge: its "
-        "budget's guard stops the cycle, so every run ends. Terminals have a thick border and lead to the end "
+        "budget's guard stops the cycle, so every run ends. `⇒ outcome`: the outcome of a run that takes the "
+        "edge. Terminals have a thick border and lead to the end "
         "marker; waiting states are dashed."
         + (" Edges the run took read `✔ n×`; the states it visited are highlighted." if trace is not None else ""),
         "",

@@ -70,6 +70,7 @@ from .guards import (
     within_token_budget,
     within_tool_call_budget,
 )
+from .rules import Table, resolve_guard, structural
 from .run_state import RunState, register_slice
 from .stage import TERMINALS, Stage
 
@@ -81,7 +82,8 @@ Guard = Callable[[RunState], bool]
 GuardRef = Guard | str
 Handler = Callable[[RunState, "RunContext"], Awaitable[None]]
 TRIGGER = "advance"
-DEFAULT_OUTCOMES: dict[str, Outcome] = {Stage.CANCELLED: "cancelled", Stage.FAILED: "failed"}
+DEFAULT_OUTCOMES: dict[str, Outcome] = {Stage.DONE: "final", Stage.CANCELLED: "cancelled", Stage.FAILED: "failed"}
+"""The outcome of a row into a core terminal that says none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +93,8 @@ class Row:
     ``guards`` are functions ``(RunState) -> bool`` or, in a row a user writes, their names
     (resolved when the machine is built). ``bounded_by`` names the budget this row is charged
     to (required on cycle-closing rows). ``outcome`` is the run's outcome when this row enters a
-    terminal (rows into ``cancelled``/``failed`` default to that). ``records_limit``: taking
+    terminal (rows into ``done``, ``cancelled``, ``failed`` default to ``final``,
+    ``cancelled``, ``failed``). ``records_limit``: taking
     this row means a budget ran out, and the engine records which (the budget of the first
     bounded row out of ``source`` that could not fire)."""
 
@@ -120,7 +123,7 @@ class Row:
 
     @property
     def is_fallback(self) -> bool:
-        return not self.guards
+        return not self.guards and self.bounded_by is None
 
     def __str__(self) -> str:
         bound = f" [bounded: {self.bounded_by}]" if self.bounded_by else ""
@@ -350,6 +353,11 @@ class LoopMachine:
             "must end in a fallback row with no guards"
         )
 
+    def has_room(self, row: Row, rs: RunState) -> bool:
+        """Whether the engine lets ``row`` fire: its budget (if it is bounded) is not spent."""
+        budget = self.budgets[row.bounded_by] if row.bounded_by else None
+        return budget is None or rs.charges.get(budget.name, 0) < budget.cap(rs)
+
     def charge(self, row: Row, rs: RunState) -> None:
         """Charge a bounded row's traversal to its budget (the engine calls this, and only it)."""
         name = row.bounded_by
@@ -376,8 +384,8 @@ class LoopMachine:
 
     def choose_via_trigger(self, state: str, rs: RunState) -> str:
         """The destination the full ``transitions`` trigger picks (slow; for tests). The
-        engine's charge check is not part of ``transitions``: only call this on states whose
-        bounded rows have room."""
+        engine's charge check is not part of ``transitions``: it agrees with :meth:`choose` on
+        states whose bounded rows have room (:meth:`has_room`)."""
         cursor = _Cursor()
         self.machine.add_model(cursor, initial=str(state))  # a plain name: transitions reads Enums by .name
         try:
@@ -410,83 +418,36 @@ def _resolve(row: Row, known: Mapping[str, Guard]) -> Row:
     """``row`` with guard names replaced by the functions they name (MachineError if unknown)."""
     if all(not isinstance(g, str) for g in row.guards):
         return row
-    resolved = []
-    for g in row.guards:
-        if isinstance(g, str):
-            if g not in known:
-                raise MachineError(
-                    f"row {row} names guard {g!r}, which is not a guard: define `def {g}(rs: RunState) -> bool` "
-                    f"and pass it in guards={{{g!r}: {g}}}; known guards: {', '.join(sorted(known))}"
-                )
-            resolved.append(known[g])
-        else:
-            resolved.append(g)
-    return Row(row.source, row.dest, tuple(resolved), row.bounded_by, row.outcome, row.records_limit, row.origin)
+    guards = tuple(resolve_guard(g, known, f"row {row}") for g in row.guards)
+    return Row(row.source, row.dest, guards, row.bounded_by, row.outcome, row.records_limit, row.origin)
 
 
 def _check_table(m: LoopMachine) -> None:
-    known = set(m.states)
-    if m.initial not in known:
-        raise MachineError(f"initial state {m.initial!r} is not among the states {sorted(known)}")
-    if not m.terminals <= known:
-        raise MachineError(f"terminal states {sorted(m.terminals - known)} are not among the states; add them")
-    by_source: dict[str, list[Row]] = {}
-    for row in m.rows:
-        _check_row(m, row, known)
-        by_source.setdefault(row.source, []).append(row)
-    for state in m.states:
-        if state not in m.terminals:
-            _check_fallback(state, by_source.get(state))
-    for budget in m.budgets.values():
-        if budget.cycle and budget.name not in _LIMIT_FIELDS and budget.limit is None:
-            raise MachineError(
-                f"budget {budget.name!r} may bound rows but has no cap: give it limit=N (Limits has no field of "
-                "that name)"
-            )
-
-
-def _check_row(m: LoopMachine, row: Row, known: set[str]) -> None:
-    for end in (row.source, row.dest):
-        if end not in known:
-            raise MachineError(f"row {row} names state {end!r}, which is not a state; add it to states=")
-    if row.source in m.terminals:
-        raise MachineError(f"row {row} leaves terminal state {row.source!r}; a terminal has no outgoing rows")
-    if row.dest in m.terminals and row.outcome is None:
-        raise MachineError(
-            f"row {row} enters terminal {row.dest!r} but says no outcome; give it outcome='final', 'salvaged', "
-            "'limit', 'failed' or 'cancelled'"
-        )
-    for guard in row.guards:
-        if not callable(guard) or getattr(guard, "__name__", "<lambda>") == "<lambda>":
-            raise MachineError(
-                f"row {row.source} -> {row.dest} has guard {guard!r}: guards are named functions "
-                "(def has_x(rs) -> bool) so logs and diagrams can name them"
-            )
-    if row.bounded_by is not None:
-        budget = m.budgets.get(row.bounded_by)
-        if budget is None or not budget.cycle:
-            cycle = sorted(b.name for b in m.budgets.values() if b.cycle)
-            raise MachineError(
-                f"row {row} is bounded by {row.bounded_by!r}, which is not a budget that can bound a row; use one "
-                f"of {cycle}, or register your own with Extension(budgets=[Budget(...)])"
-            )
-        if row.is_fallback:
-            raise MachineError(
-                f"row {row} is bounded but has no guard: a bounded row is skipped once its budget is spent, so it "
-                "cannot be the fallback; add a guard (or a fallback row after it)"
-            )
-
-
-def _check_fallback(state: str, rows: list[Row] | None) -> None:
-    if not rows:
-        raise MachineError(f"working state {state!r} has no outgoing rows; add a fallback row {state} -> ...")
-    fallbacks = [i for i, r in enumerate(rows) if r.is_fallback]
-    if not fallbacks or fallbacks[0] != len(rows) - 1:
-        where = "has none" if not fallbacks else f"has one at position {fallbacks[0] + 1} of {len(rows)}"
-        raise MachineError(
-            f"state {state!r} must end in exactly one fallback row (a row with no guards) and it "
-            f"{where}; rows after a fallback can never fire, and without one a run can get stuck"
-        )
+    """The structural rules (:func:`loopwright.rules.structural`: fallbacks and names), and
+    what only a machine that runs needs: an outcome on every row into a terminal, and a cap
+    for every budget that may bound a row."""
+    table = Table.of(
+        m.rows,
+        states=m.states,
+        terminals=m.terminals,
+        initial=m.initial,
+        budgets=[b.name for b in m.budgets.values() if b.cycle],
+        guards=m.guards,
+    )
+    problems = [v.message for v in structural(table)]
+    problems += [
+        f"row {row} enters terminal {row.dest!r} but says no outcome; give it outcome='final', 'salvaged', "
+        "'limit', 'failed' or 'cancelled'"
+        for row in m.rows
+        if row.dest in m.terminals and row.outcome is None
+    ]
+    problems += [
+        f"budget {b.name!r} may bound rows but has no cap: give it limit=N (Limits has no field of that name)"
+        for b in m.budgets.values()
+        if b.cycle and b.name not in _LIMIT_FIELDS and b.limit is None
+    ]
+    if problems:
+        raise MachineError(f"machine {m.name!r}: " + "; ".join(problems))
 
 
 def _limit_fields() -> frozenset[str]:
@@ -507,10 +468,11 @@ def _rows_out(table: Sequence[Row], source: str) -> str:
 
 
 def _matching(table: list[Row], key: tuple[str, str], ext: Extension, op: str) -> list[int]:
+    """Where the rows ``key`` = (source, dest) are; MachineError naming ``op`` (how the
+    extension wrote it) when there is none."""
     hits = [i for i, r in enumerate(table) if (r.source, r.dest) == key]
     if not hits:
-        raise MachineError(f"extension {ext.name!r}: {op} names row {key[0]} -> {key[1]}, which is not in the "
-                           f"machine; {_rows_out(table, key[0])}")  # fmt: skip
+        raise MachineError(f"extension {ext.name!r}: {op} matches no row; {_rows_out(table, key[0])}")
     return hits
 
 
@@ -531,18 +493,18 @@ def _insert_before_fallback(table: list[Row], row: Row, ext: Extension) -> None:
 def _apply(table: list[Row], ext: Extension) -> list[Row]:
     """``table`` with ``ext``'s row changes applied (remove, redirect, require, rows_before, rows)."""
     for key in ext.remove:
-        hits = set(_matching(table, key, ext, "remove"))
+        hits = set(_matching(table, key, ext, f"remove={key}"))
         table = [r for i, r in enumerate(table) if i not in hits]
     for key, new_dest in ext.redirect.items():
-        for i in _matching(table, key, ext, "redirect"):
+        for i in _matching(table, key, ext, f"redirect={{{key}: {new_dest!r}}}"):
             r = table[i]
             table[i] = Row(r.source, new_dest, r.guards, r.bounded_by, None, r.records_limit, ext.name)
     for key, guards in ext.require.items():
-        for i in _matching(table, key, ext, "require"):
+        for i in _matching(table, key, ext, f"require={{{key}: ...}}"):
             r = table[i]
             table[i] = Row(r.source, r.dest, (*guards, *r.guards), r.bounded_by, r.outcome, r.records_limit, r.origin)
     for key, rows in ext.rows_before.items():
-        at = _matching(table, key, ext, "rows_before")[0]
+        at = _matching(table, key, ext, f"rows_before={{{key}: ...}}")[0]
         table[at:at] = [_own(r, ext) for r in rows]
     for row in ext.rows:
         _insert_before_fallback(table, _own(row, ext), ext)
@@ -558,7 +520,7 @@ def _states(base: LoopMachine, table: Sequence[Row], ext: Extension) -> list[str
     if taken:
         raise MachineError(
             f"extension {ext.name!r}: {taken} {'is' if len(taken) == 1 else 'are'} already in machine {base.name!r}; "
-            "its states= adds new states (pick another name)"
+            "states= adds new states (pick another name)"
         )
     terminals = base.terminals
     order = [s for s in base.states if s not in terminals]

@@ -14,7 +14,8 @@ import pytest
 from loopwright.cli import main
 from loopwright.diagram import markdown
 from loopwright.events import EVENT_ADAPTER
-from loopwright.machine import DEFAULT_MACHINE, VARIANTS
+from loopwright.features import BUILT_IN_MACHINES
+from loopwright.machine import CORE
 
 
 def test_demo_json_prints_every_event(capsys: pytest.CaptureFixture[str]) -> None:
@@ -80,7 +81,7 @@ def _module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
 
 
 def test_check_prints_the_report_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["check", "loopwright.machine:DEFAULT_MACHINE"]) == 0
+    assert main(["check", "loopwright.machine:CORE"]) == 0
     assert capsys.readouterr().out.endswith("no violations: every run of this machine ends\n")
 
 
@@ -110,8 +111,8 @@ def test_check_takes_an_agent(
         ),
         ("loopwright.machine:NOPE", "module 'loopwright.machine' has no attribute 'NOPE'"),
         (
-            "loopwright.machine:TABLE",
-            "loopwright.machine:TABLE is a tuple; name an Agent, a LoopMachine or a function making one",
+            "loopwright.machine:CORE_ROWS",
+            "loopwright.machine:CORE_ROWS is a tuple; name an Agent, a LoopMachine or a function making one",
         ),
     ],
 )
@@ -122,7 +123,7 @@ def test_check_explains_a_bad_target(target: str, message: str, capsys: pytest.C
 
 def test_check_builds_an_agent_from_a_factory(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "loopwright.demo:helpdesk_agent"]) == 0
-    assert "machine 'multi_agent': 11 states, 24 rows" in capsys.readouterr().out
+    assert "machine 'multi_agent': 11 states, 25 rows" in capsys.readouterr().out
 
 
 def test_check_exits_1_on_a_violation_or_a_machine_that_cannot_be_built(
@@ -152,9 +153,9 @@ def test_check_exits_1_on_a_violation_or_a_machine_that_cannot_be_built(
 
 def test_diagram_regenerates_the_diagrams(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagram", "--out", str(tmp_path), "--format", "mermaid"]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.md" for n in VARIANTS)
-    assert (tmp_path / "agent.md").read_text() == markdown(DEFAULT_MACHINE)
-    assert capsys.readouterr().out.splitlines() == [f"wrote {tmp_path / n}.md" for n in VARIANTS]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.md" for n in BUILT_IN_MACHINES)
+    assert (tmp_path / "agent.md").read_text() == markdown(CORE)
+    assert capsys.readouterr().out.splitlines() == [f"wrote {tmp_path / n}.md" for n in BUILT_IN_MACHINES]
 
 
 def test_diagram_notes_the_svgs_it_cannot_draw(
@@ -164,11 +165,11 @@ def test_diagram_notes_the_svgs_it_cannot_draw(
     assert main(["diagram", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == "skipped the SVGs: Graphviz is not installed (pip install graphviz; apt-get install graphviz)"
-    assert len(out) == len(VARIANTS) + 1
+    assert len(out) == len(BUILT_IN_MACHINES) + 1
 
 
 def test_diagram_draws_one_agent_to_standard_output(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["diagram", "--format", "mermaid", "--agent", "loopwright.machine:MULTI_AGENT_MACHINE"]) == 0
+    assert main(["diagram", "--format", "mermaid", "--agent", "loopwright.demo:helpdesk_agent"]) == 0
     assert capsys.readouterr().out.startswith("---\ntitle: multi_agent\n")
 
 
@@ -179,7 +180,7 @@ def test_diagram_overlays_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["diagram", "--trace", str(events)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("---\ntitle: agent\n") and "✔ 1×" in out
-    argv = ["diagram", "--out", str(tmp_path), "--trace", str(events), "--agent", "loopwright.machine:DEFAULT_MACHINE"]
+    argv = ["diagram", "--out", str(tmp_path), "--trace", str(events), "--agent", "loopwright.machine:CORE"]
     assert main(argv) == 0
     assert capsys.readouterr().out == f"wrote {tmp_path / 'agent-trace.md'}\n"
     page = (tmp_path / "agent-trace.md").read_text()
@@ -209,6 +210,6 @@ def test_diagram_exits_1_when_the_drawing_cannot_be_made(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr("shutil.which", lambda name: None)  # no `dot` program (and maybe no graphviz package)
-    assert main(["diagram", "--format", "svg", "--agent", "loopwright.machine:DEFAULT_MACHINE"]) == 1
+    assert main(["diagram", "--format", "svg", "--agent", "loopwright.machine:CORE"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("loopwright diagram: ") and "svg diagrams need the" in err

@@ -10,8 +10,9 @@ import pytest
 
 from loopwright import ConfigurationError, Runner, ToolCall
 from loopwright.cli import main
-from loopwright.diagram import cli_diagram, diagram, dot_available, markdown, trace_counts, write_diagrams
-from loopwright.machine import DEFAULT_MACHINE, MULTI_AGENT_MACHINE, VARIANTS
+from loopwright.diagram import diagram, dot_available, markdown, trace_counts, write_diagrams
+from loopwright.features import BUILT_IN_MACHINES
+from loopwright.machine import CORE
 
 from .helpers import agent
 
@@ -25,7 +26,7 @@ def _edges(text: str) -> dict[tuple[str, str], str]:
     return {(m[1], m[2]): m[3] for m in re.finditer(r"^  (\w+) --> (\w+): (.*)$", text, re.M)}
 
 
-@pytest.mark.parametrize("machine", VARIANTS.values(), ids=list(VARIANTS))
+@pytest.mark.parametrize("machine", BUILT_IN_MACHINES.values(), ids=list(BUILT_IN_MACHINES))
 def test_every_row_is_an_edge_labelled_with_its_guards(machine: object) -> None:
     from loopwright.machine import LoopMachine
 
@@ -42,14 +43,14 @@ def test_the_plain_loop_in_mermaid() -> None:
     assert text.startswith("---\ntitle: agent\n---\nstateDiagram-v2\n  direction TB\n")
     edges = _edges(text)
     assert edges[("reason", "reason")] == "⟲ has_retryable_model_error & retries_left [bounded: max_model_retries]"
-    assert edges[("decide", "done")] == "is_final_response | else"
+    assert edges[("decide", "done")] == "is_final_response ⇒ final | else ⇒ limit"
     assert edges[("start", "preprocess")] == "else"
     assert "  Class done s_terminal\n" in text and "  cancelled --> [*]\n" in text and "  [*] --> start\n" in text
     assert "  Class reason s_default\n" in text
 
 
 def test_waiting_states_are_drawn_dashed() -> None:
-    text = diagram(VARIANTS["waiting"])
+    text = diagram(BUILT_IN_MACHINES["waiting"])
     assert "  Class suspended s_waiting\n" in text and "stroke-dasharray:5 5" in text
 
 
@@ -60,11 +61,11 @@ def test_committed_markdown_diagrams_are_fresh(tmp_path: Path) -> None:
         assert committed.exists(), f"diagrams/{fresh.name} is missing: run `loopwright diagram`"
         assert committed.read_text() == fresh.read_text(), f"diagrams/{fresh.name} is stale: run `loopwright diagram`"
     generated = {p.stem for p in DIAGRAMS.glob("*.md")} - {"README-section"}
-    assert generated == set(VARIANTS), "diagrams/ holds a diagram of no built-in variant: delete it"
+    assert generated == set(BUILT_IN_MACHINES), "diagrams/ holds a diagram of no built-in variant: delete it"
 
 
 def test_committed_svgs_come_from_the_current_machines() -> None:
-    for name, machine in VARIANTS.items():
+    for name, machine in BUILT_IN_MACHINES.items():
         svg = (DIAGRAMS / f"{name}.svg").read_text()
         stamp = re.search(r"<!-- loopwright diagram source sha256:(\w+) -->", svg)
         assert stamp, f"diagrams/{name}.svg has no source stamp: run `loopwright diagram`"
@@ -85,20 +86,20 @@ def test_committed_svgs_are_byte_for_byte_fresh(tmp_path: Path) -> None:
 
 @needs_dot
 def test_svg_is_deterministic_and_styles_bounded_edges() -> None:
-    assert diagram(DEFAULT_MACHINE, "svg") == diagram(DEFAULT_MACHINE, "svg")
-    dot = diagram(DEFAULT_MACHINE, "dot")
+    assert diagram(CORE, "svg") == diagram(CORE, "svg")
+    dot = diagram(CORE, "dot")
     assert 'reason -> reason [label="⟲ has_retryable_model_error &\\nretries_left [bounded: max_model_retries]" ' in dot
     assert 'color="#1f5fbf"' in dot and "peripheries=2" in dot
-    assert diagram(DEFAULT_MACHINE, "png").startswith(b"\x89PNG")
+    assert diagram(CORE, "png").startswith(b"\x89PNG")
 
 
 def test_missing_graphviz_gets_a_clear_message(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(ConfigurationError) as err:
-        diagram(DEFAULT_MACHINE, "svg")
+        diagram(CORE, "svg")
     assert str(err.value).startswith("svg diagrams need the Graphviz programs (the `dot` command): apt-get install")
     with pytest.raises(ConfigurationError, match="unknown diagram format 'gif'; use one of mermaid, dot, svg, png"):
-        diagram(DEFAULT_MACHINE, "gif")
+        diagram(CORE, "gif")
 
 
 # ------------------------------------------------------------------ trace overlay
@@ -111,7 +112,7 @@ def _tool_run() -> object:
 
 def test_a_run_result_draws_its_own_trace() -> None:
     result = _tool_run()
-    counts = {f"{r.source}->{r.dest}": n for r, n in trace_counts(DEFAULT_MACHINE, result).items()}  # type: ignore[arg-type]
+    counts = {f"{r.source}->{r.dest}": n for r, n in trace_counts(CORE, result).items()}  # type: ignore[arg-type]
     assert counts == {
         "start->preprocess": 1,
         "preprocess->reason": 3,
@@ -125,9 +126,9 @@ def test_a_run_result_draws_its_own_trace() -> None:
     text = diagram(trace=result)  # type: ignore[arg-type]
     edges = _edges(text)
     assert edges[("postprocess", "act")] == "has_tool_calls ✔ 2×"
-    assert edges[("decide", "done")] == "is_final_response ✔ 1× | else"
+    assert edges[("decide", "done")] == "is_final_response ⇒ final ✔ 1× | else ⇒ limit"
     assert "  Class act s_visited\n" in text and "  Class salvage s_default\n" in text
-    assert 'color="#d62728"' in diagram(DEFAULT_MACHINE, "dot", trace=result) if dot_available() else True  # type: ignore[arg-type]
+    assert 'color="#d62728"' in diagram(CORE, "dot", trace=result) if dot_available() else True  # type: ignore[arg-type]
 
 
 def test_the_demo_json_output_overlays_its_machine(
@@ -136,15 +137,11 @@ def test_the_demo_json_output_overlays_its_machine(
     assert main(["demo", "--json"]) == 0
     events = tmp_path / "events.jsonl"
     events.write_text(capsys.readouterr().out)
-    assert cli_diagram(out_dir=None, trace=str(events), fmt=None, target=None) == 0
+    assert main(["diagram", "--trace", str(events)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("---\ntitle: agent\n") and "✔ 1×" in out
-    assert (
-        cli_diagram(
-            out_dir=str(tmp_path), trace=str(events), fmt="mermaid", target="loopwright.machine:DEFAULT_MACHINE"
-        )
-        == 0
-    )
+    argv = ["--out", str(tmp_path), "--trace", str(events), "--format", "mermaid"]
+    assert main(["diagram", *argv, "--agent", "loopwright.machine:CORE"]) == 0
     page = (tmp_path / "agent-trace.md").read_text()
     assert "```mermaid" in page and "Edges the run took read `✔ n×`" in page
 
@@ -156,41 +153,41 @@ def test_a_trace_from_another_machine_is_refused(tmp_path: Path, capsys: pytest.
         '"source":"decide","guard":"x"}\n'
     )
     with pytest.raises(ConfigurationError) as err:
-        diagram(DEFAULT_MACHINE, trace=str(events))
+        diagram(CORE, trace=str(events))
     assert str(err.value) == (
         "the trace took edges that machine 'agent' does not have: decide -> transfer (x); draw it on the machine "
         "the run used (--agent module:attr)"
     )
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{}\n")
-    assert cli_diagram(None, str(bad), None, None) == 2
+    assert main(["diagram", "--trace", str(bad)]) == 2
     assert capsys.readouterr().err.startswith("loopwright diagram: line 1 of trace ")
 
 
 def test_multi_agent_traces_find_their_variant() -> None:
-    rows = [r for r in MULTI_AGENT_MACHINE.rows if r.dest == "transfer"]
+    rows = [r for r in BUILT_IN_MACHINES["multi_agent"].rows if r.dest == "transfer"]
     from loopwright.diagram import machine_of_trace
     from loopwright.events import StateEntered
 
     event = StateEntered(
         run_id="r", seq=1, time=0, state="transfer", iteration=1, agent="a", source="decide", guard=rows[0].label
     )
-    assert machine_of_trace([event]) is MULTI_AGENT_MACHINE
+    assert machine_of_trace([event]) is BUILT_IN_MACHINES["multi_agent"]
 
 
 # ------------------------------------------------------------------ the command
 
 
 def test_the_command_regenerates_the_diagrams(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_diagram(out_dir=str(tmp_path), trace=None, fmt="mermaid", target=None) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.md" for n in VARIANTS)
-    assert (tmp_path / "agent.md").read_text() == markdown(DEFAULT_MACHINE)
+    assert main(["diagram", "--out", str(tmp_path), "--format", "mermaid"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.md" for n in BUILT_IN_MACHINES)
+    assert (tmp_path / "agent.md").read_text() == markdown(CORE)
     assert capsys.readouterr().out.splitlines()[0] == f"wrote {tmp_path / 'agent.md'}"
-    assert cli_diagram(out_dir=str(tmp_path), trace=None, fmt="gif", target=None) == 2
+    assert main(["diagram", "--out", str(tmp_path), "--format", "gif"]) == 2
     assert capsys.readouterr().err == "loopwright diagram: unknown format 'gif'; use one of mermaid, dot, svg, png\n"
 
 
 def test_the_command_draws_one_agent(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_diagram(None, None, "mermaid", "loopwright.machine:MULTI_AGENT_MACHINE") == 0
+    assert main(["diagram", "--format", "mermaid", "--agent", "loopwright.demo:helpdesk_agent"]) == 0
     assert capsys.readouterr().out.startswith("---\ntitle: multi_agent\n")
-    assert cli_diagram(None, None, None, "loopwright.machine:NOPE") == 2
+    assert main(["diagram", "--agent", "loopwright.machine:NOPE"]) == 2

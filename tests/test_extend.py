@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from loopwright import Agent, Limits, RunContext, Runner, RunState, ScriptedModel, ToolCall, tool
+from loopwright.cli import main
 from loopwright.diagram import diagram
 from loopwright.errors import MachineError
 from loopwright.extend import Rule, extend, veto
-from loopwright.machine import DEFAULT_MACHINE, Row
-from loopwright.verify import cli_check, verify
+from loopwright.machine import CORE, Row
+from loopwright.verify import verify
 
 FORBIDDEN = {"delete_account"}
 deleted: list[str] = []
@@ -58,7 +59,7 @@ def test_the_extended_table_reads_as_written() -> None:
         "review -> act (else)",
     ]
     assert reviewed.states[-4:] == ("review", "done", "failed", "cancelled")
-    assert DEFAULT_MACHINE.rows_from("postprocess")[1].dest == "act"  # the base is untouched
+    assert CORE.rows_from("postprocess")[1].dest == "act"  # the base is untouched
 
 
 def test_the_worked_example_vetoes_one_call_and_runs_the_other() -> None:
@@ -117,7 +118,7 @@ def test_an_extension_with_an_unbounded_cycle_is_refused() -> None:
     with pytest.raises(MachineError) as err:
         extend(**loop)  # type: ignore[arg-type]
     message = str(err.value)
-    assert message.startswith("extension 'loopy' breaks the loop's guarantees:\nmachine 'loopy': 11 states, 23 rows")
+    assert message.startswith("extension 'loopy' breaks the loop's guarantees:\nmachine 'loopy': 11 states, 24 rows")
     assert "cycle preprocess -> reason -> postprocess -> review -> preprocess has no bounded edge" in message
     report = verify(extend(**loop, check=False))  # type: ignore[arg-type]
     assert [v.kind for v in report.violations] == ["unbounded_cycle"]
@@ -136,7 +137,7 @@ def test_check_rejects_the_unbounded_extension(
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     sys.modules.pop("ext_target", None)
-    assert cli_check("ext_target:machine") == 1
+    assert main(["check", "ext_target:machine"]) == 1
     out = capsys.readouterr().out
     assert "FAIL 3." in out and out.endswith("1 violation\n")
 
@@ -150,7 +151,7 @@ def test_a_guard_name_is_resolved_or_refused() -> None:
     with pytest.raises(MachineError) as err:
         extend(name="g", rows=[Rule("act", "done", "aproved")], guards={"approved": approved})
     assert str(err.value) == (
-        "rule act -> done (aproved) names guard 'aproved', which is not a guard (did you mean 'approved'?): define "
+        "row act -> done (aproved) names guard 'aproved', which is not a guard (did you mean 'approved'?): define "
         "`def aproved(rs: RunState) -> bool` and pass guards={'aproved': aproved}, or use one of loopwright.guards"
     )
 

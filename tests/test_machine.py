@@ -10,12 +10,17 @@ from loopwright import Limits, ModelResponse, TextPart, ToolCall, Usage
 from loopwright.errors import MachineError, NoTransitionError
 from loopwright.events import ErrorInfo
 from loopwright.guards import has_response
-from loopwright.machine import DEFAULT_MACHINE, MULTI_AGENT_MACHINE, TABLE, VARIANTS, LoopMachine, Row
+from loopwright.features import BUILT_IN_MACHINES
+from loopwright.machine import CORE, LoopMachine, Row
+from loopwright.features.multi_agent import Transfers
+from loopwright.features.waiting import Waiting
 from loopwright.run_state import RunState
 from loopwright.stage import TERMINALS, Stage
 
+TABLE = BUILT_IN_MACHINES["multi_agent+waiting"].rows
 
-@pytest.mark.parametrize("machine", VARIANTS.values(), ids=list(VARIANTS))
+
+@pytest.mark.parametrize("machine", BUILT_IN_MACHINES.values(), ids=list(BUILT_IN_MACHINES))
 def test_every_working_state_ends_in_its_fallback(machine: LoopMachine) -> None:
     for stage in machine.states:
         rows = machine.rows_from(stage)
@@ -35,7 +40,7 @@ def test_only_the_cycle_closing_rows_are_bounded() -> None:
     }
 
 
-@pytest.mark.parametrize("machine", VARIANTS.values(), ids=list(VARIANTS))
+@pytest.mark.parametrize("machine", BUILT_IN_MACHINES.values(), ids=list(BUILT_IN_MACHINES))
 def test_the_transitions_machine_holds_the_table_in_order(machine: LoopMachine) -> None:
     event = machine.machine.events["advance"]
     for state in machine.states:
@@ -44,22 +49,43 @@ def test_the_transitions_machine_holds_the_table_in_order(machine: LoopMachine) 
 
 
 def test_variants_hold_the_states_their_rows_name() -> None:
-    assert "transfer" not in DEFAULT_MACHINE.states
-    assert MULTI_AGENT_MACHINE.states == (*DEFAULT_MACHINE.states[:7], "transfer", "done", "failed", "cancelled")
-    assert set(DEFAULT_MACHINE.rows) < set(MULTI_AGENT_MACHINE.rows) < set(TABLE)
-    assert set(VARIANTS["multi_agent_waiting"].rows) == set(TABLE)
-    assert VARIANTS["waiting"].waiting == {"suspended"} and DEFAULT_MACHINE.waiting == frozenset()
+    assert "transfer" not in CORE.states
+    assert BUILT_IN_MACHINES["multi_agent"].states == (*CORE.states[:7], "transfer", "done", "failed", "cancelled")
+    edges = {name: {(r.source, r.dest, r.bounded_by) for r in m.rows} for name, m in BUILT_IN_MACHINES.items()}
+    assert edges["agent"] < edges["multi_agent"] < edges["multi_agent+waiting"]
+    assert edges["agent"] < edges["waiting"] < edges["multi_agent+waiting"]
+    assert BUILT_IN_MACHINES["waiting"].waiting == {"suspended"} and CORE.waiting == frozenset()
 
 
 def test_table_reads_like_the_diagram() -> None:
-    assert [str(r) for r in DEFAULT_MACHINE.rows_from(Stage.DECIDE)] == [
+    assert [str(r) for r in CORE.rows_from(Stage.DECIDE)] == [
         "decide -> cancelled (cancel_requested)",
         "decide -> done (is_final_response)",
+        "decide -> preprocess (within_iteration_budget & within_tool_call_budget & "
+        "within_token_budget & within_time_budget) [bounded: max_iterations]",
+        "decide -> salvage (salvage_allowed)",
+        "decide -> done (else)",
+    ]
+    assert [str(r) for r in BUILT_IN_MACHINES["multi_agent+waiting"].rows_from(Stage.DECIDE)] == [
+        "decide -> cancelled (cancel_requested)",
+        "decide -> suspended (has_pending_requests & within_suspension_budget) [bounded: max_suspensions]",
+        "decide -> done (is_final_response)",
+        "decide -> transfer (transfer_requested & within_transfer_budget & not_ping_pong & within_iteration_budget"
+        " & within_tool_call_budget & within_token_budget & within_time_budget) [bounded: max_transfers]",
         "decide -> preprocess (no_transfer_requested & within_iteration_budget & within_tool_call_budget & "
         "within_token_budget & within_time_budget) [bounded: max_iterations]",
         "decide -> salvage (salvage_allowed)",
         "decide -> done (else)",
     ]
+    terminal = [(r.label, r.outcome) for r in CORE.rows if r.dest in TERMINALS]
+    assert set(terminal) == {
+        ("cancel_requested", "cancelled"),
+        ("has_error", "failed"),
+        ("else", "failed"),
+        ("is_final_response", "final"),
+        ("else", "limit"),
+        ("has_response", "salvaged"),
+    }
 
 
 responses = st.one_of(
@@ -84,8 +110,7 @@ run_states = st.builds(
         error=err,
         deadline_hit=dl,
         cancel_requested=cancel,
-        transfers=hops,
-        transfer_to=target,
+        features={"multi_agent": Transfers(to=target, hops=hops), "waiting": Waiting()},
     ),
     st.integers(0, 6),
     st.integers(0, 4),
@@ -112,24 +137,25 @@ run_states = st.builds(
 
 
 @settings(max_examples=300, deadline=None)
-@given(rs=run_states, machine=st.sampled_from(list(VARIANTS.values())), data=st.data())
+@given(rs=run_states, machine=st.sampled_from(list(BUILT_IN_MACHINES.values())), data=st.data())
 def test_choose_agrees_with_the_transitions_trigger(rs: RunState, machine: LoopMachine, data: st.DataObject) -> None:
     stage = data.draw(st.sampled_from([s for s in machine.states if s not in TERMINALS]))
     row = machine.choose(stage, rs)
     assert row.source == stage
-    assert machine.choose_via_trigger(stage, rs) == row.dest
+    if all(machine.has_room(r, rs) for r in machine.rows_from(stage)):  # the engine's own check aside
+        assert machine.choose_via_trigger(stage, rs) == row.dest
     assert machine.machine.models == []  # the slow path leaves no model behind
 
 
 @settings(max_examples=200, deadline=None)
 @given(rs=run_states)
 def test_cycle_edges_only_fire_with_budget_left(rs: RunState) -> None:
-    row = MULTI_AGENT_MACHINE.choose(Stage.DECIDE, rs)
+    row = BUILT_IN_MACHINES["multi_agent"].choose(Stage.DECIDE, rs)
     if row.dest == Stage.PREPROCESS:
         assert rs.iteration < rs.limits.max_iterations
-    if row.dest == Stage.TRANSFER:
-        assert len(rs.transfers) < rs.limits.max_transfers
-    row = DEFAULT_MACHINE.choose(Stage.REASON, rs)
+    if row.dest == "transfer":
+        assert len(rs.features["multi_agent"].hops) < rs.limits.max_transfers
+    row = CORE.choose(Stage.REASON, rs)
     if row.dest == Stage.REASON:
         assert rs.attempt <= rs.limits.max_model_retries
 
@@ -144,43 +170,42 @@ def named_guard(rs: RunState) -> bool:
         ([Row("start", "nowhere")], "row start -> nowhere (else) names state 'nowhere', which is not a state"),
         (
             [Row("start", "done", (named_guard,)), Row("start", "failed")]
-            + [Row(s, "done") for s in DEFAULT_MACHINE.states if s not in TERMINALS and s != "start"]
+            + [Row(s, "done") for s in CORE.states if s not in TERMINALS and s != "start"]
             + [Row("done", "start")],
             "leaves terminal state 'done'",
         ),
         (
-            [Row(s, "done", (named_guard,)) for s in DEFAULT_MACHINE.states if s not in TERMINALS],
-            "state 'start' must end in exactly one fallback row (a row with no guards) and it has none",
+            [Row(s, "done", (named_guard,)) for s in CORE.states if s not in TERMINALS],
+            "state 'start' has no fallback row: when none of its guards holds, a run is stuck there",
         ),
         (
             [Row("start", "done"), Row("start", "failed")]
-            + [Row(s, "done") for s in DEFAULT_MACHINE.states if s not in TERMINALS and s != "start"],
-            "state 'start' must end in exactly one fallback row (a row with no guards) "
-            "and it has one at position 1 of 2",
+            + [Row(s, "done") for s in CORE.states if s not in TERMINALS and s != "start"],
+            "state 'start' has rows after its fallback row start -> done (else), which can never fire",
         ),
         (
             [Row("start", "done", (lambda rs: True,))]
-            + [Row(s, "done") for s in DEFAULT_MACHINE.states if s not in TERMINALS],
+            + [Row(s, "done") for s in CORE.states if s not in TERMINALS],
             "guards are named functions",
         ),
         (
             [Row("start", "start", (named_guard,), bounded_by="max_loops")]
-            + [Row(s, "done") for s in DEFAULT_MACHINE.states if s not in TERMINALS],
+            + [Row(s, "done") for s in CORE.states if s not in TERMINALS],
             "is bounded by 'max_loops', which is not a budget",
         ),
     ],
 )
 def test_malformed_tables_are_refused_with_the_fix(rows: list[Row], message: str) -> None:
     with pytest.raises(MachineError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
-        LoopMachine(rows, states=DEFAULT_MACHINE.states)
+        LoopMachine(rows, states=CORE.states)
 
 
 def test_no_matching_row_is_a_loud_error() -> None:
-    machine = LoopMachine([Row(s, "done") for s in DEFAULT_MACHINE.states if s not in TERMINALS])
+    machine = LoopMachine([Row(s, "done") for s in CORE.states if s not in TERMINALS])
     object.__setattr__(
         machine,
         "_compiled",
-        {**machine._compiled, "start": ((Row("start", "done", (has_response,)), (has_response,)),)},
+        {**machine._compiled, "start": ((Row("start", "done", (has_response,)), (has_response,), None),)},
     )
     rs = RunState(run_id="r", agent="a", limits=Limits(), input="x")
     with pytest.raises(NoTransitionError, match="no row out of state 'start' matched"):

@@ -9,14 +9,39 @@ def test_promised_names_import() -> None:
     from loopwright import Agent, Limits, ModelResponse, Runner, ScriptedModel, ToolCall, tool  # noqa: F401
 
 
-LAZY = {"AnthropicModel"}  # imported on first use (the SDK is slow to import)
-
-
 def test_all_is_sorted_and_matches_the_public_names() -> None:
-    public = {n for n in vars(loopwright) if not n.startswith("_")}
-    modules = {n for n in public if type(getattr(loopwright, n)).__name__ == "module"}
     assert sorted(loopwright.__all__) == loopwright.__all__
-    assert set(loopwright.__all__) == (public - modules - {"TYPE_CHECKING", "Any"}) | LAZY
+    assert set(loopwright.__all__) == set(loopwright._EXPORTS)  # every public name is importable lazily
+    for name in loopwright.__all__:
+        assert getattr(loopwright, name) is not None, name
+    assert set(dir(loopwright)) >= set(loopwright.__all__)
+
+
+def test_import_loopwright_loads_only_what_is_used() -> None:
+    """``import loopwright`` loads no dependency; the names load their modules on first use."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, loopwright; heavy = ('pydantic', 'transitions', 'structlog', 'rich', 'anthropic'); "
+        "print(*[m in sys.modules for m in heavy]); loopwright.Runner; print(*[m in sys.modules for m in heavy])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    before, after = done.stdout.splitlines()
+    assert before.split() == ["False"] * 5, done.stderr
+    assert after.split() == ["True", "True", "False", "False", "False"], done.stderr
+
+
+def test_event_classes_are_exported_for_matching() -> None:
+    from loopwright import events
+
+    kinds = {cls.model_fields["type"].default for cls in events.EVENT_CLASSES}
+    parts = {"text", "thought", "tool_call", "tool_result"}
+    assert kinds.isdisjoint(parts)  # an event type never equals a content part's
+    for cls in events.EVENT_CLASSES:
+        assert cls.__name__ in events.__all__
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in cls.__name__).lstrip("_")
+        assert cls.model_fields["type"].default == snake
 
 
 def test_the_anthropic_sdk_is_imported_only_when_used() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loopwright.machine import DEFAULT_MACHINE
+from loopwright.machine import CORE
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -35,9 +35,9 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 
 def test_the_state_table_is_the_machine() -> None:
-    rows = re.findall(r"^\| (\w+) \| (\w+) \| ([\w &]+) \| ?(\w*) ?\|$", README, flags=re.M)
-    assert [(s, d, g, b or None) for s, d, g, b in rows] == [
-        (r.source, r.dest, r.label, r.bounded_by) for r in DEFAULT_MACHINE.rows
+    rows = re.findall(r"^\| (\w+) \| (\w+) \| ([\w &]+) \| ?(\w*) ?\| ?(\w*) ?\|$", README, flags=re.M)
+    assert [(s, d, g, b or None, o or None) for s, d, g, b, o in rows] == [
+        (r.source, r.dest, r.label, r.bounded_by, r.outcome if r.dest in CORE.terminals else None) for r in CORE.rows
     ]
 
 
@@ -48,8 +48,8 @@ def test_the_readme_shows_the_generated_diagram() -> None:
 
 
 def test_a_result_draws_its_own_trace() -> None:
-    from loopwright import Agent, Runner, ScriptedModel
+    from loopwright import Agent, Runner, ScriptedModel, diagram
 
     result = Runner(Agent(name="a", model=ScriptedModel(["hi"]))).run_sync("go")
-    drawing = result.diagram()
+    drawing = diagram(result)
     assert isinstance(drawing, str) and "decide --> done" in drawing and "✔" in drawing

@@ -9,8 +9,11 @@ from hypothesis import strategies as st
 
 from loopwright import Agent, ConfigurationError, Limits, ModelRequest, Runner, ScriptedModel, TextPart, ToolCall
 from loopwright.demo import HELPDESK_INPUT, helpdesk_agent
+from loopwright.agent import AgentTree
 from loopwright.events import ToolAnswered, Transferred
-from loopwright.machine import DEFAULT_MACHINE, MULTI_AGENT_MACHINE, machine_for
+from loopwright.features.multi_agent import transfer_spec
+from loopwright.features import BUILT_IN_MACHINES, machine_for
+from loopwright.machine import CORE
 from loopwright.testing import agent_state_machine, assert_run_invariants, limits, model_behaviours, scripted
 
 from .helpers import add
@@ -28,12 +31,25 @@ def tree(**limits_: object) -> Agent:
     return Agent(name="root", model=ScriptedModel([]), sub_agents=[a, b], limits=limits)
 
 
+def with_model(root: Agent, name: str, model: object) -> Agent:
+    """``root``'s tree with agent ``name`` answering from ``model`` (agents are values)."""
+
+    def rebuild(a: Agent) -> Agent:
+        subs = [rebuild(s) for s in a.sub_agents]
+        return a.replace(sub_agents=subs, **({"model": model} if a.name == name else {}))
+
+    return rebuild(root)
+
+
 def test_tree_rules() -> None:
     model = ScriptedModel([])
     a = Agent(name="a", model=model)
-    Agent(name="p", model=model, sub_agents=[a])
-    with pytest.raises(ConfigurationError, match="'a' is already a sub-agent of 'p'; an agent has one parent"):
-        Agent(name="q", model=model, sub_agents=[a])
+    p = Agent(name="p", model=model, sub_agents=[a])
+    q = Agent(name="q", model=model, sub_agents=[a])  # a value: the same agent may sit in two trees
+    assert AgentTree(p).parent("a") is p and AgentTree(q).parent("a") is q and AgentTree(q).parent("q") is None
+    with pytest.raises(AttributeError, match=r"an Agent is a value and does not change: make a variant with "):
+        a.model = ScriptedModel([])  # type: ignore[misc]
+    assert a.replace(description="d").description == "d" and a.description == ""
     with pytest.raises(ConfigurationError, match=r"unique in a tree; these appear more than once: \['x'\]"):
         Agent(
             name="x", model=model, sub_agents=[Agent(name="y", model=model, sub_agents=[Agent(name="x", model=model)])]
@@ -47,8 +63,10 @@ def test_transfer_tool_lists_only_reachable_agents() -> None:
     sales = Agent(name="sales", model=model, disallow_transfer_to_parent=True)
     root = Agent(name="root", model=model, sub_agents=[billing, support, sales])
 
+    tree_ = AgentTree(root)
+
     def targets(agent: Agent) -> list[str]:
-        spec = agent.request_tools[-1]
+        spec = transfer_spec(tree_.targets(agent.name))
         assert spec.name == "transfer_to_agent"
         return list(spec.input_schema["properties"]["agent_name"]["enum"])
 
@@ -56,9 +74,9 @@ def test_transfer_tool_lists_only_reachable_agents() -> None:
     assert targets(billing) == ["root", "support", "sales"]
     assert targets(support) == ["root"]
     assert targets(sales) == ["billing", "support"]
-    assert "- billing: money" in root.request_tools[-1].description
-    assert Agent(name="alone", model=model).request_tools == ()
-    assert machine_for(root) is MULTI_AGENT_MACHINE and machine_for(Agent(name="s", model=model)) is DEFAULT_MACHINE
+    assert "- billing: money" in transfer_spec(tree_.targets("root")).description
+    assert AgentTree(Agent(name="alone", model=model)).targets("alone") == ()
+    assert machine_for(root) is BUILT_IN_MACHINES["multi_agent"] and machine_for(Agent(name="s", model=model)) is CORE
 
 
 def test_helpdesk_example_returns_to_parent_and_transfers_to_a_peer() -> None:
@@ -75,7 +93,6 @@ def test_helpdesk_example_returns_to_parent_and_transfers_to_a_peer() -> None:
 
 def test_unknown_or_forbidden_target_is_an_error_result() -> None:
     root = tree()
-    root.sub_agents[0].model = ScriptedModel([])  # not used
     root_model = ScriptedModel([go("nobody"), go("root"), "stayed"])
     agent = root.replace(model=root_model)
     result = Runner(agent).run_sync("hi")
@@ -123,9 +140,10 @@ def test_shared_history_marks_other_agents_turns() -> None:
 
         return ModelResponse(parts=(TextPart(text="b here"),))
 
-    root = tree()
-    root.sub_agents[1].model = ScriptedModel(b_model)  # type: ignore[arg-type]
-    root.model = ScriptedModel([[ToolCall(name="transfer_to_agent", args={"agent_name": "b", "task": "say hi"})]])
+    root = with_model(tree(), "b", ScriptedModel(b_model))  # type: ignore[arg-type]
+    root = root.replace(
+        model=ScriptedModel([[ToolCall(name="transfer_to_agent", args={"agent_name": "b", "task": "say hi"})]])
+    )
     result = Runner(root).run_sync("hello")
     assert result.output == "b here"
     (request,) = seen
@@ -153,9 +171,8 @@ def test_isolated_history_starts_from_the_task() -> None:
 
 
 def test_next_message_goes_to_the_agent_that_answered_last() -> None:
-    root = tree()
-    root.model = ScriptedModel([go("a"), "root again"])
-    root.sub_agents[0].model = ScriptedModel(["a answers", "a answers again"])
+    root = with_model(tree(), "a", ScriptedModel(["a answers", "a answers again"]))
+    root = root.replace(model=ScriptedModel([go("a"), "root again"]))
     runner = Runner(root)
     first = runner.run_sync("hi")
     assert first.answered_by == "a"
@@ -184,7 +201,7 @@ def test_arbitrary_transfers_stay_within_budget_and_end(data: st.DataObject) -> 
     assert len(transfers) <= budget.max_transfers
     assert result.trace[-1] in ("done", "failed")
     for hop in transfers:  # every transfer went somewhere the agent could reach
-        assert hop.to_agent in [t.name for t in agent.root.walk() if t.name != hop.from_agent]
+        assert hop.to_agent in [t.name for t in agent.walk() if t.name != hop.from_agent]
 
 
 @pytest.mark.parametrize("stage", ["preprocess", "reason", "postprocess", "act", "decide", "transfer", "salvage"])
@@ -220,8 +237,7 @@ def test_multi_agent_failure_retry_and_deadline_edges() -> None:
     async def hang(request: ModelRequest) -> object:
         await asyncio.sleep(5)
 
-    slow = tree(timeout_s=0.05)
-    slow.model = ScriptedModel(hang)  # type: ignore[arg-type]
+    slow = tree(timeout_s=0.05).replace(model=ScriptedModel(hang))  # type: ignore[arg-type]
     timed_out = Runner(slow).run_sync("go")
     assert timed_out.limit == "timeout_s" and timed_out.trace[-3:] == ["reason", "decide", "done"]
 

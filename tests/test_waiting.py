@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from loopwright import ResumeError, Runner, RunState, ToolCall, ToolResult, approve, deny
 from loopwright.events import Resumed, Suspended, ToolAnswered
-from loopwright.machine import WAITING_MACHINE, machine_for
+from loopwright.features import BUILT_IN_MACHINES, machine_for
 from loopwright.testing import assert_run_invariants
 
 from .waiting_app import RAN, SCRIPT, make_agent
@@ -37,7 +37,7 @@ def answers(result: Any) -> list[Any]:
 
 def test_confirmation_suspends_then_approved_call_runs_exactly_once() -> None:
     agent = make_agent(SCRIPT)
-    assert machine_for(agent) is WAITING_MACHINE
+    assert machine_for(agent) is BUILT_IN_MACHINES["waiting"]
     runner = Runner(agent)
     first = runner.run_sync("pay the invoice")
     assert first.outcome == "suspended" and first.trace[-2:] == ["decide", "suspended"]
@@ -56,8 +56,8 @@ def test_confirmation_suspends_then_approved_call_runs_exactly_once() -> None:
         ("c-note", "noted"),
     ]
     resumed_at = second.trace.index("suspended")
-    assert second.trace[resumed_at : resumed_at + 3] == ["suspended", "act", "decide"]
-    assert [e.type for e in second.events][:2] == ["resumed", "state_entered"]  # events since the resume
+    assert second.trace[resumed_at : resumed_at + 3] == ["suspended", "decide", "preprocess"]
+    assert [e.type for e in second.events][:3] == ["resumed", "tool_answered", "state_entered"]  # since the resume
     assert any(isinstance(e, Resumed) and e.decided == ("c-pay",) for e in second.events)
     with pytest.raises(ResumeError, match="is not waiting: it is in state 'done'"):
         runner.resume_sync(second, {"c-pay": approve()})
