@@ -136,63 +136,63 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .agent import Agent as Agent
-    from .models.anthropic_model import AnthropicModel as AnthropicModel
-    from .decisions import Approve as Approve
     from .budgets import Budget as Budget
+    from .context import RunContext as RunContext
+    from .decisions import Approve as Approve
+    from .decisions import Deny as Deny
+    from .decisions import approve as approve
+    from .decisions import deny as deny
+    from .diagram import diagram as diagram
     from .errors import ConfigurationError as ConfigurationError
     from .errors import CredentialRequired as CredentialRequired
-    from .decisions import Deny as Deny
-    from .events import ErrorInfo as ErrorInfo
-    from .events import Event as Event
-    from .machine import Extension as Extension
-    from .events import Instruction as Instruction
     from .errors import InstructionError as InstructionError
-    from .limits import Limits as Limits
-    from .machine import LoopMachine as LoopMachine
     from .errors import LoopwrightError as LoopwrightError
     from .errors import MachineError as MachineError
-    from .events import Message as Message
-    from .models import Model as Model
     from .errors import ModelError as ModelError
+    from .errors import NoTransitionError as NoTransitionError
+    from .errors import ResumeError as ResumeError
+    from .errors import ScriptExhaustedError as ScriptExhaustedError
+    from .errors import ToolError as ToolError
+    from .events import ErrorInfo as ErrorInfo
+    from .events import Event as Event
+    from .events import Instruction as Instruction
+    from .events import Message as Message
     from .events import ModelRequest as ModelRequest
     from .events import ModelResponse as ModelResponse
-    from .errors import NoTransitionError as NoTransitionError
-    from .tools import Pending as Pending
     from .events import PendingRequest as PendingRequest
-    from .verify import Report as Report
-    from .errors import ResumeError as ResumeError
-    from .machine import Row as Row
-    from .machine import Rule as Rule
-    from .context import RunContext as RunContext
-    from .result import RunResult as RunResult
-    from .run_state import RunState as RunState
-    from .runner import RunStream as RunStream
-    from .runner import Runner as Runner
-    from .errors import ScriptExhaustedError as ScriptExhaustedError
-    from .models import ScriptedModel as ScriptedModel
-    from .stage import Stage as Stage
-    from .models import StreamDelta as StreamDelta
-    from .models import StreamingModel as StreamingModel
     from .events import TextPart as TextPart
     from .events import ThoughtPart as ThoughtPart
-    from .tools import Tool as Tool
     from .events import ToolCall as ToolCall
-    from .errors import ToolError as ToolError
     from .events import ToolResult as ToolResult
     from .events import ToolSpec as ToolSpec
     from .events import Usage as Usage
-    from .verify import Violation as Violation
-    from .decisions import approve as approve
-    from .machine import compose as compose
-    from .observers import configure_logging as configure_logging
-    from .decisions import deny as deny
-    from .diagram import diagram as diagram
     from .extend import extend as extend
-    from .observers import instrument as instrument
-    from .tools import tool as tool
-    from .observers import uninstrument as uninstrument
-    from .verify import verify as verify
     from .extend import veto as veto
+    from .limits import Limits as Limits
+    from .machine import Extension as Extension
+    from .machine import LoopMachine as LoopMachine
+    from .machine import Row as Row
+    from .machine import Rule as Rule
+    from .machine import compose as compose
+    from .models import Model as Model
+    from .models import ScriptedModel as ScriptedModel
+    from .models import StreamDelta as StreamDelta
+    from .models import StreamingModel as StreamingModel
+    from .models.anthropic_model import AnthropicModel as AnthropicModel
+    from .observers import configure_logging as configure_logging
+    from .observers import instrument as instrument
+    from .observers import uninstrument as uninstrument
+    from .result import RunResult as RunResult
+    from .run_state import RunState as RunState
+    from .runner import Runner as Runner
+    from .runner import RunStream as RunStream
+    from .stage import Stage as Stage
+    from .tools import Pending as Pending
+    from .tools import Tool as Tool
+    from .tools import tool as tool
+    from .verify import Report as Report
+    from .verify import Violation as Violation
+    from .verify import verify as verify
 
 
 class _Package(types.ModuleType):

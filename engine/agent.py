@@ -38,7 +38,9 @@ BeforeModel: TypeAlias = Callable[
     [ModelRequest, "RunContext"],
     "ModelRequest | ModelResponse | Awaitable[ModelRequest | ModelResponse | None] | None",
 ]
-AfterModel: TypeAlias = Callable[[ModelResponse, "RunContext"], "ModelResponse | Awaitable[ModelResponse | None] | None"]
+AfterModel: TypeAlias = Callable[
+    [ModelResponse, "RunContext"], "ModelResponse | Awaitable[ModelResponse | None] | None"
+]
 BeforeTool: TypeAlias = Callable[[ToolCall, "RunContext"], Any]
 AfterTool: TypeAlias = Callable[
     [ToolCall, ToolResult, "RunContext"], "ToolResult | Awaitable[ToolResult | None] | None"
@@ -162,9 +164,7 @@ class Agent:
             raise ConfigurationError(f"agent names must be unique in a tree; these appear more than once: {doubles}")
 
     def __setattr__(self, key: str, value: Any) -> None:
-        raise AttributeError(
-            f"an Agent is a value and does not change: make a variant with agent.replace({key}=...)"
-        )
+        raise AttributeError(f"an Agent is a value and does not change: make a variant with agent.replace({key}=...)")
 
     def __delattr__(self, key: str) -> None:
         raise AttributeError("an Agent is a value and does not change")

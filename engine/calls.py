@@ -168,9 +168,7 @@ def interruption(rs: RunState) -> str:
     return "the run's time budget (timeout_s) ran out" if out_of_time else "the run was cancelled"
 
 
-def fill(
-    calls: Sequence[ToolCall], results: list[ToolResult | None], ctx: RunContext, why: str
-) -> list[ToolResult]:
+def fill(calls: Sequence[ToolCall], results: list[ToolResult | None], ctx: RunContext, why: str) -> list[ToolResult]:
     """Answer every call without a result with an error saying ``why`` it did not finish."""
     for i, call in enumerate(calls):
         if results[i] is None:

@@ -12,11 +12,11 @@ import asyncio
 from typing import Any
 
 from .agent import Agent
+from .context import RunContext
 from .events import Message, ModelRequest, ModelResponse, TextPart, ToolCall, ToolResult, Usage
 from .limits import Limits
 from .models.base import Model
 from .models.scripted import ScriptedModel
-from .context import RunContext
 from .tools import Tool, tool
 
 DEMO_INPUT = "I have 900 USD. Can I afford 3 nights in Lisbon, and is it warmer there or in Porto?"

@@ -53,7 +53,7 @@ from transitions import Machine
 
 from .budgets import CORE_BUDGETS, Budget, budget_of, registry
 from .errors import MachineError, NoTransitionError
-from .events import ModelRequest, Outcome, ToolCall, ToolResult
+from .events import ModelRequest, Outcome, ToolCall
 from .guards import (
     GUARDS,
     cancel_requested,
@@ -76,7 +76,6 @@ from .stage import TERMINALS, Stage
 
 if TYPE_CHECKING:
     from .context import RunContext
-    from .events import PendingRequest
 
 Guard = Callable[[RunState], bool]
 GuardRef = Guard | str
@@ -130,7 +129,9 @@ class Row:
         return f"{self.source} -> {self.dest} ({self.label}){bound}"
 
 
-def Rule(source: str, dest: str, *guards: GuardRef, bounded_by: str | None = None, outcome: Outcome | None = None) -> Row:  # noqa: N802
+def Rule(
+    source: str, dest: str, *guards: GuardRef, bounded_by: str | None = None, outcome: Outcome | None = None
+) -> Row:
     """A row written the short way: ``Rule("review", "act", "has_tool_calls")``."""
     return Row(source, dest, guards, bounded_by, outcome)
 
@@ -186,6 +187,7 @@ CORE_ROWS: tuple[Row, ...] = (
 )
 """Every row of the core loop, in the order the machine tries them."""
 # fmt: on
+
 
 @dataclass(frozen=True, eq=False)
 class Extension:

@@ -16,9 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, get_type_hints
 
-from typing_extensions import TypedDict
-
 from pydantic import JsonValue, TypeAdapter
+from typing_extensions import TypedDict
 
 from .errors import ConfigurationError
 from .events import ErrorInfo, Message, ModelRequest, ModelResponse, Outcome, Usage

@@ -12,9 +12,9 @@ and the continuation's text is appended to ``text``.
 
 from __future__ import annotations
 
+from loopwright.context import RunContext
 from loopwright.events import ErrorInfo, ErrorOccurred, Message, TextPart, ToolCall, trusted
 from loopwright.guards import TRUNCATED
-from loopwright.context import RunContext
 from loopwright.run_state import RunState
 
 

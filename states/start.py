@@ -5,8 +5,8 @@ Reads ``input``; writes ``messages`` (appends the user's turn).
 
 from __future__ import annotations
 
-from loopwright.events import Message, TextPart, trusted
 from loopwright.context import RunContext
+from loopwright.events import Message, TextPart, trusted
 from loopwright.run_state import RunState
 
 

@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 from loopwright import Limits, ModelResponse, TextPart, ToolCall, Usage
 from loopwright.errors import MachineError, NoTransitionError
 from loopwright.events import ErrorInfo
-from loopwright.guards import has_response
 from loopwright.features import BUILT_IN_MACHINES
-from loopwright.machine import CORE, LoopMachine, Row
 from loopwright.features.multi_agent import Transfers
 from loopwright.features.waiting import Waiting
+from loopwright.guards import has_response
+from loopwright.machine import CORE, LoopMachine, Row
 from loopwright.run_state import RunState
 from loopwright.stage import TERMINALS, Stage
 
@@ -184,8 +184,7 @@ def named_guard(rs: RunState) -> bool:
             "state 'start' has rows after its fallback row start -> done (else), which can never fire",
         ),
         (
-            [Row("start", "done", (lambda rs: True,))]
-            + [Row(s, "done") for s in CORE.states if s not in TERMINALS],
+            [Row("start", "done", (lambda rs: True,))] + [Row(s, "done") for s in CORE.states if s not in TERMINALS],
             "guards are named functions",
         ),
         (

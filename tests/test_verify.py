@@ -12,11 +12,11 @@ from loopwright import Limits, ModelResponse, TextPart, ToolCall, Usage
 from loopwright.errors import MachineError
 from loopwright.events import ErrorInfo
 from loopwright.extend import Rule
-from loopwright.guards import cancel_requested, has_tool_calls, within_iteration_budget
 from loopwright.features import BUILT_IN_MACHINES
-from loopwright.machine import LoopMachine, Row
 from loopwright.features.multi_agent import Transfers
 from loopwright.features.waiting import Waiting
+from loopwright.guards import cancel_requested, has_tool_calls, within_iteration_budget
+from loopwright.machine import LoopMachine, Row
 from loopwright.run_state import RunState
 from loopwright.verify import verify
 

@@ -231,9 +231,7 @@ MULTI_AGENT = Extension(
     rows=[cancellable(TRANSFER), Row(TRANSFER, PRE)],
     require={(DECIDE, PRE): (no_transfer_requested,)},
     budgets=[TRANSFERS, PING_PONG],
-    guards={
-        g.__name__: g for g in (transfer_requested, no_transfer_requested, within_transfer_budget, not_ping_pong)
-    },
+    guards={g.__name__: g for g in (transfer_requested, no_transfer_requested, within_transfer_budget, not_ping_pong)},
     slice=Transfers,
     request=offer_transfers,
     gate=take_transfer_call,

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from ..agent import Agent
+from ..context import RunContext
 from ..errors import ToolError
 from ..events import ToolCall
-from ..context import RunContext
 from ..features import machine_for
 from ..runner import Run, Runner
 from .invariants import assert_run_invariants, check_partial, scripted
