@@ -1,15 +1,34 @@
-"""loopwright against a minimal hand-written asyncio loop doing the same work.
+"""loopwright against a minimal hand-written asyncio loop doing the same work, side by side.
+
+Every figure is taken for both loops in the same invocation of this script; the targets are
+those of issue 7 ("a lean hot path").
 
 (a) engine overhead per loop iteration: a scripted model replies K times with one call of a
     no-op tool, then with text; K = 10 and 100. Microseconds per iteration (one model call,
-    one tool call) for both loops, their ratio, and K=100 / K=10 (flat = no re-walk of history).
+    one tool call) for both loops, run after run interleaved (the order alternating, so neither
+    always inherits the other's cache state or collector debt), median and best of --repeats
+    runs; ratios of medians and of bests, the median of the paired ratios, and K=100 / K=10
+    (flat = no re-walk of history). No collection is forced between runs: that cools the
+    caches, which costs the shorter (hand) run relatively more and flatters the ratio. Replies
+    are built once, outside the timing, in (a) and (b): the figures are the engine's alone.
+    Targets: loopwright <= 2x the hand loop at each K; K=100 within 1.1x of K=10.
 (b) 10,000 concurrent runs in one event loop, K = 5, the model awaits 50 ms per call: wall
-    time of both and their ratio, and resident memory per run (peak RSS growth / runs). Each
-    (b) measurement runs in a fresh child process of this script, so memory one phase freed
-    cannot hide another's growth.
+    time of both and their ratio, resident memory per run (peak RSS growth / runs), and the
+    garbage collector's share of the wall time (gc.callbacks) with the count of collections
+    per generation. Each measurement runs in a fresh child process of this script, so memory
+    one phase freed cannot hide another's growth. Targets: wall ratio <= 2x, <= 20 KiB/run.
+(c) memory a finished run keeps alive: N runs (200 at K=10, 50 at K=100) one after another,
+    every result kept in a list (loopwright's RunResult; the hand loop's history list), then
+    after gc.collect() the growth of tracemalloc's traced memory / N. Both models build each
+    reply inside the model call, so each loop keeps (and pays for) replies of its own.
+    Target: loopwright <= 2x the hand loop.
+(d) `import loopwright` in fresh interpreters (`python -X importtime`, 5 times after a
+    warm-up): median of the last line's cumulative time, the five largest cumulative imports
+    beneath it, and `import asyncio` measured the same way as the floor. Target: <= 150 ms.
 
-Usage:  python bench/bench_loop.py            (all; about a minute on 2 cores)
-        python bench/bench_loop.py --quick    (fewer repeats, 2,000 runs for (b))
+Usage:  python bench/bench_loop.py                       (all parts, about two minutes on 2 cores)
+        python bench/bench_loop.py --quick               (30 repeats, 2,000 runs for (b))
+        python bench/bench_loop.py --only a,c --repeats 500 --json bench.json
 """
 
 from __future__ import annotations
@@ -22,21 +41,36 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, ScriptedModel, TextPart, ToolCall, tool
 
+Reply = dict[str, Any]
+History = list[Reply]
+HandModel = Callable[[History], Awaitable[Reply]]
+HandTool = Callable[..., Awaitable[Any]]
+
+TARGET_RATIO = 2.0  # (a), (b) wall time and (c): loopwright over the hand loop
+TARGET_FLAT = 1.1  # (a): K=100 over K=10
+TARGET_KIB_PER_RUN = 20.0  # (b): resident memory per concurrent run
+TARGET_IMPORT_MS = 150.0  # (d)
+
 
 # ---------------------------------------------------------------- the hand-written loop
-async def hand_loop(model: Any, tools: dict[str, Any], text: str) -> str:
-    history: list[dict[str, Any]] = [{"role": "user", "text": text}]
+async def hand_loop(model: HandModel, tools: dict[str, HandTool], text: str) -> History:
+    """Call the model, gather its tool calls, append to the history, stop on text: the history."""
+    history: History = [{"role": "user", "text": text}]
     while True:
         reply = await model(history)
         history.append(reply)
         calls = reply.get("tool_calls")
         if not calls:
-            return str(reply["text"])
+            return history
         results = await asyncio.gather(*(tools[c["name"]](**c["args"]) for c in calls))
         history.append(
             {"role": "user", "results": [{"id": c["id"], "content": r} for c, r in zip(calls, results, strict=True)]}
@@ -47,22 +81,36 @@ async def noop_fn(i: int) -> int:
     return i
 
 
-def hand_script(k: int) -> list[dict[str, Any]]:
-    replies: list[dict[str, Any]] = [
-        {"role": "assistant", "tool_calls": [{"id": f"c{i}", "name": "noop", "args": {"i": i}}]} for i in range(k)
-    ]
-    return [*replies, {"role": "assistant", "text": "done"}]
+HAND_TOOLS: dict[str, HandTool] = {"noop": noop_fn}
 
 
-def hand_model(script: list[dict[str, Any]], delay_s: float = 0.0) -> Any:
-    """Stateless: the reply is chosen by the history's length, so one model serves every run."""
+def hand_reply(k: int, i: int) -> Reply:
+    """The i-th reply of a K-call script, a new dict each time."""
+    if i < k:
+        return {"role": "assistant", "tool_calls": [{"id": f"c{i}", "name": "noop", "args": {"i": i}}]}
+    return {"role": "assistant", "text": "done"}
 
-    async def model(history: list[dict[str, Any]]) -> dict[str, Any]:
+
+def hand_model(k: int, delay_s: float = 0.0, fresh: bool = False) -> HandModel:
+    """Stateless: the reply is chosen by the history's length, so one model serves every run.
+
+    ``fresh``: build each reply inside the call (a real model's replies are new objects the run
+    keeps); otherwise replay replies built once, outside any timing (the engine overhead alone).
+    """
+    script = [hand_reply(k, i) for i in range(k + 1)]
+
+    async def model(history: History) -> Reply:
         if delay_s:
             await asyncio.sleep(delay_s)
+        if fresh:
+            return hand_reply(k, len(history) // 2)
         return script[len(history) // 2]
 
     return model
+
+
+def hand_answer(history: History) -> str:
+    return str(history[-1]["text"])
 
 
 # ---------------------------------------------------------------- the same work on loopwright
@@ -72,50 +120,119 @@ async def noop(i: int) -> int:
     return i
 
 
+def lw_reply(k: int, i: int) -> ModelResponse:
+    """The i-th reply of a K-call script, a new ModelResponse each time."""
+    if i < k:
+        return ModelResponse(parts=(ToolCall(name="noop", args={"i": i}),), stop_reason="tool_use")
+    return ModelResponse(parts=(TextPart(text="done"),), stop_reason="end_turn")
+
+
 def lw_script(k: int) -> list[ModelResponse]:
-    replies = [ModelResponse(parts=(ToolCall(name="noop", args={"i": i}),), stop_reason="tool_use") for i in range(k)]
-    return [*replies, ModelResponse(parts=(TextPart(text="done"),), stop_reason="end_turn")]
+    return [lw_reply(k, i) for i in range(k + 1)]
 
 
 class ByHistoryModel:
-    """Stateless like the hand loop's: the reply is chosen by the history's length."""
+    """Stateless like the hand loop's: the reply is chosen by the history's length.
 
-    def __init__(self, script: list[ModelResponse], delay_s: float) -> None:
-        self.script = script
+    ``fresh`` as for :func:`hand_model`.
+    """
+
+    def __init__(self, k: int, delay_s: float = 0.0, fresh: bool = False) -> None:
+        self.k = k
+        self.script = lw_script(k)
         self.delay_s = delay_s
+        self.fresh = fresh
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        if self.fresh:
+            return lw_reply(self.k, len(request.messages) // 2)
         return self.script[len(request.messages) // 2]
 
 
-def lw_agent(k: int, delay_s: float = 0.0) -> Agent:
-    model = ByHistoryModel(lw_script(k), delay_s) if delay_s else ScriptedModel(lw_script(k))
+def lw_agent(k: int, delay_s: float = 0.0, fresh: bool = False) -> Agent:
+    model = ByHistoryModel(k, delay_s, fresh) if delay_s or fresh else ScriptedModel(lw_script(k))
     return Agent(name="bench", model=model, tools=[noop], limits=Limits(max_iterations=k + 1))
 
 
+def ratio(a: float, b: float) -> float:
+    return a / b if b else float("inf")
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
 # ---------------------------------------------------------------- (a) overhead per iteration
-async def overhead(k: int, repeats: int) -> dict[str, float]:
+async def time_hand(k: int) -> float:
+    model = hand_model(k)
+    started = time.perf_counter()
+    history = await hand_loop(model, HAND_TOOLS, "go")
+    elapsed = time.perf_counter() - started
+    assert hand_answer(history) == "done" and len(history) == 2 * k + 2
+    return elapsed / (k + 1)
+
+
+async def time_lw(k: int) -> float:
+    runner = Runner(lw_agent(k))
+    started = time.perf_counter()
+    result = await runner.run("go")
+    elapsed = time.perf_counter() - started
+    assert result.outcome == "final" and result.iterations == k + 1
+    return elapsed / (k + 1)
+
+
+async def overhead(k: int, repeats: int) -> dict[str, Any]:
+    """Seconds per iteration of both loops, interleaved: H L, L H, H L, ... so neither always goes first."""
     hand: list[float] = []
     lw: list[float] = []
-    tools = {"noop": noop_fn}
-    for _ in range(repeats):
-        model = hand_model(hand_script(k))
-        started = time.perf_counter()
-        await hand_loop(model, tools, "go")
-        hand.append((time.perf_counter() - started) / (k + 1))
-        runner = Runner(lw_agent(k))
-        started = time.perf_counter()
-        result = await runner.run("go")
-        lw.append((time.perf_counter() - started) / (k + 1))
-        assert result.outcome == "final" and result.iterations == k + 1
+    gc.collect()
+    for i in range(repeats):
+        if i % 2:
+            lw.append(await time_lw(k))
+            hand.append(await time_hand(k))
+        else:
+            hand.append(await time_hand(k))
+            lw.append(await time_lw(k))
+    h_med, l_med = statistics.median(hand), statistics.median(lw)
     return {
-        "hand_us": statistics.median(hand) * 1e6,
-        "loopwright_us": statistics.median(lw) * 1e6,
+        "repeats": repeats,
+        "hand_median_us": h_med * 1e6,
         "hand_best_us": min(hand) * 1e6,
+        "loopwright_median_us": l_med * 1e6,
         "loopwright_best_us": min(lw) * 1e6,
+        "ratio_of_medians": ratio(l_med, h_med),
+        "ratio_of_bests": ratio(min(lw), min(hand)),
+        "median_paired_ratio": statistics.median(ratio(x, y) for x, y in zip(lw, hand, strict=True)),
     }
+
+
+def part_a(repeats: int) -> dict[str, Any]:
+    print(f"(a) engine overhead per iteration: {repeats} runs of each loop, interleaved; median (best) us")
+    out: dict[str, Any] = {}
+    for k in (10, 100):
+        asyncio.run(overhead(k, 5))  # warm-up
+        r = out[f"K={k}"] = asyncio.run(overhead(k, repeats))
+        print(
+            f"  K={k:<4} hand {r['hand_median_us']:6.1f} ({r['hand_best_us']:5.1f})   "
+            f"loopwright {r['loopwright_median_us']:6.1f} ({r['loopwright_best_us']:5.1f})   "
+            f"ratio of medians {r['ratio_of_medians']:4.2f}x, of bests {r['ratio_of_bests']:4.2f}x, "
+            f"paired median {r['median_paired_ratio']:4.2f}x"
+        )
+    k10, k100 = out["K=10"], out["K=100"]
+    for who in ("hand", "loopwright"):
+        med = out[f"{who}_flat_median"] = ratio(k100[f"{who}_median_us"], k10[f"{who}_median_us"])
+        best = out[f"{who}_flat_best"] = ratio(k100[f"{who}_best_us"], k10[f"{who}_best_us"])
+        print(f"  {who:<10} K=100 / K=10: medians {med:4.2f}x, bests {best:4.2f}x")
+    ratio_ok = all(out[k]["ratio_of_medians"] <= TARGET_RATIO for k in ("K=10", "K=100"))
+    flat_ok = out["loopwright_flat_median"] <= TARGET_FLAT
+    out["target_ratio_met"], out["target_flat_met"] = ratio_ok, flat_ok
+    print(
+        f"  target <= {TARGET_RATIO:g}x at each K (ratio of medians): {verdict(ratio_ok)};"
+        f" flat within {TARGET_FLAT:g}x (medians): {verdict(flat_ok)}"
+    )
+    return out
 
 
 # ---------------------------------------------------------------- (b) concurrency and memory
@@ -124,7 +241,30 @@ def rss_kib() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
 
 
-async def concurrent(which: str, runs: int, k: int, delay_s: float) -> dict[str, float]:
+class GcTimer:
+    """Times every collection through gc.callbacks, per generation."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.counts = [0, 0, 0]
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+            self.counts[info["generation"]] += 1
+
+    def __enter__(self) -> GcTimer:
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+
+
+async def concurrent(which: str, runs: int, k: int, delay_s: float) -> dict[str, Any]:
     gc.collect()
     baseline = rss_kib()
     peak = baseline
@@ -137,24 +277,30 @@ async def concurrent(which: str, runs: int, k: int, delay_s: float) -> dict[str,
             await asyncio.sleep(0.005)
 
     sampler = asyncio.create_task(sample())
-    started = time.perf_counter()
-    if which == "hand":
-        tools = {"noop": noop_fn}
-        model = hand_model(hand_script(k), delay_s)
-        outs: list[Any] = await asyncio.gather(*(hand_loop(model, tools, "go") for _ in range(runs)))
-        assert all(o == "done" for o in outs)
-    else:
-        runner = Runner(lw_agent(k, delay_s))  # one agent, one runner, one machine for every run
-        outs = await asyncio.gather(*(runner.run("go") for _ in range(runs)))
-        assert all(o.outcome == "final" and o.iterations == k + 1 for o in outs)
-    wall = time.perf_counter() - started
+    with GcTimer() as gct:
+        started = time.perf_counter()
+        if which == "hand":
+            model = hand_model(k, delay_s)
+            histories = await asyncio.gather(*(hand_loop(model, HAND_TOOLS, "go") for _ in range(runs)))
+            assert all(hand_answer(h) == "done" for h in histories)
+        else:
+            runner = Runner(lw_agent(k, delay_s))  # one agent, one runner, one machine for every run
+            results = await asyncio.gather(*(runner.run("go") for _ in range(runs)))
+            assert all(r.outcome == "final" and r.iterations == k + 1 for r in results)
+        wall = time.perf_counter() - started
     peak = max(peak, rss_kib())
     done.set()
     await sampler
-    return {"wall_s": wall, "kib_per_run": (peak - baseline) / runs}
+    return {
+        "wall_s": wall,
+        "kib_per_run": (peak - baseline) / runs,
+        "gc_s": gct.seconds,
+        "gc_share": ratio(gct.seconds, wall),
+        "gc_collections": gct.counts,
+    }
 
 
-def child(which: str, runs: int, k: int, delay_s: float) -> dict[str, float]:
+def child(which: str, runs: int, k: int, delay_s: float) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, __file__, "--child", which, str(runs), str(k), str(delay_s)],
         capture_output=True,
@@ -164,9 +310,171 @@ def child(which: str, runs: int, k: int, delay_s: float) -> dict[str, float]:
     return dict(json.loads(out.stdout))
 
 
+def part_b(runs: int) -> dict[str, Any]:
+    print(f"(b) {runs:,} concurrent runs, K=5, model awaits 50 ms per call (each in a fresh process)")
+    out: dict[str, Any] = {"runs": runs, "k": 5, "delay_s": 0.05}
+    for who in ("hand", "loopwright"):
+        r = out[who] = child(who, runs, 5, 0.05)
+        g0, g1, g2 = r["gc_collections"]
+        print(
+            f"  {who:<10}  wall {r['wall_s']:6.2f} s   {r['kib_per_run']:6.1f} KiB/run   "
+            f"gc {r['gc_s']:5.2f} s = {r['gc_share']:5.1%} of wall   collections gen0/1/2 {g0}/{g1}/{g2}"
+        )
+    out["wall_ratio"] = ratio(out["loopwright"]["wall_s"], out["hand"]["wall_s"])
+    out["target_wall_met"] = out["wall_ratio"] <= TARGET_RATIO
+    out["target_memory_met"] = out["loopwright"]["kib_per_run"] <= TARGET_KIB_PER_RUN
+    print(
+        f"  wall ratio {out['wall_ratio']:.2f}x   target <= {TARGET_RATIO:g}x: {verdict(out['target_wall_met'])};"
+        f" <= {TARGET_KIB_PER_RUN:g} KiB/run: {verdict(out['target_memory_met'])}"
+    )
+    return out
+
+
+# ---------------------------------------------------------------- (c) memory per finished run
+async def kept_per_run(which: str, k: int, n: int) -> tuple[float, list[tuple[str, int]]]:
+    """Traced bytes that n finished runs keep alive, per run; and loopwright's top retaining lines."""
+    if which == "hand":
+        model = hand_model(k, fresh=True)
+
+        async def one() -> Any:
+            return await hand_loop(model, HAND_TOOLS, "go")
+    else:
+        runner = Runner(lw_agent(k, fresh=True))  # what an app holds: one runner, its results
+
+        async def one() -> Any:
+            return await runner.run("go")
+
+    for _ in range(3):  # warm-up: lazily built caches are not a run's to keep
+        await one()
+    tracemalloc.start()
+    try:
+        gc.collect()
+        before_snapshot = tracemalloc.take_snapshot() if which != "hand" else None
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [await one() for _ in range(n)]
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+        sites: list[tuple[str, int]] = []
+        if before_snapshot is not None:
+            here = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+            for stat in here.compare_to(before_snapshot, "lineno")[:5]:
+                frame = stat.traceback[0]
+                sites.append((f"{short_path(frame.filename)}:{frame.lineno}", stat.size_diff // n))
+    finally:
+        tracemalloc.stop()
+    if which == "hand":
+        assert all(hand_answer(h) == "done" for h in kept)
+    else:
+        assert all(r.outcome == "final" and r.iterations == k + 1 for r in kept)
+    return (after - before) / n, sites
+
+
+def short_path(filename: str) -> str:
+    """A retaining line's file as the reader knows it: engine/..., states/..., a package's path, or the stdlib's."""
+    for marker, keep in (("/site-packages/", ""), ("/engine/", "engine/"), ("/states/", "states/")):
+        _, found, rest = filename.rpartition(marker)
+        if found:
+            return keep + rest
+    return "/".join(Path(filename).parts[-2:])
+
+
+def part_c() -> dict[str, Any]:
+    print("(c) memory a finished run keeps alive (tracemalloc, every result kept, after gc.collect())")
+    out: dict[str, Any] = {}
+    for k, n in ((10, 200), (100, 50)):
+        hand, _ = asyncio.run(kept_per_run("hand", k, n))
+        gc.collect()
+        lw, sites = asyncio.run(kept_per_run("loopwright", k, n))
+        gc.collect()
+        r = out[f"K={k}"] = {
+            "runs": n,
+            "hand_kib": hand / 1024,
+            "loopwright_kib": lw / 1024,
+            "ratio": ratio(lw, hand),
+            "loopwright_top_sites_bytes_per_run": sites,
+        }
+        print(
+            f"  K={k:<4} N={n:<4} hand {r['hand_kib']:7.1f} KiB/run   loopwright {r['loopwright_kib']:7.1f} KiB/run   "
+            f"ratio {r['ratio']:4.2f}x"
+        )
+        top = ", ".join(f"{site} {size / 1024:.1f}" for site, size in sites)
+        print(f"           loopwright's largest retaining lines, KiB/run: {top}")
+    out["target_met"] = all(out[k]["ratio"] <= TARGET_RATIO for k in ("K=10", "K=100"))
+    print(f"  target <= {TARGET_RATIO:g}x at each K: {verdict(out['target_met'])}")
+    return out
+
+
+# ---------------------------------------------------------------- (d) import time
+def importtime(module: str, env: dict[str, str]) -> list[tuple[int, int, str]]:
+    """`python -X importtime -c "import module"` in a fresh interpreter: (depth, cumulative us, name) per line."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    rows: list[tuple[int, int, str]] = []
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or "imported package" in line:
+            continue
+        _, cumulative, name = line[len("import time:") :].split("|")
+        stripped = name.lstrip(" ")
+        rows.append(((len(name) - len(stripped) - 1) // 2, int(cumulative), stripped))
+    return rows
+
+
+def import_profile(module: str, runs: int, pycache: str) -> dict[str, Any]:
+    """Byte-code cached as an installed package's is: in ``pycache`` (PYTHONPYCACHEPREFIX), whatever
+    PYTHONDONTWRITEBYTECODE says, so no source tree is written to and no run pays for compiling."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"PYTHONPYCACHEPREFIX": pycache}
+    importtime(module, env)  # warm-up: byte-code compiled and cached, files in the page cache
+    totals: list[float] = []
+    beneath: dict[str, list[int]] = {}
+    depths: dict[str, int] = {}
+    for _ in range(runs):
+        rows = importtime(module, env)
+        depth, total, name = rows[-1]
+        assert depth == 0 and name == module, rows[-1]
+        totals.append(total / 1000)
+        start = max((i for i, r in enumerate(rows[:-1]) if r[0] == 0), default=-1) + 1
+        for d, cumulative, sub in rows[start:-1]:  # the subtree of the last line: what `import module` pulled in
+            beneath.setdefault(sub, []).append(cumulative)
+            depths[sub] = d
+    largest = sorted(((statistics.median(v) / 1000, name) for name, v in beneath.items()), reverse=True)[:5]
+    return {
+        "runs": runs,
+        "median_ms": statistics.median(totals),
+        "all_ms": totals,
+        "modules_imported": len(beneath) + 1,
+        "largest": [{"module": name, "depth": depths[name], "cumulative_ms": ms} for ms, name in largest],
+    }
+
+
+def part_d(runs: int = 5) -> dict[str, Any]:
+    print(f"(d) import time: `python -X importtime -c 'import ...'`, fresh interpreters, .pyc cached, median of {runs}")
+    with tempfile.TemporaryDirectory(prefix="bench-pycache-") as pycache:
+        lw = import_profile("loopwright", runs, pycache)
+        floor = import_profile("asyncio", runs, pycache)
+    out = {"loopwright": lw, "asyncio": floor, "target_met": lw["median_ms"] <= TARGET_IMPORT_MS}
+    for name, r in (("asyncio", floor), ("loopwright", lw)):
+        spread = ", ".join(f"{t:.0f}" for t in r["all_ms"])
+        print(f"  import {name:<10} {r['median_ms']:7.1f} ms  ({spread}; {r['modules_imported']} modules)")
+    print("  largest cumulative imports beneath loopwright (median ms; depth 1 = imported by loopwright itself):")
+    for row in lw["largest"]:
+        print(f"    {row['cumulative_ms']:7.1f}  {'  ' * (row['depth'] - 1)}{row['module']}")
+    print(f"  target <= {TARGET_IMPORT_MS:g} ms: {verdict(out['target_met'])}")
+    return out
+
+
+# ---------------------------------------------------------------- main
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="30 repeats for (a), 2,000 runs for (b)")
+    parser.add_argument("--repeats", type=int, help="runs of each loop per K for (a) (default 200, 30 with --quick)")
+    parser.add_argument("--only", default="a,b,c,d", help="comma-separated parts to run, of a,b,c,d (default all)")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write every figure to PATH as JSON")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -174,28 +482,34 @@ def main() -> None:
         print(json.dumps(asyncio.run(concurrent(which, int(runs), int(k), float(delay)))))
         return
 
-    repeats = 30 if args.quick else 200
+    parts = {p.strip() for p in args.only.split(",") if p.strip()}
+    if not parts or parts - set("abcd"):
+        parser.error(f"--only takes parts among a,b,c,d, not {args.only!r}")
+    repeats = args.repeats or (30 if args.quick else 200)
+    if repeats < 1:
+        parser.error("--repeats must be at least 1")
     runs = 2_000 if args.quick else 10_000
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores")
-    print(f"(a) engine overhead per iteration: median of {repeats} runs (best run), the two loops interleaved")
-    results = {}
-    for k in (10, 100):
-        asyncio.run(overhead(k, 5))  # warm-up
-        r = results[k] = asyncio.run(overhead(k, repeats))
-        print(
-            f"  K={k:<4} hand {r['hand_us']:6.1f} ({r['hand_best_us']:5.1f}) us   "
-            f"loopwright {r['loopwright_us']:6.1f} ({r['loopwright_best_us']:5.1f}) us   "
-            f"ratio {r['loopwright_us'] / r['hand_us']:4.1f}x ({r['loopwright_best_us'] / r['hand_best_us']:3.1f}x)"
-        )
-    flat = results[100]["loopwright_best_us"] / results[10]["loopwright_best_us"]
-    print(f"  loopwright K=100 / K=10 (best runs): {flat:.2f}x (flat in history length when close to 1)")
 
-    print(f"(b) {runs:,} concurrent runs, K=5, model awaits 50 ms per call (each in a fresh process)")
-    hand = child("hand", runs, 5, 0.05)
-    lw = child("loopwright", runs, 5, 0.05)
-    print(f"  hand        wall {hand['wall_s']:6.2f} s   {hand['kib_per_run']:6.1f} KiB/run")
-    print(f"  loopwright  wall {lw['wall_s']:6.2f} s   {lw['kib_per_run']:6.1f} KiB/run")
-    print(f"  wall ratio {lw['wall_s'] / hand['wall_s']:.2f}x")
+    figures: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "implementation": sys.implementation.name,
+        "platform": sys.platform,
+        "cores": os.cpu_count(),
+        "quick": args.quick,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    print(f"python {figures['python']}, {figures['cores']} cores")
+    if "a" in parts:
+        figures["a"] = part_a(repeats)
+    if "b" in parts:
+        figures["b"] = part_b(runs)
+    if "c" in parts:
+        figures["c"] = part_c()
+    if "d" in parts:
+        figures["d"] = part_d()
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        print(f"figures written to {args.json}")
 
 
 if __name__ == "__main__":
