@@ -97,68 +97,7 @@ class FakeClaude:
     headers: list[dict[str, str]] = field(default_factory=list)
 
     def __enter__(self) -> FakeClaude:
-        fake = self
-        ids = itertools.count(1)
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # quiet
-                return None
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                fake.requests.append(body)
-                fake.headers.append({k.lower(): v for k, v in self.headers.items()})
-                self.request_id = f"req_{next(ids):03d}"
-                if self.path != "/v1/messages":
-                    return self._error(404, "not_found_error", f"no route for {self.path}")
-                if not fake.script:
-                    return self._error(500, "api_error", "the test's script has no reply left")
-                reply = fake.script.pop(0)
-                if isinstance(reply, Error):
-                    return self._error(reply.status, reply.kind, reply.message)
-                if isinstance(reply, Cut):
-                    return self._sse(list(sse_events(reply.reply))[: reply.events], cut=not reply.clean)
-                if isinstance(reply, StreamError):
-                    error = {"type": "error", "error": {"type": reply.kind, "message": reply.message}}
-                    return self._sse([*list(sse_events(reply.reply))[: reply.events], ("error", error)])
-                if body.get("stream"):
-                    return self._sse(list(sse_events(reply)))
-                return self._json(200, as_json_reply(reply))
-
-            def _error(self, status: int, kind: str, message: str) -> None:
-                error = {"type": "error", "error": {"type": kind, "message": message}}
-                self._json(status, error, {"retry-after-ms": "1", "retry-after": "0"})
-
-            def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("request-id", self.request_id)
-                for key, value in (headers or {}).items():
-                    self.send_header(key, value)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _sse(self, events: list[tuple[str, dict[str, Any]]], cut: bool = False) -> None:
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("cache-control", "no-cache")
-                self.send_header("request-id", self.request_id)
-                self.send_header("transfer-encoding", "chunked")
-                self.end_headers()
-                for name, data in events:
-                    chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                    self.wfile.flush()
-                if cut:  # the connection drops mid-body: no last chunk
-                    self.close_connection = True
-                    return
-                self.wfile.write(b"0\r\n\r\n")
-
-        self.server = _Server(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), _Handler, self)
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
         self.thread.start()
         return self
@@ -176,10 +115,88 @@ class FakeClaude:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], fake: FakeClaude) -> None:
+        super().__init__(address, handler)
+        self.fake = fake
+        self.ids = itertools.count(1)
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hangs up (as the SDK does when it closes a stream early) is no error."""
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Answers one request from the script of the server's :class:`FakeClaude`."""
+
+    protocol_version = "HTTP/1.1"
+    server: _Server
+    request_id: str
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        return None
+
+    def do_POST(self) -> None:
+        fake = self.server.fake
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        fake.requests.append(body)
+        fake.headers.append({k.lower(): v for k, v in self.headers.items()})
+        self.request_id = f"req_{next(self.server.ids):03d}"
+        if self.path != "/v1/messages":
+            return self._error(404, "not_found_error", f"no route for {self.path}")
+        if not fake.script:
+            return self._error(500, "api_error", "the test's script has no reply left")
+        return self._answer(fake.script.pop(0), body)
+
+    def _answer(self, reply: Any, body: dict[str, Any]) -> None:
+        """Send the scripted ``reply`` to the request ``body``."""
+        if isinstance(reply, Error):
+            return self._error(reply.status, reply.kind, reply.message)
+        if isinstance(reply, Cut):
+            return self._cut(reply)
+        if isinstance(reply, StreamError):
+            return self._stream_error(reply)
+        if body.get("stream"):
+            return self._sse(list(sse_events(reply)))
+        return self._json(200, as_json_reply(reply))
+
+    def _cut(self, reply: Cut) -> None:
+        self._sse(list(sse_events(reply.reply))[: reply.events], cut=not reply.clean)
+
+    def _stream_error(self, reply: StreamError) -> None:
+        error = {"type": "error", "error": {"type": reply.kind, "message": reply.message}}
+        self._sse([*list(sse_events(reply.reply))[: reply.events], ("error", error)])
+
+    def _error(self, status: int, kind: str, message: str) -> None:
+        error = {"type": "error", "error": {"type": kind, "message": message}}
+        self._json(status, error, {"retry-after-ms": "1", "retry-after": "0"})
+
+    def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("request-id", self.request_id)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _sse(self, events: list[tuple[str, dict[str, Any]]], cut: bool = False) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("request-id", self.request_id)
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for name, data in events:
+            chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.flush()
+        if cut:  # the connection drops mid-body: no last chunk
+            self.close_connection = True
+            return
+        self.wfile.write(b"0\r\n\r\n")
 
 
 def as_json_reply(reply: dict[str, Any]) -> dict[str, Any]:

@@ -72,9 +72,19 @@ class _Checker:
 def check_partial(trace: list[str], events: list[Event], machine: LoopMachine, script: Any = None) -> None:
     """Invariants that hold at every step of a run, finished or not."""
     c = _Checker(trace, events, script)
+    _check_seq(c, events)
+    _check_path(c, trace, events, machine)
+    _check_terminal_ends(c, trace, machine)
+    _check_calls_answered_once(c, events)
+
+
+def _check_seq(c: _Checker, events: list[Event]) -> None:
     seqs = [e.seq for e in events]
     if any(b <= a for a, b in pairwise(seqs)) or (events and events[0].type == "run_started" and seqs[0] != 1):
         c.fail("event seq strictly increases", f"seq values were {seqs}")
+
+
+def _check_path(c: _Checker, trace: list[str], events: list[Event], machine: LoopMachine) -> None:
     rows = {(r.source, r.dest, r.label) for r in machine.rows}
     rows |= {(r.source, r.dest, r.label) for r in map(abort_row, machine.states) if r.source not in machine.terminals}
     steps = [(e.source, e.state, e.guard) for e in events if isinstance(e, StateEntered)]
@@ -89,8 +99,14 @@ def check_partial(trace: list[str], events: list[Event], machine: LoopMachine, s
     expected = [s[1] for s in steps] if resumed else [machine.initial, *[s[1] for s in steps]]
     if (trace[-len(expected) :] if resumed and expected else trace) != expected:
         c.fail("the trace is a path of the machine", "the state_entered events do not match the trace")
+
+
+def _check_terminal_ends(c: _Checker, trace: list[str], machine: LoopMachine) -> None:
     if any(s in machine.terminals for s in trace[:-1]):
         c.fail("a terminal state ends the run", "the run left a terminal state")
+
+
+def _check_calls_answered_once(c: _Checker, events: list[Event]) -> None:
     called: set[str] = set()
     for e in events:
         if isinstance(e, ToolCalled):

@@ -1,0 +1,227 @@
+"""loopwright's modules are layered: no import cycles, stages import only lower layers, the plugin loads no engine."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {"loopwright": ROOT / "engine", "loopwright.states": ROOT / "states"}
+STAGES = {"act", "decide", "postprocess", "preprocess", "reason", "salvage", "start"}
+
+
+def module_files() -> dict[str, Path]:
+    """Every module of loopwright by its dotted name (``loopwright.x``, ``loopwright.states.x``)."""
+    found: dict[str, Path] = {}
+    for package, folder in PACKAGES.items():
+        for path in sorted(folder.rglob("*.py")):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join((package, *parts))] = path
+    return found
+
+
+MODULES = module_files()
+
+
+def _package_of(name: str) -> str:
+    """The package a module's relative imports are relative to."""
+    return name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+
+
+def _absolute(module: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = _package_of(module)
+    for _ in range(node.level - 1):
+        base = base.rpartition(".")[0]
+    return f"{base}.{node.module}" if node.module else base
+
+
+def _ranges(tree: ast.Module) -> tuple[list[range], list[range]]:
+    """The line ranges of ``if TYPE_CHECKING:`` bodies and of function bodies."""
+    typing_only, functions = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            typing_only.append(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            functions.append(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return typing_only, functions
+
+
+def imports_of(module: str) -> Iterator[tuple[str, str]]:
+    """The loopwright modules ``module`` imports anywhere in it, with where: ``"top"``,
+    ``"function"`` or ``"TYPE_CHECKING"``. ``from package import name`` counts as importing
+    the submodule ``package.name`` when there is one, else the package."""
+    tree = ast.parse(MODULES[module].read_text(), str(MODULES[module]))
+    typing_only, functions = _ranges(tree)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        how = "top"
+        if any(node.lineno in r for r in functions):
+            how = "function"
+        if any(node.lineno in r for r in typing_only):
+            how = "TYPE_CHECKING"
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            target = _absolute(module, node)
+            names = [f"{target}.{a.name}" if f"{target}.{a.name}" in MODULES else target for a in node.names]
+        for name in names:
+            for known in _known(name):
+                yield known, how
+
+
+def imported(module: str) -> set[str]:
+    return {target for target, _ in imports_of(module)}
+
+
+def _known(name: str) -> Iterator[str]:
+    """``name`` or its nearest enclosing loopwright module (``import loopwright.x.y`` of an
+    attribute), if it is one of ours."""
+    while name:
+        if name in MODULES:
+            yield name
+            return
+        name = name.rpartition(".")[0]
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {m: {t for t in imported(m) if t != m} for m in MODULES}
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm: the graph's strongly connected components (each sorted)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            at = stack.index(node)
+            components.append(sorted(stack[at:]))
+            del stack[at:]
+
+    for root in sorted(graph):
+        if root not in index:
+            visit(root)
+    return components
+
+
+def a_cycle(graph: dict[str, set[str]], members: list[str]) -> list[str]:
+    """One concrete cycle inside a strongly connected component, for the failure message."""
+    inside = set(members)
+    start = members[0]
+    path, seen = [start], {start}
+    node = start
+    while True:
+        nxt = sorted(graph[node] & inside)
+        back = start if start in nxt else None
+        if back is not None and len(path) > 1:
+            return [*path, start]
+        fresh = [n for n in nxt if n not in seen]
+        if not fresh:
+            loop_at = next(n for n in nxt if n in seen)
+            return [*path[path.index(loop_at) :], loop_at]
+        node = fresh[0]
+        path.append(node)
+        seen.add(node)
+
+
+# ------------------------------------------------------------------ the graph helpers themselves
+
+
+def test_the_walk_finds_every_module_and_the_edges_it_should() -> None:
+    assert {"loopwright", "loopwright.machine", "loopwright.features", "loopwright.features.waiting"} <= set(MODULES)
+    assert {f"loopwright.states.{s}" for s in STAGES} | {"loopwright.states"} <= set(MODULES)
+    graph = import_graph()
+    assert "loopwright.guards" in graph["loopwright.verify"]  # from . import guards as _guards
+    assert "loopwright.features" in graph["loopwright.runner"]  # from .features import machine_for
+    assert "loopwright.states" in graph["loopwright.runner"]  # from loopwright.states import HANDLERS
+    assert "loopwright.context" in graph["loopwright.machine"]  # under if TYPE_CHECKING:
+    assert "loopwright.limits" in graph["loopwright.machine"]  # inside a function
+    assert "loopwright.runner" in graph["loopwright"]  # the package's own re-exports
+
+
+def test_strongly_connected_finds_cycles_and_only_cycles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "pkg": {"pkg.x"}, "pkg.x": set()}
+    parts = [c for c in strongly_connected(graph) if len(c) > 1]
+    assert parts == [["a", "b", "c"]]
+    assert a_cycle(graph, ["a", "b", "c"]) == ["a", "b", "c", "a"]
+
+
+# ------------------------------------------------------------------ the rules
+
+
+def test_no_import_cycles() -> None:
+    """A package ``__init__`` that imports its own submodules is no cycle by itself: only a
+    submodule importing its package (or anything that leads back) closes one."""
+    graph = import_graph()
+    cycles = [c for c in strongly_connected(graph) if len(c) > 1]
+    lines = []
+    for component in cycles:
+        path = a_cycle(graph, component)
+        lines.append(f"  {' -> '.join(path)}  (component: {', '.join(component)})")
+        for source in component:
+            for target, how in sorted(set(imports_of(source))):
+                if target in component and target != source:
+                    lines.append(f"      {source} imports {target} ({how})")
+    report = "\n".join(lines)
+    assert not cycles, f"{len(cycles)} import cycle(s) among loopwright's modules:\n{report}"
+
+
+def test_the_machine_does_not_import_the_agent() -> None:
+    assert "loopwright.agent" not in import_graph()["loopwright.machine"]
+
+
+def test_importing_the_machine_loads_no_agent() -> None:
+    code = "import sys, loopwright.machine; print('loopwright.agent' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def test_the_result_does_not_import_the_diagram() -> None:
+    assert "loopwright.diagram" not in import_graph()["loopwright.result"]
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_a_stage_imports_no_other_stage(stage: str) -> None:
+    module = f"loopwright.states.{stage}"
+    wrong = sorted(t for t in import_graph()[module] if t.startswith("loopwright.states"))
+    assert not wrong, f"{module} imports {wrong}: stages import only lower layers of loopwright"
+    assert all(t.startswith("loopwright.") for t in import_graph()[module])
+
+
+def test_collecting_the_suite_works() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:randomly"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def test_the_pytest_plugin_imports_no_engine() -> None:
+    code = "import loopwright.testing.plugin; import sys; print('pydantic' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

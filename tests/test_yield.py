@@ -1,0 +1,96 @@
+"""A run whose model and tools never suspend still lets the event loop run: cancel, timeouts, other tasks land."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, RunResult, ScriptedModel, ToolCall
+
+from .helpers import add
+
+
+def looping(request: ModelRequest) -> ModelResponse:
+    """Always one more (synchronous) tool call; the reply never awaits anything."""
+    n = len(request.messages)
+    return ModelResponse(parts=(ToolCall(id=f"c{n}", name="add", args={"a": n, "b": 1}),), stop_reason="tool_use")
+
+
+def _agent(**limits: Any) -> Agent:
+    return Agent(name="busy", model=ScriptedModel(looping), tools=[add], limits=Limits(retry_backoff_s=0, **limits))
+
+
+def test_the_model_and_tool_never_suspend() -> None:
+    """The premise: a pass of this agent's model and tool completes without giving up the loop."""
+
+    async def scenario() -> None:
+        reply = ScriptedModel(looping).complete(ModelRequest(messages=[]))
+        try:
+            reply.send(None)
+        except StopIteration as done:
+            assert isinstance(done.value, ModelResponse)
+        else:  # pragma: no cover - it suspended
+            raise AssertionError("the model suspended")
+        assert not add.is_async and not add.blocking
+
+    asyncio.run(scenario())
+
+
+def test_cancel_from_another_task_lands_within_a_few_transitions() -> None:
+    async def scenario() -> tuple[RunResult, bool]:
+        runner = Runner(_agent(max_iterations=1000))
+        task = asyncio.create_task(runner.run("loop", run_id="busy"))
+
+        async def cancel() -> bool:
+            await asyncio.sleep(0)
+            return runner.cancel("busy")
+
+        accepted = await asyncio.create_task(cancel())
+        return await asyncio.wait_for(task, 10), accepted
+
+    result, accepted = asyncio.run(scenario())
+    assert accepted
+    assert result.outcome == "cancelled"
+    assert len(result.trace) < 20, f"{len(result.trace)} transitions before the cancel landed"
+
+
+def test_other_tasks_get_to_run_while_the_run_goes() -> None:
+    ticks = 0
+    at_finish: list[int] = []
+
+    class AtFinish:
+        def on_finish(self, result: RunResult) -> None:
+            at_finish.append(ticks)
+
+    async def ticker(stop: asyncio.Event) -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0)
+
+    async def scenario() -> RunResult:
+        stop = asyncio.Event()
+        runner = Runner(_agent(max_iterations=300, salvage=False), observers=[AtFinish()])
+        run = asyncio.create_task(runner.run("loop"))
+        counting = asyncio.create_task(ticker(stop))
+        try:
+            return await asyncio.wait_for(run, 10)
+        finally:
+            stop.set()
+            await counting
+
+    result = asyncio.run(scenario())
+    assert result.outcome == "limit" and result.limit == "max_iterations"
+    assert at_finish and at_finish[0] > 0, "the ticker never ran while the run went"
+
+
+def test_a_timeout_ends_a_never_suspending_run_promptly() -> None:
+    async def scenario() -> RunResult:
+        return await asyncio.wait_for(Runner(_agent(max_iterations=10**9, timeout_s=0.05)).run("loop"), 10)
+
+    started = time.perf_counter()
+    result = asyncio.run(scenario())
+    elapsed = time.perf_counter() - started
+    assert result.limit == "timeout_s" and result.outcome == "limit"
+    assert elapsed < 2, f"the run took {elapsed:.2f}s with timeout_s=0.05"
