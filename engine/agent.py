@@ -21,7 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from .errors import ConfigurationError
 from .events import Instruction, ModelRequest, ModelResponse, ToolCall, ToolResult, ToolSpec
@@ -29,22 +29,21 @@ from .limits import Limits
 from .models.base import Model
 from .tools import Tool, as_tool
 
-if TYPE_CHECKING:
-    from .context import RunContext
-    from .machine import Extension, LoopMachine
+RunContext: TypeAlias = Any
+"""The run context (``loopwright.RunContext``, a higher layer: this module does not import it)."""
+Extension: TypeAlias = Any
+"""A ``loopwright.Extension`` (a higher layer: this module does not import it)."""
+LoopMachine: TypeAlias = Any
+"""A ``loopwright.LoopMachine`` (a higher layer: this module does not import it)."""
 
-InstructionProvider: TypeAlias = Callable[["RunContext"], "str | Awaitable[str]"]
+InstructionProvider: TypeAlias = Callable[[RunContext], "str | Awaitable[str]"]
 BeforeModel: TypeAlias = Callable[
-    [ModelRequest, "RunContext"],
+    [ModelRequest, RunContext],
     "ModelRequest | ModelResponse | Awaitable[ModelRequest | ModelResponse | None] | None",
 ]
-AfterModel: TypeAlias = Callable[
-    [ModelResponse, "RunContext"], "ModelResponse | Awaitable[ModelResponse | None] | None"
-]
-BeforeTool: TypeAlias = Callable[[ToolCall, "RunContext"], Any]
-AfterTool: TypeAlias = Callable[
-    [ToolCall, ToolResult, "RunContext"], "ToolResult | Awaitable[ToolResult | None] | None"
-]
+AfterModel: TypeAlias = Callable[[ModelResponse, RunContext], "ModelResponse | Awaitable[ModelResponse | None] | None"]
+BeforeTool: TypeAlias = Callable[[ToolCall, RunContext], Any]
+AfterTool: TypeAlias = Callable[[ToolCall, ToolResult, RunContext], "ToolResult | Awaitable[ToolResult | None] | None"]
 
 _AGENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 TRANSFER_TOOL = "transfer_to_agent"

@@ -68,12 +68,22 @@ class Budget:
         return self.used(rs)
 
     def cap(self, rs: RunState) -> Any:
-        """The cap in force (None: no cap): the active agent's for a pass budget, else the root's."""
+        """The cap in force (None: no cap): the active agent's for a pass budget, else the
+        root's (the engine charges rows against this)."""
         limits = (rs.turn_limits or rs.limits) if self.scope == "pass" else rs.limits
         return getattr(limits, self.name, self.limit)
 
+    def binding(self, rs: RunState) -> tuple[float, Any]:
+        """(used, cap) of the bound that binds now: for a turn budget whose active agent has
+        its own cap and has used it up, the turn's count and that cap; else the run's."""
+        used, own = self.counter(rs), rs.turn_limits if self.scope == "turn" else None
+        own_cap = getattr(own, self.name, None) if own is not None else None
+        if own_cap is not None and used - rs.turn_start.get(self.name, 0) >= own_cap:
+            return used - rs.turn_start.get(self.name, 0), own_cap
+        return used, self.cap(rs)
+
     def describe(self, rs: RunState) -> str:
-        return self.words.format(value=self.cap(rs))
+        return self.words.format(value=self.binding(rs)[1])
 
 
 def _guard_for(budget: Budget) -> Guard:

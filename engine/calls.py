@@ -18,7 +18,7 @@ from .context import RunContext
 from .errors import CredentialRequired
 from .events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
 from .run_state import RunState
-from .tools import ArgumentsError, Pending, to_json_value
+from .tools import ArgumentsError, Pending, Tool, to_json_value
 
 _perf = time.perf_counter
 CallOutcome = ToolResult | PendingRequest
@@ -73,6 +73,17 @@ async def execute(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcom
     said = await _gated(call, ctx)
     if said is not None:
         return said
+    checked = _check(call, ctx, approved)
+    if not isinstance(checked, tuple):
+        return checked
+    replaced = await _before_tool(call, ctx)
+    if replaced is not None:
+        return replaced
+    return await _invoke(call, *checked, ctx)
+
+
+def _check(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | tuple[Tool, dict[str, Any]]:
+    """The tool and its validated arguments; or the error result, or the confirmation request."""
     agent = ctx.agent
     tool = agent.tools.get(call.name)
     if tool is None:
@@ -90,9 +101,10 @@ async def execute(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcom
             return result(call, f"tool {call.name!r}: its requires_confirmation check raised {exc!r}", True)
         if needs:
             return _wait(call, "confirmation", f"{call.name} needs your approval to run")
-    replaced = await _before_tool(call, ctx)
-    if replaced is not None:
-        return replaced
+    return tool, kwargs
+
+
+async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunContext) -> CallOutcome:
     timeout = tool.timeout_s or ctx.limits.tool_timeout_s
     try:
         if timeout is None:

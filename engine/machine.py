@@ -205,7 +205,8 @@ class Extension:
 
     Data: ``budgets`` (registered so rows may be ``bounded_by`` them), ``guards`` (names a
     user's rows may use), ``slice`` (a dataclass kept at ``RunState.features[name]``: made
-    fresh for each run, saved with it).
+    fresh for each run, saved with it; a slice holding requests for people offers
+    ``pending_requests()``, and ``RunResult.pending`` lists them).
 
     Hooks (each optional, one signature, called in extension order):
 
@@ -234,7 +235,7 @@ class Extension:
     slice: type[Any] | None = None
     request: Callable[[ModelRequest, RunState, RunContext], ModelRequest] | None = None
     gate: Callable[[ToolCall, RunState, RunContext], Any] | None = None
-    hold: Callable[..., bool] | None = None
+    hold: Callable[..., str | None] | None = None
     pause: Callable[[RunState, RunContext], None] | None = None
     resume: Callable[[RunState, RunContext, Mapping[str, Any]], None] | None = None
     finish: Callable[[RunState, RunContext, str], None] | None = None

@@ -74,7 +74,9 @@ class RunResult(BaseModel):
             limit=rs.limit,
             messages=rs.messages,
             state=rs.state,
-            pending=[p for part in rs.features.values() for p in getattr(part, "pending", ())],
+            pending=[
+                p for part in rs.features.values() if (ask := getattr(part, "pending_requests", None)) for p in ask()
+            ],
             run_state=rs,
         )
         object.__setattr__(result, "__pydantic_private__", {"_log": log, "_machine": machine})

@@ -95,19 +95,19 @@ class RunState:
     def to_json(self) -> bytes:
         saved = {name: getattr(self, name) for name in _SAVED}
         saved["features"] = {name: _slice_adapter(name).dump_python(value) for name, value in self.features.items()}
-        return _SAVED_ADAPTER.dump_json(saved)  # type: ignore[arg-type]
+        return _SAVED_ADAPTER.dump_json(saved)
 
     @classmethod
     def from_json(cls, data: str | bytes) -> RunState:
         """A run state saved with :meth:`to_json`. Its budgets are not in it: the runner that
         resumes it supplies them from the agent."""
-        raw = _SAVED_ADAPTER.validate_json(data)
-        version = raw.get("schema_version")
+        version = _VERSION_ADAPTER.validate_json(data).get("schema_version")
         if version != SCHEMA_VERSION:
             raise ConfigurationError(
                 f"this run state was saved with schema version {version}, and this loopwright reads version "
                 f"{SCHEMA_VERSION}; resume it with the loopwright version that saved it"
             )
+        raw = _SAVED_ADAPTER.validate_json(data)
         saved: dict[str, Any] = dict(raw)
         saved["features"] = {name: _slice_adapter(name).validate_python(v) for name, v in raw["features"].items()}
         return cls(**saved)
@@ -120,6 +120,8 @@ _SavedRunState = TypedDict(  # type: ignore[misc]
     "_SavedRunState", {name: (dict[str, Any] if name == "features" else _hints[name]) for name in _SAVED}
 )
 _SAVED_ADAPTER: TypeAdapter[Any] = TypeAdapter(_SavedRunState)
+_VERSION_ADAPTER: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+"""Reads only the version first, so a state of another shape is refused by its version."""
 
 _SLICES: dict[str, tuple[type[Any], TypeAdapter[Any]]] = {}
 

@@ -343,7 +343,7 @@ class Run:
             return None
         task = self.task
         cancelled_from_outside = False
-        raised: BaseException | None = None
+        raised: Exception | None = None
         try:
             if len(rs.trace) > 1 and self._must_yield():
                 await asyncio.sleep(0)
@@ -413,8 +413,8 @@ class Run:
         if budget is None:
             return
         rs.limit = budget.name
-        cap = budget.cap(rs)
-        self.ctx.emit(LimitReached, limit=budget.name, value=float(cap or 0), used=float(budget.counter(rs)))
+        used, cap = budget.binding(rs)
+        self.ctx.emit(LimitReached, limit=budget.name, value=float(cap or 0), used=float(used))
 
     def _pause(self) -> None:
         """The run entered a waiting state: the features pause it; the runner returns."""

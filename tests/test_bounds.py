@@ -137,16 +137,21 @@ def test_verify_refuses_a_bounded_row_with_no_guard_as_the_last_row() -> None:
     assert "unguarded_bound" in [v.kind for v in report.violations]
 
 
-def test_verify_refuses_a_bounded_row_with_no_guard_before_a_fallback() -> None:
-    """A bounded row must say when it fires: with no guard it is a loop that only its budget ends."""
+def test_a_bounded_row_with_no_guard_fires_until_its_budget_is_spent() -> None:
+    """A bounded row with no guard means "this, N times": only its budget ends it, and the engine
+    enforces that budget, so it passes verify (but it cannot be a state's fallback)."""
     rows = [Rule("spin", "spin", bounded_by="max_iterations"), Rule("spin", "decide")]
-    machine = extend(
-        name="unguarded_loop", states={"spin": spin}, redirect={("act", "decide"): "spin"}, rows=rows, check=False
-    )
-    report = verify(machine)
-    assert not report.ok, "a bounded self-loop with no guard passed verify"
-    raw = [Rule("start", "start", bounded_by="max_iterations"), Rule("start", "done")]
-    assert not verify(raw, states=["start", "done"], terminals=["done"]).ok
+    machine = extend(name="unguarded_loop", states={"spin": spin}, redirect={("act", "decide"): "spin"}, rows=rows)
+    assert verify(machine).ok
+    agent = Agent(name="a", model=ScriptedModel([[ToolCall(name="add", args={"a": 1, "b": 2})], "done"]),
+                  tools=[add], machine=machine, limits=Limits(max_iterations=4))  # fmt: skip
+    result = Runner(agent).run_sync("go")
+    spins = sum(1 for a, b in pairwise(result.trace) if a == b == "spin")
+    assert spins == 4  # the budget's cap, then the fallback
+    # the spins spent the iteration budget the go-round row shares: the run salvages, naming it
+    assert result.outcome == "salvaged" and result.limit == "max_iterations"
+    raw = [Rule("start", "start", bounded_by="max_iterations")]
+    assert not verify(raw, states=["start", "done"], terminals=["done"]).ok  # no fallback after it
 
 
 # ------------------------------------------------------------------ property: any extension ends

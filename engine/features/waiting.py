@@ -49,6 +49,10 @@ class Waiting:
     time_left: float | None = None
     """While suspended: what was left of ``timeout_s`` (the clock stops while a run waits)."""
 
+    def pending_requests(self) -> list[PendingRequest]:
+        """What the run waits for (``RunResult.pending`` collects it from every slice that says)."""
+        return list(self.pending)
+
 
 def waiting(rs: RunState) -> Waiting:
     return rs.features[NAME]  # type: ignore[no-any-return]
