@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 _clock = time.time
 
 LogEntry = Any
-"""An event as recorded: the built event, or ``(cls, time, stage, iteration, agent, fields)``."""
+"""An event as recorded: the built event, or ``(cls, time, stage, iteration, agent, field names,
+field values)``; the names are one shared tuple per shape of event."""
+_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
 class EventLog:
@@ -45,8 +47,10 @@ class EventLog:
         entry = self.entries[i]
         if isinstance(entry, EventBase):
             return entry
-        cls, at, stage, iteration, agent, fields = entry
-        event = make_event(cls, self.run_id, self.base + i + 1, at, stage, iteration, agent, dict(fields))
+        cls, at, stage, iteration, agent, keys, values = entry
+        event = make_event(
+            cls, self.run_id, self.base + i + 1, at, stage, iteration, agent, dict(zip(keys, values, strict=True))
+        )
         self.entries[i] = event
         return event
 
@@ -133,7 +137,9 @@ class RunContext:
         iteration and active agent; hand it to the watchers, if any, as a built event."""
         rs = self.run_state
         rs.seq += 1
-        entry = (cls, _clock(), rs.stage, rs.iteration, rs.active_agent, fields)
+        keys = tuple(fields)
+        entry = (cls, _clock(), rs.stage, rs.iteration, rs.active_agent, _KEYS.setdefault(keys, keys),
+                 tuple(fields.values()))  # fmt: skip
         entries = self.log.entries
         entries.append(entry)
         if self.watchers:
