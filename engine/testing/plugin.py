@@ -71,11 +71,22 @@ def coverage_lines() -> list[tuple[Any, int, int, list[Any]]]:
     return report
 
 
+_MOST = 12
+"""Machines the report lists at the most (a property test may compose hundreds)."""
+
+
 def format_coverage() -> list[str]:
     lines = []
-    for machine, taken, total, missing in coverage_lines():
+    seen: set[str] = set()
+    report = coverage_lines()
+    for machine, taken, total, missing in report:
+        if machine.name in seen or len(lines) == _MOST:
+            continue
+        seen.add(machine.name)
         tail = f" (missing: {', '.join(_label(r) for r in missing)})" if missing else ""
         lines.append(f"loopwright coverage: {taken}/{total} rows of {machine.name!r}{tail}")
+    if len(report) > len(lines):
+        lines.append(f"loopwright coverage: {len(report) - len(lines)} more machines (same names or past {_MOST})")
     return lines
 
 
