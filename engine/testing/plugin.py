@@ -76,7 +76,7 @@ _MOST = 12
 
 
 def format_coverage() -> list[str]:
-    lines = []
+    lines: list[str] = []
     seen: set[str] = set()
     report = coverage_lines()
     for machine, taken, total, missing in report:
