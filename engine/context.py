@@ -64,7 +64,7 @@ class RunContext:
     Tools that declare a ``ctx`` parameter receive this: ``ctx.run_id``, ``ctx.agent`` (the
     active agent), ``ctx.agents`` (every agent of the tree by name), ``ctx.state`` (the session
     state, shared by the whole run), ``ctx.credentials`` (supplied on resume, never saved),
-    ``ctx.limits`` (the active agent's limits) and ``ctx.run_state``.
+    ``ctx.limits`` (the active agent's own limits, or the run's when it has none) and ``ctx.run_state``.
     """
 
     __slots__ = (
@@ -121,7 +121,8 @@ class RunContext:
         self.watchers: list[Callable[[Any], None]] = list(watchers)
         """Called with every event as it is emitted (the runner's event observers)."""
         self.agent: Agent = tree.agents.get(run_state.active_agent, tree.root)
-        self.limits: Limits = self.agent.limits
+        self.limits: Limits = self.agent.own_limits or tree.root.limits
+        """The active agent's limits: its own, or (when it has none) the run's."""
 
     @property
     def agents(self) -> dict[str, Agent]:
@@ -130,7 +131,7 @@ class RunContext:
     def switch_agent(self, name: str) -> None:
         """Make ``name`` the active agent (a transfer)."""
         self.agent = self.tree.agents[name]
-        self.limits = self.agent.limits
+        self.limits = self.agent.own_limits or self.tree.root.limits
 
     def emit(self, cls: type[EventBase], **fields: Any) -> None:
         """Record one event of ``cls``, stamped with the run's next seq, the time, stage,

@@ -1,5 +1,6 @@
 """Shared test set-up: a full run of the suite fails if any row of any built-in machine (the
-core, each feature, both) never fired (the loopwright pytest plugin records the rows taken)."""
+core, each feature, both) never fired on that machine (the loopwright pytest plugin records the
+rows taken, per machine)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from loopwright.features import BUILT_IN_MACHINES
     from loopwright.testing.coverage import coverage
 
-    taken = coverage.rows_taken()
-    missing = list(dict.fromkeys(r for m in BUILT_IN_MACHINES.values() for r in m.rows if r not in taken))
+    missing = [f"{name}: {row}" for name, m in BUILT_IN_MACHINES.items() for row in coverage.missing(m)]
     if missing:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         lines = "\n".join(f"  {row}" for row in missing)

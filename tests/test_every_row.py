@@ -1,0 +1,109 @@
+"""Every row of every built-in machine (the core, each feature, both) fires on that machine."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from loopwright import Agent, Limits, ModelError, ModelRequest, Runner, ScriptedModel, ToolCall, approve, tool
+from loopwright.features import BUILT_IN_MACHINES, machine_for
+from loopwright.testing import scripted
+from loopwright.testing.coverage import RowCoverage
+
+from .helpers import add
+
+
+@tool(requires_confirmation=True)
+def pay(amount: int) -> str:
+    """Pay an amount (asks a person first)."""
+    return f"paid {amount}"
+
+
+def make(name: str, **limits: Any) -> Agent:
+    """An agent whose machine is the built-in machine ``name``."""
+    limits.setdefault("retry_backoff_s", 0)
+    tools: list[Any] = [add, pay] if "waiting" in name else [add]
+    subs = [Agent(name="b", model=ScriptedModel([]), tools=[add])] if "multi_agent" in name else []
+    agent = Agent(name="root", model=ScriptedModel([]), tools=tools, sub_agents=subs, limits=Limits(**limits))
+    assert machine_for(agent) is BUILT_IN_MACHINES[name]
+    return agent
+
+
+def call(name: str = "add", **args: Any) -> list[ToolCall]:
+    return [ToolCall(name=name, args=args or {"a": 1, "b": 2})]
+
+
+def hand_over() -> list[ToolCall]:
+    return [ToolCall(name="transfer_to_agent", args={"agent_name": "b", "task": "t"})]
+
+
+async def _cancel_at(runner: Runner, stage: str) -> None:
+    run = runner.start("go")
+    while run.stage != stage:
+        assert not run.done, f"the run never reached {stage!r}: {run.state.trace}"
+        await run.step()
+    runner.cancel(run.run_id)
+    await run.step()
+    assert run.result.outcome == "cancelled"
+
+
+async def _hang(request: ModelRequest) -> Any:
+    await asyncio.sleep(5)
+
+
+def scenarios(name: str) -> list[Callable[[], None]]:
+    def run(agent: Agent, script: list[Any], **kw: Any) -> Any:
+        return Runner(scripted(agent, script)).run_sync("go", **kw)
+
+    out: list[Callable[[], None]] = [
+        lambda: run(make(name), [call(), "done"]),
+        lambda: run(make(name, max_model_retries=1), [ModelError("busy", status=529), "ok"]),
+        lambda: run(make(name, max_model_retries=0), [ModelError("bad", status=400, retryable=False)]),
+        lambda: run(make(name).replace(instruction="Hi {missing}"), ["x"]),
+        lambda: run(make(name, max_iterations=1), [call(), "best effort"]),
+        lambda: run(make(name, max_iterations=1), [call(), ModelError("bad", retryable=False)]),
+        lambda: run(make(name, max_iterations=1, salvage=False), [call(), "never"]),
+        lambda: Runner(make(name, timeout_s=0.05).replace(model=ScriptedModel(_hang))).run_sync("go"),  # type: ignore[arg-type]
+    ]
+    stages = ["preprocess", "reason", "postprocess", "act", "decide"]
+    script: list[Any] = [call(), "done"]
+    if "multi_agent" in name:
+        stages.append("transfer")
+        script = [hand_over(), call(), "done"]
+        out.append(lambda: run(make(name), [hand_over(), "b answers"]))
+    for stage in stages:
+        out.append(
+            lambda stage=stage, script=script: asyncio.run(_cancel_at(Runner(scripted(make(name), script)), stage))
+        )  # type: ignore[misc]
+    out.append(
+        lambda: asyncio.run(_cancel_at(Runner(scripted(make(name, max_iterations=1), [call(), "x"])), "salvage"))
+    )
+    if "waiting" in name:
+
+        def wait_then(decide: Callable[[Runner, Any], Any]) -> None:
+            runner = Runner(scripted(make(name), [call("pay", amount=5), "paid"]))
+            first = runner.run_sync("go")
+            assert first.outcome == "suspended"
+            decide(runner, first)
+
+        out.append(lambda: wait_then(lambda r, res: r.resume_sync(res, {res.pending[0].call_id: approve()})))
+        out.append(lambda: wait_then(lambda r, res: r.resume_sync(res, cancel=True)))
+    return out
+
+
+@pytest.mark.parametrize("name", list(BUILT_IN_MACHINES))
+def test_every_row_of_the_machine_fires_on_it(name: str) -> None:
+    from loopwright import instrument, uninstrument
+
+    coverage = RowCoverage()
+    instrument(coverage)
+    try:
+        for scenario in scenarios(name):
+            scenario()
+    finally:
+        uninstrument(coverage)
+    machine = BUILT_IN_MACHINES[name]
+    assert [str(r) for r in coverage.missing(machine)] == []
