@@ -73,6 +73,10 @@ class Budget:
         limits = (rs.turn_limits or rs.limits) if self.scope == "pass" else rs.limits
         return getattr(limits, self.name, self.limit)
 
+    def charged_out(self, rs: RunState) -> bool:
+        """The engine's own count of rows bounded by this budget has reached its cap."""
+        return bool(rs.charges.get(self.name, 0) >= self.cap(rs))
+
     def binding(self, rs: RunState) -> tuple[float, Any]:
         """(used, cap) of the bound that binds now: for a turn budget whose active agent has
         its own cap and has used it up, the turn's count and that cap; else the run's."""

@@ -70,6 +70,7 @@ from .guards import (
     within_token_budget,
     within_tool_call_budget,
 )
+from .limits import Limits
 from .rules import Table, resolve_guard, structural
 from .run_state import RunState, register_slice
 from .stage import TERMINALS, Stage
@@ -343,7 +344,7 @@ class LoopMachine:
     def choose(self, state: str, rs: RunState) -> Row:
         """The first row out of ``state`` whose budget has room and whose guards all hold."""
         for row, guards, budget in self._compiled[state]:
-            if budget is not None and rs.charges.get(budget.name, 0) >= budget.cap(rs):
+            if budget is not None and budget.charged_out(rs):
                 continue  # spent: the engine does not let it fire, whatever its guards say
             for guard in guards:
                 if not guard(rs):
@@ -358,8 +359,7 @@ class LoopMachine:
 
     def has_room(self, row: Row, rs: RunState) -> bool:
         """Whether the engine lets ``row`` fire: its budget (if it is bounded) is not spent."""
-        budget = self.budgets[row.bounded_by] if row.bounded_by else None
-        return budget is None or rs.charges.get(budget.name, 0) < budget.cap(rs)
+        return row.bounded_by is None or not self.budgets[row.bounded_by].charged_out(rs)
 
     def charge(self, row: Row, rs: RunState) -> None:
         """Charge a bounded row's traversal to its budget (the engine calls this, and only it)."""
@@ -377,7 +377,7 @@ class LoopMachine:
         for earlier, guards, budget in self._compiled[row.source]:
             if earlier is row:
                 break
-            if budget is not None and rs.charges.get(budget.name, 0) >= budget.cap(rs):
+            if budget is not None and budget.charged_out(rs):
                 return budget
             failing = next((g for g in guards if not g(rs)), None)
             name = budget_of(failing) if failing is not None else None
@@ -453,13 +453,7 @@ def _check_table(m: LoopMachine) -> None:
         raise MachineError(f"machine {m.name!r}: " + "; ".join(problems))
 
 
-def _limit_fields() -> frozenset[str]:
-    from .limits import Limits
-
-    return frozenset(Limits.model_fields)
-
-
-_LIMIT_FIELDS = _limit_fields()
+_LIMIT_FIELDS = frozenset(Limits.model_fields)
 
 
 # ------------------------------------------------------------------ composition

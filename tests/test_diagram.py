@@ -131,21 +131,6 @@ def test_a_run_result_draws_its_own_trace() -> None:
     assert 'color="#d62728"' in diagram(CORE, "dot", trace=result) if dot_available() else True  # type: ignore[arg-type]
 
 
-def test_the_demo_json_output_overlays_its_machine(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    assert main(["demo", "--json"]) == 0
-    events = tmp_path / "events.jsonl"
-    events.write_text(capsys.readouterr().out)
-    assert main(["diagram", "--trace", str(events)]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("---\ntitle: agent\n") and "✔ 1×" in out
-    argv = ["--out", str(tmp_path), "--trace", str(events), "--format", "mermaid"]
-    assert main(["diagram", *argv, "--agent", "loopwright.machine:CORE"]) == 0
-    page = (tmp_path / "agent-trace.md").read_text()
-    assert "```mermaid" in page and "Edges the run took read `✔ n×`" in page
-
-
 def test_a_trace_from_another_machine_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     events = tmp_path / "events.jsonl"
     events.write_text(

@@ -80,8 +80,16 @@ def ping_pong_transfers(rs: RunState) -> int:
     return count
 
 
+def transfers_taken(rs: RunState) -> int:
+    return len(transfers(rs).hops)
+
+
 TRANSFERS = Budget(
-    "max_transfers", "transfers between agents (max_transfers={value})", "within_transfer_budget", cycle=True
+    "max_transfers",
+    "transfers between agents (max_transfers={value})",
+    "within_transfer_budget",
+    used=transfers_taken,
+    cycle=True,
 )
 PING_PONG = Budget(
     "max_ping_pong",
