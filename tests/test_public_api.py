@@ -59,3 +59,18 @@ def test_the_anthropic_sdk_is_imported_only_when_used() -> None:
 def test_limits_defaults_are_finite() -> None:
     limits = loopwright.Limits()
     assert limits.max_iterations == 10 and limits.max_model_retries == 2 and limits.salvage
+
+
+def test_every_subpackage_is_listed_for_the_wheel() -> None:
+    """A plain ``pip install .`` ships only the packages pyproject lists (``loopwright.features`` was missing)."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {"loopwright.states"} | {
+        ".".join(("loopwright", *init.parent.relative_to(root / "engine").parts)).rstrip(".")
+        for init in (root / "engine").rglob("__init__.py")
+    }
+    missing, extra = sorted(found - listed), sorted(listed - found)
+    assert found == listed, f"add to [tool.setuptools] packages: {missing}; drop: {extra}"
