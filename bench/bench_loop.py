@@ -151,9 +151,12 @@ class ByHistoryModel:
         return self.script[len(request.messages) // 2]
 
 
+TIMEOUT = None
+
+
 def lw_agent(k: int, delay_s: float = 0.0, fresh: bool = False) -> Agent:
     model = ByHistoryModel(k, delay_s, fresh) if delay_s or fresh else ScriptedModel(lw_script(k))
-    return Agent(name="bench", model=model, tools=[noop], limits=Limits(max_iterations=k + 1))
+    return Agent(name="bench", model=model, tools=[noop], limits=Limits(max_iterations=k + 1, timeout_s=TIMEOUT))
 
 
 def ratio(a: float, b: float) -> float:

@@ -9,11 +9,12 @@ nobody watches pays for no event object.
 from __future__ import annotations
 
 import time
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .budgets import Budget
-from .events import EventBase, make_event
+from .events import EventBase, StateEntered, make_event
 from .limits import Limits
 from .run_state import RunState
 
@@ -23,39 +24,75 @@ if TYPE_CHECKING:
 _clock = time.time
 
 LogEntry = Any
-"""An event as recorded: the built event, or ``(cls, time, stage, iteration, agent, field names,
-field values)``; the names are one shared tuple per shape of event."""
+"""An event as recorded, one of:
+
+- a built event (once someone read it);
+- a ``Row``: the transition taken (a ``StateEntered`` into ``row.dest``), at the iteration and
+  agent of the entry before it;
+- ``(row, iteration, agent)``: a transition where either changed;
+- ``(cls, field names, field values)``: any other event, at the stage, iteration and agent of
+  the entry before it (the names are one shared tuple per shape of event);
+- ``(cls, field names, field values, stage, iteration, agent)``: the same where any changed.
+
+The times are kept apart, one float each in an array. So a transition costs the log 16 bytes
+and another event a small tuple, and events() rebuilds every field exactly in one pass.
+"""
 _KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
 class EventLog:
     """One run's events in ``seq`` order, built on demand. ``base`` is the ``seq`` before the
-    first entry (a resumed run continues its numbering)."""
+    first entry (a resumed run continues its numbering); ``start`` the (stage, iteration,
+    agent) before it; ``stage``, ``iteration`` and ``agent`` those of the latest entry."""
 
-    __slots__ = ("base", "entries", "run_id")
+    __slots__ = ("agent", "base", "entries", "iteration", "run_id", "stage", "start", "times")
 
-    def __init__(self, run_id: str, base: int) -> None:
+    def __init__(self, run_id: str, base: int, stage: str = "", iteration: int = 0, agent: str = "") -> None:
         self.run_id = run_id
         self.base = base
         self.entries: list[LogEntry] = []
+        self.times = array("d")
+        self.start = (stage, iteration, agent)
+        self.stage, self.iteration, self.agent = stage, iteration, agent
 
     def __len__(self) -> int:
         return len(self.entries)
 
-    def event(self, i: int) -> Any:
-        """The ``i``-th event (built and kept the first time it is asked for)."""
-        entry = self.entries[i]
-        if isinstance(entry, EventBase):
-            return entry
-        cls, at, stage, iteration, agent, keys, values = entry
-        event = make_event(
-            cls, self.run_id, self.base + i + 1, at, stage, iteration, agent, dict(zip(keys, values, strict=True))
-        )
+    def latest(self) -> Any:
+        """The latest event, built and kept (the log's own stage, iteration and agent are
+        the latest entry's)."""
+        i = len(self.entries) - 1
+        event = self._build(i, self.entries[i], self.stage, self.iteration, self.agent)
         self.entries[i] = event
         return event
 
     def events(self) -> list[Any]:
-        return [self.event(i) for i in range(len(self.entries))]
+        """Every event, built (and kept) in one pass."""
+        stage, iteration, agent = self.start
+        entries = self.entries
+        for i, entry in enumerate(entries):
+            if isinstance(entry, EventBase):
+                stage, iteration, agent = entry.state, entry.iteration, entry.agent
+                continue
+            if not isinstance(entry, tuple):
+                stage = entry.dest
+            elif len(entry) == 6:
+                stage, iteration, agent = entry[3], entry[4], entry[5]
+            elif not isinstance(entry[0], type):
+                stage, iteration, agent = entry[0].dest, entry[1], entry[2]
+            entries[i] = self._build(i, entry, stage, iteration, agent)
+        return list(entries)
+
+    def _build(self, i: int, entry: LogEntry, stage: str, iteration: int, agent: str) -> Any:
+        if isinstance(entry, EventBase):
+            return entry
+        seq, at = self.base + i + 1, self.times[i]
+        if not isinstance(entry, tuple) or not isinstance(entry[0], type):
+            row = entry[0] if isinstance(entry, tuple) else entry
+            fields = {"source": row.source, "guard": row.label}
+            return make_event(StateEntered, self.run_id, seq, at, row.dest, iteration, agent, fields)
+        cls, keys, values = entry[0], entry[1], entry[2]
+        return make_event(cls, self.run_id, seq, at, stage, iteration, agent, dict(zip(keys, values, strict=True)))
 
 
 class RunContext:
@@ -117,7 +154,9 @@ class RunContext:
         self.holds = found("hold")
         """The features that may keep a step whose calls wait."""
         self.stream_deltas = stream_deltas
-        self.log = EventLog(run_state.run_id, run_state.seq)
+        self.log = EventLog(
+            run_state.run_id, run_state.seq, run_state.stage, run_state.iteration, run_state.active_agent
+        )
         self.watchers: list[Callable[[Any], None]] = list(watchers)
         """Called with every event as it is emitted (the runner's event observers)."""
         self.agent: Agent = tree.agents.get(run_state.active_agent, tree.root)
@@ -133,17 +172,36 @@ class RunContext:
         self.agent = self.tree.agents[name]
         self.limits = self.agent.own_limits or self.tree.root.limits
 
+    def entered(self, row: Any) -> None:
+        """Record the transition ``row`` was taken (a ``StateEntered`` event, kept as the row)."""
+        rs, log = self.run_state, self.log
+        rs.seq += 1
+        if rs.iteration == log.iteration and rs.active_agent == log.agent:
+            log.entries.append(row)
+        else:
+            log.entries.append((row, rs.iteration, rs.active_agent))
+            log.iteration, log.agent = rs.iteration, rs.active_agent
+        log.stage = row.dest
+        log.times.append(_clock())
+        if self.watchers:
+            self._tell(log.latest())
+
     def emit(self, cls: type[EventBase], **fields: Any) -> None:
         """Record one event of ``cls``, stamped with the run's next seq, the time, stage,
         iteration and active agent; hand it to the watchers, if any, as a built event."""
-        rs = self.run_state
+        rs, log = self.run_state, self.log
         rs.seq += 1
         keys = tuple(fields)
-        entry = (cls, _clock(), rs.stage, rs.iteration, rs.active_agent, _KEYS.setdefault(keys, keys),
-                 tuple(fields.values()))  # fmt: skip
-        entries = self.log.entries
-        entries.append(entry)
+        keys = _KEYS.setdefault(keys, keys)
+        if rs.stage == log.stage and rs.iteration == log.iteration and rs.active_agent == log.agent:
+            log.entries.append((cls, keys, tuple(fields.values())))
+        else:
+            log.entries.append((cls, keys, tuple(fields.values()), rs.stage, rs.iteration, rs.active_agent))
+            log.stage, log.iteration, log.agent = rs.stage, rs.iteration, rs.active_agent
+        log.times.append(_clock())
         if self.watchers:
-            event = self.log.event(len(entries) - 1)
-            for watcher in tuple(self.watchers):
-                watcher(event)
+            self._tell(log.latest())
+
+    def _tell(self, event: Any) -> None:
+        for watcher in tuple(self.watchers):
+            watcher(event)

@@ -38,7 +38,7 @@ from .budgets import start_turn
 from .calls import answer_unrun_calls
 from .context import RunContext
 from .errors import ConfigurationError, MachineError, NoTransitionError, ResumeError
-from .events import ErrorInfo, LimitReached, RunFinished, RunStarted, StateEntered
+from .events import ErrorInfo, LimitReached, RunFinished, RunStarted
 from .features import machine_for
 from .machine import LoopMachine, Row, abort_row
 from .observers import INSTRUMENTS, EventSink, Observers
@@ -231,10 +231,13 @@ class Run:
 
     __slots__ = (
         "_handlers",
+        "_in_stage",
         "_loop",
         "_own",
         "_stops",
         "_terminals",
+        "_timed_out",
+        "_timer",
         "_yielded",
         "ctx",
         "machine",
@@ -272,6 +275,11 @@ class Run:
         self._stops = machine.terminals | machine.waiting
         self._loop: Any = None
         self._yielded = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        """The run's one deadline timer (armed at its first step when it has ``timeout_s``)."""
+        self._in_stage = False
+        self._timed_out = False
+        """The deadline timer cancelled the stage in progress (the runner takes it back)."""
         if register:
             runner._active[rs.run_id] = self
         if rs.seq == 0:
@@ -336,6 +344,41 @@ class Run:
             return True
         return _perf() - self._yielded > _SLICE_S
 
+    def _arm_deadline(self) -> None:
+        """One timer per run (not one per stage): when ``timeout_s`` runs out it marks the
+        deadline and cancels the stage in progress, which the table then ends."""
+        rs = self.state
+        assert rs.deadline is not None
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_at(loop.time() + (rs.deadline - _clock()), self._deadline_passed)
+
+    def _deadline_passed(self) -> None:
+        self._timer = None
+        self.state.deadline_hit = True
+        task = self.task
+        if self._in_stage and task is not None and not task.done():
+            self._timed_out = True
+            task.cancel()
+
+    def _disarm_deadline(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _take_back_cancel(self, task: asyncio.Task[Any] | None) -> bool:
+        """Undo the cancellations that were the engine's own (the deadline's, ``runner.cancel``);
+        whether there were any."""
+        ours = False
+        if self._timed_out:
+            self._timed_out = False
+            ours = True
+            if task is not None:
+                task.uncancel()
+        if self.state.cancel_requested and task is not None and task.cancelling():
+            task.uncancel()  # our own runner.cancel(): end normally
+            ours = True
+        return ours
+
     async def _step(self) -> Row | None:
         rs, ctx = self.state, self.ctx
         stage = rs.stage
@@ -344,22 +387,24 @@ class Run:
         task = self.task
         cancelled_from_outside = False
         raised: Exception | None = None
+        if rs.deadline is not None and self._timer is None and not rs.deadline_hit:
+            self._arm_deadline()
         try:
             if len(rs.trace) > 1 and self._must_yield():
                 await asyncio.sleep(0)
                 self._yielded = _perf()
-            if rs.deadline is None:
-                await self._handlers[stage](rs, ctx)
-            else:
-                await _until_deadline(self._handlers[stage], rs, ctx)
+            self._in_stage = True
+            await self._handlers[stage](rs, ctx)
         except asyncio.CancelledError:
-            if rs.cancel_requested and task is not None:
-                task.uncancel()  # our own runner.cancel(): end normally
-            else:
+            if not self._take_back_cancel(task):
                 cancelled_from_outside = True
                 rs.cancel_requested = True
         except Exception as exc:
             raised = exc
+        finally:
+            self._in_stage = False
+        if self._timed_out:  # the stage swallowed the deadline's cancellation
+            self._take_back_cancel(task)
         if rs.deadline is not None and not rs.deadline_hit and _clock() >= rs.deadline:
             rs.deadline_hit = True
         row = self._abort(stage, "stage", raised) if raised is not None else self._choose(stage)
@@ -393,7 +438,7 @@ class Run:
             machine.charge(row, rs)
         rs.stage = row.dest
         rs.trace.append(row.dest)
-        ctx.emit(StateEntered, source=row.source, guard=row.label)
+        ctx.entered(row)
         if row.records_limit and rs.limit is None:
             self._record_limit(row)
         if INSTRUMENTS.transition:
@@ -419,6 +464,7 @@ class Run:
     def _pause(self) -> None:
         """The run entered a waiting state: the features pause it; the runner returns."""
         rs = self.state
+        self._disarm_deadline()
         self.runner._active.pop(rs.run_id, None)
         for hook in self.machine.hooks("pause"):
             hook(rs, self.ctx)
@@ -427,6 +473,7 @@ class Run:
 
     def _finish(self, row: Row) -> None:
         rs, ctx = self.state, self.ctx
+        self._disarm_deadline()
         self.runner._active.pop(rs.run_id, None)
         why = f"the run ended in {rs.stage!r}"
         for hook in self.machine.hooks("finish"):
@@ -461,16 +508,6 @@ def _current_task() -> asyncio.Task[Any] | None:
         return asyncio.current_task()
     except RuntimeError:
         return None
-
-
-async def _until_deadline(handler: Handler, rs: RunState, ctx: RunContext) -> None:
-    assert rs.deadline is not None
-    loop = asyncio.get_running_loop()
-    try:
-        async with asyncio.timeout_at(loop.time() + (rs.deadline - _clock())):
-            await handler(rs, ctx)
-    except TimeoutError:
-        rs.deadline_hit = True
 
 
 class RunStream:

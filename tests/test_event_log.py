@@ -1,0 +1,63 @@
+"""The compact event log: events rebuilt after the run (lazily, in one pass) are exactly the
+events built as they were emitted (what a watching observer sees), whatever the run did —
+transfers change the agent, retries and passes the iteration, every stage the stage."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from loopwright import Runner
+from loopwright.result import RunResult
+from loopwright.testing import limits, model_behaviours, scripted
+
+from .test_transfer import go, tree
+
+
+class Keep:
+    """An event observer: events are built as they are emitted while it watches."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def on_event(self, event: Any) -> None:
+        self.seen.append(event)
+
+
+def _fields(events: list[Any]) -> list[dict[str, Any]]:
+    return [e.model_dump(exclude={"time", "run_id", "duration_s"}) for e in events]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_events_rebuilt_from_the_compact_log_equal_those_built_as_emitted(data: st.DataObject) -> None:
+    budget = data.draw(limits(tool_timeouts=False))
+    root = tree().replace(limits=budget.model_copy(update={"max_transfers": 3}))
+    script = data.draw(model_behaviours(root, transfer=0.4, max_replies=8))
+    watched = Keep()
+    eager = Runner(scripted(root, script), observers=[watched]).run_sync("go", run_id="r")
+    lazy = Runner(scripted(root, script)).run_sync("go", run_id="r")
+    assert lazy.trace == eager.trace
+    assert _fields(lazy.events) == _fields(watched.seen) == _fields(eager.events)
+    times = [e.time for e in lazy.events]
+    assert times == sorted(times)
+    assert {e.agent for e in lazy.events} >= {lazy.answered_by}
+
+
+def test_a_transition_is_kept_as_its_row_and_an_event_without_a_dict() -> None:
+    """What the log holds per transition: the row itself (16 bytes a transition, with its time)."""
+    kept: list[RunResult] = []
+
+    async def main() -> None:  # not run_sync: asyncio.run's task repr would build every event
+        kept.append(await Runner(scripted(tree(), [go("a"), "done"])).run("go"))
+
+    asyncio.run(main())
+    result = kept[0]
+    log = result._log
+    assert sum(hasattr(e, "dest") for e in log.entries) >= 5  # most transitions: the bare row
+    assert any(isinstance(e, tuple) and len(e) == 6 and e[5] == "a" for e in log.entries)  # the agent changed
+    assert len(log.times) == len(log.entries)
+    assert [e.type for e in result.events].count("state_entered") == len(result.trace) - 1
