@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Literal
 
 from .errors import MachineError
@@ -91,25 +92,37 @@ class Budget:
 
 
 def _guard_for(budget: Budget) -> Guard:
-    """The ``within_*`` guard of ``budget``: a small function named ``budget.guard_name``."""
+    """The ``within_*`` guard of ``budget``: a small function named ``budget.guard_name``,
+    specialised to the budget's scope (it runs at every pass through decide)."""
     name, used, limit, room = budget.name, budget.used, budget.limit, budget.room
     assert used is not None
-    scope, inclusive = budget.scope, budget.inclusive
+    inclusive = budget.inclusive
 
-    def guard(rs: RunState) -> bool:
-        if room is not None:
-            return room(rs)
-        limits = (rs.turn_limits or rs.limits) if scope == "pass" else rs.limits
-        cap = getattr(limits, name, limit)
+    def fits(count: float, cap: Any) -> bool:
+        return cap is None or (count <= cap if inclusive else count < cap)
+
+    def run_guard(rs: RunState) -> bool:
+        return fits(used(rs), getattr(rs.limits, name, limit))
+
+    def pass_guard(rs: RunState) -> bool:
+        return fits(used(rs), getattr(rs.turn_limits or rs.limits, name, limit))
+
+    def turn_guard(rs: RunState) -> bool:
         count = used(rs)
-        if cap is not None and (count > cap if inclusive else count >= cap):
+        if not fits(count, getattr(rs.limits, name, limit)):
             return False
-        own = rs.turn_limits if scope == "turn" else None
+        own = rs.turn_limits
         if own is None:
             return True
         own_cap = getattr(own, name, None)
         return own_cap is None or count - rs.turn_start.get(name, 0) < own_cap
 
+    def room_guard(rs: RunState) -> bool:
+        assert room is not None
+        return room(rs)
+
+    scoped = {"run": run_guard, "pass": pass_guard, "turn": turn_guard}
+    guard = room_guard if room is not None else scoped[budget.scope]
     guard.__name__ = guard.__qualname__ = budget.guard_name
     guard.__doc__ = f"Room left in the {name} budget ({budget.words.format(value='cap')})."
     guard.budget = name  # type: ignore[attr-defined]
@@ -137,7 +150,7 @@ ITERATIONS = Budget(
     "max_iterations",
     "steps (max_iterations={value})",
     "within_iteration_budget",
-    used=lambda rs: rs.iteration,
+    used=attrgetter("iteration"),
     cycle=True,
     scope="turn",
 )
@@ -151,11 +164,11 @@ RETRIES = Budget(
 )
 TOOL_CALLS = Budget(
     "max_tool_calls", "tool calls (max_tool_calls={value})", "within_tool_call_budget",
-    used=lambda rs: rs.tool_calls_made, scope="turn",
+    used=attrgetter("tool_calls_made"), scope="turn",
 )  # fmt: skip
 TOKENS = Budget(
     "max_total_tokens", "tokens (max_total_tokens={value})", "within_token_budget",
-    used=lambda rs: rs.usage.total_tokens, scope="turn",
+    used=attrgetter("usage.total_tokens"), scope="turn",
 )  # fmt: skip
 TIME = Budget("timeout_s", "time (timeout_s={value})", "within_time_budget", used=_timeout, room=_time_left)
 

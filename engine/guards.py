@@ -46,7 +46,7 @@ def has_retryable_model_error(rs: RunState) -> bool:
 def has_tool_calls(rs: RunState) -> bool:
     """The latest reply asks for at least one tool call."""
     response = rs.response
-    return response is not None and any(type(p) is ToolCall for p in response.parts)
+    return response is not None and ToolCall in map(type, response.parts)
 
 
 TRUNCATED = frozenset({"max_tokens", "pause_turn"})
@@ -57,11 +57,7 @@ def is_final_response(rs: RunState) -> bool:
     """The latest reply is an answer: it asks for no tool call and was not cut short
     (``max_tokens``, ``pause_turn``)."""
     response = rs.response
-    return (
-        response is not None
-        and response.stop_reason not in TRUNCATED
-        and not any(type(p) is ToolCall for p in response.parts)
-    )
+    return response is not None and response.stop_reason not in TRUNCATED and ToolCall not in map(type, response.parts)
 
 
 def salvage_allowed(rs: RunState) -> bool:

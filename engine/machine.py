@@ -80,7 +80,9 @@ if TYPE_CHECKING:
 
 Guard = Callable[[RunState], bool]
 GuardRef = Guard | str
-Handler = Callable[[RunState, "RunContext"], Awaitable[None]]
+Handler = Callable[[RunState, "RunContext"], Awaitable[None] | None]
+"""A stage's work: ``async def`` (awaited), or a plain ``def`` for a stage that never waits (it
+may still return an awaitable for the runner to await when, this time, it must wait)."""
 TRIGGER = "advance"
 DEFAULT_OUTCOMES: dict[str, Outcome] = {Stage.DONE: "final", Stage.CANCELLED: "cancelled", Stage.FAILED: "failed"}
 """The outcome of a row into a core terminal that says none."""

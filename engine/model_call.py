@@ -63,7 +63,7 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
             f"model {type(model).__name__}.complete returned {type(response).__name__}, not a ModelResponse",
             retryable=False,
         )
-    return await _after(response, ctx)
+    return response if ctx.agent.after_model is None else await _after(response, ctx)
 
 
 async def _after(response: ModelResponse, ctx: RunContext) -> ModelResponse:

@@ -3,7 +3,7 @@
 ::
 
     while run_state.stage is not terminal:               # Run.run_to_end
-        await HANDLERS[stage](run_state, ctx)            # Run.step: the stage does the work,
+        HANDLERS[stage](run_state, ctx)                  # Run.step: the stage does the work,
         row = machine.choose(stage, run_state)           #   the table picks the edge
         machine.charge(row, run_state)                   #   a bounded row is charged to its budget
         run_state.stage = row.dest
@@ -348,9 +348,19 @@ class Run:
         """One timer per run (not one per stage): when ``timeout_s`` runs out it marks the
         deadline and cancels the stage in progress, which the table then ends."""
         rs = self.state
-        assert rs.deadline is not None
+        if self._timer is not None or rs.deadline_hit or rs.deadline is None:
+            return
         loop = asyncio.get_running_loop()
         self._timer = loop.call_at(loop.time() + (rs.deadline - _clock()), self._deadline_passed)
+
+    def _check_deadline(self, task: asyncio.Task[Any] | None) -> None:
+        """After a stage: take back a deadline cancellation the stage swallowed; note a
+        deadline that passed while the stage ran without waiting."""
+        if self._timed_out:
+            self._take_back_cancel(task)
+        rs = self.state
+        if rs.deadline is not None and not rs.deadline_hit and _clock() >= rs.deadline:
+            rs.deadline_hit = True
 
     def _deadline_passed(self) -> None:
         self._timer = None
@@ -387,14 +397,16 @@ class Run:
         task = self.task
         cancelled_from_outside = False
         raised: Exception | None = None
-        if rs.deadline is not None and self._timer is None and not rs.deadline_hit:
+        if rs.deadline is not None:
             self._arm_deadline()
         try:
             if len(rs.trace) > 1 and self._must_yield():
                 await asyncio.sleep(0)
                 self._yielded = _perf()
             self._in_stage = True
-            await self._handlers[stage](rs, ctx)
+            waits = self._handlers[stage](rs, ctx)
+            if waits is not None:
+                await waits
         except asyncio.CancelledError:
             if not self._take_back_cancel(task):
                 cancelled_from_outside = True
@@ -403,10 +415,8 @@ class Run:
             raised = exc
         finally:
             self._in_stage = False
-        if self._timed_out:  # the stage swallowed the deadline's cancellation
-            self._take_back_cancel(task)
-        if rs.deadline is not None and not rs.deadline_hit and _clock() >= rs.deadline:
-            rs.deadline_hit = True
+        if rs.deadline is not None:
+            self._check_deadline(task)
         row = self._abort(stage, "stage", raised) if raised is not None else self._choose(stage)
         self._take(row)
         if cancelled_from_outside:

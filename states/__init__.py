@@ -1,7 +1,9 @@
 """The stage handlers: one module per state of the loop.
 
-A handler is ``async def handler(rs: RunState, ctx: RunContext) -> None``: it does the stage's
-work and writes its results into the run state; the machine then chooses the next state.
+A handler is ``handler(rs: RunState, ctx: RunContext)``: it does the stage's work and writes its
+results into the run state; the machine then chooses the next state. Stages that wait (for the
+model, for tools) are ``async def``; stages that never wait are plain functions, which spares
+the hot path a coroutine each (preprocess returns one only when an instruction must be awaited).
 ``HANDLERS`` maps every working state of the built-in table to its handler (checked at import).
 """
 

@@ -9,5 +9,5 @@ from loopwright.context import RunContext
 from loopwright.run_state import RunState
 
 
-async def decide(rs: RunState, ctx: RunContext) -> None:
+def decide(rs: RunState, ctx: RunContext) -> None:
     return None

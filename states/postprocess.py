@@ -18,7 +18,7 @@ from loopwright.guards import TRUNCATED
 from loopwright.run_state import RunState
 
 
-async def postprocess(rs: RunState, ctx: RunContext) -> None:
+def postprocess(rs: RunState, ctx: RunContext) -> None:
     response = rs.response
     if response is None:  # the table only routes here with a response
         return

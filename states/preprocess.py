@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 
 from loopwright.agent import PLACEHOLDER, Agent
 from loopwright.context import RunContext
@@ -58,24 +58,37 @@ async def _render_instruction(agent: Agent, ctx: RunContext) -> str:
     return text
 
 
-async def preprocess(rs: RunState, ctx: RunContext) -> None:
+def preprocess(rs: RunState, ctx: RunContext) -> Awaitable[None] | None:
+    """A plain function: only a dynamic instruction makes it wait (it then returns the
+    coroutine that renders it and builds the request)."""
     agent = ctx.agent
     rs.attempt = 0
-    instructions = agent.static_instructions
     if agent.instruction_is_dynamic:
-        try:
-            text = await _render_instruction(agent, ctx)
-        except InstructionError as exc:
-            rs.error = ErrorInfo(kind="instruction", message=str(exc))
-            return
-        except Exception as exc:
-            rs.error = ErrorInfo(
-                kind="instruction",
-                message=f"agent {agent.name!r}: the instruction function raised {type(exc).__name__}: {exc}",
-            )
-            return
-        if text:
-            instructions = (*instructions, trusted(Instruction, text=text, cache=False))
+        return _with_dynamic_instruction(rs, ctx, agent)
+    _build_request(rs, ctx, agent.static_instructions)
+    return None
+
+
+async def _with_dynamic_instruction(rs: RunState, ctx: RunContext, agent: Agent) -> None:
+    instructions = agent.static_instructions
+    try:
+        text = await _render_instruction(agent, ctx)
+    except InstructionError as exc:
+        rs.error = ErrorInfo(kind="instruction", message=str(exc))
+        return
+    except Exception as exc:
+        rs.error = ErrorInfo(
+            kind="instruction",
+            message=f"agent {agent.name!r}: the instruction function raised {type(exc).__name__}: {exc}",
+        )
+        return
+    if text:
+        instructions = (*instructions, trusted(Instruction, text=text, cache=False))
+    _build_request(rs, ctx, instructions)
+
+
+def _build_request(rs: RunState, ctx: RunContext, instructions: tuple[Instruction, ...]) -> None:
+    agent = ctx.agent
     request = trusted(
         ModelRequest,
         instructions=instructions,

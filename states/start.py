@@ -10,6 +10,6 @@ from loopwright.events import Message, TextPart, trusted
 from loopwright.run_state import RunState
 
 
-async def start(rs: RunState, ctx: RunContext) -> None:
+def start(rs: RunState, ctx: RunContext) -> None:
     text = trusted(TextPart, type="text", text=rs.input)
     rs.messages.append(trusted(Message, role="user", parts=(text,), agent=None))
