@@ -317,6 +317,7 @@ class LoopMachine:
         for row in self.rows:
             self.machine.add_transition(TRIGGER, row.source, row.dest, conditions=list(row.guards))
         self._compiled = self._compile()
+        self._hooks: dict[str, tuple[Callable[..., Any], ...]] = {}
         self._resets: dict[str, tuple[str, ...]] = {
             b.name: tuple(p.name for p in self.budgets.values() if p.scope == "pass" and p.cycle)
             for b in self.budgets.values()
@@ -406,8 +407,11 @@ class LoopMachine:
         return rows[: rows.index(row)]
 
     def hooks(self, name: str) -> tuple[Callable[..., Any], ...]:
-        """The extensions' hooks called ``name``, in extension order."""
-        return tuple(hook for e in self.extensions if (hook := getattr(e, name)) is not None)
+        """The extensions' hooks called ``name``, in extension order (found once per machine)."""
+        found = self._hooks.get(name)
+        if found is None:
+            found = self._hooks[name] = tuple(hook for e in self.extensions if (hook := getattr(e, name)) is not None)
+        return found
 
     def __repr__(self) -> str:
         return f"LoopMachine({self.name!r}, {len(self.states)} states, {len(self.rows)} rows)"
