@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .budgets import Budget
-from .events import EventBase, StateEntered, make_event
+from .events import EVENT_FIELDS, EventBase, StateEntered, event_values, make_event
 from .limits import Limits
 from .run_state import RunState
 
@@ -30,14 +30,14 @@ LogEntry = Any
 - a ``Row``: the transition taken (a ``StateEntered`` into ``row.dest``), at the iteration and
   agent of the entry before it;
 - ``(row, iteration, agent)``: a transition where either changed;
-- ``(cls, field names, field values)``: any other event, at the stage, iteration and agent of
-  the entry before it (the names are one shared tuple per shape of event);
-- ``(cls, field names, field values, stage, iteration, agent)``: the same where any changed.
+- ``(cls, values)``: any other event, its own field values in ``EVENT_FIELDS[cls]`` order, at
+  the stage, iteration and agent of the entry before it;
+- ``(cls, values, stage, iteration, agent)``: the same where any of those changed.
 
-The times are kept apart, one float each in an array. So a transition costs the log 16 bytes
-and another event a small tuple, and events() rebuilds every field exactly in one pass.
+The times are kept apart, one float each in an array. So a transition costs the log 16 bytes,
+another event a pair and the tuple of its values, and events() rebuilds every field exactly in
+one pass.
 """
-_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
 
 
 class EventLog:
@@ -76,9 +76,9 @@ class EventLog:
                 continue
             if not isinstance(entry, tuple):
                 stage = entry.dest
-            elif len(entry) == 6:
-                stage, iteration, agent = entry[3], entry[4], entry[5]
-            elif not isinstance(entry[0], type):
+            elif len(entry) == 5:
+                stage, iteration, agent = entry[2], entry[3], entry[4]
+            elif len(entry) == 3:
                 stage, iteration, agent = entry[0].dest, entry[1], entry[2]
             entries[i] = self._build(i, entry, stage, iteration, agent)
         return list(entries)
@@ -87,12 +87,13 @@ class EventLog:
         if isinstance(entry, EventBase):
             return entry
         seq, at = self.base + i + 1, self.times[i]
-        if not isinstance(entry, tuple) or not isinstance(entry[0], type):
+        if not isinstance(entry, tuple) or len(entry) == 3:
             row = entry[0] if isinstance(entry, tuple) else entry
             fields = {"source": row.source, "guard": row.label}
             return make_event(StateEntered, self.run_id, seq, at, row.dest, iteration, agent, fields)
-        cls, keys, values = entry[0], entry[1], entry[2]
-        return make_event(cls, self.run_id, seq, at, stage, iteration, agent, dict(zip(keys, values, strict=True)))
+        cls, values = entry[0], entry[1]
+        fields = dict(zip(EVENT_FIELDS[cls], values, strict=True))
+        return make_event(cls, self.run_id, seq, at, stage, iteration, agent, fields)
 
 
 class RunContext:
@@ -186,17 +187,23 @@ class RunContext:
         if self.watchers:
             self._tell(log.latest())
 
-    def emit(self, cls: type[EventBase], **fields: Any) -> None:
+    def emit(self, cls: type[EventBase], *values: Any, **fields: Any) -> None:
         """Record one event of ``cls``, stamped with the run's next seq, the time, stage,
-        iteration and active agent; hand it to the watchers, if any, as a built event."""
+        iteration and active agent; hand it to the watchers, if any, as a built event.
+
+        Its own fields are given by name, or (on the hot path: no dict is built) positionally,
+        all of them in ``EVENT_FIELDS[cls]`` order: ``ctx.emit(ToolCalled, call.id, call.name,
+        call.args)``."""
+        if fields or len(values) != len(EVENT_FIELDS[cls]):
+            if values:
+                raise TypeError(f"emit({cls.__name__}, ...): give all of {list(EVENT_FIELDS[cls])} in order, or names")
+            values = event_values(cls, fields)
         rs, log = self.run_state, self.log
         rs.seq += 1
-        keys = tuple(fields)
-        keys = _KEYS.setdefault(keys, keys)
         if rs.stage == log.stage and rs.iteration == log.iteration and rs.active_agent == log.agent:
-            log.entries.append((cls, keys, tuple(fields.values())))
+            log.entries.append((cls, values))
         else:
-            log.entries.append((cls, keys, tuple(fields.values()), rs.stage, rs.iteration, rs.active_agent))
+            log.entries.append((cls, values, rs.stage, rs.iteration, rs.active_agent))
             log.stage, log.iteration, log.agent = rs.stage, rs.iteration, rs.active_agent
         log.times.append(_clock())
         if self.watchers:

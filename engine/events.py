@@ -380,6 +380,25 @@ def _event_classes() -> dict[type[EventBase], tuple[str, AllFieldsSet]]:
 
 EVENT_CLASSES = _event_classes()
 
+_BASE_FIELDS = frozenset(EventBase.model_fields) | {"type"}
+EVENT_FIELDS: dict[type[EventBase], tuple[str, ...]] = {
+    cls: tuple(name for name in cls.model_fields if name not in _BASE_FIELDS) for cls in EVENT_CLASSES
+}
+"""Each event class's own fields, in declaration order: ``RunContext.emit`` takes their values
+positionally in this order."""
+
+
+def event_values(cls: type[EventBase], fields: dict[str, Any]) -> tuple[Any, ...]:
+    """An event's own field values by name, in :data:`EVENT_FIELDS` order (defaults filled in);
+    a name the event does not have is a TypeError naming the ones it has."""
+    own = EVENT_FIELDS[cls]
+    unknown = fields.keys() - set(own)
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field {sorted(unknown)}; its fields are {list(own)}")
+    model_fields = cls.model_fields
+    return tuple(fields[name] if name in fields else model_fields[name].get_default(call_default_factory=True)
+                 for name in own)  # fmt: skip
+
 
 def make_event(
     cls: type[EventBase], run_id: str, seq: int, time: float, state: str, iteration: int, agent: str, fields: Any
@@ -398,6 +417,7 @@ def make_event(
 
 __all__ = [
     "EVENT_ADAPTER",
+    "EVENT_FIELDS",
     "ErrorInfo",
     "ErrorOccurred",
     "Event",

@@ -283,7 +283,7 @@ class Run:
         if register:
             runner._active[rs.run_id] = self
         if rs.seq == 0:
-            self.ctx.emit(RunStarted, input=rs.input)
+            self.ctx.emit(RunStarted, rs.input)
 
     @property
     def run_id(self) -> str:
@@ -494,7 +494,7 @@ class Run:
             rs.output = rs.text
         elif rs.outcome == "failed" and rs.error is None:
             rs.error = rs.model_error or ErrorInfo(kind="failed", message=f"the run failed in {row.source!r}")
-        ctx.emit(RunFinished, outcome=rs.outcome, output=rs.output, error=rs.error)
+        ctx.emit(RunFinished, rs.outcome, rs.output, rs.error)
         self._notify_finish()
 
     def _notify_finish(self) -> None:

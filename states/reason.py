@@ -28,12 +28,7 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     request = rs.request
     if request is None:  # the table only routes here after preprocess
         raise RuntimeError("reason entered without a request; preprocess must run first")
-    ctx.emit(
-        ModelRequested,
-        attempt=rs.attempt,
-        message_count=len(request.messages),
-        tool_names=tuple(t.name for t in request.tools),
-    )
+    ctx.emit(ModelRequested, rs.attempt, len(request.messages), tuple([t.name for t in request.tools]))
     try:
         response = await call_model(request, ctx)
     except Exception as exc:
@@ -41,4 +36,4 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
         ctx.emit(ErrorOccurred, error=rs.model_error)
         return
     rs.response = response
-    ctx.emit(ModelResponded, response=response)
+    ctx.emit(ModelResponded, response)

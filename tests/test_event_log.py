@@ -58,6 +58,27 @@ def test_a_transition_is_kept_as_its_row_and_an_event_without_a_dict() -> None:
     result = kept[0]
     log = result._log
     assert sum(hasattr(e, "dest") for e in log.entries) >= 5  # most transitions: the bare row
-    assert any(isinstance(e, tuple) and len(e) == 6 and e[5] == "a" for e in log.entries)  # the agent changed
+    assert any(isinstance(e, tuple) and len(e) == 5 and e[4] == "a" for e in log.entries)  # the agent changed
     assert len(log.times) == len(log.entries)
     assert [e.type for e in result.events].count("state_entered") == len(result.trace) - 1
+
+
+def test_emit_takes_fields_by_name_or_all_in_order_and_refuses_a_mix_up() -> None:
+    import pytest
+
+    from loopwright.context import RunContext
+    from loopwright.events import EVENT_FIELDS, ToolCalled
+    from loopwright.run_state import RunState
+
+    root = tree()
+    runner = Runner(root)
+    ctx = RunContext(runner.tree, RunState(run_id="r", agent="root", input="x", active_agent="root"))
+    ctx.emit(ToolCalled, "c1", "add", {"a": 1})
+    ctx.emit(ToolCalled, call_id="c2", name="add", args={"a": 2})
+    first, second = ctx.log.events()
+    assert (first.call_id, first.args, second.call_id, second.args) == ("c1", {"a": 1}, "c2", {"a": 2})
+    assert EVENT_FIELDS[ToolCalled] == ("call_id", "name", "args")
+    with pytest.raises(TypeError, match=r"give all of \['call_id', 'name', 'args'\] in order"):
+        ctx.emit(ToolCalled, "c3", "add")
+    with pytest.raises(TypeError, match=r"ToolCalled has no field \['nmae'\]"):
+        ctx.emit(ToolCalled, call_id="c4", nmae="add", args={})
