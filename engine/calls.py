@@ -148,14 +148,7 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False) -> Cal
 
 
 def record(call: ToolCall, answered: ToolResult, duration: float, ctx: RunContext) -> None:
-    ctx.emit(
-        ToolAnswered,
-        call_id=call.id,
-        name=call.name,
-        content=answered.content,
-        is_error=answered.is_error,
-        duration_s=duration,
-    )
+    ctx.emit(ToolAnswered, call.id, call.name, answered.content, answered.is_error, duration)
 
 
 async def run_jobs(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, CallOutcome]) -> None:
@@ -207,7 +200,7 @@ def answer_unrun_calls(rs: RunState, ctx: RunContext, why: str) -> None:
         return
     results: list[ToolResult] = []
     for call in calls:
-        ctx.emit(ToolCalled, call_id=call.id, name=call.name, args=call.args)
+        ctx.emit(ToolCalled, call.id, call.name, call.args)
         answered = result(call, f"tool {call.name!r} was not run: {why}", True)
         record(call, answered, 0.0, ctx)
         results.append(answered)

@@ -194,10 +194,11 @@ class RunContext:
         Its own fields are given by name, or (on the hot path: no dict is built) positionally,
         all of them in ``EVENT_FIELDS[cls]`` order: ``ctx.emit(ToolCalled, call.id, call.name,
         call.args)``."""
-        if fields or len(values) != len(EVENT_FIELDS[cls]):
+        own = EVENT_FIELDS[cls]
+        if fields or len(values) != len(own):
             if values:
-                raise TypeError(f"emit({cls.__name__}, ...): give all of {list(EVENT_FIELDS[cls])} in order, or names")
-            values = event_values(cls, fields)
+                raise TypeError(f"emit({cls.__name__}, ...): give all of {list(own)} in order, or names")
+            values = tuple([fields[k] for k in own]) if fields.keys() == set(own) else event_values(cls, fields)
         rs, log = self.run_state, self.log
         rs.seq += 1
         if rs.stage == log.stage and rs.iteration == log.iteration and rs.active_agent == log.agent:

@@ -36,7 +36,7 @@ async def act(rs: RunState, ctx: RunContext) -> None:
     calls = tool_calls(rs)
     rs.tool_calls_made += len(calls)
     for call in calls:
-        ctx.emit(ToolCalled, call_id=call.id, name=call.name, args=call.args)
+        ctx.emit(ToolCalled, call.id, call.name, call.args)
     outcomes: dict[int, CallOutcome] = {}
     results: list[ToolResult | None] = [None] * len(calls)
     try:
