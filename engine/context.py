@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .budgets import Budget
-from .events import EVENT_FIELDS, EventBase, StateEntered, event_values, make_event
+from .events import EVENT_CLASSES, EVENT_FIELDS, EventBase, StateEntered, event_values, make_event
 from .limits import Limits
 from .run_state import RunState
 
@@ -40,6 +40,10 @@ one pass.
 """
 
 
+Where = tuple[str, int, str]
+"""(stage, iteration, agent): where in the run an entry was recorded."""
+
+
 class EventLog:
     """One run's events in ``seq`` order, built on demand. ``base`` is the ``seq`` before the
     first entry (a resumed run continues its numbering); ``start`` the (stage, iteration,
@@ -62,38 +66,62 @@ class EventLog:
         """The latest event, built and kept (the log's own stage, iteration and agent are
         the latest entry's)."""
         i = len(self.entries) - 1
-        event = self._build(i, self.entries[i], self.stage, self.iteration, self.agent)
-        self.entries[i] = event
+        entry = self.entries[i]
+        if isinstance(entry, EventBase):
+            return entry
+        event = self.entries[i] = make_event(*self._parts(i, entry, self.stage, self.iteration, self.agent))
         return event
 
     def events(self) -> list[Any]:
         """Every event, built (and kept) in one pass."""
-        stage, iteration, agent = self.start
         entries = self.entries
-        for i, entry in enumerate(entries):
+        for i, entry, stage, iteration, agent in self._walk(0, self.start):
+            if not isinstance(entry, EventBase):
+                entries[i] = make_event(*self._parts(i, entry, stage, iteration, agent))
+        return list(entries)
+
+    def records(self, start: int, at: Where) -> tuple[list[Any], Where]:
+        """The events from entry ``start`` on, each as its built event (if one was built) or a
+        plain dict of all its fields (JSON-ready but for nested models; nothing is built or
+        kept), and the (stage, iteration, agent) after the last. ``at`` is that before
+        ``start`` (``log.start`` for 0): a reader that saves events as they come (a store)
+        keeps it between calls, so each call costs only the new entries."""
+        out: list[Any] = []
+        for i, entry, stage, iteration, agent in self._walk(start, at):
+            at = (stage, iteration, agent)
+            if isinstance(entry, EventBase):
+                out.append(entry)
+                continue
+            cls, run_id, seq, time, state, _, _, fields = self._parts(i, entry, stage, iteration, agent)
+            out.append({"type": EVENT_CLASSES[cls][0], "run_id": run_id, "seq": seq, "time": time, "state": state,
+                        "iteration": iteration, "agent": agent, **fields})  # fmt: skip
+        return out, at
+
+    def _walk(self, start: int, at: Where) -> Iterator[tuple[int, LogEntry, str, int, str]]:
+        """Each entry from ``start`` with the stage, iteration and agent it was recorded at."""
+        stage, iteration, agent = at
+        entries = self.entries
+        for i in range(start, len(entries)):
+            entry = entries[i]
             if isinstance(entry, EventBase):
                 stage, iteration, agent = entry.state, entry.iteration, entry.agent
-                continue
-            if not isinstance(entry, tuple):
+            elif not isinstance(entry, tuple):
                 stage = entry.dest
             elif len(entry) == 5:
                 stage, iteration, agent = entry[2], entry[3], entry[4]
             elif len(entry) == 3:
                 stage, iteration, agent = entry[0].dest, entry[1], entry[2]
-            entries[i] = self._build(i, entry, stage, iteration, agent)
-        return list(entries)
+            yield i, entry, stage, iteration, agent
 
-    def _build(self, i: int, entry: LogEntry, stage: str, iteration: int, agent: str) -> Any:
-        if isinstance(entry, EventBase):
-            return entry
+    def _parts(self, i: int, entry: LogEntry, stage: str, iteration: int, agent: str) -> tuple[Any, ...]:
+        """``make_event``'s arguments for entry ``i`` (not a built event)."""
         seq, at = self.base + i + 1, self.times[i]
         if not isinstance(entry, tuple) or len(entry) == 3:
             row = entry[0] if isinstance(entry, tuple) else entry
             fields = {"source": row.source, "guard": row.label}
-            return make_event(StateEntered, self.run_id, seq, at, row.dest, iteration, agent, fields)
+            return StateEntered, self.run_id, seq, at, row.dest, iteration, agent, fields
         cls, values = entry[0], entry[1]
-        fields = dict(zip(EVENT_FIELDS[cls], values, strict=True))
-        return make_event(cls, self.run_id, seq, at, stage, iteration, agent, fields)
+        return cls, self.run_id, seq, at, stage, iteration, agent, dict(zip(EVENT_FIELDS[cls], values, strict=True))
 
 
 class RunContext:

@@ -9,6 +9,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic_core import to_jsonable_python
 
 from loopwright import Runner
 from loopwright.result import RunResult
@@ -82,3 +83,38 @@ def test_emit_takes_fields_by_name_or_all_in_order_and_refuses_a_mix_up() -> Non
         ctx.emit(ToolCalled, "c3", "add")
     with pytest.raises(TypeError, match=r"ToolCalled has no field \['nmae'\]"):
         ctx.emit(ToolCalled, call_id="c4", nmae="add", args={})
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_records_read_in_pieces_equal_the_built_events(data: st.DataObject) -> None:
+    """A store reads the log as it grows (``records(start, at)``, keeping ``at``): the dicts it
+    gets, piece by piece, are the events' own fields."""
+    root = tree().replace(limits=data.draw(limits(tool_timeouts=False)).model_copy(update={"max_transfers": 3}))
+    script = data.draw(model_behaviours(root, transfer=0.4, max_replies=6))
+    kept: list[RunResult] = []
+
+    async def main() -> None:
+        kept.append(await Runner(scripted(root, script)).run("go", run_id="r"))
+
+    asyncio.run(main())
+    log = kept[0]._log
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(log.entries)), max_size=4)))
+    read: list[Any] = []
+    start, at = 0, log.start
+    for cut in [*cuts, len(log.entries)]:
+        piece, at = log.records(start, at) if cut == len(log.entries) else _upto(log, start, at, cut)
+        read.extend(piece)
+        start = cut
+    assert len(read) == len(log.entries)
+    assert [to_jsonable_python(r) for r in read] == [e.model_dump(mode="json") for e in kept[0].events]
+
+
+def _upto(log: Any, start: int, at: Any, stop: int) -> tuple[list[Any], Any]:
+    """``records`` of the entries before ``stop`` only (a log that had ``stop`` entries then)."""
+    rest = log.entries[stop:]
+    del log.entries[stop:]
+    try:
+        return log.records(start, at)
+    finally:
+        log.entries.extend(rest)
