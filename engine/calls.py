@@ -10,6 +10,8 @@ credential, or its result later): what happens to it is up to the features (``ho
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -126,7 +128,35 @@ async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunCo
 
 
 async def answer(call: ToolCall, ctx: RunContext, approved: bool = False) -> CallOutcome:
-    """Run ``call`` (:func:`execute`), pass its result through after_tool, and record it."""
+    """Run ``call`` (:func:`execute`), pass its result through after_tool, and record it; inside
+    the run's tool scopes (per-run observers' ``tool_scope``), if any."""
+    if ctx.tool_scopes:
+        with contextlib.ExitStack() as stack:
+            for scope in ctx.tool_scopes:
+                _enter(stack, scope, call)
+            return await _answer(call, ctx, approved)
+    return await _answer(call, ctx, approved)
+
+
+def _enter(stack: contextlib.ExitStack, scope: Any, call: ToolCall) -> None:
+    """Enter one observer's tool scope; one that fails is skipped (observers never break a run)."""
+    try:
+        manager = scope(call)
+        manager.__enter__()
+    except Exception as exc:
+        print(f"loopwright: tool scope {scope!r} raised {type(exc).__name__}: {exc}; skipped", file=sys.stderr)
+        return
+
+    def leave(*exc_info: Any) -> None:
+        try:
+            manager.__exit__(*exc_info)
+        except Exception as exc:
+            print(f"loopwright: tool scope {scope!r} raised {type(exc).__name__} on exit: {exc}", file=sys.stderr)
+
+    stack.push(lambda *exc_info: leave(*exc_info))
+
+
+async def _answer(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome:
     started = _perf()
     outcome = await execute(call, ctx, approved)
     if isinstance(outcome, PendingRequest):

@@ -82,6 +82,7 @@ class RunContext:
         "run_state",
         "state",
         "stream_deltas",
+        "tool_scopes",
         "tree",
         "watchers",
     )
@@ -120,6 +121,8 @@ class RunContext:
         self.log = EventLog(run_state.run_id, run_state.seq)
         self.watchers: list[Callable[[Any], None]] = list(watchers)
         """Called with every event as it is emitted (the runner's event observers)."""
+        self.tool_scopes: tuple[Callable[[Any], Any], ...] = ()
+        """Context managers entered around each tool call (per-run observers' ``tool_scope``)."""
         self.agent: Agent = tree.agents.get(run_state.active_agent, tree.root)
         self.limits: Limits = self.agent.own_limits or tree.root.limits
         """The active agent's limits: its own, or (when it has none) the run's."""

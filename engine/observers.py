@@ -5,7 +5,13 @@ An observer is any object with some of these methods (one signature each):
 - ``on_transition(run, row)``: the run took ``row`` (``run.state`` is its RunState,
   ``run.machine`` the machine);
 - ``on_event(event)``: an event was emitted (a built, typed event);
-- ``on_finish(result)``: the run ended or paused (a RunResult).
+- ``on_finish(result)``: the run ended or paused (a RunResult);
+- ``on_start(run)``: a run (or a resumed run) is about to begin, before its first event; it
+  returns an observer for that run alone, or None. A per-run observer has the three hooks
+  above, and may have ``tool_scope(call)``: a context manager entered around each tool call,
+  in the task that runs it (OpenTelemetry uses it to make the call's span current, so the
+  tool's own spans nest under it). An observer that watches only some runs (tracing when a
+  tracer provider is set) costs the other runs one call each.
 
 They are kept in per-hook sets, so a run pays only for the hooks someone watches. An observer
 that raises is removed from its sets and the failure is logged; the run goes on as if it had
@@ -23,19 +29,20 @@ from typing import Any, TextIO
 
 from .log import LogFormat, get_logger, make_logger
 
-HOOKS = ("on_transition", "on_event", "on_finish")
+HOOKS = ("on_transition", "on_event", "on_finish", "on_start")
 
 
 class Observers:
-    """Per-hook observer sets. ``transition``, ``event`` and ``finish`` hold
+    """Per-hook observer sets. ``transition``, ``event``, ``finish`` and ``start`` hold
     ``(observer, bound method)`` pairs in the order observers were added."""
 
-    __slots__ = ("event", "finish", "transition")
+    __slots__ = ("event", "finish", "start", "transition")
 
     def __init__(self, *observers: object) -> None:
         self.transition: list[tuple[object, Callable[..., None]]] = []
         self.event: list[tuple[object, Callable[..., None]]] = []
         self.finish: list[tuple[object, Callable[..., None]]] = []
+        self.start: list[tuple[object, Callable[..., Any]]] = []
         for observer in observers:
             self.add(observer)
 
@@ -46,16 +53,19 @@ class Observers:
             raise TypeError(
                 f"{type(observer).__name__} is not an observer: give it one of the methods {', '.join(HOOKS)}"
             )
-        for pairs, method in zip((self.transition, self.event, self.finish), methods, strict=True):
+        for pairs, method in zip(self._sets(), methods, strict=True):
             if callable(method) and all(o is not observer for o, _ in pairs):
                 pairs.append((observer, method))
 
+    def _sets(self) -> tuple[list[tuple[object, Callable[..., Any]]], ...]:
+        return self.transition, self.event, self.finish, self.start
+
     def remove(self, observer: object) -> None:
-        for pairs in (self.transition, self.event, self.finish):
+        for pairs in self._sets():
             pairs[:] = [(o, m) for o, m in pairs if o is not observer]
 
     def __contains__(self, observer: object) -> bool:
-        return any(o is observer for pairs in (self.transition, self.event, self.finish) for o, _ in pairs)
+        return any(o is observer for pairs in self._sets() for o, _ in pairs)
 
     def notify(self, pairs: list[tuple[object, Callable[..., None]]], *args: Any) -> None:
         """Call each observer of one hook; one that raises is removed and logged."""
@@ -65,6 +75,26 @@ class Observers:
             except Exception as exc:
                 self.remove(observer)
                 _report(observer, method, exc)
+
+    def tool_scopes(self) -> tuple[Callable[[Any], Any], ...]:
+        """The ``tool_scope`` methods of the observers in this set."""
+        seen = {id(o): o for pairs in self._sets() for o, _ in pairs}
+        return tuple(m for o in seen.values() if callable(m := getattr(o, "tool_scope", None)))
+
+    def start_run(self, run: Any, into: Observers | None) -> Observers | None:
+        """Ask each ``on_start`` observer for an observer of ``run``; add the ones given to ``into``
+        (the run's own set, made here if needed) and return it. One that raises, or returns a
+        non-observer, is removed and logged."""
+        for observer, method in tuple(self.start):
+            try:
+                watcher = method(run)
+                if watcher is not None:
+                    into = into or Observers()
+                    into.add(watcher)
+            except Exception as exc:
+                self.remove(observer)
+                _report(observer, method, exc)
+        return into
 
 
 def _report(observer: object, method: Callable[..., None], exc: Exception) -> None:
