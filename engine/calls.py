@@ -127,36 +127,11 @@ async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunCo
     return result(call, to_json_value(value), False)
 
 
-async def answer(call: ToolCall, ctx: RunContext, approved: bool = False) -> CallOutcome:
+async def answer(call: ToolCall, ctx: RunContext, approved: bool = False, scoped: bool = False) -> CallOutcome:
     """Run ``call`` (:func:`execute`), pass its result through after_tool, and record it; inside
-    the run's tool scopes (per-run observers' ``tool_scope``), if any."""
-    if ctx.tool_scopes:
-        with contextlib.ExitStack() as stack:
-            for scope in ctx.tool_scopes:
-                _enter(stack, scope, call)
-            return await _answer(call, ctx, approved)
-    return await _answer(call, ctx, approved)
-
-
-def _enter(stack: contextlib.ExitStack, scope: Any, call: ToolCall) -> None:
-    """Enter one observer's tool scope; one that fails is skipped (observers never break a run)."""
-    try:
-        manager = scope(call)
-        manager.__enter__()
-    except Exception as exc:
-        print(f"loopwright: tool scope {scope!r} raised {type(exc).__name__}: {exc}; skipped", file=sys.stderr)
-        return
-
-    def leave(*exc_info: Any) -> None:
-        try:
-            manager.__exit__(*exc_info)
-        except Exception as exc:
-            print(f"loopwright: tool scope {scope!r} raised {type(exc).__name__} on exit: {exc}", file=sys.stderr)
-
-    stack.push(lambda *exc_info: leave(*exc_info))
-
-
-async def _answer(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome:
+    the run's tool scopes (per-run observers' ``tool_scope``), if any (``scoped``: entered)."""
+    if ctx.tool_scopes and not scoped:
+        return await _in_scopes(call, ctx, approved)
     started = _perf()
     outcome = await execute(call, ctx, approved)
     if isinstance(outcome, PendingRequest):
@@ -175,6 +150,31 @@ async def _answer(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcom
             outcome = result(call, f"the after_tool callback failed: {type(exc).__name__}: {exc}", True)
     record(call, outcome, _perf() - started, ctx)
     return outcome
+
+
+async def _in_scopes(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome:
+    with contextlib.ExitStack() as stack:
+        for scope in ctx.tool_scopes:
+            _enter(stack, scope, call)
+        return await answer(call, ctx, approved, scoped=True)
+
+
+def _enter(stack: contextlib.ExitStack, scope: Any, call: ToolCall) -> None:
+    """Enter one observer's tool scope; one that fails is skipped (observers never break a run)."""
+    try:
+        manager = scope(call)
+        manager.__enter__()
+    except Exception as exc:
+        print(f"loopwright: tool scope {scope!r} raised {type(exc).__name__}: {exc}; skipped", file=sys.stderr)
+        return
+
+    def leave(*exc_info: Any) -> None:
+        try:
+            manager.__exit__(*exc_info)
+        except Exception as exc:
+            print(f"loopwright: tool scope {scope!r} raised {type(exc).__name__} on exit: {exc}", file=sys.stderr)
+
+    stack.push(leave)
 
 
 def record(call: ToolCall, answered: ToolResult, duration: float, ctx: RunContext) -> None:
