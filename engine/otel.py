@@ -36,7 +36,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any
 
 try:
@@ -160,8 +160,9 @@ class RunTrace:
     def tool_scope(self, call: ToolCall) -> AbstractContextManager[Any]:
         """Make the call's ``execute_tool`` span current while the tool runs."""
         span = self.tools.get(call.id)
-        if span is None:
-            return nullcontext()
+        if span is None:  # a call approved on resume: called in an earlier leg of the run
+            rs = self.run.state
+            span = self._open_tool(call.id, call.name, call.args, rs.active_agent, time.time())
         return trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False)
 
     # ------------------------------------------------------------ events into spans
@@ -272,25 +273,29 @@ class RunTrace:
         span.end(_ns(event.time))
 
     def _tool_called(self, event: Any) -> None:
-        tool = self.tree.agents[event.agent].tools.get(event.name)
+        self._open_tool(event.call_id, event.name, event.args, event.agent, event.time)
+
+    def _open_tool(self, call_id: str, name: str, args: Any, agent: str, at: float) -> Span:
+        tool = self.tree.agents[agent].tools.get(name) if agent in self.tree.agents else None
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": event.name,
-            "gen_ai.tool.call.id": event.call_id,
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": call_id,
             "gen_ai.tool.type": "function",
-            "gen_ai.agent.name": event.agent,
+            "gen_ai.agent.name": agent,
         }
         if tool is not None and tool.description:
             attributes["gen_ai.tool.description"] = tool.description
-        if self.content:
-            attributes["gen_ai.tool.call.arguments"] = self._json(event.args)
-        self.tools[event.call_id] = self._child(f"execute_tool {event.name}", SpanKind.INTERNAL, event.time, attributes)
+        if self.content and args is not None:
+            attributes["gen_ai.tool.call.arguments"] = self._json(args)
+        span = self.tools[call_id] = self._child(f"execute_tool {name}", SpanKind.INTERNAL, at, attributes)
+        return span
 
     def _tool_answered(self, event: Any) -> None:
         span = self.tools.pop(event.call_id, None)
-        if span is None:  # called before a suspension, answered after it: its span starts here
-            self._tool_called(event.model_copy(update={"time": event.time - event.duration_s, "args": {}}))
-            span = self.tools.pop(event.call_id)
+        if span is None:  # answered without a call seen in this leg: its span covers its duration
+            span = self._open_tool(event.call_id, event.name, None, event.agent, event.time - event.duration_s)
+            del self.tools[event.call_id]
         if self.content:
             span.set_attribute("gen_ai.tool.call.result", self._json(event.content))
         if event.is_error:

@@ -389,10 +389,13 @@ def test_a_suspended_run_ends_its_spans_and_the_resume_traces_the_approved_call(
 ) -> None:
     from loopwright import approve
 
+    provider, exporter = exported
+
     @tool(requires_confirmation=True)
     def wire(amount: int) -> str:
         """Wire money."""
-        return f"wired {amount}"
+        with provider.get_tracer("bank-app").start_as_current_span("POST /wires"):
+            return f"wired {amount}"
 
     agent = Agent(
         name="bank",
@@ -401,7 +404,6 @@ def test_a_suspended_run_ends_its_spans_and_the_resume_traces_the_approved_call(
             [reply([ToolCall(id="c-wire", name="wire", args={"amount": 5})]), reply("sent", "end_turn")]
         ),
     )
-    provider, exporter = exported
     runner = Runner(agent, observers=[Tracing(tracer_provider=provider)])
     paused = runner.run_sync("wire 5")
     assert paused.outcome == "suspended"
@@ -417,6 +419,8 @@ def test_a_suspended_run_ends_its_spans_and_the_resume_traces_the_approved_call(
     call = one(spans, "execute_tool wire")
     assert call.parent is not None and call.parent.span_id == resumed.context.span_id
     assert call.attributes is not None and call.attributes["gen_ai.tool.call.id"] == "c-wire"
+    post = one(spans, "POST /wires")  # the approved call's own span nests under it, in the resumed leg
+    assert post.parent is not None and post.parent.span_id == call.context.span_id
 
 
 def test_a_sampled_out_run_is_not_watched() -> None:
