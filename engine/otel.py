@@ -51,6 +51,8 @@ from .events import Message, ModelResponse, TextPart, ThoughtPart, ToolCall, Too
 from .observers import INSTRUMENTS
 
 _NO_PROVIDER = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+_UNKNOWN = object()
+_PROVIDER_FROM_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 REDACTED = "[REDACTED]"
 Redactor = Callable[[Any], Any]
@@ -101,7 +103,7 @@ class Tracing:
         self.redact: Redactor = redact or (lambda value: value)
 
     def on_start(self, run: Any) -> RunTrace | None:
-        if self.on_global and isinstance(trace.get_tracer_provider(), _NO_PROVIDER):
+        if self.on_global and _no_global_provider():
             return None  # the cheap check: no tracer provider is set at all
         root = run.runner.agent
         span = self.tracer.start_span(f"invoke_agent {root.name}", kind=SpanKind.INTERNAL)
@@ -352,6 +354,15 @@ _HANDLERS: dict[str, Callable[[RunTrace, Any], None]] = {
     "suspended": RunTrace._suspended,
     "resumed": RunTrace._resumed,
 }
+
+
+def _no_global_provider() -> bool:
+    """No global tracer provider is set (or the no-op one is). Reads the API's global directly:
+    ``get_tracer_provider()`` looks at the environment on every call, a few microseconds a run."""
+    provider = vars(trace).get("_TRACER_PROVIDER", _UNKNOWN)
+    if provider is _UNKNOWN or (provider is None and _PROVIDER_FROM_ENV):  # ask the documented way
+        return isinstance(trace.get_tracer_provider(), _NO_PROVIDER)
+    return provider is None or isinstance(provider, trace.NoOpTracerProvider)
 
 
 def _version() -> str | None:
