@@ -9,6 +9,7 @@
   terminal (or when not every request is decided) the run's state is saved under
   ``.loopwright/runs/RUN_ID.json`` and the command says how to go on: ``--resume RUN_ID`` (or
   the file's path) continues it, asking again. ``--yes`` approves every confirmation unasked.
+- ``--trace trace.html`` also writes the run's trace page (:mod:`loopwright.trace_page`).
 
 ``module:agent`` names an Agent, or a function of no arguments that makes one, importable from
 the current folder (it is put first on ``sys.path``, as ``python -m`` does). Exit codes: 0 the
@@ -102,8 +103,10 @@ class _Feed:
         self.view = view
         self.out = out
         self.screen: Live | None = None
+        self.events: list[Event] = []
 
     def on_event(self, event: Event) -> None:
+        self.events.append(event)
         if self.out is not None:
             self.out.write(event.model_dump_json() + "\n")
             self.out.flush()
@@ -121,6 +124,7 @@ def add_command(sub: Any) -> None:
     command.add_argument("--json", action="store_true", help="print the run's events as JSON lines")
     command.add_argument("--resume", metavar="RUN", default=None, help="continue a waiting run (its id or file)")
     command.add_argument("--yes", action="store_true", help="approve every confirmation without asking")
+    command.add_argument("--trace", metavar="HTML", default=None, help="also write the run's trace page here")
     command.set_defaults(handler=run_command)
 
 
@@ -137,11 +141,17 @@ def run_command(args: Any) -> int:
         saved = _load_state(args.resume, agent, console)
         if saved is None:
             return 2
+    feed = _Feed(RunView(agent), sys.stdout if args.json else None)
     try:
-        result = asyncio.run(_drive(agent, args, saved, console))
+        result = asyncio.run(_drive(agent, args, saved, console, feed))
     except (ConfigurationError, ResumeError) as exc:
         _fail(console, f"loopwright run: {exc}")
         return 2
+    if args.trace is not None:
+        from .trace_page import write_trace_page
+
+        page = write_trace_page(feed.events, args.trace, machine=agent)
+        console.print(f"trace page: {page}", style="dim", markup=False, highlight=False)
     if result.outcome == "suspended":
         path = _save(result.run_state)
         console.print(
@@ -204,10 +214,9 @@ def _save(state: RunState) -> Path:
     return path
 
 
-async def _drive(agent: Agent, args: Any, saved: RunState | None, console: Console) -> RunResult:
+async def _drive(agent: Agent, args: Any, saved: RunState | None, console: Console, feed: _Feed) -> RunResult:
     """Run (or resume) the agent, asking for decisions while it waits and someone can answer."""
-    view = RunView(agent)
-    feed = _Feed(view, sys.stdout if args.json else None)
+    view = feed.view
     runner = Runner(agent, observers=[feed])
     interactive = sys.stdin.isatty()
     target: RunResult | RunState | None = saved

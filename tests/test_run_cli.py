@@ -119,7 +119,7 @@ class Terminal:
 
 
 def test_on_a_terminal_the_live_view_runs_and_a_confirmation_is_asked(project: Path) -> None:
-    term = Terminal(command("treasury:agent", "Send 500 USD to the supplier"), project)
+    term = Terminal(command("treasury:agent", "Send 500 USD to the supplier", "--trace", "out/trace.html"), project)
     shown = term.read_until("Approve this call? [y/N]")
     # the live view: agent, stage, iteration, budgets left, the tool call, the path so far
     assert "loopwright · treasurer" in shown
@@ -133,6 +133,8 @@ def test_on_a_terminal_the_live_view_runs_and_a_confirmation_is_asked(project: P
     assert "answer: wire: wired 500" in shown
     assert "suspended" in shown and "outcome final" in shown
     assert not (project / ".loopwright").exists()  # decided at once: nothing saved
+    page = (project / "out" / "trace.html").read_text()  # --trace: both legs of the run on one page
+    assert "trace page: out/trace.html" in shown and '"type": "resumed"' in page and "wire: wired 500" in page
 
 
 def test_a_denied_confirmation_reaches_the_model_with_the_reason(project: Path) -> None:
