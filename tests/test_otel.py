@@ -438,3 +438,12 @@ def test_a_sampled_out_run_is_not_watched() -> None:
 
     assert asyncio.run(go()) == ("final", True)
     assert exporter.get_finished_spans() == ()
+
+
+def test_transition_events_can_be_left_out(exported: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = exported
+    Runner(helpdesk(), observers=[Tracing(tracer_provider=provider, transition_events=False)]).run_sync("A1")
+    spans = exporter.get_finished_spans()
+    assert len(spans) == 10
+    names = {e.name for s in spans for e in s.events}
+    assert "loopwright.transition" not in names and "loopwright.transfer" in names
