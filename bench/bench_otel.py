@@ -5,7 +5,8 @@ call per iteration, K = 10 and 100), under three settings (the first two interle
   no-provider  ``loopwright.otel.instrument()`` with no tracer provider set (the API's default):
              must cost nothing per iteration (the run gets no per-run observer, builds no event)
   sdk        ``instrument()`` on an SDK TracerProvider whose processor drops every span (the cost
-             of building the spans themselves, for information)
+             of building the spans themselves, for information); sdk-lean the same with
+             ``transition_events=False``
 
 Usage:  python bench/bench_otel.py [--repeats 200] [--json PATH]
 """
@@ -26,7 +27,7 @@ import bench_loop
 from loopwright.observers import INSTRUMENTS
 from loopwright.otel import Tracing
 
-SETTINGS = ("off", "no-provider", "sdk")
+SETTINGS = ("off", "no-provider", "sdk", "sdk-lean")
 
 
 def _provider() -> Any:
@@ -63,8 +64,9 @@ async def measure(k: int, repeats: int, tracings: dict[str, Any]) -> dict[str, d
         pair = ("off", "no-provider") if i % 2 == 0 else ("no-provider", "off")
         for setting in pair:
             times[setting].append(await one(setting, k, tracings))
-    for _ in range(repeats):
-        times["sdk"].append(await one("sdk", k, tracings))
+    for setting in ("sdk", "sdk-lean"):
+        for _ in range(repeats):
+            times[setting].append(await one(setting, k, tracings))
     return {s: {"median_us": statistics.median(t) * 1e6, "best_us": min(t) * 1e6} for s, t in times.items()}
 
 
@@ -73,7 +75,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--json", type=Path, metavar="PATH")
     args = parser.parse_args()
-    tracings = {"no-provider": Tracing(), "sdk": Tracing(tracer_provider=_provider())}
+    provider = _provider()
+    tracings = {
+        "no-provider": Tracing(),
+        "sdk": Tracing(tracer_provider=provider),
+        "sdk-lean": Tracing(tracer_provider=provider, transition_events=False),
+    }
     out: dict[str, Any] = {}
     print(f"us per iteration, {args.repeats} runs of each setting, interleaved: median (best)")
     for k in (10, 100):
