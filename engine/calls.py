@@ -10,8 +10,6 @@ credential, or its result later): what happens to it is up to the features (``ho
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +17,7 @@ from typing import Any
 from .context import RunContext
 from .errors import CredentialRequired
 from .events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
+from .observers import enter_scopes
 from .run_state import RunState
 from .tools import ArgumentsError, Pending, Tool, to_json_value
 
@@ -153,28 +152,8 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False, scoped
 
 
 async def _in_scopes(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome:
-    with contextlib.ExitStack() as stack:
-        for scope in ctx.tool_scopes:
-            _enter(stack, scope, call)
+    with enter_scopes(ctx.tool_scopes, call):
         return await answer(call, ctx, approved, scoped=True)
-
-
-def _enter(stack: contextlib.ExitStack, scope: Any, call: ToolCall) -> None:
-    """Enter one observer's tool scope; one that fails is skipped (observers never break a run)."""
-    try:
-        manager = scope(call)
-        manager.__enter__()
-    except Exception as exc:
-        print(f"loopwright: tool scope {scope!r} raised {type(exc).__name__}: {exc}; skipped", file=sys.stderr)
-        return
-
-    def leave(*exc_info: Any) -> None:
-        try:
-            manager.__exit__(*exc_info)
-        except Exception as exc:
-            print(f"loopwright: tool scope {scope!r} raised {type(exc).__name__} on exit: {exc}", file=sys.stderr)
-
-    stack.push(leave)
 
 
 def record(call: ToolCall, answered: ToolResult, duration: float, ctx: RunContext) -> None:

@@ -9,8 +9,9 @@ An observer is any object with some of these methods (one signature each):
 - ``on_start(run)``: a run (or a resumed run) is about to begin, before its first event; it
   returns an observer for that run alone, or None. A per-run observer has the three hooks
   above, and may have ``tool_scope(call)``: a context manager entered around each tool call,
-  in the task that runs it (OpenTelemetry uses it to make the call's span current, so the
-  tool's own spans nest under it). An observer that watches only some runs (tracing when a
+  in the task that runs it, and ``model_scope(request)``: one entered around each model call
+  (OpenTelemetry uses them to make the call's span current, so the tool's or the model
+  client's own spans nest under it). An observer that watches only some runs (tracing when a
   tracer provider is set) costs the other runs one call each.
 
 They are kept in per-hook sets, so a run pays only for the hooks someone watches. An observer
@@ -23,6 +24,7 @@ the testing kit's row coverage are observers; an OpenTelemetry one plugs in the 
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -76,10 +78,10 @@ class Observers:
                 self.remove(observer)
                 _report(observer, method, exc)
 
-    def tool_scopes(self) -> tuple[Callable[[Any], Any], ...]:
-        """The ``tool_scope`` methods of the observers in this set."""
+    def scopes(self, hook: str) -> tuple[Callable[[Any], Any], ...]:
+        """The ``hook`` methods (``tool_scope``, ``model_scope``) of the observers in this set."""
         seen = {id(o): o for pairs in self._sets() for o, _ in pairs}
-        return tuple(m for o in seen.values() if callable(m := getattr(o, "tool_scope", None)))
+        return tuple(m for o in seen.values() if callable(m := getattr(o, hook, None)))
 
     def start_run(self, run: Any, into: Observers | None) -> Observers | None:
         """Ask each ``on_start`` observer for an observer of ``run``; add the ones given to ``into``
@@ -95,6 +97,31 @@ class Observers:
                 self.remove(observer)
                 _report(observer, method, exc)
         return into
+
+
+def enter_scopes(scopes: tuple[Callable[[Any], Any], ...], item: Any) -> contextlib.ExitStack:
+    """Enter each scope (``scope(item)``, a context manager) on a stack the caller closes. One
+    that raises on entry or on exit is skipped and reported: observers never break a run."""
+    stack = contextlib.ExitStack()
+    for scope in scopes:
+        try:
+            manager = scope(item)
+            manager.__enter__()
+        except Exception as exc:
+            print(f"loopwright: scope {scope!r} raised {type(exc).__name__}: {exc}; skipped", file=sys.stderr)
+            continue
+        stack.push(_leaving(scope, manager))
+    return stack
+
+
+def _leaving(scope: Any, manager: Any) -> Callable[..., None]:
+    def leave(*exc_info: Any) -> None:
+        try:
+            manager.__exit__(*exc_info)
+        except Exception as exc:
+            print(f"loopwright: scope {scope!r} raised {type(exc).__name__} on exit: {exc}", file=sys.stderr)
+
+    return leave
 
 
 def _report(observer: object, method: Callable[..., None], exc: Exception) -> None:

@@ -10,7 +10,8 @@ or per runner: ``Runner(agent, observers=[loopwright.otel.Tracing()])``. Needs t
 exporter (Jaeger, Tempo, Honeycomb, Datadog, Logfire...). A run becomes::
 
     invoke_agent dispatcher                 (INTERNAL; the run; child of the caller's current span)
-    ├── chat claude-sonnet-4-5              (CLIENT; one per model call, a retry is another one)
+    ├── chat claude-sonnet-4-5              (CLIENT; one per model call, a retry is another one;
+    │                                        current while the model is called: its client's spans nest)
     ├── execute_tool transfer_to_agent      (INTERNAL; one per tool call)
     ├── invoke_agent billing                (a transfer: the target's turn, a child agent span)
     │   ├── chat ...
@@ -36,7 +37,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 try:
@@ -169,6 +170,13 @@ class RunTrace:
         if span is None:  # a call approved on resume: called in an earlier leg of the run
             rs = self.run.state
             span = self._open_tool(call.id, call.name, call.args, rs.active_agent, time.time())
+        return trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False)
+
+    def model_scope(self, request: Any) -> AbstractContextManager[Any]:
+        """Make the current ``chat`` span current while the model is called (its client's spans)."""
+        span = self.chat
+        if span is None:
+            return nullcontext()
         return trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False)
 
     # ------------------------------------------------------------ events into spans

@@ -269,7 +269,7 @@ class Run:
             budgets=machine.budgets,
         )
         if own is not None:
-            self.ctx.tool_scopes = own.tool_scopes()
+            self.ctx.tool_scopes, self.ctx.model_scopes = own.scopes("tool_scope"), own.scopes("model_scope")
         self.task: asyncio.Task[Any] | None = None
         self._handlers = runner._handlers
         self._terminals = machine.terminals

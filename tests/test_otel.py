@@ -447,3 +447,35 @@ def test_transition_events_can_be_left_out(exported: tuple[TracerProvider, InMem
     assert len(spans) == 10
     names = {e.name for s in spans for e in s.events}
     assert "loopwright.transition" not in names and "loopwright.transfer" in names
+
+
+def test_a_model_clients_own_spans_nest_under_its_chat_span(
+    exported: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, exporter = exported
+    tracer = provider.get_tracer("model-client")
+
+    class ClientModel:
+        """A model whose client makes its own span per request (as an instrumented HTTP client does)."""
+
+        model = "claude-client"
+
+        def __init__(self) -> None:
+            self.replies = [ModelError("overloaded", status=529, retryable=True), reply("hi", stop="end_turn")]
+
+        async def complete(self, request: Any) -> ModelResponse:
+            with tracer.start_as_current_span("POST /v1/messages", kind=SpanKind.CLIENT):
+                await asyncio.sleep(0)
+                answer = self.replies.pop(0)
+                if isinstance(answer, Exception):
+                    raise answer
+                return answer
+
+    agent = Agent(name="talker", model=ClientModel())
+    assert Runner(agent, observers=[Tracing(tracer_provider=provider)]).run_sync("hello").outcome == "final"
+    spans = exporter.get_finished_spans()
+    assert [name for _, name in tree(spans)] == [
+        "invoke_agent talker", "chat claude-client", "POST /v1/messages", "chat claude-client", "POST /v1/messages",
+    ]  # fmt: skip
+    assert [depth for depth, _ in tree(spans)] == [0, 1, 2, 1, 2]
+    assert one(spans, "invoke_agent talker").attributes["gen_ai.provider.name"] == "loopwright.ClientModel"  # type: ignore[index]

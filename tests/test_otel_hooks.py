@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from loopwright import Agent, Runner, ToolCall, instrument, tool, uninstrument
-from loopwright.models.scripted import ScriptedModel
+from loopwright.models.scripted import ScriptedModel, to_response
 
 CURRENT: contextvars.ContextVar[str] = contextvars.ContextVar("current", default="none")
 
@@ -114,3 +114,27 @@ def test_a_tool_scope_that_raises_is_skipped_and_the_call_still_runs(capsys: pyt
     answers = [p.content for m in result.messages if m.role == "user" for p in m.parts if hasattr(p, "content")]
     assert answers == ["t0:none", "t1:none", "t2:none", "t0:none"]
     assert "scope on fire; skipped" in capsys.readouterr().err
+
+
+def test_a_model_scope_wraps_each_model_call() -> None:
+    seen: list[str] = []
+
+    def reply(request: Any) -> Any:
+        seen.append(CURRENT.get())
+        return to_response("done")
+
+    class ModelScoped(PerRun):
+        @contextlib.contextmanager
+        def model_scope(self, request: Any) -> Iterator[None]:
+            token = CURRENT.set(f"model:{len(request.messages)}")
+            try:
+                yield
+            finally:
+                CURRENT.reset(token)
+
+    class Start:
+        def on_start(self, run: Any) -> ModelScoped:
+            return ModelScoped()
+
+    result = Runner(Agent(name="m", model=ScriptedModel(reply)), observers=[Start()]).run_sync("hi")
+    assert result.outcome == "final" and seen == ["model:1"] and CURRENT.get() == "none"
