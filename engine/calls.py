@@ -17,6 +17,7 @@ from typing import Any
 from .context import RunContext
 from .errors import CredentialRequired
 from .events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
+from .observers import enter_scopes
 from .run_state import RunState
 from .tools import ArgumentsError, Pending, Tool, to_json_value
 
@@ -125,8 +126,11 @@ async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunCo
     return result(call, to_json_value(value), False)
 
 
-async def answer(call: ToolCall, ctx: RunContext, approved: bool = False) -> CallOutcome:
-    """Run ``call`` (:func:`execute`), pass its result through after_tool, and record it."""
+async def answer(call: ToolCall, ctx: RunContext, approved: bool = False, scoped: bool = False) -> CallOutcome:
+    """Run ``call`` (:func:`execute`), pass its result through after_tool, and record it; inside
+    the run's tool scopes (per-run observers' ``tool_scope``), if any (``scoped``: entered)."""
+    if ctx.tool_scopes and not scoped:
+        return await _in_scopes(call, ctx, approved)
     started = _perf()
     outcome = await execute(call, ctx, approved)
     if isinstance(outcome, PendingRequest):
@@ -145,6 +149,11 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False) -> Cal
             outcome = result(call, f"the after_tool callback failed: {type(exc).__name__}: {exc}", True)
     record(call, outcome, _perf() - started, ctx)
     return outcome
+
+
+async def _in_scopes(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome:
+    with enter_scopes(ctx.tool_scopes, call):
+        return await answer(call, ctx, approved, scoped=True)
 
 
 def record(call: ToolCall, answered: ToolResult, duration: float, ctx: RunContext) -> None:

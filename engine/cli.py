@@ -1,4 +1,4 @@
-"""The ``loopwright`` command: ``demo``, ``diagram``, ``check``.
+"""The ``loopwright`` command: ``demo``, ``diagram``, ``check``, ``run``, ``trace``.
 
 The top floor: the one module that prints and picks exit codes (0 ok, 1 the work failed, 2 a
 bad argument). What it runs returns values or raises (:mod:`loopwright.verify`,
@@ -67,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="verify an agent's machine: every run ends, no state is stuck")
     check.add_argument("target", help="module:attr naming an Agent or LoopMachine, e.g. myapp.agents:support")
+    from . import run_command, trace_page  # `loopwright run` and `loopwright trace` register themselves
+
+    run_command.add_command(sub)
+    trace_page.add_command(sub)
     return parser
 
 
@@ -80,6 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "handler", None) is not None:  # a command its own module registered
+        return int(args.handler(args))
     if args.command == "demo":
         return _demo(args)
     if args.command == "diagram":

@@ -143,11 +143,13 @@ class RunContext:
         "holds",
         "limits",
         "log",
+        "model_scopes",
         "request_hooks",
         "run_id",
         "run_state",
         "state",
         "stream_deltas",
+        "tool_scopes",
         "tree",
         "watchers",
     )
@@ -188,6 +190,10 @@ class RunContext:
         )
         self.watchers: list[Callable[[Any], None]] = list(watchers)
         """Called with every event as it is emitted (the runner's event observers)."""
+        self.tool_scopes: tuple[Callable[[Any], Any], ...] = ()
+        """Context managers entered around each tool call (per-run observers' ``tool_scope``)."""
+        self.model_scopes: tuple[Callable[[Any], Any], ...] = ()
+        """Context managers entered around each model call (per-run observers' ``model_scope``)."""
         self.agent: Agent = tree.agents.get(run_state.active_agent, tree.root)
         self.limits: Limits = self.agent.own_limits or tree.root.limits
         """The active agent's limits: its own, or (when it has none) the run's."""

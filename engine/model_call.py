@@ -10,6 +10,7 @@ from .context import RunContext
 from .errors import ModelError
 from .events import ErrorInfo, ModelRequest, ModelResponse, TextDelta
 from .models.base import StreamDelta
+from .observers import enter_scopes
 
 
 class CallbackError(ModelError):
@@ -46,24 +47,35 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
                 "return None, a ModelRequest or a ModelResponse"
             )
     model: Any = agent.model
-    stream = getattr(model, "stream", None) if ctx.stream_deltas else None
-    if stream is not None:
-        response: Any = None
-        async for item in stream(request):
-            if isinstance(item, StreamDelta):
-                ctx.emit(TextDelta, text=item.text, thought=item.thought)
-            else:
-                response = item
-        if response is None:
-            raise ModelError("the model's stream ended without a final response", retryable=True)
-    else:
-        response = await model.complete(request)
+    scoped = enter_scopes(ctx.model_scopes, request) if ctx.model_scopes else None
+    try:
+        stream = getattr(model, "stream", None) if ctx.stream_deltas else None
+        if stream is not None:
+            response: Any = await _streamed(stream, request, ctx)
+        else:
+            response = await model.complete(request)
+    finally:
+        if scoped is not None:
+            scoped.close()
     if not isinstance(response, ModelResponse):
         raise ModelError(
             f"model {type(model).__name__}.complete returned {type(response).__name__}, not a ModelResponse",
             retryable=False,
         )
     return response if ctx.agent.after_model is None else await _after(response, ctx)
+
+
+async def _streamed(stream: Any, request: ModelRequest, ctx: RunContext) -> Any:
+    """A streaming model's reply: its text deltas become events, its last item is the reply."""
+    response: Any = None
+    async for item in stream(request):
+        if isinstance(item, StreamDelta):
+            ctx.emit(TextDelta, text=item.text, thought=item.thought)
+        else:
+            response = item
+    if response is None:
+        raise ModelError("the model's stream ended without a final response", retryable=True)
+    return response
 
 
 async def _after(response: ModelResponse, ctx: RunContext) -> ModelResponse:

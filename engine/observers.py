@@ -5,7 +5,14 @@ An observer is any object with some of these methods (one signature each):
 - ``on_transition(run, row)``: the run took ``row`` (``run.state`` is its RunState,
   ``run.machine`` the machine);
 - ``on_event(event)``: an event was emitted (a built, typed event);
-- ``on_finish(result)``: the run ended or paused (a RunResult).
+- ``on_finish(result)``: the run ended or paused (a RunResult);
+- ``on_start(run)``: a run (or a resumed run) is about to begin, before its first event; it
+  returns an observer for that run alone, or None. A per-run observer has the three hooks
+  above, and may have ``tool_scope(call)``: a context manager entered around each tool call,
+  in the task that runs it, and ``model_scope(request)``: one entered around each model call
+  (OpenTelemetry uses them to make the call's span current, so the tool's or the model
+  client's own spans nest under it). An observer that watches only some runs (tracing when a
+  tracer provider is set) costs the other runs one call each.
 
 They are kept in per-hook sets, so a run pays only for the hooks someone watches. An observer
 that raises is removed from its sets and the failure is logged; the run goes on as if it had
@@ -17,25 +24,27 @@ the testing kit's row coverage are observers; an OpenTelemetry one plugs in the 
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
 from .log import LogFormat, get_logger, make_logger
 
-HOOKS = ("on_transition", "on_event", "on_finish")
+HOOKS = ("on_transition", "on_event", "on_finish", "on_start")
 
 
 class Observers:
-    """Per-hook observer sets. ``transition``, ``event`` and ``finish`` hold
+    """Per-hook observer sets. ``transition``, ``event``, ``finish`` and ``start`` hold
     ``(observer, bound method)`` pairs in the order observers were added."""
 
-    __slots__ = ("event", "finish", "transition")
+    __slots__ = ("event", "finish", "start", "transition")
 
     def __init__(self, *observers: object) -> None:
         self.transition: list[tuple[object, Callable[..., None]]] = []
         self.event: list[tuple[object, Callable[..., None]]] = []
         self.finish: list[tuple[object, Callable[..., None]]] = []
+        self.start: list[tuple[object, Callable[..., Any]]] = []
         for observer in observers:
             self.add(observer)
 
@@ -46,16 +55,19 @@ class Observers:
             raise TypeError(
                 f"{type(observer).__name__} is not an observer: give it one of the methods {', '.join(HOOKS)}"
             )
-        for pairs, method in zip((self.transition, self.event, self.finish), methods, strict=True):
+        for pairs, method in zip(self._sets(), methods, strict=True):
             if callable(method) and all(o is not observer for o, _ in pairs):
                 pairs.append((observer, method))
 
+    def _sets(self) -> tuple[list[tuple[object, Callable[..., Any]]], ...]:
+        return self.transition, self.event, self.finish, self.start
+
     def remove(self, observer: object) -> None:
-        for pairs in (self.transition, self.event, self.finish):
+        for pairs in self._sets():
             pairs[:] = [(o, m) for o, m in pairs if o is not observer]
 
     def __contains__(self, observer: object) -> bool:
-        return any(o is observer for pairs in (self.transition, self.event, self.finish) for o, _ in pairs)
+        return any(o is observer for pairs in self._sets() for o, _ in pairs)
 
     def notify(self, pairs: list[tuple[object, Callable[..., None]]], *args: Any) -> None:
         """Call each observer of one hook; one that raises is removed and logged."""
@@ -65,6 +77,51 @@ class Observers:
             except Exception as exc:
                 self.remove(observer)
                 _report(observer, method, exc)
+
+    def scopes(self, hook: str) -> tuple[Callable[[Any], Any], ...]:
+        """The ``hook`` methods (``tool_scope``, ``model_scope``) of the observers in this set."""
+        seen = {id(o): o for pairs in self._sets() for o, _ in pairs}
+        return tuple(m for o in seen.values() if callable(m := getattr(o, hook, None)))
+
+    def start_run(self, run: Any, into: Observers | None) -> Observers | None:
+        """Ask each ``on_start`` observer for an observer of ``run``; add the ones given to ``into``
+        (the run's own set, made here if needed) and return it. One that raises, or returns a
+        non-observer, is removed and logged."""
+        for observer, method in tuple(self.start):
+            try:
+                watcher = method(run)
+                if watcher is not None:
+                    into = into or Observers()
+                    into.add(watcher)
+            except Exception as exc:
+                self.remove(observer)
+                _report(observer, method, exc)
+        return into
+
+
+def enter_scopes(scopes: tuple[Callable[[Any], Any], ...], item: Any) -> contextlib.ExitStack:
+    """Enter each scope (``scope(item)``, a context manager) on a stack the caller closes. One
+    that raises on entry or on exit is skipped and reported: observers never break a run."""
+    stack = contextlib.ExitStack()
+    for scope in scopes:
+        try:
+            manager = scope(item)
+            manager.__enter__()
+        except Exception as exc:
+            print(f"loopwright: scope {scope!r} raised {type(exc).__name__}: {exc}; skipped", file=sys.stderr)
+            continue
+        stack.push(_leaving(scope, manager))
+    return stack
+
+
+def _leaving(scope: Any, manager: Any) -> Callable[..., None]:
+    def leave(*exc_info: Any) -> None:
+        try:
+            manager.__exit__(*exc_info)
+        except Exception as exc:
+            print(f"loopwright: scope {scope!r} raised {type(exc).__name__} on exit: {exc}", file=sys.stderr)
+
+    return leave
 
 
 def _report(observer: object, method: Callable[..., None], exc: Exception) -> None:

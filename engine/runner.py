@@ -258,8 +258,10 @@ class Run:
         self.runner = runner
         self.state = rs
         machine = self.machine = runner.machine
-        self._own = Observers(EventSink(sink)) if sink is not None else None
-        watching = [o for o in (INSTRUMENTS, runner.observers, self._own) if o is not None and o.event]
+        own = self._own = Observers(EventSink(sink)) if sink is not None else None
+        if INSTRUMENTS.start or runner.observers.start:  # observers that watch this run alone
+            own = self._own = runner.observers.start_run(self, INSTRUMENTS.start_run(self, own))
+        watching = [o for o in (INSTRUMENTS, runner.observers, own) if o is not None and o.event]
         self.ctx = RunContext(
             runner.tree,
             rs,
@@ -269,6 +271,8 @@ class Run:
             hooks=machine.hooks,
             budgets=machine.budgets,
         )
+        if own is not None:
+            self.ctx.tool_scopes, self.ctx.model_scopes = own.scopes("tool_scope"), own.scopes("model_scope")
         self.task: asyncio.Task[Any] | None = None
         self._handlers = runner._handlers
         self._terminals = machine.terminals
@@ -456,6 +460,9 @@ class Run:
         observers = self.runner.observers
         if observers.transition:
             observers.notify(observers.transition, self, row)
+        own = self._own
+        if own is not None and own.transition:
+            own.notify(own.transition, self, row)
         if row.dest in self._stops:
             if row.dest in self._terminals:
                 self._finish(row)
@@ -498,7 +505,7 @@ class Run:
         self._notify_finish()
 
     def _notify_finish(self) -> None:
-        sets = [o for o in (INSTRUMENTS, self.runner.observers) if o.finish]
+        sets = [o for o in (INSTRUMENTS, self.runner.observers, self._own) if o is not None and o.finish]
         if sets:
             result = RunResult.of(self.state, self.ctx.log, self.machine)
             for observers in sets:
