@@ -22,6 +22,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import loopwright.otel
 from loopwright import Agent, ModelError, ModelResponse, Runner, TextPart, ToolCall, Usage, tool
+from loopwright.events import EventBase
 from loopwright.models.scripted import ScriptedModel
 from loopwright.otel import Tracing, redact_secrets
 
@@ -346,7 +347,7 @@ def test_a_run_no_tracer_records_builds_no_event(exported: tuple[TracerProvider,
         async def go() -> tuple[str, list[int], bool]:
             run = runner.start("refund A1")
             outcome = (await run.run_to_end()).outcome
-            built = [i for i, e in enumerate(run.ctx.log.entries) if not isinstance(e, tuple)]
+            built = [i for i, e in enumerate(run.ctx.log.entries) if isinstance(e, EventBase)]
             return outcome, built, run.ctx.watchers == [] and run.ctx.tool_scopes == ()
 
         outcome, built, unwatched = asyncio.run(go())
