@@ -53,7 +53,7 @@ from transitions import Machine
 
 from .budgets import CORE_BUDGETS, Budget, budget_of, registry
 from .errors import MachineError, NoTransitionError
-from .events import ModelRequest, Outcome, ToolCall
+from .events import ModelRequest, ModelResponse, Outcome, ToolCall
 from .guards import (
     GUARDS,
     cancel_requested,
@@ -213,6 +213,8 @@ class Extension:
 
     - ``request(request, rs, ctx) -> ModelRequest``: preprocess hands each pass's request
       through it (structlog-style processors);
+    - ``response(response, rs, ctx) -> ModelResponse``: postprocess hands each reply through
+      it before taking it in (Plan-ReAct splits tagged text into thoughts and the answer);
     - ``gate(call, rs, ctx) -> ToolResult | PendingRequest | None``: act asks it before it runs
       a call: a result answers the call, a request makes it wait, None lets it run;
     - ``hold(rs, ctx, calls, results, waits) -> bool``: act has calls that wait; True means the
@@ -235,6 +237,7 @@ class Extension:
     guards: Mapping[str, Guard] = field(default_factory=dict)
     slice: type[Any] | None = None
     request: Callable[[ModelRequest, RunState, RunContext], ModelRequest] | None = None
+    response: Callable[[ModelResponse, RunState, RunContext], ModelResponse] | None = None
     gate: Callable[[ToolCall, RunState, RunContext], Any] | None = None
     hold: Callable[..., str | None] | None = None
     pause: Callable[[RunState, RunContext], None] | None = None

@@ -36,7 +36,7 @@ def answers(result: Any) -> list[Any]:
 
 
 def test_confirmation_suspends_then_approved_call_runs_exactly_once() -> None:
-    agent = make_agent(SCRIPT)
+    agent = make_agent(SCRIPT, max_repeated_calls=None)
     assert machine_for(agent) is BUILT_IN_MACHINES["waiting"]
     runner = Runner(agent)
     first = runner.run_sync("pay the invoice")
