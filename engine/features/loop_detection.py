@@ -26,7 +26,7 @@ from loopwright.budgets import Budget
 from loopwright.calls import result
 from loopwright.context import RunContext
 from loopwright.events import ErrorInfo, ErrorOccurred, ToolCall, ToolResult
-from loopwright.machine import DECIDE, PRE, Extension
+from loopwright.machine import ACT, DECIDE, PRE, Extension
 from loopwright.run_state import RunState
 
 NAME = "loop_detection"
@@ -44,8 +44,8 @@ class Repeats:
     """The loop-detection slice of a run's state (``RunState.features["loop_detection"]``)."""
 
     ids: list[str] = field(default_factory=list)
-    """The ids of the calls in the streak (a call approved after a wait passes the gate again:
-    it is counted once)."""
+    """The ids of the calls in the streak (a call that waited passes the gate again when it is
+    run after the wait: it is counted once)."""
     name: str = ""
     """The latest tool call's tool."""
     args: dict[str, Any] = field(default_factory=dict)
@@ -81,8 +81,8 @@ def count_repeats(call: ToolCall, rs: RunState, ctx: RunContext) -> ToolResult |
     """act's gate: count ``call`` into the streak; at the cap, answer it with the nudge instead
     of running it (past the cap, with a note that the run stops)."""
     r = repeats(rs)
-    if call.id in r.ids:
-        return None  # the same call again (approved after a wait): counted, and let through, already
+    if call.id in r.ids and rs.stage != ACT:
+        return None  # a call that waited, run now (approved): counted, and let through, in act already
     if call.name == r.name and call.args == r.args:
         r.streak += 1
         r.ids.append(call.id)
