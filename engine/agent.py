@@ -80,7 +80,10 @@ class Agent:
     validate against it (a reply that does not goes back to the model with the validation error,
     at most ``Limits.max_parse_retries`` times) and ``RunResult.output`` is the validated object.
     ``planner`` (``loopwright.features.PlanReAct()``) asks the model to plan, reason and answer
-    under tags; only the final answer is visible.
+    under tags; only the final answer is visible; ``loopwright.features.Planner()`` keeps a
+    structured plan, written first and updated after each act. ``observer``
+    (``loopwright.features.Observer(every=3)``) looks at the recent steps every few passes and
+    may add a correction.
 
     ``extensions`` adds the user's own states and rows (:class:`~loopwright.machine.Extension`,
     or what :func:`~loopwright.extend` makes) to the machine this agent runs on; ``machine``
@@ -109,6 +112,7 @@ class Agent:
     history: HistoryPolicy
     output_type: type[BaseModel] | None
     planner: Any
+    observer: Any
     tool_specs: tuple[ToolSpec, ...]
     instruction_is_dynamic: bool
     static_instructions: tuple[Instruction, ...]
@@ -136,9 +140,10 @@ class Agent:
         history: HistoryPolicy = "shared",
         output_type: type[BaseModel] | None = None,
         planner: Any = None,
+        observer: Any = None,
     ) -> None:
         _check_options(name, model, limits, instruction, history)
-        _check_features(name, output_type, planner)
+        _check_features(name, output_type, planner, observer)
         own = object.__setattr__
         own(self, "_options", {
             "name": name, "model": model, "instruction": instruction, "static_instruction": static_instruction,
@@ -147,7 +152,7 @@ class Agent:
             "after_tool": after_tool, "machine": machine, "extensions": extensions, "sub_agents": sub_agents,
             "disallow_transfer_to_parent": disallow_transfer_to_parent,
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
-            "output_type": output_type, "planner": planner,
+            "output_type": output_type, "planner": planner, "observer": observer,
         })  # fmt: skip
         tool_map = _tool_map(name, tools)
         subs = tuple(sub_agents)
@@ -168,7 +173,7 @@ class Agent:
             "extensions": tuple(extensions), "sub_agents": subs,
             "disallow_transfer_to_parent": disallow_transfer_to_parent,
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
-            "output_type": output_type, "planner": planner,
+            "output_type": output_type, "planner": planner, "observer": observer,
             "tool_specs": tuple(t.spec for t in tool_map.values()), "instruction_is_dynamic": dynamic,
             "static_instructions": tuple(static),
         }.items():  # fmt: skip
@@ -222,7 +227,7 @@ def _check_options(name: object, model: object, limits: object, instruction: obj
         raise ConfigurationError(f"agent {name!r}: history must be 'shared' or 'isolated', got {history!r}")
 
 
-def _check_features(name: str, output_type: object, planner: object) -> None:
+def _check_features(name: str, output_type: object, planner: object, observer: object) -> None:
     if output_type is not None and not (isinstance(output_type, type) and issubclass(output_type, BaseModel)):
         raise ConfigurationError(
             f"agent {name!r}: output_type must be a pydantic model class (class Answer(BaseModel): ...), "
@@ -230,7 +235,13 @@ def _check_features(name: str, output_type: object, planner: object) -> None:
         )
     if planner is not None and getattr(planner, "extension", None) is None:
         raise ConfigurationError(
-            f"agent {name!r}: planner must be a planner such as loopwright.features.PlanReAct(), got {planner!r}"
+            f"agent {name!r}: planner must be a planner such as loopwright.features.PlanReAct() or "
+            f"loopwright.features.Planner(), got {planner!r}"
+        )
+    if observer is not None and getattr(observer, "extension", None) is None:
+        raise ConfigurationError(
+            f"agent {name!r}: observer must be an observer such as loopwright.features.Observer(every=3), "
+            f"got {observer!r}"
         )
 
 

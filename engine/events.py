@@ -347,6 +347,24 @@ class ErrorOccurred(EventBase):
     error: ErrorInfo
 
 
+class PlanUpdated(EventBase):
+    """The planner wrote or updated the run's plan (``Agent(planner=Planner())``)."""
+
+    type: Literal["plan_updated"] = "plan_updated"
+    steps: tuple[dict[str, Any], ...]
+    """Each step as ``{"description": ..., "status": ...}``."""
+    complete: bool
+
+
+class Observed(EventBase):
+    """The observer looked at the recent steps (``Agent(observer=Observer())``)."""
+
+    type: Literal["observed"] = "observed"
+    verdict: str
+    """``ok``, ``loop``, ``stall`` or ``drift``."""
+    correction: str | None
+
+
 Event = Annotated[
     RunStarted
     | StateEntered
@@ -360,7 +378,9 @@ Event = Annotated[
     | Suspended
     | Resumed
     | RunFinished
-    | ErrorOccurred,
+    | ErrorOccurred
+    | PlanUpdated
+    | Observed,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
@@ -409,9 +429,11 @@ __all__ = [
     "ModelRequested",
     "ModelResponded",
     "ModelResponse",
+    "Observed",
     "Outcome",
     "Part",
     "PendingRequest",
+    "PlanUpdated",
     "Resumed",
     "RunFinished",
     "RunStarted",

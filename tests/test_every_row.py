@@ -9,8 +9,22 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from loopwright import Agent, Limits, ModelError, ModelRequest, Runner, ScriptedModel, ToolCall, approve, tool
-from loopwright.features import BUILT_IN_MACHINES, PlanReAct, machine_for
+from loopwright import (
+    Agent,
+    Limits,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    Runner,
+    ScriptedModel,
+    TextPart,
+    ToolCall,
+    approve,
+    tool,
+)
+from loopwright.features import BUILT_IN_MACHINES, Observer, Planner, PlanReAct, machine_for
+from loopwright.features.observer import OBSERVER_INSTRUCTION
+from loopwright.features.planner import PLANNER_INSTRUCTION
 from loopwright.testing import scripted
 from loopwright.testing.coverage import RowCoverage
 
@@ -27,6 +41,17 @@ class Answer(BaseModel):
     answer: str
 
 
+def canned(request: ModelRequest, ctx: Any) -> ModelResponse | None:
+    """before_model: the planner's and the observer's calls answered here (the script is the
+    agent's own replies)."""
+    first = request.instructions[0].text if request.instructions else ""
+    if first == PLANNER_INSTRUCTION:
+        return ModelResponse(parts=(TextPart(text='{"steps": [{"description": "add", "status": "pending"}]}'),))
+    if first == OBSERVER_INSTRUCTION:
+        return ModelResponse(parts=(TextPart(text='{"verdict": "ok", "correction": null}'),))
+    return None
+
+
 def make(name: str, **limits: Any) -> Agent:
     """An agent whose machine is the built-in machine ``name``."""
     limits.setdefault("retry_backoff_s", 0)
@@ -41,7 +66,9 @@ def make(name: str, **limits: Any) -> Agent:
         sub_agents=subs,
         limits=Limits(**limits),
         output_type=Answer if "structured_output" in name else None,
-        planner=PlanReAct() if "plan_react" in name else None,
+        planner=PlanReAct() if "plan_react" in name else Planner() if "planner" in name else None,
+        observer=Observer(every=1) if "observer" in name else None,
+        before_model=canned,
     )
     assert machine_for(agent) is BUILT_IN_MACHINES[name]
     return agent
@@ -101,6 +128,11 @@ def scenarios(name: str) -> list[Callable[[], None]]:
         out.append(lambda: run(make(name), [hand_over(), "b answers"]))
     if "loop_detection" in name:  # the same call for ever: nudged, then salvaged
         out.append(lambda: run(make(name), [call(), call(), call(), call(), "salvaged"]))
+    if "planner" in name:
+        stages += ["plan", "update_plan"]
+    if "observer" in name:
+        stages.append("observe")
+        out.append(lambda: run(make(name, max_observations=1), [call(), call(a=5), done]))  # then round as usual
     if "structured_output" in name:
         stages.append("validate")
         out.append(lambda: run(make(name), ["not json", done]))  # retried with the error, then valid

@@ -3,8 +3,9 @@
 Each feature is one :class:`~loopwright.machine.Extension` in its own module: ``multi_agent``
 (agent trees and transfers), ``waiting`` (tools that wait for people), ``loop_detection``
 (the same tool call over and over: on for every agent with tools unless
-``Limits(max_repeated_calls=None)``), ``structured_output`` (``Agent(output_type=...)``) and
-``plan_react`` (``Agent(planner=PlanReAct())``). An agent's machine is
+``Limits(max_repeated_calls=None)``), ``structured_output`` (``Agent(output_type=...)``),
+``plan_react`` (``Agent(planner=PlanReAct())``), ``planner`` (``Agent(planner=Planner())``) and
+``observer`` (``Agent(observer=Observer(every=3))``). An agent's machine is
 the core composed with the features its definition needs, then the user's own extensions
 (``Agent(extensions=...)``, or those of a machine made by :func:`~loopwright.extend`), cached per
 feature set so agents alike share one machine.
@@ -17,11 +18,21 @@ from loopwright.machine import CORE, Extension, LoopMachine, compose
 
 from .loop_detection import LOOP_DETECTION
 from .multi_agent import MULTI_AGENT
+from .observer import OBSERVER, Observer
 from .plan_react import PLAN_REACT, PlanReAct
+from .planner import PLANNER, Planner
 from .structured_output import STRUCTURED_OUTPUT
 from .waiting import WAITING
 
-BUILT_IN: tuple[Extension, ...] = (MULTI_AGENT, WAITING, LOOP_DETECTION, STRUCTURED_OUTPUT, PLAN_REACT)
+BUILT_IN: tuple[Extension, ...] = (
+    MULTI_AGENT,
+    WAITING,
+    LOOP_DETECTION,
+    STRUCTURED_OUTPUT,
+    PLAN_REACT,
+    PLANNER,
+    OBSERVER,
+)
 
 
 def features_for(agent: Agent) -> tuple[Extension, ...]:
@@ -37,8 +48,8 @@ def features_for(agent: Agent) -> tuple[Extension, ...]:
         wanted.append(LOOP_DETECTION)
     if any(a.output_type is not None for a in tree):
         wanted.append(STRUCTURED_OUTPUT)
-    for planner in dict.fromkeys(a.planner.extension for a in tree if a.planner is not None):
-        wanted.append(planner)
+    for option in ("planner", "observer"):
+        wanted += dict.fromkeys(getattr(a, option).extension for a in tree if getattr(a, option) is not None)
     own = [*(agent.machine.extensions if agent.machine is not None else ()), *agent.extensions]
     for ext in own:
         if ext in BUILT_IN:
@@ -69,6 +80,8 @@ BUILT_IN_MACHINES: dict[str, LoopMachine] = {
     "multi_agent+waiting+loop_detection": compose(MULTI_AGENT, WAITING, LOOP_DETECTION),
     "structured_output": compose(STRUCTURED_OUTPUT),
     "plan_react": compose(PLAN_REACT),
+    "planner": compose(PLANNER),
+    "observer": compose(OBSERVER),
 }
 """The core, each built-in feature composed onto it, and the combinations agents get by default
 (an agent with tools has loop detection): the machines ``diagrams/`` shows."""
@@ -78,10 +91,14 @@ __all__ = [
     "BUILT_IN_MACHINES",
     "LOOP_DETECTION",
     "MULTI_AGENT",
+    "OBSERVER",
+    "PLANNER",
     "PLAN_REACT",
     "STRUCTURED_OUTPUT",
     "WAITING",
+    "Observer",
     "PlanReAct",
+    "Planner",
     "features_for",
     "machine_for",
 ]
