@@ -83,7 +83,8 @@ class Agent:
     under tags; only the final answer is visible; ``loopwright.features.Planner()`` keeps a
     structured plan, written first and updated after each act. ``observer``
     (``loopwright.features.Observer(every=3)``) looks at the recent steps every few passes and
-    may add a correction.
+    may add a correction. ``compaction`` (``loopwright.features.Compaction(max_tokens=...)``)
+    replaces older turns by a summary once the history passes a token threshold.
 
     ``extensions`` adds the user's own states and rows (:class:`~loopwright.machine.Extension`,
     or what :func:`~loopwright.extend` makes) to the machine this agent runs on; ``machine``
@@ -113,6 +114,7 @@ class Agent:
     output_type: type[BaseModel] | None
     planner: Any
     observer: Any
+    compaction: Any
     tool_specs: tuple[ToolSpec, ...]
     instruction_is_dynamic: bool
     static_instructions: tuple[Instruction, ...]
@@ -141,9 +143,10 @@ class Agent:
         output_type: type[BaseModel] | None = None,
         planner: Any = None,
         observer: Any = None,
+        compaction: Any = None,
     ) -> None:
         _check_options(name, model, limits, instruction, history)
-        _check_features(name, output_type, planner, observer)
+        _check_features(name, output_type, planner, observer, compaction)
         own = object.__setattr__
         own(self, "_options", {
             "name": name, "model": model, "instruction": instruction, "static_instruction": static_instruction,
@@ -153,6 +156,7 @@ class Agent:
             "disallow_transfer_to_parent": disallow_transfer_to_parent,
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
             "output_type": output_type, "planner": planner, "observer": observer,
+            "compaction": compaction,
         })  # fmt: skip
         tool_map = _tool_map(name, tools)
         subs = tuple(sub_agents)
@@ -174,6 +178,7 @@ class Agent:
             "disallow_transfer_to_parent": disallow_transfer_to_parent,
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
             "output_type": output_type, "planner": planner, "observer": observer,
+            "compaction": compaction,
             "tool_specs": tuple(t.spec for t in tool_map.values()), "instruction_is_dynamic": dynamic,
             "static_instructions": tuple(static),
         }.items():  # fmt: skip
@@ -227,7 +232,7 @@ def _check_options(name: object, model: object, limits: object, instruction: obj
         raise ConfigurationError(f"agent {name!r}: history must be 'shared' or 'isolated', got {history!r}")
 
 
-def _check_features(name: str, output_type: object, planner: object, observer: object) -> None:
+def _check_features(name: str, output_type: object, planner: object, observer: object, compaction: object) -> None:
     if output_type is not None and not (isinstance(output_type, type) and issubclass(output_type, BaseModel)):
         raise ConfigurationError(
             f"agent {name!r}: output_type must be a pydantic model class (class Answer(BaseModel): ...), "
@@ -242,6 +247,10 @@ def _check_features(name: str, output_type: object, planner: object, observer: o
         raise ConfigurationError(
             f"agent {name!r}: observer must be an observer such as loopwright.features.Observer(every=3), "
             f"got {observer!r}"
+        )
+    if compaction is not None and getattr(compaction, "extension", None) is None:
+        raise ConfigurationError(
+            f"agent {name!r}: compaction must be loopwright.features.Compaction(...), got {compaction!r}"
         )
 
 

@@ -365,6 +365,17 @@ class Observed(EventBase):
     correction: str | None
 
 
+class Compacted(EventBase):
+    """Older turns of the history were replaced by a summary (``Agent(compaction=Compaction())``)."""
+
+    type: Literal["compacted"] = "compacted"
+    replaced: int
+    """Messages replaced by the summary."""
+    kept: int
+    """Messages kept verbatim after it."""
+    summary: str
+
+
 Event = Annotated[
     RunStarted
     | StateEntered
@@ -380,7 +391,8 @@ Event = Annotated[
     | RunFinished
     | ErrorOccurred
     | PlanUpdated
-    | Observed,
+    | Observed
+    | Compacted,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
@@ -418,6 +430,7 @@ def make_event(
 
 __all__ = [
     "EVENT_ADAPTER",
+    "Compacted",
     "ErrorInfo",
     "ErrorOccurred",
     "Event",

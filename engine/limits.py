@@ -39,6 +39,7 @@ class Limits(BaseModel):
       ``output_type`` (or that break Plan-ReAct's tag format) sent back to the model with the
       error; past it the run fails with the error named.
     - ``max_observations``: observer calls in one run (``Agent(observer=Observer(...))``).
+    - ``max_compactions``: history compactions in one run (``Agent(compaction=Compaction(...))``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -58,6 +59,7 @@ class Limits(BaseModel):
     max_repeated_calls: int | None = Field(default=3, ge=2)
     max_parse_retries: int = Field(default=3, ge=0)
     max_observations: int = Field(default=5, ge=0)
+    max_compactions: int = Field(default=3, ge=0)
 
     def retry_delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based)."""

@@ -375,15 +375,20 @@ class LoopMachine:
             charges[reset] = 0
 
     def spent_budget(self, row: Row, rs: RunState) -> Budget | None:
-        """Which budget ran out when ``row`` was taken: that of the first row before it whose
-        budget is spent, or whose first failing guard tests a budget."""
+        """Which budget ran out when ``row`` was taken: among the rows tried before it, the
+        budget of the first one whose first failing guard tests a budget, or whose own budget
+        is spent while its guards all hold. A row that did not fire for another reason (its
+        other guards said no: ``decide -> observe`` when no observation was due) names none,
+        even if its own budget is spent."""
         for earlier, guards, budget in self._compiled[row.source]:
             if earlier is row:
                 break
-            if budget is not None and budget.charged_out(rs):
-                return budget
             failing = next((g for g in guards if not g(rs)), None)
-            name = budget_of(failing) if failing is not None else None
+            if failing is None:
+                if budget is not None and budget.charged_out(rs):
+                    return budget
+                continue
+            name = budget_of(failing)
             if name is not None and name in self.budgets:
                 return self.budgets[name]
         return None

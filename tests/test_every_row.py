@@ -19,10 +19,12 @@ from loopwright import (
     ScriptedModel,
     TextPart,
     ToolCall,
+    Usage,
     approve,
     tool,
 )
-from loopwright.features import BUILT_IN_MACHINES, Observer, Planner, PlanReAct, machine_for
+from loopwright.features import BUILT_IN_MACHINES, Compaction, Observer, Planner, PlanReAct, machine_for
+from loopwright.features.compaction import SUMMARY_INSTRUCTION
 from loopwright.features.observer import OBSERVER_INSTRUCTION
 from loopwright.features.planner import PLANNER_INSTRUCTION
 from loopwright.testing import scripted
@@ -49,7 +51,14 @@ def canned(request: ModelRequest, ctx: Any) -> ModelResponse | None:
         return ModelResponse(parts=(TextPart(text='{"steps": [{"description": "add", "status": "pending"}]}'),))
     if first == OBSERVER_INSTRUCTION:
         return ModelResponse(parts=(TextPart(text='{"verdict": "ok", "correction": null}'),))
+    if first == SUMMARY_INSTRUCTION:
+        return ModelResponse(parts=(TextPart(text="The user asked for a sum."),))
     return None
+
+
+def long_history(response: ModelResponse, ctx: Any) -> ModelResponse:
+    """after_model: every call reports a long input (so compaction is due)."""
+    return response.model_copy(update={"usage": Usage(input_tokens=1000, requests=1)})
 
 
 def make(name: str, **limits: Any) -> Agent:
@@ -68,7 +77,9 @@ def make(name: str, **limits: Any) -> Agent:
         output_type=Answer if "structured_output" in name else None,
         planner=PlanReAct() if "plan_react" in name else Planner() if "planner" in name else None,
         observer=Observer(every=1) if "observer" in name else None,
+        compaction=Compaction(max_tokens=500, keep_last=1) if "compaction" in name else None,
         before_model=canned,
+        after_model=long_history if "compaction" in name else None,
     )
     assert machine_for(agent) is BUILT_IN_MACHINES[name]
     return agent
@@ -105,6 +116,26 @@ async def _hang(request: ModelRequest) -> Any:
     await asyncio.sleep(5)
 
 
+def feature_scenarios(name: str, run: Callable[..., Any], done: str, out: list[Callable[[], None]]) -> list[str]:
+    """The composed options' own scenarios (into ``out``) and the states to cancel in."""
+    stages: list[str] = []
+    if "loop_detection" in name:  # the same call for ever: nudged, then salvaged
+        out.append(lambda: run(make(name), [call(), call(), call(), call(), "salvaged"]))
+    if "planner" in name:
+        stages += ["plan", "update_plan"]
+    if "compaction" in name:
+        stages.append("compact")
+        out.append(lambda: run(make(name, max_compactions=0), [call(), done]))  # spent: round as usual
+    if "observer" in name:
+        stages.append("observe")
+        out.append(lambda: run(make(name, max_observations=1), [call(), call(a=5), done]))  # then round as usual
+    if "structured_output" in name:
+        stages.append("validate")
+        out.append(lambda: run(make(name), ["not json", done]))  # retried with the error, then valid
+        out.append(lambda: run(make(name, max_parse_retries=0), ["not json"]))  # failed, the error named
+    return stages
+
+
 def scenarios(name: str) -> list[Callable[[], None]]:
     def run(agent: Agent, script: list[Any], **kw: Any) -> Any:
         return Runner(scripted(agent, script)).run_sync("go", **kw)
@@ -126,17 +157,7 @@ def scenarios(name: str) -> list[Callable[[], None]]:
         stages.append("transfer")
         script = [hand_over(), call(), done]
         out.append(lambda: run(make(name), [hand_over(), "b answers"]))
-    if "loop_detection" in name:  # the same call for ever: nudged, then salvaged
-        out.append(lambda: run(make(name), [call(), call(), call(), call(), "salvaged"]))
-    if "planner" in name:
-        stages += ["plan", "update_plan"]
-    if "observer" in name:
-        stages.append("observe")
-        out.append(lambda: run(make(name, max_observations=1), [call(), call(a=5), done]))  # then round as usual
-    if "structured_output" in name:
-        stages.append("validate")
-        out.append(lambda: run(make(name), ["not json", done]))  # retried with the error, then valid
-        out.append(lambda: run(make(name, max_parse_retries=0), ["not json"]))  # failed, the error named
+    stages += feature_scenarios(name, run, done, out)
     for stage in stages:
         out.append(
             lambda stage=stage, script=script: asyncio.run(_cancel_at(Runner(scripted(make(name), script)), stage))

@@ -1,5 +1,5 @@
 """Every combination of the composed options (loop detection, structured output, Plan-ReAct or the
-planner, the observer, with tools that wait and agent trees): each machine verifies, and any
+planner, the observer, compaction, with tools that wait and agent trees): each machine verifies, and any
 drawn script of model replies ends in a terminal with every budget held and every call answered."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from loopwright import Agent, Limits, Runner, ScriptedModel, approve, tool, verify
+from loopwright import Agent, Limits, ModelResponse, Runner, ScriptedModel, Usage, approve, tool, verify
 from loopwright.events import ToolAnswered, ToolCalled
-from loopwright.features import Observer, Planner, PlanReAct, machine_for
+from loopwright.features import Compaction, Observer, Planner, PlanReAct, machine_for
 from loopwright.testing import assert_run_invariants, model_behaviours, scripted
 
 from .helpers import add
@@ -34,10 +34,16 @@ OPTIONS: dict[str, list[Any]] = {
     "output_type": [None, Answer],
     "planner": [None, PlanReAct(), Planner()],
     "observer": [None, Observer(every=1), Observer(every=2)],
+    "compaction": [None, Compaction(max_tokens=1, keep_last=2)],
     "repeats": [None, 2, 3],
     "waiting": [False, True],
     "tree": [False, True],
 }
+
+
+def _long(response: ModelResponse, ctx: Any) -> ModelResponse:
+    """after_model: every call reports a long input (compaction is due whenever it may run)."""
+    return response.model_copy(update={"usage": Usage(input_tokens=1000, requests=1)})
 
 
 def build(choice: dict[str, Any], **limits: Any) -> Agent:
@@ -51,6 +57,8 @@ def build(choice: dict[str, Any], **limits: Any) -> Agent:
         output_type=choice["output_type"],
         planner=choice["planner"],
         observer=choice["observer"],
+        compaction=choice["compaction"],
+        after_model=_long if choice["compaction"] else None,
         limits=Limits(retry_backoff_s=0, max_repeated_calls=choice["repeats"], **limits),
     )
 
@@ -77,6 +85,7 @@ def test_any_script_on_any_combination_ends_within_every_budget(data: st.DataObj
                 "max_iterations": st.integers(1, 6),
                 "max_parse_retries": st.integers(0, 2),
                 "max_observations": st.integers(0, 2),
+                "max_compactions": st.integers(0, 2),
                 "salvage": st.booleans(),
             }
         )
@@ -98,6 +107,7 @@ def test_any_script_on_any_combination_ends_within_every_budget(data: st.DataObj
     assert charges.get("max_parse_retries", 0) <= limits["max_parse_retries"]
     assert charges.get("max_observations", 0) <= limits["max_observations"]
     assert result.trace.count("observe") <= limits["max_observations"]
+    assert result.trace.count("compact") <= limits["max_compactions"]
     if choice["output_type"] is not None and result.outcome == "final" and result.answered_by == "root":
         assert isinstance(result.output, Answer)
     cap = choice["repeats"]

@@ -202,3 +202,11 @@ def test_planner_and_observer_together() -> None:
     result = Runner(agent).run_sync("go")
     assert result.outcome == "final" and result.trace.count("observe") == 1
     assert_run_invariants(result, agent)
+
+
+def test_a_spent_observer_budget_is_not_blamed_when_the_iterations_run_out() -> None:
+    model = Model(agent=[call(str(i)) for i in range(6)] + ["x"], observer=['{"verdict": "ok"}'])
+    limits = {"max_observations": 1, "max_iterations": 3, "salvage": False}
+    result = Runner(make(model, observer=Observer(every=1), limits=limits)).run_sync("go")
+    assert result.outcome == "limit" and result.limit == "max_iterations"
+    assert result.run_state.charges["max_observations"] == 1

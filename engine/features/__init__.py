@@ -4,8 +4,9 @@ Each feature is one :class:`~loopwright.machine.Extension` in its own module: ``
 (agent trees and transfers), ``waiting`` (tools that wait for people), ``loop_detection``
 (the same tool call over and over: on for every agent with tools unless
 ``Limits(max_repeated_calls=None)``), ``structured_output`` (``Agent(output_type=...)``),
-``plan_react`` (``Agent(planner=PlanReAct())``), ``planner`` (``Agent(planner=Planner())``) and
-``observer`` (``Agent(observer=Observer(every=3))``). An agent's machine is
+``plan_react`` (``Agent(planner=PlanReAct())``), ``planner`` (``Agent(planner=Planner())``),
+``observer`` (``Agent(observer=Observer(every=3))``) and ``compaction``
+(``Agent(compaction=Compaction(max_tokens=...))``). An agent's machine is
 the core composed with the features its definition needs, then the user's own extensions
 (``Agent(extensions=...)``, or those of a machine made by :func:`~loopwright.extend`), cached per
 feature set so agents alike share one machine.
@@ -16,6 +17,7 @@ from __future__ import annotations
 from loopwright.agent import Agent
 from loopwright.machine import CORE, Extension, LoopMachine, compose
 
+from .compaction import COMPACTION, Compaction
 from .loop_detection import LOOP_DETECTION
 from .multi_agent import MULTI_AGENT
 from .observer import OBSERVER, Observer
@@ -32,6 +34,7 @@ BUILT_IN: tuple[Extension, ...] = (
     PLAN_REACT,
     PLANNER,
     OBSERVER,
+    COMPACTION,
 )
 
 
@@ -48,7 +51,7 @@ def features_for(agent: Agent) -> tuple[Extension, ...]:
         wanted.append(LOOP_DETECTION)
     if any(a.output_type is not None for a in tree):
         wanted.append(STRUCTURED_OUTPUT)
-    for option in ("planner", "observer"):
+    for option in ("planner", "observer", "compaction"):
         wanted += dict.fromkeys(getattr(a, option).extension for a in tree if getattr(a, option) is not None)
     own = [*(agent.machine.extensions if agent.machine is not None else ()), *agent.extensions]
     for ext in own:
@@ -82,6 +85,7 @@ BUILT_IN_MACHINES: dict[str, LoopMachine] = {
     "plan_react": compose(PLAN_REACT),
     "planner": compose(PLANNER),
     "observer": compose(OBSERVER),
+    "compaction": compose(COMPACTION),
 }
 """The core, each built-in feature composed onto it, and the combinations agents get by default
 (an agent with tools has loop detection): the machines ``diagrams/`` shows."""
@@ -89,6 +93,7 @@ BUILT_IN_MACHINES: dict[str, LoopMachine] = {
 __all__ = [
     "BUILT_IN",
     "BUILT_IN_MACHINES",
+    "COMPACTION",
     "LOOP_DETECTION",
     "MULTI_AGENT",
     "OBSERVER",
@@ -96,6 +101,7 @@ __all__ = [
     "PLAN_REACT",
     "STRUCTURED_OUTPUT",
     "WAITING",
+    "Compaction",
     "Observer",
     "PlanReAct",
     "Planner",

@@ -157,7 +157,7 @@ OBSERVER = Extension(
             Row(
                 DECIDE,
                 OBSERVE,
-                (observation_due, within_observer_budget, *WITHIN_BUDGETS),
+                (*WITHIN_BUDGETS, observation_due, within_observer_budget),
                 bounded_by="max_observations",
             )
         ]
