@@ -227,7 +227,7 @@ class ErrorInfo(BaseModel):
 
 # ---------------------------------------------------------------- events
 
-Outcome = Literal["final", "salvaged", "limit", "failed", "cancelled", "suspended"]
+Outcome = Literal["final", "salvaged", "limit", "failed", "cancelled", "suspended", "paused"]
 
 
 class PendingRequest(BaseModel):
@@ -347,6 +347,12 @@ class ErrorOccurred(EventBase):
     error: ErrorInfo
 
 
+class Paused(EventBase):
+    """``Runner.pause`` stopped the run at a transition; ``state`` is the stage it runs next."""
+
+    type: Literal["paused"] = "paused"
+
+
 class PlanUpdated(EventBase):
     """The planner wrote or updated the run's plan (``Agent(planner=Planner())``)."""
 
@@ -392,7 +398,8 @@ Event = Annotated[
     | ErrorOccurred
     | PlanUpdated
     | Observed
-    | Compacted,
+    | Compacted
+    | Paused,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
@@ -445,6 +452,7 @@ __all__ = [
     "Observed",
     "Outcome",
     "Part",
+    "Paused",
     "PendingRequest",
     "PlanUpdated",
     "Resumed",
