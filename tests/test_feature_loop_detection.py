@@ -120,10 +120,19 @@ def test_other_arguments_or_another_tool_start_a_new_streak() -> None:
     assert result.outcome == "final" and not any(r.content.startswith("not run") for r in results(result))  # type: ignore[union-attr]
 
 
-def test_identical_calls_in_one_reply_count() -> None:
-    script = [same() * 3, same(), "done"]
+def test_identical_calls_side_by_side_in_one_reply_are_not_a_loop() -> None:
+    script = [same() * 3, same("other"), "done"]
     result = Runner(make(ScriptedModel(script))).run_sync("go")
-    assert result.limit == "max_repeated_calls" and RAN == ["weather lisbon"] * 2
+    assert result.outcome == "final" and RAN == ["weather lisbon"] * 3 + ["other"]
+
+
+def test_a_repeated_group_of_calls_is_caught() -> None:
+    pair = [*same("a"), *same("b")]
+    script = [[c.model_copy(update={"id": f"{c.id}-{i}"}) for c in pair] for i in range(4)] + ["salvaged"]
+    result = Runner(make(ScriptedModel(script))).run_sync("go")
+    assert result.limit == "max_repeated_calls" and RAN == ["a", "b"] * 2
+    nudged = [r for r in results(result) if str(r.content).startswith("not run: this is call 3")]
+    assert [r.call_id for r in nudged] == [c.id for c in result.messages[5].parts]  # every call of the reply
 
 
 def test_without_salvage_the_run_ends_with_the_limit_named() -> None:
@@ -157,7 +166,7 @@ def test_the_streak_is_saved_with_the_run_and_holds_across_a_resume_from_json() 
     asyncio.run(until_second_call())
     saved = RunState.from_json(run.state.to_json())
     assert saved.features["loop_detection"].streak == 2
-    assert saved.features["loop_detection"].args == {"query": "weather lisbon"}
+    assert saved.features["loop_detection"].at == 3  # the second reply's place in the history
 
 
 def test_the_feature_adds_a_guard_and_a_budget_only() -> None:

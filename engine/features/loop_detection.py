@@ -3,29 +3,30 @@
 An agent with tools runs on the core composed with this feature unless its limits say
 ``Limits(max_repeated_calls=None)``. With ``max_repeated_calls=N`` (default 3):
 
-- act's gate counts identical calls in a row (same tool, same arguments; a call in the same
-  reply or in the next one, failing or not). The ``N``-th identical call in a row is not run:
-  its result is the *nudge*, an error result telling the model it is repeating itself and what
-  to do instead (an ``error_occurred`` event of kind ``repeated_calls`` says so too);
+- act's gate counts replies in a row that ask for the very same tool calls (same tools, same
+  arguments, same order; failing or not; identical calls side by side in one reply are the
+  model's choice, not a loop). The ``N``-th such reply in a row is not run: the result of each
+  of its calls is the *nudge*, an error result telling the model it is repeating itself and
+  what to do instead (an ``error_occurred`` event of kind ``repeated_calls`` says so too);
 - the guard ``not_repeating_calls`` (the budget ``max_repeated_calls``) is required in front of
-  ``decide -> preprocess``: one more identical call after the nudge and the run can no longer go
+  ``decide -> preprocess``: one more such reply after the nudge and the run can no longer go
   round, so it takes ``decide -> salvage`` with ``RunResult.limit == "max_repeated_calls"``
   (or ends with outcome ``"limit"`` when salvage is off).
 
 So a model that calls the same tool for ever makes at most ``N + 1`` such replies, and the tool
-runs at most ``N - 1`` times. Its slice, :class:`Repeats`, is saved with the run.
+runs at most ``N - 1`` times. Its slice, :class:`Repeats`, is saved with the run. After a
+compaction (which rewrites the history) the streak starts again.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from loopwright.budgets import Budget
 from loopwright.calls import result
 from loopwright.context import RunContext
-from loopwright.events import ErrorInfo, ErrorOccurred, ToolCall, ToolResult
+from loopwright.events import ErrorInfo, ErrorOccurred, Message, ToolCall, ToolResult
 from loopwright.machine import ACT, DECIDE, PRE, Extension
 from loopwright.run_state import RunState
 
@@ -43,15 +44,10 @@ STOPPED = "not run: {call} was called {count} times in a row with the same argum
 class Repeats:
     """The loop-detection slice of a run's state (``RunState.features["loop_detection"]``)."""
 
-    ids: list[str] = field(default_factory=list)
-    """The ids of the calls in the streak (a call that waited passes the gate again when it is
-    run after the wait: it is counted once)."""
-    name: str = ""
-    """The latest tool call's tool."""
-    args: dict[str, Any] = field(default_factory=dict)
-    """The latest tool call's arguments."""
+    at: int = -1
+    """Where in the history the latest counted reply is (-1: none yet)."""
     streak: int = 0
-    """How many calls in a row, up to the latest, were that same call."""
+    """How many replies in a row, up to that one, asked for the very same tool calls."""
 
 
 def repeats(rs: RunState) -> Repeats:
@@ -59,10 +55,19 @@ def repeats(rs: RunState) -> Repeats:
 
 
 def repeated_calls(rs: RunState) -> int:
-    """Identical tool calls in a row at the end of the run so far (0 for a run state without
-    this feature's slice)."""
+    """Replies in a row with the same tool calls, at the end of the run so far (0 for a run
+    state without this feature's slice)."""
     r = rs.features.get(NAME)
     return r.streak if r is not None else 0
+
+
+def same_calls(a: Message, b: Message) -> bool:
+    """Two replies ask for the same tool calls (same tools, same arguments, same order)."""
+    calls_a = [p for p in a.parts if type(p) is ToolCall]
+    calls_b = [p for p in b.parts if type(p) is ToolCall]
+    return len(calls_a) == len(calls_b) and all(
+        x.name == y.name and x.args == y.args for x, y in zip(calls_a, calls_b, strict=True)
+    )
 
 
 REPEATED_CALLS = Budget(
@@ -78,16 +83,17 @@ not_repeating_calls = REPEATED_CALLS.guard
 
 
 def count_repeats(call: ToolCall, rs: RunState, ctx: RunContext) -> ToolResult | None:
-    """act's gate: count ``call`` into the streak; at the cap, answer it with the nudge instead
-    of running it (past the cap, with a note that the run stops)."""
-    r = repeats(rs)
-    if call.id in r.ids and rs.stage != ACT:
+    """act's gate: at a reply's first call, count the reply into the streak (it asks for the
+    same calls as the previous reply, or starts a new streak); at the cap, answer every call of
+    the reply with the nudge instead of running it (past the cap, with a note that the run stops)."""
+    if rs.stage != ACT:
         return None  # a call that waited, run now (approved): counted, and let through, in act already
-    if call.name == r.name and call.args == r.args:
-        r.streak += 1
-        r.ids.append(call.id)
-    else:
-        r.name, r.args, r.streak, r.ids = call.name, dict(call.args), 1, [call.id]
+    r = repeats(rs)
+    here = len(rs.messages) - 1  # act runs right after postprocess appended the reply
+    if r.at != here:
+        previous = rs.messages[r.at] if 0 <= r.at < here else None
+        r.streak = r.streak + 1 if previous is not None and same_calls(previous, rs.messages[here]) else 1
+        r.at = here
     cap = rs.limits.max_repeated_calls
     if cap is None or r.streak < cap:
         return None
