@@ -63,8 +63,17 @@ def repeated_calls(rs: RunState) -> int:
 
 def same_calls(a: Message, b: Message) -> bool:
     """Two replies ask for the same tool calls (same tools, same arguments, same order)."""
-    calls_a = [p for p in a.parts if type(p) is ToolCall]
-    calls_b = [p for p in b.parts if type(p) is ToolCall]
+    pa, pb = a.parts, b.parts
+    if len(pa) == len(pb):  # the usual shape: compare in place, stop at the first difference
+        for x, y in zip(pa, pb, strict=True):
+            if type(x) is not type(y):
+                break
+            if type(x) is ToolCall and (x.name != y.name or x.args != y.args):  # type: ignore[union-attr]
+                return False
+        else:
+            return True
+    calls_a = [p for p in pa if type(p) is ToolCall]
+    calls_b = [p for p in pb if type(p) is ToolCall]
     return len(calls_a) == len(calls_b) and all(
         x.name == y.name and x.args == y.args for x, y in zip(calls_a, calls_b, strict=True)
     )
