@@ -210,3 +210,11 @@ def test_a_spent_observer_budget_is_not_blamed_when_the_iterations_run_out() -> 
     result = Runner(make(model, observer=Observer(every=1), limits=limits)).run_sync("go")
     assert result.outcome == "limit" and result.limit == "max_iterations"
     assert result.run_state.charges["max_observations"] == 1
+
+
+def test_a_run_that_repeats_itself_is_not_sent_round_through_the_observer() -> None:
+    stuck = [call("same") for _ in range(6)] + ["answer"]
+    model = Model(agent=stuck, observer=['{"verdict": "loop", "correction": "Stop repeating."}'] * 6)
+    agent = make(model, observer=Observer(every=1), limits={"max_observations": 5})
+    result = Runner(agent).run_sync("go")
+    assert result.limit == "max_repeated_calls" and result.iterations == 4  # not one pass more via observe

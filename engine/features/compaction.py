@@ -6,7 +6,8 @@ with this feature. It adds:
 - the state ``compact``, entered from ``decide`` instead of going round when the history is too
   long (``history_too_long``: the latest model call's input — what the provider counted, cache
   included — is at least ``max_tokens``), bounded by ``Limits(max_compactions=...)`` (default 3)
-  and, like every way back into the loop, by every core budget; then ``compact -> preprocess``;
+  and, like every way back into the loop, by every core budget and by loop detection's guard;
+  then ``compact -> preprocess``;
 - its handler: one tool-less model call summarises the older turns; the history becomes the
   user's first message with the summary appended, then the last ``keep_last`` messages or a
   few more, verbatim. The cut is always just before one of the model's turns, so every tool
@@ -41,6 +42,8 @@ from loopwright.events import (
 from loopwright.machine import DECIDE, PRE, WITHIN_BUDGETS, Extension, Row, cancellable
 from loopwright.model_call import call_model, error_info
 from loopwright.run_state import RunState
+
+from .loop_detection import not_repeating_calls
 
 NAME = "compaction"
 COMPACT = "compact"
@@ -184,14 +187,18 @@ COMPACTION = Extension(
             Row(
                 DECIDE,
                 COMPACT,
-                (*WITHIN_BUDGETS, history_too_long, within_compaction_budget),
+                (*WITHIN_BUDGETS, not_repeating_calls, history_too_long, within_compaction_budget),
                 bounded_by="max_compactions",
             )
         ]
     },
     rows=[cancellable(COMPACT), Row(COMPACT, PRE)],
     budgets=[COMPACTIONS],
-    guards={"history_too_long": history_too_long, "within_compaction_budget": within_compaction_budget},
+    guards={
+        "history_too_long": history_too_long,
+        "within_compaction_budget": within_compaction_budget,
+        "not_repeating_calls": not_repeating_calls,
+    },
     slice=Compactions,
     request=measure,
     response=count_input,

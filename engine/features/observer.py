@@ -5,7 +5,8 @@
 - the state ``observe``, entered from ``decide`` instead of going round when an observation is
   due (``observation_due``: at least ``every`` passes since the start or the last observation),
   bounded by ``Limits(max_observations=...)`` (default 5) and, like every way back into the
-  loop, by every core budget; then ``observe -> preprocess``;
+  loop, by every core budget and by loop detection's guard (a run that repeats itself past
+  ``max_repeated_calls`` is not sent round through ``observe``); then ``observe -> preprocess``;
 - its handler: one tool-less model call with the observer's instruction over the history,
   asking for ``{"verdict": "ok" | "loop" | "stall" | "drift", "correction": ...}``. A correction
   is added to the history as a user turn (``[observer] ...``) the model reads on its next pass.
@@ -37,6 +38,7 @@ from loopwright.machine import DECIDE, PRE, WITHIN_BUDGETS, Extension, Row, canc
 from loopwright.model_call import call_model, error_info
 from loopwright.run_state import RunState
 
+from .loop_detection import not_repeating_calls
 from .structured_output import json_text
 
 NAME = "observer"
@@ -157,14 +159,18 @@ OBSERVER = Extension(
             Row(
                 DECIDE,
                 OBSERVE,
-                (*WITHIN_BUDGETS, observation_due, within_observer_budget),
+                (*WITHIN_BUDGETS, not_repeating_calls, observation_due, within_observer_budget),
                 bounded_by="max_observations",
             )
         ]
     },
     rows=[cancellable(OBSERVE), Row(OBSERVE, PRE)],
     budgets=[OBSERVATIONS],
-    guards={"observation_due": observation_due, "within_observer_budget": within_observer_budget},
+    guards={
+        "observation_due": observation_due,
+        "within_observer_budget": within_observer_budget,
+        "not_repeating_calls": not_repeating_calls,
+    },
     slice=Observations,
     request=set_interval,
 )
