@@ -200,3 +200,16 @@ def test_structured_output_against_the_messages_api(fake: FakeClaude) -> None:
     assert retry["role"] == "user" and retry["content"][0]["text"].startswith(
         "Your final answer is not valid Trip JSON"
     )
+
+
+def test_a_salvaged_answer_is_the_object_when_it_validates_else_its_text() -> None:
+    seen: list[Any] = []
+    agent = make([[ToolCall(name="price", args={"city": "Lisbon"})], GOOD], max_iterations=1)
+    agent = agent.replace(before_model=lambda request, ctx: seen.append(request))
+    result = Runner(agent).run_sync("go")
+    assert result.outcome == "salvaged" and result.output == Trip(city="Lisbon", nights=3, affordable=True)
+    assert any("JSON schema" in i.text for i in seen[-1].instructions)  # salvage asked for the JSON
+    result = Runner(make([[ToolCall(name="price", args={"city": "Lisbon"})], "no idea"], max_iterations=1)).run_sync(
+        "go"
+    )
+    assert result.outcome == "salvaged" and result.output == "no idea"

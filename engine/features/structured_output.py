@@ -13,6 +13,8 @@ feature. It adds:
   with the validation error as a user turn) and ``validate -> failed`` (retries spent: the run
   fails with ``error.kind == "output_validation"`` and the error named, ``limit`` saying which
   budget ran out);
+- ``finish``: a salvaged answer (salvage's request asks for the JSON too) that validates is the
+  object; one that does not stays text (no retry after salvage);
 - its slice :class:`Structured` and its budget ``max_parse_retries``.
 
 Two audiences, as in KodeAgent's reasoner-action loop: what the *model* sees are the raw tool
@@ -34,7 +36,7 @@ from loopwright.budgets import Budget
 from loopwright.context import RunContext
 from loopwright.events import ErrorInfo, ErrorOccurred, Instruction, Message, ModelRequest, TextPart, trusted
 from loopwright.guards import is_final_response
-from loopwright.machine import DECIDE, DONE, FAILED, PRE, WITHIN_BUDGETS, Extension, Row, cancellable
+from loopwright.machine import DECIDE, DONE, FAILED, PRE, SALVAGE, WITHIN_BUDGETS, Extension, Row, cancellable
 from loopwright.run_state import RunState
 
 NAME = "structured_output"
@@ -151,15 +153,24 @@ def ask_for_json(request: ModelRequest, rs: RunState, ctx: RunContext) -> ModelR
     return request.model_copy(update={"instructions": (*request.instructions, instruction_for(output_type))})
 
 
-def name_the_error(rs: RunState, ctx: RunContext, why: str) -> None:
-    """The run is ending: a run that failed in ``validate`` names the validation error."""
+def finish(rs: RunState, ctx: RunContext, why: str) -> None:
+    """The run is ending: a run that failed in ``validate`` names the validation error; a
+    salvaged answer (salvage asks for the JSON too) becomes the object when it validates (no
+    retry: else ``output`` stays its text)."""
     s = structured(rs)
-    if rs.stage == FAILED and rs.error is None and rs.trace[-2:-1] == [VALIDATE]:
-        name = ctx.agent.output_type.__name__ if ctx.agent.output_type is not None else "the output type"
+    output_type = ctx.agent.output_type
+    came_from = rs.trace[-2:-1]
+    if rs.stage == FAILED and rs.error is None and came_from == [VALIDATE]:
+        name = output_type.__name__ if output_type is not None else "the output type"
         rs.error = ErrorInfo(
             kind="output_validation",
             message=f"the final answer did not validate against {name} ({s.failures} tries):\n{s.error}",
         )
+    elif rs.stage == DONE and came_from == [SALVAGE] and output_type is not None and rs.response is not None:
+        try:
+            s.value, s.valid = output_type.model_validate_json(json_text(rs.text or "")), True
+        except ValidationError as exc:
+            s.error = describe(exc)
 
 
 STRUCTURED_OUTPUT = Extension(
@@ -178,6 +189,6 @@ STRUCTURED_OUTPUT = Extension(
     guards={"output_valid": output_valid, "parse_retries_left": parse_retries_left},
     slice=Structured,
     request=ask_for_json,
-    finish=name_the_error,
+    finish=finish,
 )
 """Structured output with parse retries: the ``validate`` state and its rows, as one feature."""
