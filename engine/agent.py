@@ -23,6 +23,8 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
+from pydantic import BaseModel
+
 from .errors import ConfigurationError
 from .events import Instruction, ModelRequest, ModelResponse, ToolCall, ToolResult, ToolSpec
 from .limits import Limits
@@ -74,6 +76,16 @@ class Agent:
     after a transfer to it: ``"shared"`` — the whole conversation, other agents' turns marked
     as theirs — or ``"isolated"`` — a branch that starts from the transfer's task.
 
+    ``output_type`` (a pydantic model class) asks for a structured final answer: the reply must
+    validate against it (a reply that does not goes back to the model with the validation error,
+    at most ``Limits.max_parse_retries`` times) and ``RunResult.output`` is the validated object.
+    ``planner`` (``loopwright.features.PlanReAct()``) asks the model to plan, reason and answer
+    under tags; only the final answer is visible; ``loopwright.features.Planner()`` keeps a
+    structured plan, written first and updated after each act. ``observer``
+    (``loopwright.features.Observer(every=3)``) looks at the recent steps every few passes and
+    may add a correction. ``compaction`` (``loopwright.features.Compaction(max_tokens=...)``)
+    replaces older turns by a summary once the history passes a token threshold.
+
     ``extensions`` adds the user's own states and rows (:class:`~loopwright.machine.Extension`,
     or what :func:`~loopwright.extend` makes) to the machine this agent runs on; ``machine``
     names a machine built with :func:`~loopwright.extend` (its extensions are used the same way).
@@ -99,6 +111,10 @@ class Agent:
     disallow_transfer_to_parent: bool
     disallow_transfer_to_peers: bool
     history: HistoryPolicy
+    output_type: type[BaseModel] | None
+    planner: Any
+    observer: Any
+    compaction: Any
     tool_specs: tuple[ToolSpec, ...]
     instruction_is_dynamic: bool
     static_instructions: tuple[Instruction, ...]
@@ -124,8 +140,13 @@ class Agent:
         disallow_transfer_to_parent: bool = False,
         disallow_transfer_to_peers: bool = False,
         history: HistoryPolicy = "shared",
+        output_type: type[BaseModel] | None = None,
+        planner: Any = None,
+        observer: Any = None,
+        compaction: Any = None,
     ) -> None:
         _check_options(name, model, limits, instruction, history)
+        _check_features(name, output_type, planner, observer, compaction)
         own = object.__setattr__
         own(self, "_options", {
             "name": name, "model": model, "instruction": instruction, "static_instruction": static_instruction,
@@ -134,6 +155,8 @@ class Agent:
             "after_tool": after_tool, "machine": machine, "extensions": extensions, "sub_agents": sub_agents,
             "disallow_transfer_to_parent": disallow_transfer_to_parent,
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
+            "output_type": output_type, "planner": planner, "observer": observer,
+            "compaction": compaction,
         })  # fmt: skip
         tool_map = _tool_map(name, tools)
         subs = tuple(sub_agents)
@@ -154,6 +177,8 @@ class Agent:
             "extensions": tuple(extensions), "sub_agents": subs,
             "disallow_transfer_to_parent": disallow_transfer_to_parent,
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
+            "output_type": output_type, "planner": planner, "observer": observer,
+            "compaction": compaction,
             "tool_specs": tuple(t.spec for t in tool_map.values()), "instruction_is_dynamic": dynamic,
             "static_instructions": tuple(static),
         }.items():  # fmt: skip
@@ -205,6 +230,28 @@ def _check_options(name: object, model: object, limits: object, instruction: obj
         raise ConfigurationError(f"agent {name!r}: instruction must be a str or a function of the run context")
     if history not in ("shared", "isolated"):
         raise ConfigurationError(f"agent {name!r}: history must be 'shared' or 'isolated', got {history!r}")
+
+
+def _check_features(name: str, output_type: object, planner: object, observer: object, compaction: object) -> None:
+    if output_type is not None and not (isinstance(output_type, type) and issubclass(output_type, BaseModel)):
+        raise ConfigurationError(
+            f"agent {name!r}: output_type must be a pydantic model class (class Answer(BaseModel): ...), "
+            f"got {output_type!r}"
+        )
+    if planner is not None and getattr(planner, "extension", None) is None:
+        raise ConfigurationError(
+            f"agent {name!r}: planner must be a planner such as loopwright.features.PlanReAct() or "
+            f"loopwright.features.Planner(), got {planner!r}"
+        )
+    if observer is not None and getattr(observer, "extension", None) is None:
+        raise ConfigurationError(
+            f"agent {name!r}: observer must be an observer such as loopwright.features.Observer(every=3), "
+            f"got {observer!r}"
+        )
+    if compaction is not None and getattr(compaction, "extension", None) is None:
+        raise ConfigurationError(
+            f"agent {name!r}: compaction must be loopwright.features.Compaction(...), got {compaction!r}"
+        )
 
 
 def _tool_map(name: str, tools: Sequence[Tool | Callable[..., Any]]) -> dict[str, Tool]:

@@ -52,6 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds each demo tool takes (default: 0.4 on a terminal, 0 otherwise)",
     )
     demo.add_argument("--input", default=None, help="the user's message (default: the demo's question)")
+    for option, what in (
+        ("plan-react", "Plan-ReAct: plan, act, reason and answer under tags; only the answer is shown"),
+        ("planner", "a structured plan, written first and updated after each act (plan_updated events)"),
+        ("observer", "an observer that looks at the run every 2 passes (observed events)"),
+        ("output-type", "a structured answer: RunResult.output is a validated TripAnswer"),
+    ):
+        demo.add_argument(f"--{option}", action="store_true", help=f"the trip agent with {what}")
     demo.add_argument(
         "--example",
         choices=["trip", "helpdesk"],
@@ -181,7 +188,7 @@ def _draw(machine: LoopMachine | None, events: list[Event] | None, out_dir: str 
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import DEMO_INPUT, HELPDESK_INPUT, demo_agent, helpdesk_agent
+    from .demo import DEMO_INPUT, DEMO_OPTIONS, HELPDESK_INPUT, demo_agent, helpdesk_agent
 
     live = not args.json and sys.stdout.isatty()
     delay = args.delay if args.delay is not None else (0.4 if live else 0.0)
@@ -203,7 +210,11 @@ def _demo(args: argparse.Namespace) -> int:
             return 2
         runner, text = Runner(helpdesk_agent(delay)), args.input or HELPDESK_INPUT
     else:
-        runner, text = Runner(demo_agent(model, delay_s=delay)), args.input or DEMO_INPUT
+        options = [o for o in DEMO_OPTIONS if getattr(args, o.replace("-", "_"))]
+        if "plan-react" in options and "planner" in options:
+            print("an agent has one planner: choose --plan-react or --planner", file=sys.stderr)
+            return 2
+        runner, text = Runner(demo_agent(model, delay_s=delay, options=options)), args.input or DEMO_INPUT
     if args.json:
         result = asyncio.run(_print_json(runner, text))
     else:

@@ -145,6 +145,7 @@ class RunContext:
         "log",
         "model_scopes",
         "request_hooks",
+        "response_hooks",
         "run_id",
         "run_state",
         "state",
@@ -180,6 +181,8 @@ class RunContext:
         found = hooks or (lambda _name: ())
         self.request_hooks = found("request")
         """The features' request processors (preprocess and salvage apply them in order)."""
+        self.response_hooks = found("response")
+        """The features' reply processors (postprocess applies them in order)."""
         self.gates = found("gate")
         """The features' per-call gates (act asks them before running a call)."""
         self.holds = found("hold")

@@ -9,7 +9,12 @@ the model recovers from (bad arguments, then corrected), and a final answer.
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+from collections.abc import Sequence
 from typing import Any
+
+from pydantic import BaseModel
 
 from .agent import Agent
 from .context import RunContext
@@ -115,14 +120,74 @@ def _reply(request: ModelRequest) -> ModelResponse:
     return ModelResponse(parts=(TextPart(text=text),), stop_reason="end_turn", usage=usage)
 
 
-def demo_agent(model: Model | None = None, *, delay_s: float = 0.0) -> Agent:
-    """The demo agent, on the scripted model unless another ``model`` is given."""
+class TripAnswer(BaseModel):
+    """The demo's structured answer (``loopwright demo --output-type``)."""
+
+    affordable: bool
+    total_usd: float
+    warmer_city: str
+
+
+DEMO_OPTIONS = ("plan-react", "planner", "observer", "output-type")
+"""The composed features ``loopwright demo`` can switch on (``--plan-react``, ...)."""
+
+
+def _with_options(request: ModelRequest) -> ModelResponse:
+    """The demo's "model" with the options on: it answers the planner and the observer, writes
+    Plan-ReAct's tags when asked to, and its final answer as JSON when a schema is asked for."""
+    from .features.observer import OBSERVER_INSTRUCTION
+    from .features.plan_react import PLANNING_INSTRUCTION
+    from .features.planner import PLANNER_INSTRUCTION
+    from .features.structured_output import instruction_for
+
+    usage = Usage(input_tokens=30 * len(request.messages), output_tokens=20, requests=1)
+    first = request.instructions[0].text if request.instructions else ""
+    seen = _results(request.messages)
+    if first == PLANNER_INSTRUCTION:
+        steps = [("get_weather", "compare the weather in Lisbon and Porto"), ("hotel_price", "price 3 nights")]
+        steps.append(("convert_currency", "convert the total to USD"))
+        plan = [{"description": d, "status": "done" if tool in seen else "pending"} for tool, d in steps]
+        return ModelResponse(parts=(TextPart(text=json.dumps({"steps": plan})),), usage=usage)
+    if first == OBSERVER_INSTRUCTION:
+        return ModelResponse(parts=(TextPart(text='{"verdict": "ok", "correction": null}'),), usage=usage)
+    response = _reply(request)
+    text = response.text
+    if not response.tool_calls and instruction_for(TripAnswer) in request.instructions:
+        usd = seen["convert_currency"][-1].content
+        warmer = re.search(r"(Lisbon|Porto) is warmer", text)
+        answer = TripAnswer(affordable=text.startswith("Yes"), total_usd=usd, warmer_city=warmer[1] if warmer else "")
+        text = answer.model_dump_json()
+    if any(i.text == PLANNING_INSTRUCTION for i in request.instructions):
+        if response.tool_calls:
+            head = "/*PLANNING*/\n1. Weather in both cities. 2. Hotel price. 3. Convert to USD.\n" if not seen else ""
+            text = f"{head}/*ACTION*/\n{text or 'Next step.'}"
+        else:
+            text = f"/*REASONING*/\nI have the weather, the price and the rate.\n/*FINAL_ANSWER*/\n{text}"
+    parts = (TextPart(text=text), *response.tool_calls) if text else tuple(response.tool_calls)
+    return response.model_copy(update={"parts": parts})
+
+
+def demo_agent(model: Model | None = None, *, delay_s: float = 0.0, options: Sequence[str] = ()) -> Agent:
+    """The demo agent, on the scripted model unless another ``model`` is given. ``options``
+    switches on composed features (see :data:`DEMO_OPTIONS`)."""
+    from .features import Observer, Planner, PlanReAct
+
+    unknown = sorted(set(options) - set(DEMO_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown demo options {unknown}; use {', '.join(DEMO_OPTIONS)}")
+    if "plan-react" in options and "planner" in options:
+        raise ValueError("an agent has one planner: choose --plan-react or --planner")
+    scripted = ScriptedModel(_with_options if options else _reply, name="demo-script")
+    planner = PlanReAct() if "plan-react" in options else Planner() if "planner" in options else None
     return Agent(
         name="trip_assistant",
-        model=model or ScriptedModel(_reply, name="demo-script"),
+        model=model or scripted,
         instruction="You help travellers check costs. Use the tools; never guess prices or weather.",
         tools=demo_tools(delay_s),
         limits=Limits(max_iterations=8, max_tool_calls=12, tool_timeout_s=10),
+        planner=planner,
+        observer=Observer(every=2) if "observer" in options else None,
+        output_type=TripAnswer if "output-type" in options else None,
     )
 
 

@@ -227,7 +227,7 @@ class ErrorInfo(BaseModel):
 
 # ---------------------------------------------------------------- events
 
-Outcome = Literal["final", "salvaged", "limit", "failed", "cancelled", "suspended"]
+Outcome = Literal["final", "salvaged", "limit", "failed", "cancelled", "suspended", "paused"]
 
 
 class PendingRequest(BaseModel):
@@ -347,6 +347,41 @@ class ErrorOccurred(EventBase):
     error: ErrorInfo
 
 
+class Paused(EventBase):
+    """``Runner.pause`` stopped the run at a transition; ``state`` is the stage it runs next."""
+
+    type: Literal["paused"] = "paused"
+
+
+class PlanUpdated(EventBase):
+    """The planner wrote or updated the run's plan (``Agent(planner=Planner())``)."""
+
+    type: Literal["plan_updated"] = "plan_updated"
+    steps: tuple[dict[str, Any], ...]
+    """Each step as ``{"description": ..., "status": ...}``."""
+    complete: bool
+
+
+class Observed(EventBase):
+    """The observer looked at the recent steps (``Agent(observer=Observer())``)."""
+
+    type: Literal["observed"] = "observed"
+    verdict: str
+    """``ok``, ``loop``, ``stall`` or ``drift``."""
+    correction: str | None
+
+
+class Compacted(EventBase):
+    """Older turns of the history were replaced by a summary (``Agent(compaction=Compaction())``)."""
+
+    type: Literal["compacted"] = "compacted"
+    replaced: int
+    """Messages replaced by the summary."""
+    kept: int
+    """Messages kept verbatim after it."""
+    summary: str
+
+
 Event = Annotated[
     RunStarted
     | StateEntered
@@ -360,7 +395,11 @@ Event = Annotated[
     | Suspended
     | Resumed
     | RunFinished
-    | ErrorOccurred,
+    | ErrorOccurred
+    | PlanUpdated
+    | Observed
+    | Compacted
+    | Paused,
     Field(discriminator="type"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
@@ -418,6 +457,7 @@ def make_event(
 __all__ = [
     "EVENT_ADAPTER",
     "EVENT_FIELDS",
+    "Compacted",
     "ErrorInfo",
     "ErrorOccurred",
     "Event",
@@ -429,9 +469,12 @@ __all__ = [
     "ModelRequested",
     "ModelResponded",
     "ModelResponse",
+    "Observed",
     "Outcome",
     "Part",
+    "Paused",
     "PendingRequest",
+    "PlanUpdated",
     "Resumed",
     "RunFinished",
     "RunStarted",

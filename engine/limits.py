@@ -32,6 +32,14 @@ class Limits(BaseModel):
       past it, a call that would wait is answered with an error instead.
     - ``wait_timeout_s``: how long a suspended run's requests stay open; resuming later treats
       them as denied (timed out). ``timeout_s`` does not run while a run waits.
+    - ``max_repeated_calls``: the same tool call (same name, same arguments) this many times in
+      a row is not run: its result is a nudge telling the model so; one more and the run goes
+      to salvage (``RunResult.limit == "max_repeated_calls"``). None turns loop detection off.
+    - ``max_parse_retries``: replies whose final answer does not validate against the agent's
+      ``output_type`` (or that break Plan-ReAct's tag format) sent back to the model with the
+      error; past it the run fails with the error named.
+    - ``max_observations``: observer calls in one run (``Agent(observer=Observer(...))``).
+    - ``max_compactions``: history compactions in one run (``Agent(compaction=Compaction(...))``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -48,6 +56,10 @@ class Limits(BaseModel):
     max_ping_pong: int = Field(default=3, ge=1)
     max_suspensions: int = Field(default=10, ge=0)
     wait_timeout_s: PositiveFloat | None = None
+    max_repeated_calls: int | None = Field(default=3, ge=2)
+    max_parse_retries: int = Field(default=3, ge=0)
+    max_observations: int = Field(default=5, ge=0)
+    max_compactions: int = Field(default=3, ge=0)
 
     def retry_delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based)."""

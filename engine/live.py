@@ -14,6 +14,8 @@ from .events import (
     Event,
     LimitReached,
     ModelResponded,
+    Observed,
+    PlanUpdated,
     RunFinished,
     StateEntered,
     TextDelta,
@@ -53,14 +55,10 @@ class LiveView:
             self.reply = event.response.text
         elif isinstance(event, TextDelta) and not event.thought:
             self.reply += event.text
-        elif isinstance(event, ErrorOccurred):
-            self.notes.append(f"{event.error.kind}: {event.error.message}")
-        elif isinstance(event, Transferred):
-            self.notes.append(f"transfer {event.from_agent} → {event.to_agent}: {event.task}")
-        elif isinstance(event, LimitReached):
-            self.notes.append(f"limit reached: {event.limit} ({event.used:g} of {event.value:g})")
         elif isinstance(event, StateEntered) and event.state == "reason":
             self.reply = ""
+        elif (note := _note(event)) is not None:
+            self.notes.append(note)
 
     def render(self) -> Panel:
         head = Text.assemble(
@@ -82,6 +80,22 @@ class LiveView:
         if self.reply:
             parts.append(Text(self.reply[-300:], style="italic"))
         return Panel(Group(*parts), title=f"loopwright · {self.agent}", border_style="cyan")
+
+
+def _note(event: Event) -> str | None:
+    """The line an event adds under the table (None: it adds none)."""
+    if isinstance(event, ErrorOccurred):
+        return f"{event.error.kind}: {event.error.message}"
+    if isinstance(event, Transferred):
+        return f"transfer {event.from_agent} → {event.to_agent}: {event.task}"
+    if isinstance(event, PlanUpdated):
+        steps = "; ".join(f"[{s['status']}] {s['description']}" for s in event.steps)
+        return f"plan{' (complete)' if event.complete else ''}: {steps}"
+    if isinstance(event, Observed):
+        return f"observer: {event.verdict}" + (f" — {event.correction}" if event.correction else "")
+    if isinstance(event, LimitReached):
+        return f"limit reached: {event.limit} ({event.used:g} of {event.value:g})"
+    return None
 
 
 async def run_live(runner: Runner, text: str, *, live: bool, console: Console | None = None) -> RunResult:
@@ -109,7 +123,8 @@ async def run_live(runner: Runner, text: str, *, live: bool, console: Console | 
         )
     )
     if result.output:
-        console.print(Text("answer: ", style="dim") + Text(result.output))
+        shown = result.output if isinstance(result.output, str) else repr(result.output)
+        console.print(Text("answer: ", style="dim") + Text(shown))
     if result.error:
         console.print(Text(f"error: {result.error.message}", style="red"))
     return result

@@ -53,7 +53,7 @@ from transitions import Machine
 
 from .budgets import CORE_BUDGETS, Budget, budget_of, registry
 from .errors import MachineError, NoTransitionError
-from .events import ModelRequest, Outcome, ToolCall
+from .events import ModelRequest, ModelResponse, Outcome, ToolCall
 from .guards import (
     GUARDS,
     cancel_requested,
@@ -215,6 +215,8 @@ class Extension:
 
     - ``request(request, rs, ctx) -> ModelRequest``: preprocess hands each pass's request
       through it (structlog-style processors);
+    - ``response(response, rs, ctx) -> ModelResponse``: postprocess hands each reply through
+      it before taking it in (Plan-ReAct splits tagged text into thoughts and the answer);
     - ``gate(call, rs, ctx) -> ToolResult | PendingRequest | None``: act asks it before it runs
       a call: a result answers the call, a request makes it wait, None lets it run;
     - ``hold(rs, ctx, calls, results, waits) -> bool``: act has calls that wait; True means the
@@ -237,6 +239,7 @@ class Extension:
     guards: Mapping[str, Guard] = field(default_factory=dict)
     slice: type[Any] | None = None
     request: Callable[[ModelRequest, RunState, RunContext], ModelRequest] | None = None
+    response: Callable[[ModelResponse, RunState, RunContext], ModelResponse] | None = None
     gate: Callable[[ToolCall, RunState, RunContext], Any] | None = None
     hold: Callable[..., str | None] | None = None
     pause: Callable[[RunState, RunContext], None] | None = None
@@ -375,15 +378,20 @@ class LoopMachine:
             charges[reset] = 0
 
     def spent_budget(self, row: Row, rs: RunState) -> Budget | None:
-        """Which budget ran out when ``row`` was taken: that of the first row before it whose
-        budget is spent, or whose first failing guard tests a budget."""
+        """Which budget ran out when ``row`` was taken: among the rows tried before it, the
+        budget of the first one whose first failing guard tests a budget, or whose own budget
+        is spent while its guards all hold. A row that did not fire for another reason (its
+        other guards said no: ``decide -> observe`` when no observation was due) names none,
+        even if its own budget is spent."""
         for earlier, guards, budget in self._compiled[row.source]:
             if earlier is row:
                 break
-            if budget is not None and budget.charged_out(rs):
-                return budget
             failing = next((g for g in guards if not g(rs)), None)
-            name = budget_of(failing) if failing is not None else None
+            if failing is None:
+                if budget is not None and budget.charged_out(rs):
+                    return budget
+                continue
+            name = budget_of(failing)
             if name is not None and name in self.budgets:
                 return self.budgets[name]
         return None

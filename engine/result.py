@@ -28,7 +28,9 @@ class RunResult(BaseModel):
     answered_by: str
     """The agent whose turn ended the run (the next message of the conversation goes to it)."""
     outcome: Outcome
-    output: str | None
+    output: Any
+    """The answer for people: the final (or salvaged) text, or for an agent with an
+    ``output_type``, the validated object."""
     trace: list[str]
     usage: Usage
     iterations: int
@@ -65,7 +67,7 @@ class RunResult(BaseModel):
             agent=rs.agent,
             answered_by=rs.active_agent,
             outcome=rs.outcome,
-            output=rs.output,
+            output=_output(rs),
             trace=rs.trace,
             usage=rs.usage,
             iterations=rs.iteration,
@@ -81,3 +83,13 @@ class RunResult(BaseModel):
         )
         object.__setattr__(result, "__pydantic_private__", {"_log": log, "_machine": machine})
         return result
+
+
+def _output(rs: RunState) -> Any:
+    """The run's text output, unless a feature's slice offers a ``final_output()`` (the
+    structured-output feature: the validated object)."""
+    for part in rs.features.values():
+        final = getattr(part, "final_output", None)
+        if final is not None and (value := final()) is not None:
+            return value
+    return rs.output

@@ -38,7 +38,7 @@ from .budgets import start_turn
 from .calls import answer_unrun_calls
 from .context import RunContext
 from .errors import ConfigurationError, MachineError, NoTransitionError, ResumeError
-from .events import ErrorInfo, LimitReached, RunFinished, RunStarted
+from .events import ErrorInfo, LimitReached, Paused, Resumed, RunFinished, RunStarted
 from .features import machine_for
 from .machine import LoopMachine, Row, abort_row
 from .observers import INSTRUMENTS, EventSink, Observers
@@ -89,6 +89,8 @@ class Runner:
                     f"Extension(states={{{state!r}: your_async_handler}}) (or handlers= of LoopMachine)"
                 )
         self._active: dict[str, Run] = {}
+        self._paused: dict[str, tuple[RunState, float]] = {}
+        """Runs paused in this process, by id, with when they paused."""
 
     @property
     def agents(self) -> dict[str, Agent]:
@@ -164,7 +166,7 @@ class Runner:
 
     async def resume(
         self,
-        target: RunResult | RunState,
+        target: RunResult | RunState | str,
         decisions: Mapping[str, Any] | None = None,
         *,
         cancel: bool = False,
@@ -177,21 +179,20 @@ class Runner:
         calls without a decision stay pending (the run suspends again). ``cancel=True`` ends the
         run in ``cancelled`` instead. A run that is not waiting, or a decision that does not fit
         a pending request, raises :class:`ResumeError` and changes nothing. The run's budgets
-        are this runner's agent's, whatever the saved state held."""
-        rs = target.run_state if isinstance(target, RunResult) else target
-        if not isinstance(rs, RunState):
-            raise ResumeError(f"resume() takes a RunResult or a RunState, got {type(target).__name__}")
-        if rs.agent != self.agent.name:
-            raise ResumeError(f"run {rs.run_id!r} belongs to agent {rs.agent!r}, not {self.agent.name!r}")
-        if rs.stage not in self.machine.waiting:
-            raise ResumeError(
-                f"run {rs.run_id!r} is not waiting: it is in state {rs.stage!r}; only a suspended run can be resumed"
-            )
-        if rs.run_id in self._active:
-            raise ResumeError(f"run {rs.run_id!r} is already running")
+        are this runner's agent's, whatever the saved state held.
+
+        A run stopped by :meth:`pause` resumes where it stopped (``target`` may also be its id,
+        in the process that paused it); it takes no decisions."""
+        rs = self._resumable(target, decisions)
         run = Run(self, rs, register=False)
-        for hook in self.machine.hooks("resume"):
-            hook(rs, run.ctx, decisions or {})
+        if rs.outcome == "paused":
+            _, at = self._paused.pop(rs.run_id, (rs, None))
+            if at is not None and rs.deadline is not None:  # the clock stopped while it was paused
+                rs.deadline += _clock() - at
+            run.ctx.emit(Resumed, decided=(), timed_out=False)
+        else:
+            for hook in self.machine.hooks("resume"):
+                hook(rs, run.ctx, decisions or {})
         self._own_limits(rs)
         rs.outcome = None
         if cancel:
@@ -199,11 +200,49 @@ class Runner:
         self._active[rs.run_id] = run
         return await run.run_to_end()
 
+    def _resumable(self, target: RunResult | RunState | str, decisions: Mapping[str, Any] | None) -> RunState:
+        """The run state ``resume`` continues (ResumeError, nothing changed, if it cannot)."""
+        if isinstance(target, str):
+            found = self._paused.get(target)
+            if found is None:
+                raise ResumeError(f"no run with id {target!r} is paused on this runner; pass its RunResult or RunState")
+            target = found[0]
+        rs = target.run_state if isinstance(target, RunResult) else target
+        if not isinstance(rs, RunState):
+            raise ResumeError(
+                f"resume() takes a RunResult, a RunState or a paused run's id, got {type(target).__name__}"
+            )
+        if rs.agent != self.agent.name:
+            raise ResumeError(f"run {rs.run_id!r} belongs to agent {rs.agent!r}, not {self.agent.name!r}")
+        paused = rs.outcome == "paused"
+        if not paused and rs.stage not in self.machine.waiting:
+            raise ResumeError(
+                f"run {rs.run_id!r} is not waiting: it is in state {rs.stage!r}; only a suspended or paused run can be "
+                "resumed"
+            )
+        if paused and decisions:
+            raise ResumeError(f"run {rs.run_id!r} was paused, not suspended: it waits for no decision; resume it alone")
+        if rs.run_id in self._active:
+            raise ResumeError(f"run {rs.run_id!r} is already running")
+        return rs
+
     def resume_sync(
-        self, target: RunResult | RunState, decisions: Mapping[str, Any] | None = None, *, cancel: bool = False
+        self, target: RunResult | RunState | str, decisions: Mapping[str, Any] | None = None, *, cancel: bool = False
     ) -> RunResult:
         """``resume`` for code without an event loop."""
         return asyncio.run(self.resume(target, decisions, cancel=cancel))
+
+    def pause(self, run_id: str) -> bool:
+        """Pause a running run at its next transition: the stage in progress finishes, the run
+        stops before the next one, and ``run`` returns its result with outcome ``"paused"``
+        (nothing lost: its state is whole, ``to_json()`` saves it). ``resume`` continues it.
+        The run clock (``timeout_s``) stops while it is paused in this process. False if no
+        such run is in progress."""
+        run = self._active.get(run_id)
+        if run is None:
+            return False
+        run.pausing = True
+        return True
 
     def cancel(self, run_id: str) -> bool:
         """Cancel a running run: the stage in progress is interrupted, the run ends in
@@ -241,6 +280,7 @@ class Run:
         "_yielded",
         "ctx",
         "machine",
+        "pausing",
         "runner",
         "state",
         "task",
@@ -284,6 +324,8 @@ class Run:
         self._in_stage = False
         self._timed_out = False
         """The deadline timer cancelled the stage in progress (the runner takes it back)."""
+        self.pausing = False
+        """``Runner.pause`` asked this run to stop at its next transition."""
         if register:
             runner._active[rs.run_id] = self
         if rs.seq == 0:
@@ -323,8 +365,22 @@ class Run:
         stops = self._stops
         await step()  # a resumed run starts in its waiting state: its first step resumes it
         while self.state.stage not in stops:
+            if self.pausing:
+                return self._pause_here()
             await step()
         return RunResult.of(self.state, self.ctx.log, self.machine)
+
+    def _pause_here(self) -> RunResult:
+        """``Runner.pause``: stop between two stages, with outcome ``"paused"``."""
+        rs, runner = self.state, self.runner
+        self.pausing = False
+        self._disarm_deadline()
+        runner._active.pop(rs.run_id, None)
+        runner._paused[rs.run_id] = (rs, _clock())
+        rs.outcome = "paused"
+        self.ctx.emit(Paused)
+        self._notify_finish()
+        return RunResult.of(rs, self.ctx.log, self.machine)
 
     async def step(self) -> Row | None:
         """Do the current stage's work, then take one transition. Returns the row taken

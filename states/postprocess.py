@@ -1,6 +1,7 @@
 """postprocess: takes in the model's reply.
 
-Reads ``response``; writes ``usage`` (adds the reply's), ``messages`` (appends the assistant
+Reads ``response`` (handed first through the features' reply processors, which may replace
+it); writes ``usage`` (adds the reply's), ``messages`` (appends the assistant
 turn, thought parts included: some providers need them back), ``text`` (the visible text,
 thought parts excluded) and ``continuing``.
 
@@ -22,6 +23,8 @@ def postprocess(rs: RunState, ctx: RunContext) -> None:
     response = rs.response
     if response is None:  # the table only routes here with a response
         return
+    for process in ctx.response_hooks:
+        response = rs.response = process(response, rs, ctx)
     rs.usage = rs.usage + response.usage
     rs.messages.append(trusted(Message, role="assistant", parts=response.parts, agent=rs.active_agent))
     text = "".join(p.text for p in response.parts if type(p) is TextPart)

@@ -123,7 +123,7 @@ def test_check_explains_a_bad_target(target: str, message: str, capsys: pytest.C
 
 def test_check_builds_an_agent_from_a_factory(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "loopwright.demo:helpdesk_agent"]) == 0
-    assert "machine 'multi_agent': 11 states, 25 rows" in capsys.readouterr().out
+    assert "machine 'multi_agent+loop_detection': 11 states, 25 rows" in capsys.readouterr().out
 
 
 def test_check_exits_1_on_a_violation_or_a_machine_that_cannot_be_built(
@@ -170,7 +170,7 @@ def test_diagram_notes_the_svgs_it_cannot_draw(
 
 def test_diagram_draws_one_agent_to_standard_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagram", "--format", "mermaid", "--agent", "loopwright.demo:helpdesk_agent"]) == 0
-    assert capsys.readouterr().out.startswith("---\ntitle: multi_agent\n")
+    assert capsys.readouterr().out.startswith("---\ntitle: multi_agent+loop_detection\n")
 
 
 def test_diagram_overlays_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -179,11 +179,11 @@ def test_diagram_overlays_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[
     events.write_text(capsys.readouterr().out)
     assert main(["diagram", "--trace", str(events)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("---\ntitle: agent\n") and "✔ 1×" in out
-    argv = ["diagram", "--out", str(tmp_path), "--trace", str(events), "--agent", "loopwright.machine:CORE"]
+    assert out.startswith("---\ntitle: loop_detection\n") and "✔ 1×" in out  # the demo agent has tools
+    argv = ["diagram", "--out", str(tmp_path), "--trace", str(events), "--agent", "loopwright.demo:demo_agent"]
     assert main(argv) == 0
-    assert capsys.readouterr().out == f"wrote {tmp_path / 'agent-trace.md'}\n"
-    page = (tmp_path / "agent-trace.md").read_text()
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'loop_detection-trace.md'}\n"
+    page = (tmp_path / "loop_detection-trace.md").read_text()
     assert "```mermaid" in page and "Edges the run took read `✔ n×`" in page
 
 

@@ -107,7 +107,7 @@ def test_missing_graphviz_gets_a_clear_message(monkeypatch: pytest.MonkeyPatch) 
 
 def _tool_run() -> object:
     script = [[ToolCall(name="add", args={"a": 1, "b": 2})], [ToolCall(name="add", args={"a": 3, "b": 4})], "7"]
-    return Runner(agent(script)).run_sync("add")
+    return Runner(agent(script, max_repeated_calls=None)).run_sync("add")  # the core machine
 
 
 def test_a_run_result_draws_its_own_trace() -> None:
@@ -174,5 +174,5 @@ def test_the_command_regenerates_the_diagrams(tmp_path: Path, capsys: pytest.Cap
 
 def test_the_command_draws_one_agent(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagram", "--format", "mermaid", "--agent", "loopwright.demo:helpdesk_agent"]) == 0
-    assert capsys.readouterr().out.startswith("---\ntitle: multi_agent\n")
+    assert capsys.readouterr().out.startswith("---\ntitle: multi_agent+loop_detection\n")
     assert main(["diagram", "--agent", "loopwright.machine:NOPE"]) == 2

@@ -109,7 +109,7 @@ def test_with_sub_agents_and_a_waiting_tool_every_feature_keeps_its_rows() -> No
     agent = _agent([_call("wire", amount=5), "sent"], sub_agents=[helper])
     machine = machine_for(agent)
     assert {"transfer", "suspended", CHECK} <= set(machine.states)
-    assert machine.features == {"multi_agent", "waiting", "double_check"}
+    assert machine.features == {"multi_agent", "waiting", "loop_detection", "double_check"}
     rows = {str(r) for r in machine.rows}
     assert (
         "decide -> transfer (transfer_requested & within_transfer_budget & not_ping_pong & within_iteration_budget "
@@ -123,7 +123,7 @@ def test_with_sub_agents_and_a_waiting_tool_every_feature_keeps_its_rows() -> No
     paused = runner.run_sync("wire 5")
     assert paused.outcome == "suspended" and CHECK in paused.trace
     saved = RunState.from_json(paused.run_state.to_json())
-    assert set(saved.features) == {"multi_agent", "waiting", "double_check"}
+    assert set(saved.features) == {"multi_agent", "waiting", "loop_detection", "double_check"}
     (request,) = paused.pending
     result = runner.resume_sync(saved, {request.call_id: approve()})
     assert result.outcome == "final" and result.output == "sent"

@@ -36,7 +36,7 @@ def answers(result: Any) -> list[Any]:
 
 
 def test_confirmation_suspends_then_approved_call_runs_exactly_once() -> None:
-    agent = make_agent(SCRIPT)
+    agent = make_agent(SCRIPT, max_repeated_calls=None)
     assert machine_for(agent) is BUILT_IN_MACHINES["waiting"]
     runner = Runner(agent)
     first = runner.run_sync("pay the invoice")
@@ -113,8 +113,10 @@ def test_bad_resumes_change_nothing() -> None:
     with pytest.raises(ResumeError, match=r"waits for a confirmation: pass approve\(\) or deny\('reason'\)"):
         runner.resume_sync(first, {"c-pay": "yes please"})
     assert first.run_state.to_json() == before
-    with pytest.raises(ResumeError, match="resume\\(\\) takes a RunResult or a RunState"):
-        runner.resume_sync("run-1")  # type: ignore[arg-type]
+    with pytest.raises(ResumeError, match="no run with id 'run-1' is paused on this runner"):
+        runner.resume_sync("run-1")  # a str is a paused run's id
+    with pytest.raises(ResumeError, match="resume\\(\\) takes a RunResult, a RunState or a paused run's id"):
+        runner.resume_sync(3)  # type: ignore[arg-type]
 
 
 def test_partial_decisions_keep_the_rest_waiting() -> None:

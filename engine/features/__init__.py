@@ -1,7 +1,12 @@
 """The built-in features, and the machine an agent runs on.
 
 Each feature is one :class:`~loopwright.machine.Extension` in its own module: ``multi_agent``
-(agent trees and transfers) and ``waiting`` (tools that wait for people). An agent's machine is
+(agent trees and transfers), ``waiting`` (tools that wait for people), ``loop_detection``
+(the same tool call over and over: on for every agent with tools unless
+``Limits(max_repeated_calls=None)``), ``structured_output`` (``Agent(output_type=...)``),
+``plan_react`` (``Agent(planner=PlanReAct())``), ``planner`` (``Agent(planner=Planner())``),
+``observer`` (``Agent(observer=Observer(every=3))``) and ``compaction``
+(``Agent(compaction=Compaction(max_tokens=...))``). An agent's machine is
 the core composed with the features its definition needs, then the user's own extensions
 (``Agent(extensions=...)``, or those of a machine made by :func:`~loopwright.extend`), cached per
 feature set so agents alike share one machine.
@@ -12,10 +17,25 @@ from __future__ import annotations
 from loopwright.agent import Agent
 from loopwright.machine import CORE, Extension, LoopMachine, compose
 
+from .compaction import COMPACTION, Compaction
+from .loop_detection import LOOP_DETECTION
 from .multi_agent import MULTI_AGENT
+from .observer import OBSERVER, Observer
+from .plan_react import PLAN_REACT, PlanReAct
+from .planner import PLANNER, Planner
+from .structured_output import STRUCTURED_OUTPUT
 from .waiting import WAITING
 
-BUILT_IN: tuple[Extension, ...] = (MULTI_AGENT, WAITING)
+BUILT_IN: tuple[Extension, ...] = (
+    MULTI_AGENT,
+    WAITING,
+    LOOP_DETECTION,
+    STRUCTURED_OUTPUT,
+    PLAN_REACT,
+    PLANNER,
+    OBSERVER,
+    COMPACTION,
+)
 
 
 def features_for(agent: Agent) -> tuple[Extension, ...]:
@@ -27,6 +47,12 @@ def features_for(agent: Agent) -> tuple[Extension, ...]:
         wanted.append(MULTI_AGENT)
     if any(t.can_wait for a in tree for t in a.tools.values()):
         wanted.append(WAITING)
+    if agent.limits.max_repeated_calls is not None and any(a.tools for a in tree):
+        wanted.append(LOOP_DETECTION)
+    if any(a.output_type is not None for a in tree):
+        wanted.append(STRUCTURED_OUTPUT)
+    for option in ("planner", "observer", "compaction"):
+        wanted += dict.fromkeys(getattr(a, option).extension for a in tree if getattr(a, option) is not None)
     own = [*(agent.machine.extensions if agent.machine is not None else ()), *agent.extensions]
     for ext in own:
         if ext in BUILT_IN:
@@ -51,7 +77,34 @@ BUILT_IN_MACHINES: dict[str, LoopMachine] = {
     "multi_agent": compose(MULTI_AGENT),
     "waiting": compose(WAITING),
     "multi_agent+waiting": compose(MULTI_AGENT, WAITING),
+    "loop_detection": compose(LOOP_DETECTION),
+    "multi_agent+loop_detection": compose(MULTI_AGENT, LOOP_DETECTION),
+    "waiting+loop_detection": compose(WAITING, LOOP_DETECTION),
+    "multi_agent+waiting+loop_detection": compose(MULTI_AGENT, WAITING, LOOP_DETECTION),
+    "structured_output": compose(STRUCTURED_OUTPUT),
+    "plan_react": compose(PLAN_REACT),
+    "planner": compose(PLANNER),
+    "observer": compose(OBSERVER),
+    "compaction": compose(COMPACTION),
 }
-"""The core, each built-in feature composed onto it, and both: the machines ``diagrams/`` shows."""
+"""The core, each built-in feature composed onto it, and the combinations agents get by default
+(an agent with tools has loop detection): the machines ``diagrams/`` shows."""
 
-__all__ = ["BUILT_IN", "BUILT_IN_MACHINES", "MULTI_AGENT", "WAITING", "features_for", "machine_for"]
+__all__ = [
+    "BUILT_IN",
+    "BUILT_IN_MACHINES",
+    "COMPACTION",
+    "LOOP_DETECTION",
+    "MULTI_AGENT",
+    "OBSERVER",
+    "PLANNER",
+    "PLAN_REACT",
+    "STRUCTURED_OUTPUT",
+    "WAITING",
+    "Compaction",
+    "Observer",
+    "PlanReAct",
+    "Planner",
+    "features_for",
+    "machine_for",
+]
