@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .context import RunContext
+from .context import CURRENT_CALL, RunContext
 from .errors import CredentialRequired
 from .events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
 from .run_state import RunState
@@ -128,6 +128,14 @@ async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunCo
 async def answer(call: ToolCall, ctx: RunContext, approved: bool = False) -> CallOutcome:
     """Run ``call`` (:func:`execute`), pass its result through after_tool, and record it."""
     started = _perf()
+    token = CURRENT_CALL.set(call.id)
+    try:
+        return await _answer(call, ctx, approved, started)
+    finally:
+        CURRENT_CALL.reset(token)
+
+
+async def _answer(call: ToolCall, ctx: RunContext, approved: bool, started: float) -> CallOutcome:
     outcome = await execute(call, ctx, approved)
     if isinstance(outcome, PendingRequest):
         return outcome
@@ -156,6 +164,8 @@ def record(call: ToolCall, answered: ToolResult, duration: float, ctx: RunContex
         is_error=answered.is_error,
         duration_s=duration,
     )
+    if ctx.on_result is not None:
+        ctx.on_result(call, answered, ctx)
 
 
 async def run_jobs(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, CallOutcome]) -> None:

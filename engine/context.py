@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from .budgets import Budget
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from .agent import Agent, AgentTree
 
 _clock = time.time
+CURRENT_CALL: ContextVar[str | None] = ContextVar("loopwright_call_id", default=None)
+"""The id of the tool call in progress in this task (``ctx.call_id``)."""
 
 LogEntry = Any
 """An event as recorded: the built event, or ``(cls, time, stage, iteration, agent, field names,
@@ -77,6 +80,7 @@ class RunContext:
         "holds",
         "limits",
         "log",
+        "on_result",
         "request_hooks",
         "run_id",
         "run_state",
@@ -119,6 +123,8 @@ class RunContext:
         self.stream_deltas = stream_deltas
         self.log = EventLog(run_state.run_id, run_state.seq)
         self.watchers: list[Callable[[Any], None]] = list(watchers)
+        self.on_result: Callable[..., None] | None = None
+        """Called with ``(call, result, ctx)`` as each tool call is answered (a store keeps it)."""
         """Called with every event as it is emitted (the runner's event observers)."""
         self.agent: Agent = tree.agents.get(run_state.active_agent, tree.root)
         self.limits: Limits = self.agent.own_limits or tree.root.limits
@@ -127,6 +133,18 @@ class RunContext:
     @property
     def agents(self) -> dict[str, Agent]:
         return self.tree.agents
+
+    @property
+    def call_id(self) -> str | None:
+        """The id of the tool call being run (in a tool, ``before_tool`` or ``after_tool``)."""
+        return CURRENT_CALL.get()
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """``run_id:call_id``: the same across a crash and resume, so payment or email APIs
+        that take an idempotency key do the call's work once."""
+        call_id = CURRENT_CALL.get()
+        return None if call_id is None else f"{self.run_id}:{call_id}"
 
     def switch_agent(self, name: str) -> None:
         """Make ``name`` the active agent (a transfer)."""

@@ -73,7 +73,15 @@ class Runner:
 
     ``observers`` watch every run of this runner (see :mod:`loopwright.observers`)."""
 
-    def __init__(self, agent: Agent, *, machine: LoopMachine | None = None, observers: Sequence[object] = ()) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        machine: LoopMachine | None = None,
+        observers: Sequence[object] = (),
+        store: Any = None,
+        durability: str = "transition",
+    ) -> None:
         if not isinstance(agent, Agent):
             raise ConfigurationError(f"Runner takes an Agent, got {type(agent).__name__}")
         self.agent = agent
@@ -89,6 +97,13 @@ class Runner:
                     f"Extension(states={{{state!r}: your_async_handler}}) (or handlers= of LoopMachine)"
                 )
         self._active: dict[str, Run] = {}
+        self.store = store
+        """Where runs are checkpointed (``SQLiteStore``, ``PostgresStore``; see :mod:`loopwright.stores`)."""
+        self._durable: Any = None
+        if store is not None:
+            from .stores.durable import Durable
+
+            self._durable = Durable(store, durability)
 
     @property
     def agents(self) -> dict[str, Agent]:
@@ -162,9 +177,12 @@ class Runner:
         RunResult once the stream is exhausted. Leaving the loop early cancels the run."""
         return RunStream(self, self.new_run(input, **options))
 
+    def _make_run(self, rs: RunState) -> Run:
+        return Run(self, rs, register=False)
+
     async def resume(
         self,
-        target: RunResult | RunState,
+        target: RunResult | RunState | str,
         decisions: Mapping[str, Any] | None = None,
         *,
         cancel: bool = False,
@@ -177,7 +195,16 @@ class Runner:
         calls without a decision stay pending (the run suspends again). ``cancel=True`` ends the
         run in ``cancelled`` instead. A run that is not waiting, or a decision that does not fit
         a pending request, raises :class:`ResumeError` and changes nothing. The run's budgets
-        are this runner's agent's, whatever the saved state held."""
+        are this runner's agent's, whatever the saved state held, and the saved state is checked
+        (:mod:`loopwright.trust`). With a store, ``target`` may be a run id: a suspended run or
+        one whose worker crashed continues from its last checkpoint (:mod:`loopwright.stores`)."""
+        if isinstance(target, str):
+            if self._durable is None:
+                raise ResumeError(
+                    f"resume() takes a RunResult or a RunState; a run id ({target!r}) needs a store: "
+                    "Runner(agent, store=SQLiteStore(path))"
+                )
+            return await self._durable.resume(self, target, decisions, cancel)  # type: ignore[no-any-return]
         rs = target.run_state if isinstance(target, RunResult) else target
         if not isinstance(rs, RunState):
             raise ResumeError(f"resume() takes a RunResult or a RunState, got {type(target).__name__}")
@@ -189,9 +216,14 @@ class Runner:
             )
         if rs.run_id in self._active:
             raise ResumeError(f"run {rs.run_id!r} is already running")
+        from .trust import check_saved_state
+
+        check_saved_state(rs, self.machine, self.tree.agents)
         run = Run(self, rs, register=False)
         for hook in self.machine.hooks("resume"):
             hook(rs, run.ctx, decisions or {})
+        if self._durable is not None:
+            await self._durable.claim_copy(run, decisions)
         self._own_limits(rs)
         rs.outcome = None
         if cancel:
@@ -233,6 +265,7 @@ class Run:
         "_handlers",
         "_loop",
         "_own",
+        "_save",
         "_stops",
         "_terminals",
         "_yielded",
@@ -272,6 +305,7 @@ class Run:
         self._stops = machine.terminals | machine.waiting
         self._loop: Any = None
         self._yielded = 0.0
+        self._save = runner._durable.attach(self) if runner._durable is not None else None
         if register:
             runner._active[rs.run_id] = self
         if rs.seq == 0:
@@ -364,6 +398,8 @@ class Run:
             rs.deadline_hit = True
         row = self._abort(stage, "stage", raised) if raised is not None else self._choose(stage)
         self._take(row)
+        if self._save is not None:
+            await self._save(row)
         if cancelled_from_outside:
             raise asyncio.CancelledError
         return row
