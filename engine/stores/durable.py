@@ -41,6 +41,7 @@ from ..decisions import Approve, Deny
 from ..errors import ConfigurationError, ResumeError, RunBusy
 from ..events import Message, ToolCall, ToolResult
 from ..run_state import _SAVED, _SAVED_ADAPTER, RunState, _slice_adapter
+from ..stage import Stage
 from ..trust import check_saved_state
 from .base import Checkpoint, RunStore, SavedRun
 
@@ -176,6 +177,10 @@ class Durable:
             self._crashed(saved, rs, decisions)
         cp.version = await self.store.take(run_id, saved.version, cp.owner)
         await cp.replay_results(rs.seq)
+        if rs.stage == Stage.REASON:  # the request is not saved (it is the history again): rebuild it
+            attempt = rs.attempt
+            await runner._handlers[Stage.PREPROCESS](rs, run.ctx)
+            rs.attempt = attempt
         runner._own_limits(rs)
         rs.outcome = None
         if cancel:

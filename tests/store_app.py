@@ -1,0 +1,84 @@
+"""Agents for the store tests, importable by the subprocesses that run and resume them.
+
+Every real execution of a tool is recorded in ``EXECUTED`` as ``(label, idempotency key)`` and,
+when ``LOOPWRIGHT_TEST_LOG`` names a file, appended to it (one line, flushed) so a parent
+process sees the executions of a child it kills.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from loopwright import Agent, Limits, ModelRequest, ModelResponse, RunContext, ScriptedModel, ToolCall, tool
+from loopwright.models.scripted import to_response
+
+EXECUTED: list[tuple[str, str | None]] = []
+CRASH_AFTER: set[str] = set()
+"""Labels whose next execution "kills the process" right after doing its work (raises Crash)."""
+
+
+class Crash(BaseException):
+    """Stands for the process dying: nothing in the engine catches it."""
+
+
+def _record(label: str, ctx: RunContext) -> None:
+    EXECUTED.append((label, ctx.idempotency_key))
+    path = os.environ.get("LOOPWRIGHT_TEST_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{label}\t{ctx.idempotency_key}\n")
+            f.flush()
+
+
+@tool
+async def work(label: str, ctx: RunContext, seconds: float = 0.0) -> str:
+    """Do one piece of work (recorded), taking ``seconds``."""
+    if seconds:
+        await asyncio.sleep(seconds)
+    _record(label, ctx)
+    if label in CRASH_AFTER:
+        CRASH_AFTER.discard(label)
+        raise Crash(label)
+    return f"did {label}"
+
+
+@tool(requires_confirmation=lambda args: args["amount"] > 100)
+async def pay(amount: int, ctx: RunContext, seconds: float = 0.0) -> str:
+    """Pay an amount (over 100 needs approval)."""
+    if seconds:
+        await asyncio.sleep(seconds)
+    _record(f"pay {amount}", ctx)
+    return f"paid {amount}"
+
+
+def by_turn(script: Sequence[Any]) -> ScriptedModel:
+    """A model whose reply is picked by how many replies the history holds, so a run resumed in
+    a new process (with a new model) gets the reply the uninterrupted run would have got."""
+    replies = [to_response(item, i) for i, item in enumerate(script)]
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        done = sum(1 for m in request.messages if m.role == "assistant")
+        answer = replies[done]
+        assert isinstance(answer, ModelResponse)
+        return answer
+
+    return ScriptedModel(reply)
+
+
+def make_agent(script: Sequence[Any], **limits: Any) -> Agent:
+    limits.setdefault("retry_backoff_s", 0)
+    limits.setdefault("max_iterations", 50)
+    return Agent(name="durable", model=by_turn(script), tools=[work, pay], limits=Limits(**limits))
+
+
+def steps_script(steps: int, calls: int = 1, seconds: float = 0.0) -> list[Any]:
+    """``steps`` tool-use replies of ``calls`` parallel ``work`` calls each (fixed ids), then a text."""
+    script: list[Any] = [
+        [ToolCall(id=f"s{s}c{c}", name="work", args={"label": f"s{s}c{c}", "seconds": seconds}) for c in range(calls)]
+        for s in range(steps)
+    ]
+    script.append("all done")
+    return script
