@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import glob
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -21,6 +22,7 @@ import tempfile
 import uuid
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -69,15 +71,16 @@ def pg_dsn() -> Iterator[str]:
         _unavailable("initdb/pg_ctl were not found on PATH or in /usr/lib/postgresql/*/bin")
     assert found is not None
     initdb, pg_ctl = found
-    as_user: list[str] = []
+    as_user: dict[str, Any] = {}
     root = tempfile.mkdtemp(prefix="loopwright-pg-", dir="/tmp")
-    if os.geteuid() == 0:
-        as_user = ["runuser", "-u", "nobody", "--"]
-        shutil.chown(root, "nobody")
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root: run it as nobody
+        nobody = pwd.getpwnam("nobody")
+        as_user = {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
+        os.chown(root, nobody.pw_uid, nobody.pw_gid)
     data, port = os.path.join(root, "data"), _free_port()
 
     def run(*cmd: str) -> None:
-        done = subprocess.run([*as_user, *cmd], capture_output=True, text=True, timeout=120)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=root, **as_user)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
 
@@ -87,7 +90,9 @@ def pg_dsn() -> Iterator[str]:
     try:
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
-        subprocess.run([*as_user, pg_ctl, "-D", data, "-m", "immediate", "stop"], capture_output=True, timeout=60)
+        subprocess.run(
+            [pg_ctl, "-D", data, "-m", "immediate", "stop"], capture_output=True, timeout=60, cwd=root, **as_user
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 
