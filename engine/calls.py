@@ -152,6 +152,8 @@ async def _answer(call: ToolCall, ctx: RunContext, approved: bool, started: floa
         except Exception as exc:
             outcome = result(call, f"the after_tool callback failed: {type(exc).__name__}: {exc}", True)
     record(call, outcome, _perf() - started, ctx)
+    if ctx.on_result is not None:  # a store keeps the result before the call counts as done
+        await ctx.on_result(call, outcome, ctx)
     return outcome
 
 
@@ -164,8 +166,6 @@ def record(call: ToolCall, answered: ToolResult, duration: float, ctx: RunContex
         is_error=answered.is_error,
         duration_s=duration,
     )
-    if ctx.on_result is not None:
-        ctx.on_result(call, answered, ctx)
 
 
 async def run_jobs(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, CallOutcome]) -> None:

@@ -9,7 +9,7 @@ nobody watches pays for no event object.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -123,8 +123,8 @@ class RunContext:
         self.stream_deltas = stream_deltas
         self.log = EventLog(run_state.run_id, run_state.seq)
         self.watchers: list[Callable[[Any], None]] = list(watchers)
-        self.on_result: Callable[..., None] | None = None
-        """Called with ``(call, result, ctx)`` as each tool call is answered (a store keeps it)."""
+        self.on_result: Callable[..., Awaitable[None]] | None = None
+        """Awaited with ``(call, result, ctx)`` as each tool call that ran is answered (a store keeps it)."""
         """Called with every event as it is emitted (the runner's event observers)."""
         self.agent: Agent = tree.agents.get(run_state.active_agent, tree.root)
         self.limits: Limits = self.agent.own_limits or tree.root.limits

@@ -3,6 +3,7 @@ agent to its end through crashes and suspensions, resuming from the store each t
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -74,30 +75,35 @@ async def drive(
     crash_at: int | None,
     run_id: str = "r1",
     text: str = "go",
+    counter: list[int] | None = None,
 ) -> tuple[RunResult, int]:
     """Run to the end, approving every pending call, with a crash at save ``crash_at``; after a
     crash a new runner on a new store connection (``store``: a path for SQLite, or a function
-    that opens a store) resumes from the store. Returns the final result and the crashes."""
+    that opens a store) resumes from the store. Returns the final result and the crashes;
+    ``counter[0]`` ends as the number of saves tried."""
     from loopwright.stores import SQLiteStore
 
     def connect() -> RunStore:
         return store() if callable(store) else SQLiteStore(store)
 
-    counter = [0]
+    counter = counter if counter is not None else [0]
     crashes = 0
     result: RunResult | None = None
     started = False
     while result is None or result.outcome == "suspended":
         runner = Runner(make_agent(), store=CrashingStore(connect(), crash_at, counter))
-        try:
+        try:  # each attempt in a task of its own, as a process of its own: a crashed one has ended
             if not started or await runner.store.load(run_id) is None:
                 started = True
-                result = await runner.run(text, run_id=run_id)
+                result = await asyncio.create_task(runner.run(text, run_id=run_id))
             elif result is None:  # after a crash
-                result = await runner.resume(run_id)
+                result = await asyncio.create_task(runner.resume(run_id))
             else:
-                result = await runner.resume(run_id, {p.call_id: approve() for p in result.pending})
-        except Crash:
+                decisions = {p.call_id: approve() for p in result.pending}
+                result = await asyncio.create_task(runner.resume(run_id, decisions))
+        except (Crash, BaseExceptionGroup) as exc:
+            if isinstance(exc, BaseExceptionGroup) and not exc.subgroup(Crash):
+                raise
             crashes += 1
             result = None
         finally:

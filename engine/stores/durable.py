@@ -26,7 +26,6 @@ on this host, or a checkpoint younger than ``lease_s`` from another host) is not
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import time
@@ -262,7 +261,6 @@ class Checkpointer:
         "n_messages",
         "n_trace",
         "owner",
-        "pending",
         "run",
         "saved_results",
         "stops",
@@ -278,7 +276,6 @@ class Checkpointer:
         self.version = 0
         self.n_messages = self.n_trace = 0  # a resume from the store sets them to what it holds
         self.n_events = 0
-        self.pending: set[asyncio.Task[None]] = set()
         self.saved_results: dict[str, ToolResult] = {}
         machine = run.machine
         self.stops = machine.terminals | machine.waiting
@@ -296,8 +293,6 @@ class Checkpointer:
         if not stop and self.every != "transition" and (self.every == "exit" or dest != "preprocess"):
             return
         try:
-            if self.pending:
-                await asyncio.gather(*self.pending)
             self.version = await self.store.save(self._checkpoint(), self.version, self.owner)
         except BaseException:
             _LIVE.pop(self.owner, None)
@@ -329,12 +324,9 @@ class Checkpointer:
 
     # ------------------------------------------------------------------ tool results
 
-    def on_result(self, call: ToolCall, answered: ToolResult, ctx: RunContext) -> None:
-        """A call completed: keep its result (written before the next checkpoint)."""
-        coro = self.store.save_result(ctx.run_id, call.id, ctx.run_state.seq, _RESULT.dump_json(answered))
-        task = asyncio.get_running_loop().create_task(coro)
-        self.pending.add(task)
-        task.add_done_callback(self.pending.discard)
+    async def on_result(self, call: ToolCall, answered: ToolResult, ctx: RunContext) -> None:
+        """A call ran: keep its result before the call counts as done."""
+        await self.store.save_result(ctx.run_id, call.id, ctx.run_state.seq, _RESULT.dump_json(answered))
 
     async def replay_results(self, after_seq: int) -> None:
         """A resumed run: calls of the interrupted step that completed are answered from the store."""
