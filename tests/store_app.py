@@ -35,10 +35,10 @@ def _record(label: str, ctx: RunContext) -> None:
 
 @tool
 async def work(label: str, ctx: RunContext, seconds: float = 0.0) -> str:
-    """Do one piece of work (recorded), taking ``seconds``."""
+    """Do one piece of work (recorded when it starts: its effect is done), taking ``seconds``."""
+    _record(label, ctx)
     if seconds:
         await asyncio.sleep(seconds)
-    _record(label, ctx)
     if label in CRASH_AFTER:
         CRASH_AFTER.discard(label)
         raise Crash(label)

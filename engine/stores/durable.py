@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import TypeAdapter
 
+from .. import features as _features  # the built-in features' run-state slices, to load saved states
 from ..decisions import Approve, Deny
 from ..errors import ConfigurationError, ResumeError, RunBusy
 from ..events import Message, ToolCall, ToolResult
@@ -101,7 +102,9 @@ def head_json(rs: RunState) -> bytes:
 
 
 def rebuild(saved: SavedRun) -> RunState:
-    """A RunState from a store's head, messages and trace."""
+    """A RunState from a store's head, messages and trace (a slice of a feature of your own
+    loads once the module that defines the feature is imported)."""
+    assert _features.BUILT_IN_MACHINES
     rs = RunState.from_json(saved.head)
     rs.messages = [_MESSAGE.validate_json(m) for m in saved.messages]
     rs.trace = list(saved.trace)
