@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="verify an agent's machine: every run ends, no state is stuck")
     check.add_argument("target", help="module:attr naming an Agent or LoopMachine, e.g. myapp.agents:support")
+    from .runs_cli import add_runs_parser
+
+    add_runs_parser(sub)  # loopwright runs list|show|resume|diagram --store URL
     return parser
 
 
@@ -84,6 +87,10 @@ def _main(argv: Sequence[str] | None) -> int:
         return _demo(args)
     if args.command == "diagram":
         return _diagram(out_dir=args.out, trace=args.trace, fmt=args.fmt, target=args.target)
+    if args.command == "runs":
+        from .runs_cli import runs_main
+
+        return runs_main(args)
     return _check(args.target)
 
 
