@@ -35,12 +35,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import TypeAdapter
+from pydantic_core import to_json
 
 from .. import features as _features  # the built-in features' run-state slices, to load saved states
 from ..decisions import Approve, Deny
 from ..errors import ConfigurationError, ResumeError, RunBusy
-from ..events import Message, ToolCall, ToolResult
-from ..run_state import _SAVED, _SAVED_ADAPTER, RunState, _slice_adapter
+from ..events import EVENT_CLASSES, EventBase, Message, ToolCall, ToolResult
+from ..run_state import _SAVED, RunState, _slice_adapter
 from ..stage import Stage
 from ..trust import check_saved_state
 from .base import Checkpoint, RunStore, SavedRun
@@ -98,7 +99,7 @@ def head_json(rs: RunState) -> bytes:
     saved = {name: getattr(rs, name) for name in _SAVED}
     saved["messages"], saved["trace"] = [], []
     saved["features"] = {name: _slice_adapter(name).dump_python(value) for name, value in rs.features.items()}
-    return _SAVED_ADAPTER.dump_json(saved)
+    return to_json(saved)
 
 
 def rebuild(saved: SavedRun) -> RunState:
@@ -253,6 +254,18 @@ class Durable:
                 raise ResumeError(f"the store holds a later checkpoint of run {rs.run_id!r}; resume it by its id")
 
 
+def _event_json(log: Any, i: int, run_id: str) -> bytes:
+    """One logged event as JSON, from its compact entry (no event object is built)."""
+    entry = log.entries[i]
+    if isinstance(entry, EventBase):
+        return entry.model_dump_json().encode()
+    cls, at, stage, iteration, agent, keys, values = entry
+    fields = {"type": EVENT_CLASSES[cls][0], "run_id": run_id, "seq": log.base + i + 1, "time": at, "state": stage}
+    fields["iteration"], fields["agent"] = iteration, agent
+    fields.update(zip(keys, values, strict=True))
+    return to_json(fields)
+
+
 class Checkpointer:
     """One run's checkpoints (the runner awaits it after each transition)."""
 
@@ -320,7 +333,7 @@ class Checkpointer:
             [_MESSAGE.dump_json(m) for m in messages[self.n_messages :]],
             self.n_trace,
             trace[self.n_trace :],
-            [(log.base + i + 1, log.event(i).model_dump_json().encode()) for i in range(self.n_events, n_events)],
+            [(log.base + i + 1, _event_json(log, i, rs.run_id)) for i in range(self.n_events, n_events)],
         )
         self.n_messages, self.n_trace, self.n_events = len(messages), len(trace), n_events
         return cp

@@ -40,7 +40,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         " body BYTEA NOT NULL, PRIMARY KEY (run_id, call_id))",
         "CREATE TABLE lw_claims (run_id TEXT NOT NULL, suspension TEXT NOT NULL, owner TEXT NOT NULL,"
         " decisions BYTEA NOT NULL, claimed DOUBLE PRECISION NOT NULL, PRIMARY KEY (run_id, suspension))",
-        "CREATE INDEX lw_runs_updated ON lw_runs (updated)",
     ),
 }
 _LOCK = 0x6C77_7374  # the advisory lock held while the tables are created or migrated

@@ -43,7 +43,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         " body BLOB NOT NULL, PRIMARY KEY (run_id, call_id)) WITHOUT ROWID",
         "CREATE TABLE lw_claims (run_id TEXT NOT NULL, suspension TEXT NOT NULL, owner TEXT NOT NULL,"
         " decisions BLOB NOT NULL, claimed REAL NOT NULL, PRIMARY KEY (run_id, suspension)) WITHOUT ROWID",
-        "CREATE INDEX lw_runs_updated ON lw_runs (updated)",
     ),
 }
 """The statements that bring the tables from version ``n - 1`` to ``n``."""
