@@ -64,6 +64,7 @@ class SQLiteStore:
         if self.path != ":memory:":
             db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+        db.execute("PRAGMA wal_autocheckpoint=10000")  # fold the WAL back (and sync) less often
         self._migrate()
 
     # ------------------------------------------------------------------ schema
