@@ -1,15 +1,20 @@
 """What a run store keeps, and the protocol every store implements.
 
-A store keeps each run as a *head* and three append-only logs:
+A store keeps each run as an append-only log of checkpoints, one row each, keyed by the run
+and its version (1, 2, 3, ...):
 
-- the head: the run's state without its history (``RunState`` JSON with ``messages`` and
-  ``trace`` left out: counters, the latest reply, the features' slices), its version, its owner
-  and the time of its last checkpoint; rewritten at every checkpoint, its size does not grow
-  with the run;
-- ``messages``, ``trace`` and ``events``: appended, never rewritten, so a checkpoint costs the
-  same at iteration 1000 as at iteration 1;
-- tool results as each call completes (a resumed ``act`` re-runs only the calls that did not
-  finish) and the claims of suspensions (a suspension is resumed at most once).
+- the *head*: the run's state without its history (``RunState`` JSON with ``messages`` and
+  ``trace`` left out: counters, the latest reply, the features' slices), its size does not grow
+  with the run; the run's state is the last row's head;
+- the *body*: only what is new since the previous checkpoint (messages, trace entries,
+  events); the history is the bodies in order, never rewritten, so a checkpoint is one insert
+  that costs the same at iteration 1000 as at iteration 1;
+- and beside the log: tool results as each call completes (a resumed ``act`` re-runs only the
+  calls that did not finish) and the claims of suspensions (a suspension is resumed once).
+
+The key is the optimistic lock: a worker writes version ``n + 1`` after the ``n`` it holds; if
+another worker took the run (it wrote ``n + 1`` first), the insert collides and the first
+worker gets :class:`~loopwright.errors.RunBusy`.
 
 Stores are asynchronous (``await store.save(...)``); :class:`~loopwright.stores.SQLiteStore`
 and :class:`~loopwright.stores.PostgresStore` implement :class:`RunStore`.
@@ -17,8 +22,10 @@ and :class:`~loopwright.stores.PostgresStore` implement :class:`RunStore`.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 STORE_SCHEMA = 1
 """The version of the stores' tables; a store refuses to open tables of a newer version and
@@ -57,7 +64,8 @@ class SavedRun:
     updated: float
     """``time.time()`` of the last checkpoint."""
     head: bytes
-    messages: list[bytes]
+    messages: list[Any]
+    """The history, each message as JSON bytes or as parsed JSON."""
     trace: list[str]
 
 
@@ -71,6 +79,28 @@ class RunSummary:
     outcome: str | None
     updated: float
     version: int
+
+
+def encode_body(cp: Checkpoint) -> bytes:
+    """What a checkpoint appends, as one JSON object (``m`` messages, ``t`` trace, ``e`` events)."""
+    return b"".join(
+        (b'{"m":[', b",".join(cp.messages), b'],"t":', json.dumps(cp.trace).encode(), b',"e":[',
+         b",".join(e for _, e in cp.events), b"]}")
+    )  # fmt: skip
+
+
+def decode_bodies(bodies: Iterable[bytes]) -> tuple[list[Any], list[str], list[Any]]:
+    """The messages, trace and events of a run's bodies, in order."""
+    messages: list[Any] = []
+    trace: list[str] = []
+    events: list[Any] = []
+    for body in bodies:
+        if body:
+            part = json.loads(body)
+            messages += part["m"]
+            trace += part["t"]
+            events += part["e"]
+    return messages, trace, events
 
 
 @runtime_checkable
@@ -109,7 +139,7 @@ class RunStore(Protocol):
         ...
 
     async def events(self, run_id: str) -> list[bytes]:
-        """The run's events as JSON, in ``seq`` order."""
+        """The run's events as JSON, in ``seq`` order (of the checkpoints kept)."""
         ...
 
     async def runs(self, limit: int = 100) -> list[RunSummary]:

@@ -107,7 +107,9 @@ def rebuild(saved: SavedRun) -> RunState:
     loads once the module that defines the feature is imported)."""
     assert _features.BUILT_IN_MACHINES
     rs = RunState.from_json(saved.head)
-    rs.messages = [_MESSAGE.validate_json(m) for m in saved.messages]
+    rs.messages = [
+        _MESSAGE.validate_json(m) if isinstance(m, bytes) else _MESSAGE.validate_python(m) for m in saved.messages
+    ]
     rs.trace = list(saved.trace)
     return rs
 

@@ -2,19 +2,21 @@
 
 ``pip install 'loopwright[postgres]'``. ``PostgresStore(dsn)`` opens its pool and checks (or
 creates, or migrates) its tables on first use; ``await PostgresStore.open(dsn)`` does it at once.
-The tables are the SQLite store's (:mod:`loopwright.stores.sqlite`), prefixed ``lw_``; each
-method is one transaction on a pooled connection, and the versions of :class:`RunStore` make
-two workers on two machines safe (``UPDATE ... WHERE version = %s``).
+The tables are the SQLite store's (:mod:`loopwright.stores.sqlite`), prefixed ``lw_``: a
+checkpoint is one ``INSERT`` into the run's log (one round trip, its own transaction) on a
+pooled connection, and the log's key ``(run_id, version)`` makes two workers on two machines
+safe: the second to write a version gets :class:`~loopwright.errors.RunBusy`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
 from ..errors import ConfigurationError, RunBusy
-from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun
+from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun, decode_bodies, encode_body
 
 try:
     from psycopg import AsyncConnection
@@ -26,16 +28,10 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
-        """CREATE TABLE lw_runs (
-            run_id TEXT PRIMARY KEY, agent TEXT NOT NULL, stage TEXT NOT NULL, outcome TEXT,
-            seq BIGINT NOT NULL, version BIGINT NOT NULL, owner TEXT NOT NULL,
-            updated DOUBLE PRECISION NOT NULL, head BYTEA NOT NULL)""",
-        "CREATE TABLE lw_messages (run_id TEXT NOT NULL, idx INTEGER NOT NULL, body BYTEA NOT NULL,"
-        " PRIMARY KEY (run_id, idx))",
-        "CREATE TABLE lw_trace (run_id TEXT NOT NULL, idx INTEGER NOT NULL, stage TEXT NOT NULL,"
-        " PRIMARY KEY (run_id, idx))",
-        "CREATE TABLE lw_events (run_id TEXT NOT NULL, seq BIGINT NOT NULL, body BYTEA NOT NULL,"
-        " PRIMARY KEY (run_id, seq))",
+        """CREATE TABLE lw_log (
+            run_id TEXT NOT NULL, version BIGINT NOT NULL, agent TEXT NOT NULL, stage TEXT NOT NULL,
+            outcome TEXT, seq BIGINT NOT NULL, owner TEXT NOT NULL, updated DOUBLE PRECISION NOT NULL,
+            head BYTEA NOT NULL, body BYTEA NOT NULL, PRIMARY KEY (run_id, version))""",
         "CREATE TABLE lw_results (run_id TEXT NOT NULL, call_id TEXT NOT NULL, seq BIGINT NOT NULL,"
         " body BYTEA NOT NULL, PRIMARY KEY (run_id, call_id))",
         "CREATE TABLE lw_claims (run_id TEXT NOT NULL, suspension TEXT NOT NULL, owner TEXT NOT NULL,"
@@ -82,72 +78,46 @@ class PostgresStore:
     async def save(self, checkpoint: Checkpoint, version: int, owner: str) -> int:
         cp = checkpoint
         pool = await self._ready()
-        async with pool.connection() as conn, conn.cursor() as cur:
-            now = time.time()
-            if version == 0:
-                await cur.execute(
-                    "INSERT INTO lw_runs VALUES (%s, %s, %s, %s, %s, 1, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    (cp.run_id, cp.agent, cp.stage, cp.outcome, cp.seq, owner, now, cp.head),
-                )
-                if cur.rowcount == 0:
-                    raise ConfigurationError(
-                        f"run id {cp.run_id!r} is already in the store; resume it with runner.resume({cp.run_id!r}) "
-                        "or start the run with a new run_id"
-                    )
-            else:
-                await cur.execute(
-                    "UPDATE lw_runs SET stage = %s, outcome = %s, seq = %s, version = version + 1, updated = %s,"
-                    " head = %s WHERE run_id = %s AND version = %s AND owner = %s",
-                    (cp.stage, cp.outcome, cp.seq, now, cp.head, cp.run_id, version, owner),
-                )
-                if cur.rowcount == 0:
-                    raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it")
-            if cp.messages:
-                await cur.executemany(
-                    "INSERT INTO lw_messages VALUES (%s, %s, %s)",
-                    [(cp.run_id, cp.first_message + i, m) for i, m in enumerate(cp.messages)],
-                )
-            if cp.trace:
-                await cur.executemany(
-                    "INSERT INTO lw_trace VALUES (%s, %s, %s)",
-                    [(cp.run_id, cp.first_trace + i, s) for i, s in enumerate(cp.trace)],
-                )
-            if cp.events:
-                await cur.executemany(
-                    "INSERT INTO lw_events VALUES (%s, %s, %s)"
-                    " ON CONFLICT (run_id, seq) DO UPDATE SET body = EXCLUDED.body",
-                    [(cp.run_id, s, b) for s, b in cp.events],
-                )
-        return version + 1
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "INSERT INTO lw_log VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (cp.run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
+                 encode_body(cp)),
+            )  # fmt: skip
+            if cur.rowcount == 1:
+                return version + 1
+        if version == 0:
+            raise ConfigurationError(
+                f"run id {cp.run_id!r} is already in the store; resume it with runner.resume({cp.run_id!r}) "
+                "or start the run with a new run_id"
+            )
+        raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it")
 
     async def take(self, run_id: str, version: int, owner: str) -> int:
         pool = await self._ready()
-        async with pool.connection() as conn, conn.cursor() as cur:
-            await cur.execute(
-                "UPDATE lw_runs SET version = version + 1, owner = %s, updated = %s WHERE run_id = %s AND version = %s"
-                " RETURNING seq",
-                (owner, time.time(), run_id, version),
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "INSERT INTO lw_log SELECT run_id, version + 1, agent, stage, outcome, seq, %s, %s, head, %s"
+                " FROM lw_log WHERE run_id = %s AND version = %s ON CONFLICT DO NOTHING",
+                (owner, time.time(), b"", run_id, version),
             )
-            row = await cur.fetchone()
-            if row is None:
-                raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it")
-            await cur.execute("DELETE FROM lw_events WHERE run_id = %s AND seq > %s", (run_id, row[0]))
-        return version + 1
+            if cur.rowcount == 1:
+                return version + 1
+        raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it")
 
     async def load(self, run_id: str) -> SavedRun | None:
         pool = await self._ready()
-        async with pool.connection() as conn, conn.cursor() as cur:
-            await cur.execute(
-                "SELECT agent, stage, outcome, version, owner, updated, head FROM lw_runs WHERE run_id = %s", (run_id,)
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT agent, stage, outcome, version, owner, updated, head, body FROM lw_log WHERE run_id = %s"
+                " ORDER BY version",
+                (run_id,),
             )
-            row = await cur.fetchone()
-            if row is None:
-                return None
-            await cur.execute("SELECT body FROM lw_messages WHERE run_id = %s ORDER BY idx", (run_id,))
-            messages = [bytes(r[0]) for r in await cur.fetchall()]
-            await cur.execute("SELECT stage FROM lw_trace WHERE run_id = %s ORDER BY idx", (run_id,))
-            trace = [r[0] for r in await cur.fetchall()]
-        agent, stage, outcome, version, owner, updated, head = row
+            rows = await cur.fetchall()
+        if not rows:
+            return None
+        agent, stage, outcome, version, owner, updated, head, _body = rows[-1]
+        messages, trace, _events = decode_bodies(bytes(r[7]) for r in rows)
         return SavedRun(run_id, agent, stage, outcome, version, owner, updated, bytes(head), messages, trace)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
@@ -186,17 +156,19 @@ class PostgresStore:
     async def events(self, run_id: str) -> list[bytes]:
         pool = await self._ready()
         async with pool.connection() as conn:
-            cur = await conn.execute("SELECT body FROM lw_events WHERE run_id = %s ORDER BY seq", (run_id,))
-            return [bytes(r[0]) for r in await cur.fetchall()]
+            cur = await conn.execute("SELECT body FROM lw_log WHERE run_id = %s ORDER BY version", (run_id,))
+            bodies = [bytes(r[0]) for r in await cur.fetchall()]
+        return [json.dumps(e).encode() for e in decode_bodies(bodies)[2]]
 
     async def runs(self, limit: int = 100) -> list[RunSummary]:
         pool = await self._ready()
         async with pool.connection() as conn:
             cur = await conn.execute(
-                "SELECT run_id, agent, stage, outcome, updated, version FROM lw_runs ORDER BY updated DESC LIMIT %s",
-                (limit,),
+                "SELECT DISTINCT ON (run_id) run_id, agent, stage, outcome, updated, version FROM lw_log"
+                " ORDER BY run_id, version DESC",
             )
-            return [RunSummary(*row) for row in await cur.fetchall()]
+            rows = await cur.fetchall()
+        return sorted((RunSummary(*row) for row in rows), key=lambda r: -r.updated)[:limit]
 
     async def close(self) -> None:
         if self._pool is not None:

@@ -1,7 +1,7 @@
 """SQLiteStore: durable runs in one SQLite file (the stdlib ``sqlite3``), the embedded default.
 
-The file is opened in WAL mode with ``synchronous=NORMAL``: a checkpoint is one short write
-transaction (a few inserts and one update) that readers never block. A committed checkpoint
+The file is opened in WAL mode with ``synchronous=NORMAL``: a checkpoint is one insert into
+the run's log (:mod:`loopwright.stores.base`), its own transaction, which readers never block. A committed checkpoint
 survives the process being killed (``kill -9``); a power cut may lose the last few (WAL's
 NORMAL mode; pass ``synchronous="FULL"`` to fsync every commit).
 
@@ -14,6 +14,7 @@ systems).
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import threading
 import time
@@ -23,22 +24,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ConfigurationError, RunBusy
-from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun
+from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun, decode_bodies, encode_body
 
 T = TypeVar("T")
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
-        """CREATE TABLE lw_runs (
-            run_id TEXT PRIMARY KEY, agent TEXT NOT NULL, stage TEXT NOT NULL, outcome TEXT,
-            seq INTEGER NOT NULL, version INTEGER NOT NULL, owner TEXT NOT NULL, updated REAL NOT NULL,
-            head BLOB NOT NULL)""",
-        "CREATE TABLE lw_messages (run_id TEXT NOT NULL, idx INTEGER NOT NULL, body BLOB NOT NULL,"
-        " PRIMARY KEY (run_id, idx)) WITHOUT ROWID",
-        "CREATE TABLE lw_trace (run_id TEXT NOT NULL, idx INTEGER NOT NULL, stage TEXT NOT NULL,"
-        " PRIMARY KEY (run_id, idx)) WITHOUT ROWID",
-        "CREATE TABLE lw_events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, body BLOB NOT NULL,"
-        " PRIMARY KEY (run_id, seq)) WITHOUT ROWID",
+        """CREATE TABLE lw_log (
+            run_id TEXT NOT NULL, version INTEGER NOT NULL, agent TEXT NOT NULL, stage TEXT NOT NULL,
+            outcome TEXT, seq INTEGER NOT NULL, owner TEXT NOT NULL, updated REAL NOT NULL,
+            head BLOB NOT NULL, body BLOB NOT NULL, PRIMARY KEY (run_id, version)) WITHOUT ROWID""",
         "CREATE TABLE lw_results (run_id TEXT NOT NULL, call_id TEXT NOT NULL, seq INTEGER NOT NULL,"
         " body BLOB NOT NULL, PRIMARY KEY (run_id, call_id)) WITHOUT ROWID",
         "CREATE TABLE lw_claims (run_id TEXT NOT NULL, suspension TEXT NOT NULL, owner TEXT NOT NULL,"
@@ -115,10 +110,10 @@ class SQLiteStore:
     # ------------------------------------------------------------------ RunStore
 
     async def save(self, checkpoint: Checkpoint, version: int, owner: str) -> int:
-        return await self._do(self._write, _save, checkpoint, version, owner)
+        return await self._do(_save, self._db, checkpoint, version, owner)
 
     async def take(self, run_id: str, version: int, owner: str) -> int:
-        return await self._do(self._write, _take, run_id, version, owner)
+        return await self._do(_take, self._db, run_id, version, owner)
 
     async def load(self, run_id: str) -> SavedRun | None:
         return await self._do(self._load, run_id)
@@ -128,23 +123,24 @@ class SQLiteStore:
         db.execute("BEGIN")
         try:
             row = db.execute(
-                "SELECT agent, stage, outcome, version, owner, updated, head FROM lw_runs WHERE run_id = ?", (run_id,)
+                "SELECT agent, stage, outcome, version, owner, updated, head FROM lw_log WHERE run_id = ?"
+                " ORDER BY version DESC LIMIT 1",
+                (run_id,),
             ).fetchone()
-            if row is None:
-                return None
-            rows = db.execute("SELECT body FROM lw_messages WHERE run_id = ? ORDER BY idx", (run_id,))
-            messages = [bytes(r[0]) for r in rows]
-            trace = [r[0] for r in db.execute("SELECT stage FROM lw_trace WHERE run_id = ? ORDER BY idx", (run_id,))]
+            bodies = [r[0] for r in db.execute("SELECT body FROM lw_log WHERE run_id = ? ORDER BY version", (run_id,))]
         finally:
             db.execute("COMMIT")
+        if row is None:
+            return None
         agent, stage, outcome, version, owner, updated, head = row
+        messages, trace, _events = decode_bodies(bodies)
         return SavedRun(run_id, agent, stage, outcome, version, owner, updated, bytes(head), messages, trace)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
         return await self._do(self._write, _claim, run_id, suspension, owner, decisions)
 
     async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
-        await self._do(self._write, _save_result, run_id, call_id, seq, body)
+        await self._do(_save_result, self._db, run_id, call_id, seq, body)
 
     async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
         return await self._do(self._results, run_id, after_seq)
@@ -159,15 +155,17 @@ class SQLiteStore:
         return await self._do(self._events, run_id)
 
     def _events(self, run_id: str) -> list[bytes]:
-        rows = self._db.execute("SELECT body FROM lw_events WHERE run_id = ? ORDER BY seq", (run_id,))
-        return [bytes(r[0]) for r in rows]
+        rows = self._db.execute("SELECT body FROM lw_log WHERE run_id = ? ORDER BY version", (run_id,))
+        return [json.dumps(e).encode() for e in decode_bodies(r[0] for r in rows)[2]]
 
     async def runs(self, limit: int = 100) -> list[RunSummary]:
         return await self._do(self._runs, limit)
 
     def _runs(self, limit: int) -> list[RunSummary]:
         rows = self._db.execute(
-            "SELECT run_id, agent, stage, outcome, updated, version FROM lw_runs ORDER BY updated DESC LIMIT ?",
+            "SELECT run_id, agent, stage, outcome, updated, version FROM lw_log AS l"
+            " WHERE version = (SELECT MAX(version) FROM lw_log WHERE run_id = l.run_id)"
+            " ORDER BY updated DESC LIMIT ?",
             (limit,),
         ).fetchall()
         return [RunSummary(*row) for row in rows]
@@ -182,50 +180,35 @@ class SQLiteStore:
 
 
 def _save(db: sqlite3.Connection, cp: Checkpoint, version: int, owner: str) -> int:
-    now = time.time()
-    if version == 0:
-        try:
-            db.execute(
-                "INSERT INTO lw_runs VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?)",
-                (cp.run_id, cp.agent, cp.stage, cp.outcome, cp.seq, owner, now, cp.head),
-            )
-        except sqlite3.IntegrityError:
+    """One insert, its own transaction: version ``version + 1`` of the run."""
+    try:
+        db.execute(
+            "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (cp.run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
+             encode_body(cp)),
+        )  # fmt: skip
+    except sqlite3.IntegrityError:
+        if version == 0:
             raise ConfigurationError(
                 f"run id {cp.run_id!r} is already in the store; resume it with runner.resume({cp.run_id!r}) "
                 "or start the run with a new run_id"
             ) from None
-    else:
-        moved = db.execute(
-            "UPDATE lw_runs SET stage = ?, outcome = ?, seq = ?, version = version + 1, updated = ?, head = ?"
-            " WHERE run_id = ? AND version = ? AND owner = ?",
-            (cp.stage, cp.outcome, cp.seq, now, cp.head, cp.run_id, version, owner),
-        ).rowcount
-        if not moved:
-            raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it")
-    if cp.messages:
-        first = cp.first_message
-        db.executemany(
-            "INSERT INTO lw_messages VALUES (?, ?, ?)", [(cp.run_id, first + i, m) for i, m in enumerate(cp.messages)]
-        )
-    if cp.trace:
-        first = cp.first_trace
-        rows = [(cp.run_id, first + i, s) for i, s in enumerate(cp.trace)]
-        db.executemany("INSERT INTO lw_trace VALUES (?, ?, ?)", rows)
-    if cp.events:
-        db.executemany("INSERT OR REPLACE INTO lw_events VALUES (?, ?, ?)", [(cp.run_id, s, b) for s, b in cp.events])
+        raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
     return version + 1
 
 
 def _take(db: sqlite3.Connection, run_id: str, version: int, owner: str) -> int:
-    moved = db.execute(
-        "UPDATE lw_runs SET version = version + 1, owner = ?, updated = ? WHERE run_id = ? AND version = ?",
-        (owner, time.time(), run_id, version),
-    ).rowcount
+    """Version ``version + 1``: the same head, no body, a new owner (RunBusy if taken first)."""
+    try:
+        moved = db.execute(
+            "INSERT INTO lw_log SELECT run_id, version + 1, agent, stage, outcome, seq, ?, ?, head, ?"
+            " FROM lw_log WHERE run_id = ? AND version = ?",
+            (owner, time.time(), b"", run_id, version),
+        ).rowcount
+    except sqlite3.IntegrityError:
+        moved = 0
     if not moved:
         raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it")
-    # what was appended after the checkpoint being resumed is not the run's any more
-    row = db.execute("SELECT seq FROM lw_runs WHERE run_id = ?", (run_id,)).fetchone()
-    db.execute("DELETE FROM lw_events WHERE run_id = ? AND seq > ?", (run_id, row[0]))
     return version + 1
 
 
