@@ -216,3 +216,17 @@ def test_store_urls_and_schema_versions(tmp_path: Path) -> None:
     db.commit()
     with pytest.raises(ConfigurationError, match="schema version 99, newer than this loopwright's 1"):
         SQLiteStore(tmp_path / "a.db")
+
+
+def test_the_store_can_write_off_the_event_loop(tmp_path: Path) -> None:
+    """``thread=True``: every statement runs on the store's worker thread; same results."""
+
+    async def go() -> tuple[Any, Any]:
+        store = SQLiteStore(tmp_path / "runs.db", thread=True)
+        result = await Runner(make_agent(steps_script(2, calls=2)), store=store).run("go", run_id="r1")
+        saved = await store.load("r1")
+        await store.close()
+        return result, saved
+
+    result, saved = asyncio.run(go())
+    assert result.outcome == "final" and saved is not None and rebuild(saved).messages == result.messages
