@@ -68,6 +68,35 @@ def by_turn(script: Sequence[Any]) -> ScriptedModel:
     return ScriptedModel(reply)
 
 
+def _replies_so_far(request: ModelRequest) -> int:
+    """Replies in the history as an agent of a tree sees it: its own assistant turns, and other
+    agents' tool-use turns shown to it as context ("[name] called ...")."""
+    count = 0
+    for m in request.messages:
+        if m.role == "assistant" or (
+            m.agent is not None and any("] called " in getattr(p, "text", "") for p in m.parts)
+        ):
+            count += 1
+    return count
+
+
+def tree_agent(script: Sequence[Any], **limits: Any) -> Agent:
+    """``root`` with the sub-agent ``helper``: both have the tools and answer from one script
+    (a reply picked by the replies so far), so a script may transfer back and forth."""
+    replies = [to_response(item, i) for i, item in enumerate(script)]
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        answer = replies[_replies_so_far(request)]
+        assert isinstance(answer, ModelResponse)
+        return answer
+
+    limits.setdefault("retry_backoff_s", 0)
+    limits.setdefault("max_iterations", 50)
+    model = ScriptedModel(reply)
+    helper = Agent(name="helper", model=model, tools=[work, pay], description="helps")
+    return Agent(name="root", model=model, tools=[work, pay], sub_agents=[helper], limits=Limits(**limits))
+
+
 def make_agent(script: Sequence[Any], **limits: Any) -> Agent:
     limits.setdefault("retry_backoff_s", 0)
     limits.setdefault("max_iterations", 50)

@@ -1,6 +1,6 @@
-"""Crash-resume equivalence: for an arbitrary scripted agent (parallel calls, calls that wait for
-approval) and an arbitrary checkpoint k, a run killed at k and resumed from the store ends as the
-uninterrupted run does: outcome, output, trace, history, and the multiset of tool executions
+"""Crash-resume equivalence: for an arbitrary scripted agent tree (parallel calls, calls that
+wait for approval, transfers between agents) and an arbitrary checkpoint k, a run killed at k
+and resumed from the store ends as the uninterrupted run does: outcome, output, trace, history, and the multiset of tool executions
 (each call answered exactly once; only the calls in flight at the crash may run twice). On
 SQLite and on PostgreSQL."""
 
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from loopwright import ToolCall
 from loopwright.result import RunResult
 
-from .store_app import CRASH_AFTER, EXECUTED, make_agent
+from .store_app import CRASH_AFTER, EXECUTED, tree_agent
 from .store_fakes import drive
 
 _ids = itertools.count()
@@ -27,9 +27,15 @@ _ids = itertools.count()
 
 @st.composite
 def scripts(draw: st.DrawFn) -> list[Any]:
-    """Steps of 1-3 parallel calls: work, or pay (over 100 waits for approval); then a text."""
+    """Steps of 1-3 parallel calls (work, or pay: over 100 waits for approval) or a transfer
+    between the root and its helper; then a text."""
     script: list[Any] = []
-    for s in range(draw(st.integers(1, 4))):
+    active = "root"
+    for s in range(draw(st.integers(1, 5))):
+        if draw(st.integers(0, 3)) == 0:
+            active = "helper" if active == "root" else "root"
+            script.append([ToolCall(id=f"t{s}", name="transfer_to_agent", args={"agent_name": active, "task": "on"})])
+            continue
         step = []
         for c in range(draw(st.integers(1, 3))):
             if draw(st.booleans()):
@@ -56,7 +62,7 @@ def check_equivalent(script: list[Any], store: Any, at: float, in_flight: str | 
     run_id = f"p{next(_ids)}"
     saves = [0]
     plain, crashes = asyncio.run(
-        drive(lambda: make_agent(script), store, crash_at=None, run_id=run_id + "-plain", counter=saves)
+        drive(lambda: tree_agent(script), store, crash_at=None, run_id=run_id + "-plain", counter=saves)
     )
     assert crashes == 0
     k = 1 + int(at * (saves[0] - 1))
@@ -64,7 +70,7 @@ def check_equivalent(script: list[Any], store: Any, at: float, in_flight: str | 
     EXECUTED.clear()
     if in_flight is not None:
         CRASH_AFTER.add(in_flight)
-    result, crashes = asyncio.run(drive(lambda: make_agent(script), store, crash_at=k, run_id=run_id))
+    result, crashes = asyncio.run(drive(lambda: tree_agent(script), store, crash_at=k, run_id=run_id))
     assert crashes >= 1
     got = Counter(label for label, _ in EXECUTED)
     assert result.outcome == plain.outcome and result.output == plain.output
@@ -82,7 +88,7 @@ def check_equivalent(script: list[Any], store: Any, at: float, in_flight: str | 
 
 
 def _in_flight(script: list[Any], pick: int | None) -> str | None:
-    labels = [c.args["label"] for step in script[:-1] for c in step if c.name == "work"]
+    labels = [c.args["label"] for step in script[:-1] for c in step if c.name == "work"]  # type: ignore[union-attr]
     return labels[pick % len(labels)] if labels and pick is not None else None
 
 
