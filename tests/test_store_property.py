@@ -1,8 +1,8 @@
 """Crash-resume equivalence: for an arbitrary scripted agent tree (parallel calls, calls that
 wait for approval, transfers between agents) and an arbitrary checkpoint k, a run killed at k
-and resumed from the store ends as the uninterrupted run does: outcome, output, trace, history, and the multiset of tool executions
-(each call answered exactly once; only the calls in flight at the crash may run twice). On
-SQLite and on PostgreSQL."""
+and resumed from the store ends as the uninterrupted run does: outcome, output, trace, history,
+and the multiset of tool executions (each call answered exactly once; only the calls in flight
+at the crash may run twice). On SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
