@@ -16,7 +16,7 @@ from loopwright.errors import RunBusy
 from loopwright.stores import SQLiteStore, open_store
 from loopwright.stores.durable import rebuild
 
-from .store_app import CRASH_AFTER, EXECUTED, Crash, make_agent, steps_script
+from .store_app import CRASH_AFTER, EXECUTED, Crash, make_agent, steps_script, tree_agent
 from .store_fakes import CrashingStore, drive
 
 PAY_SCRIPT = [
@@ -230,3 +230,20 @@ def test_the_store_can_write_off_the_event_loop(tmp_path: Path) -> None:
 
     result, saved = asyncio.run(go())
     assert result.outcome == "final" and saved is not None and rebuild(saved).messages == result.messages
+
+
+def test_resume_after_a_crash_at_every_transition_of_a_run_with_transfers(tmp_path: Path) -> None:
+    """A transfer call answered before the crash is answered again by its feature (not from the
+    store), so the transfer still happens after the resume."""
+
+    def go(target: str, i: int) -> list[ToolCall]:
+        return [ToolCall(id=f"t{i}", name="transfer_to_agent", args={"agent_name": target, "task": "on"})]
+
+    script = [go("helper", 0), [ToolCall(id="w", name="work", args={"label": "w"})], go("root", 1), "all done"]
+    plain = asyncio.run(Runner(tree_agent(script)).run("go", run_id="r1"))
+    assert plain.trace.count("transfer") == 2
+    for k in range(1, len(plain.trace)):
+        EXECUTED.clear()
+        result, crashes = asyncio.run(drive(lambda: tree_agent(script), tmp_path / f"k{k}.db", crash_at=k))
+        assert crashes == 1 and result.trace == plain.trace and result.messages == plain.messages, k
+        assert labels() == Counter({"w": 1}), k

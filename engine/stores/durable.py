@@ -353,7 +353,7 @@ class Checkpointer:
             return
         self.saved_results = {call_id: _RESULT.validate_json(body) for call_id, body in kept.items()}
         ctx = self.run.ctx
-        ctx.gates = (self._replay, *ctx.gates)
+        ctx.gates = (*ctx.gates, self._replay)  # after the features' gates: they keep their bookkeeping
 
     def _replay(self, call: ToolCall, rs: RunState, ctx: RunContext) -> ToolResult | None:
         return self.saved_results.pop(call.id, None)
