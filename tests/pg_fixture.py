@@ -84,10 +84,10 @@ def pg_dsn() -> Iterator[str]:
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
 
-    run(initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
-    options = f"-p {port} -h 127.0.0.1 -k {root} -F -c fsync=off -c full_page_writes=off"
-    run(pg_ctl, "-D", data, "-l", os.path.join(root, "log"), "-o", options, "-w", "-t", "60", "start")
-    try:
+    try:  # whatever fails, the server is stopped and its folder removed
+        run(initdb, "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+        options = f"-p {port} -h 127.0.0.1 -k {root} -F -c fsync=off -c full_page_writes=off"
+        run(pg_ctl, "-D", data, "-l", os.path.join(root, "log"), "-o", options, "-w", "-t", "60", "start")
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
         subprocess.run(
