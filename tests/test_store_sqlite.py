@@ -152,6 +152,23 @@ def test_a_copied_saved_state_cannot_be_resumed_twice(tmp_path: Path) -> None:
     assert labels()["pay 500"] == 1 and other.active_runs == []
 
 
+def test_two_processes_resuming_one_copied_state_at_once_pay_once(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    first = asyncio.run(Runner(make_agent(PAY_SCRIPT), store=SQLiteStore(db)).run("pay", run_id="r1"))
+    copy = first.run_state.to_json()
+
+    async def both() -> list[Any]:
+        workers = [Runner(make_agent(PAY_SCRIPT), store=SQLiteStore(db)) for _ in range(2)]
+        resumes = (w.resume(RunState.from_json(copy), {"c-pay": approve()}) for w in workers)
+        return await asyncio.gather(*resumes, return_exceptions=True)
+
+    outcomes = asyncio.run(both())
+    refused = [o for o in outcomes if isinstance(o, ResumeError)]
+    assert len(refused) == 1 and "was already resumed (a copy of the same saved state)" in str(refused[0])
+    assert [getattr(o, "outcome", None) for o in outcomes].count("final") == 1
+    assert labels()["pay 500"] == 1
+
+
 def test_two_workers_resuming_one_run_exactly_one_proceeds(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     asyncio.run(Runner(make_agent(PAY_SCRIPT), store=SQLiteStore(db)).run("pay", run_id="r1"))

@@ -176,23 +176,34 @@ class Durable:
         check_saved_state(rs, machine, runner.tree.agents)
         run = runner._make_run(rs)
         cp: Checkpointer = run._save
-        if rs.stage in machine.waiting:
+        try:
+            await self._prepare(runner, run, cp, saved, decisions)
+        except BaseException:
+            cp.retire()
+            raise
+        runner._own_limits(rs)
+        rs.outcome = None
+        if cancel:
+            rs.cancel_requested = True
+        runner._active[run_id] = run
+        return await run.run_to_end()  # type: ignore[no-any-return]
+
+    async def _prepare(
+        self, runner: Any, run: Any, cp: Checkpointer, saved: SavedRun, decisions: Mapping[str, Any] | None
+    ) -> None:
+        """Claim (a suspension) or check (a crashed run), take the run, and restore what is not saved."""
+        rs: RunState = run.state
+        if rs.stage in runner.machine.waiting:
             await self._claim(run, cp, saved, decisions)
         else:
             self._crashed(saved, rs, decisions)
-        cp.version = await self.store.take(run_id, saved.version, cp.owner)
+        cp.version = await self.store.take(rs.run_id, saved.version, cp.owner)
+        cp.n_messages, cp.n_trace = len(saved.messages), len(saved.trace)
         await cp.replay_results(rs.seq)
         if rs.stage == Stage.REASON:  # the request is not saved (it is the history again): rebuild it
             attempt = rs.attempt
             await runner._handlers[Stage.PREPROCESS](rs, run.ctx)
             rs.attempt = attempt
-        runner._own_limits(rs)
-        rs.outcome = None
-        if cancel:
-            rs.cancel_requested = True
-        cp.n_messages, cp.n_trace = len(saved.messages), len(saved.trace)
-        runner._active[run_id] = run
-        return await run.run_to_end()  # type: ignore[no-any-return]
 
     def _crashed(self, saved: SavedRun, rs: RunState, decisions: Mapping[str, Any] | None) -> None:
         """A run that is neither waiting nor ended: its worker died, or it is still running."""
@@ -242,18 +253,25 @@ class Durable:
         a copy of the same saved state cannot be resumed twice."""
         rs: RunState = run.state
         cp: Checkpointer = run._save
-        before = await self.store.claim(rs.run_id, str(rs.seq), cp.owner, encode_decisions(decisions or {}))
-        if before is not None:
-            raise ResumeError(
-                f"this suspension of run {rs.run_id!r} was already resumed (a copy of the same saved state); "
-                "a suspension is resumed once"
-            )
-        saved = await self.store.load(rs.run_id)
-        if saved is not None:
-            cp.version = await self.store.take(rs.run_id, saved.version, cp.owner)
-            cp.n_messages, cp.n_trace = len(saved.messages), len(saved.trace)
-            if cp.n_messages > len(rs.messages) or cp.n_trace > len(rs.trace):
-                raise ResumeError(f"the store holds a later checkpoint of run {rs.run_id!r}; resume it by its id")
+        try:
+            saved = await self.store.load(rs.run_id)
+            if saved is not None and (len(saved.messages) > len(rs.messages) or len(saved.trace) > len(rs.trace)):
+                raise ResumeError(
+                    f"this saved state of run {rs.run_id!r} is older than the store's: it was already resumed (or "
+                    f"ran on); a suspension is resumed once. Resume the run by its id: runner.resume({rs.run_id!r})"
+                )
+            before = await self.store.claim(rs.run_id, str(rs.seq), cp.owner, encode_decisions(decisions or {}))
+            if before is not None:
+                raise ResumeError(
+                    f"this suspension of run {rs.run_id!r} was already resumed (a copy of the same saved state); "
+                    "a suspension is resumed once"
+                )
+            if saved is not None:
+                cp.version = await self.store.take(rs.run_id, saved.version, cp.owner)
+                cp.n_messages, cp.n_trace = len(saved.messages), len(saved.trace)
+        except BaseException:
+            cp.retire()
+            raise
 
 
 def _event_json(log: Any, i: int, run_id: str) -> bytes:
@@ -300,6 +318,10 @@ class Checkpointer:
         self.every = durable.durability
         _LIVE[self.owner] = self
         run.ctx.on_result = self.on_result
+
+    def retire(self) -> None:
+        """This worker does not (or no longer) run the run."""
+        _LIVE.pop(self.owner, None)
 
     def running(self) -> bool:
         task = self.run.task
