@@ -27,6 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pydantic_core import to_json
+
 STORE_SCHEMA = 1
 """The version of the stores' tables; a store refuses to open tables of a newer version and
 migrates older ones when it opens them."""
@@ -84,7 +86,7 @@ class RunSummary:
 def encode_body(cp: Checkpoint) -> bytes:
     """What a checkpoint appends, as one JSON object (``m`` messages, ``t`` trace, ``e`` events)."""
     return b"".join(
-        (b'{"m":[', b",".join(cp.messages), b'],"t":', json.dumps(cp.trace).encode(), b',"e":[',
+        (b'{"m":[', b",".join(cp.messages), b'],"t":', to_json(cp.trace), b',"e":[',
          b",".join(e for _, e in cp.events), b"]}")
     )  # fmt: skip
 

@@ -26,6 +26,7 @@ on this host, or a checkpoint younger than ``lease_s`` from another host) is not
 
 from __future__ import annotations
 
+import operator
 import os
 import socket
 import time
@@ -94,9 +95,12 @@ def _not_a_zombie(pid: int) -> bool:
         return True
 
 
+_saved_fields = operator.attrgetter(*_SAVED)
+
+
 def head_json(rs: RunState) -> bytes:
     """The run's state without its history (``messages`` and ``trace`` empty)."""
-    saved = {name: getattr(rs, name) for name in _SAVED}
+    saved = dict(zip(_SAVED, _saved_fields(rs), strict=True))
     saved["messages"], saved["trace"] = [], []
     saved["features"] = {name: _slice_adapter(name).dump_python(value) for name, value in rs.features.items()}
     return to_json(saved)
