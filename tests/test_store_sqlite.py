@@ -264,3 +264,20 @@ def test_resume_after_a_crash_at_every_transition_of_a_run_with_transfers(tmp_pa
         result, crashes = asyncio.run(drive(lambda: tree_agent(script), tmp_path / f"k{k}.db", crash_at=k))
         assert crashes == 1 and result.trace == plain.trace and result.messages == plain.messages, k
         assert labels() == Counter({"w": 1}), k
+
+
+def test_streamed_and_hand_driven_runs_are_checkpointed_too(tmp_path: Path) -> None:
+    async def go() -> tuple[Any, Any, Any]:
+        store = SQLiteStore(tmp_path / "runs.db")
+        runner = Runner(make_agent(steps_script(1)), store=store)
+        stream = runner.stream("go", run_id="streamed")
+        async for _event in stream:
+            pass
+        run = Runner(make_agent(steps_script(1)), store=store).start("go", run_id="stepped")
+        await run.step()
+        await run.step()
+        return stream.result, await store.load("streamed"), await store.load("stepped")
+
+    result, streamed, stepped = asyncio.run(go())
+    assert streamed is not None and streamed.outcome == "final" and streamed.trace == result.trace
+    assert stepped is not None and stepped.trace == ["start", "preprocess", "reason"]
