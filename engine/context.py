@@ -123,9 +123,9 @@ class RunContext:
         self.stream_deltas = stream_deltas
         self.log = EventLog(run_state.run_id, run_state.seq)
         self.watchers: list[Callable[[Any], None]] = list(watchers)
+        """Called with every event as it is emitted (the runner's event observers)."""
         self.on_result: Callable[..., Awaitable[None]] | None = None
         """Awaited with ``(call, result, ctx)`` as each tool call that ran is answered (a store keeps it)."""
-        """Called with every event as it is emitted (the runner's event observers)."""
         self.agent: Agent = tree.agents.get(run_state.active_agent, tree.root)
         self.limits: Limits = self.agent.own_limits or tree.root.limits
         """The active agent's limits: its own, or (when it has none) the run's."""

@@ -232,7 +232,7 @@ class Runner:
         return await run.run_to_end()
 
     def resume_sync(
-        self, target: RunResult | RunState, decisions: Mapping[str, Any] | None = None, *, cancel: bool = False
+        self, target: RunResult | RunState | str, decisions: Mapping[str, Any] | None = None, *, cancel: bool = False
     ) -> RunResult:
         """``resume`` for code without an event loop."""
         return asyncio.run(self.resume(target, decisions, cancel=cancel))
