@@ -16,7 +16,7 @@ from loopwright.stores import SQLiteStore
 from loopwright.stores.durable import rebuild
 
 ROOT = Path(__file__).resolve().parent.parent
-STEPS = 12
+STEPS = 24  # more than 6 kills can get through (at most 3 calls each), so every kill lands
 KILLS = 6
 
 
