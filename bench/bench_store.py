@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -208,6 +209,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         out["b"]["PostgresStore"] = await resume_latency(pg, 100, max(5, args.repeats // 3))
         await pg.close()
     await sqlite.close()
+    shutil.rmtree(folder, ignore_errors=True)
     return out
 
 
