@@ -40,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "ResumeError": "errors",
     "Row": "machine",
     "Rule": "machine",
+    "RunBusy": "errors",
     "RunContext": "context",
     "RunResult": "result",
     "RunState": "run_state",
@@ -102,6 +103,7 @@ __all__ = [
     "ResumeError",
     "Row",
     "Rule",
+    "RunBusy",
     "RunContext",
     "RunResult",
     "RunState",
@@ -151,6 +153,7 @@ if TYPE_CHECKING:
     from .errors import ModelError as ModelError
     from .errors import NoTransitionError as NoTransitionError
     from .errors import ResumeError as ResumeError
+    from .errors import RunBusy as RunBusy
     from .errors import ScriptExhaustedError as ScriptExhaustedError
     from .errors import ToolError as ToolError
     from .events import ErrorInfo as ErrorInfo

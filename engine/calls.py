@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .context import RunContext
+from .context import CURRENT_CALL, RunContext
 from .errors import CredentialRequired
 from .events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
 from .observers import enter_scopes
@@ -132,6 +132,14 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False, scoped
     if ctx.tool_scopes and not scoped:
         return await _in_scopes(call, ctx, approved)
     started = _perf()
+    token = CURRENT_CALL.set(call.id)
+    try:
+        return await _answer(call, ctx, approved, started)
+    finally:
+        CURRENT_CALL.reset(token)
+
+
+async def _answer(call: ToolCall, ctx: RunContext, approved: bool, started: float) -> CallOutcome:
     outcome = await execute(call, ctx, approved)
     if isinstance(outcome, PendingRequest):
         return outcome
@@ -148,6 +156,8 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False, scoped
         except Exception as exc:
             outcome = result(call, f"the after_tool callback failed: {type(exc).__name__}: {exc}", True)
     record(call, outcome, _perf() - started, ctx)
+    if ctx.on_result is not None:  # a store keeps the result before the call counts as done
+        await ctx.on_result(call, outcome, ctx)
     return outcome
 
 

@@ -78,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     run_command.add_command(sub)
     trace_page.add_command(sub)
+
+    from .runs_cli import add_runs_parser
+
+    add_runs_parser(sub)  # loopwright runs list|show|resume|diagram --store URL
     return parser
 
 
@@ -97,6 +101,10 @@ def _main(argv: Sequence[str] | None) -> int:
         return _demo(args)
     if args.command == "diagram":
         return _diagram(out_dir=args.out, trace=args.trace, fmt=args.fmt, target=args.target)
+    if args.command == "runs":
+        from .runs_cli import runs_main
+
+        return runs_main(args)
     return _check(args.target)
 
 

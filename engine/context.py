@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from .budgets import Budget
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from .agent import Agent, AgentTree
 
 _clock = time.time
+CURRENT_CALL: ContextVar[str | None] = ContextVar("loopwright_call_id", default=None)
+"""The id of the tool call in progress in this task (``ctx.call_id``)."""
 
 LogEntry = Any
 """An event as recorded, one of:
@@ -144,6 +147,7 @@ class RunContext:
         "limits",
         "log",
         "model_scopes",
+        "on_result",
         "request_hooks",
         "response_hooks",
         "run_id",
@@ -197,6 +201,8 @@ class RunContext:
         """Context managers entered around each tool call (per-run observers' ``tool_scope``)."""
         self.model_scopes: tuple[Callable[[Any], Any], ...] = ()
         """Context managers entered around each model call (per-run observers' ``model_scope``)."""
+        self.on_result: Callable[..., Awaitable[None]] | None = None
+        """Awaited with ``(call, result, ctx)`` as each tool call that ran is answered (a store keeps it)."""
         self.agent: Agent = tree.agents.get(run_state.active_agent, tree.root)
         self.limits: Limits = self.agent.own_limits or tree.root.limits
         """The active agent's limits: its own, or (when it has none) the run's."""
@@ -204,6 +210,18 @@ class RunContext:
     @property
     def agents(self) -> dict[str, Agent]:
         return self.tree.agents
+
+    @property
+    def call_id(self) -> str | None:
+        """The id of the tool call being run (in a tool, ``before_tool`` or ``after_tool``)."""
+        return CURRENT_CALL.get()
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """``run_id:call_id``: the same across a crash and resume, so payment or email APIs
+        that take an idempotency key do the call's work once."""
+        call_id = CURRENT_CALL.get()
+        return None if call_id is None else f"{self.run_id}:{call_id}"
 
     def switch_agent(self, name: str) -> None:
         """Make ``name`` the active agent (a transfer)."""

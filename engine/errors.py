@@ -11,6 +11,7 @@
     │   └── ScriptExhaustedError           a ScriptedModel has no replies left
     ├── ToolError (RuntimeError)           a tool call failed (becomes an error tool result)
     ├── ResumeError (ValueError)           a resume() that cannot apply: nothing was changed
+    │   └── RunBusy                        another worker holds the run (stores)
     └── CredentialRequired                 raised by a tool: the run waits for a credential
 """
 
@@ -65,6 +66,11 @@ class ToolError(LoopwrightError, RuntimeError):
 class ResumeError(LoopwrightError, ValueError):
     """``Runner.resume`` was given a run that is not waiting, or decisions that do not fit its
     pending requests. The run state was not changed."""
+
+
+class RunBusy(ResumeError):
+    """Another worker holds this run in the store (it resumed it first, or it is still running):
+    this worker must not run it. Retry later, or resume another run."""
 
 
 class CredentialRequired(LoopwrightError):

@@ -22,6 +22,7 @@ from typing_extensions import TypedDict
 from .errors import ConfigurationError
 from .events import ErrorInfo, Message, ModelRequest, ModelResponse, Outcome, Usage
 from .limits import Limits
+from .signing import sign, unsign
 from .stage import Stage
 
 SCHEMA_VERSION = 1
@@ -92,15 +93,19 @@ class RunState:
         if not self.active_agent:
             self.active_agent = self.agent
 
-    def to_json(self) -> bytes:
+    def to_json(self, *, key: bytes | None = None) -> bytes:
+        """The saved form; with ``key``, signed (HMAC-SHA256, :mod:`loopwright.signing`)."""
         saved = {name: getattr(self, name) for name in _SAVED}
         saved["features"] = {name: _slice_adapter(name).dump_python(value) for name, value in self.features.items()}
-        return _SAVED_ADAPTER.dump_json(saved)
+        data: bytes = _SAVED_ADAPTER.dump_json(saved)
+        return data if key is None else sign(data, key)
 
     @classmethod
-    def from_json(cls, data: str | bytes) -> RunState:
+    def from_json(cls, data: str | bytes, *, key: bytes | None = None) -> RunState:
         """A run state saved with :meth:`to_json`. Its budgets are not in it: the runner that
-        resumes it supplies them from the agent."""
+        resumes it supplies them from the agent. With ``key``, its signature is checked first."""
+        if key is not None:
+            data = unsign(data, key)
         version = _VERSION_ADAPTER.validate_json(data).get("schema_version")
         if version != SCHEMA_VERSION:
             raise ConfigurationError(

@@ -73,7 +73,15 @@ class Runner:
 
     ``observers`` watch every run of this runner (see :mod:`loopwright.observers`)."""
 
-    def __init__(self, agent: Agent, *, machine: LoopMachine | None = None, observers: Sequence[object] = ()) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        machine: LoopMachine | None = None,
+        observers: Sequence[object] = (),
+        store: Any = None,
+        durability: str = "transition",
+    ) -> None:
         if not isinstance(agent, Agent):
             raise ConfigurationError(f"Runner takes an Agent, got {type(agent).__name__}")
         self.agent = agent
@@ -91,6 +99,13 @@ class Runner:
         self._active: dict[str, Run] = {}
         self._paused: dict[str, tuple[RunState, float]] = {}
         """Runs paused in this process, by id, with when they paused."""
+        self.store = store
+        """Where runs are checkpointed (``SQLiteStore``, ``PostgresStore``; see :mod:`loopwright.stores`)."""
+        self._durable: Any = None
+        if store is not None:
+            from .stores.durable import Durable
+
+            self._durable = Durable(store, durability)
 
     @property
     def agents(self) -> dict[str, Agent]:
@@ -164,6 +179,9 @@ class Runner:
         RunResult once the stream is exhausted. Leaving the loop early cancels the run."""
         return RunStream(self, self.new_run(input, **options))
 
+    def _make_run(self, rs: RunState) -> Run:
+        return Run(self, rs, register=False)
+
     async def resume(
         self,
         target: RunResult | RunState | str,
@@ -179,11 +197,23 @@ class Runner:
         calls without a decision stay pending (the run suspends again). ``cancel=True`` ends the
         run in ``cancelled`` instead. A run that is not waiting, or a decision that does not fit
         a pending request, raises :class:`ResumeError` and changes nothing. The run's budgets
-        are this runner's agent's, whatever the saved state held.
+        are this runner's agent's, whatever the saved state held, and the saved state is checked
+        (:mod:`loopwright.trust`).
 
-        A run stopped by :meth:`pause` resumes where it stopped (``target`` may also be its id,
-        in the process that paused it); it takes no decisions."""
+        ``target`` may also be a run id: a run stopped by :meth:`pause` in this process resumes
+        where it stopped (it takes no decisions); with a store, a suspended run, or one whose
+        worker crashed, continues from its last checkpoint (:mod:`loopwright.stores`)."""
+        if isinstance(target, str) and target not in self._paused:
+            if self._durable is None:
+                raise ResumeError(
+                    f"no run with id {target!r} is paused on this runner, and a stored run's id needs a store: "
+                    "Runner(agent, store=SQLiteStore(path)); or pass its RunResult or RunState"
+                )
+            return await self._durable.resume(self, target, decisions, cancel)  # type: ignore[no-any-return]
         rs = self._resumable(target, decisions)
+        from .trust import check_saved_state
+
+        check_saved_state(rs, self.machine, self.tree.agents)
         run = Run(self, rs, register=False)
         if rs.outcome == "paused":
             _, at = self._paused.pop(rs.run_id, (rs, None))
@@ -193,6 +223,8 @@ class Runner:
         else:
             for hook in self.machine.hooks("resume"):
                 hook(rs, run.ctx, decisions or {})
+            if self._durable is not None:
+                await self._durable.claim_copy(run, decisions)
         self._own_limits(rs)
         rs.outcome = None
         if cancel:
@@ -273,6 +305,7 @@ class Run:
         "_in_stage",
         "_loop",
         "_own",
+        "_save",
         "_stops",
         "_terminals",
         "_timed_out",
@@ -326,6 +359,7 @@ class Run:
         """The deadline timer cancelled the stage in progress (the runner takes it back)."""
         self.pausing = False
         """``Runner.pause`` asked this run to stop at its next transition."""
+        self._save = runner._durable.attach(self) if runner._durable is not None else None
         if register:
             runner._active[rs.run_id] = self
         if rs.seq == 0:
@@ -435,6 +469,14 @@ class Run:
             self._timer.cancel()
             self._timer = None
 
+    def _cancelled_from_outside(self, task: asyncio.Task[Any] | None) -> bool:
+        """The stage was cancelled: by the engine itself (the deadline, ``runner.cancel``: the
+        table ends the run), or from outside (True: the run ends cancelled, then re-raises)."""
+        if self._take_back_cancel(task):
+            return False
+        self.state.cancel_requested = True
+        return True
+
     def _take_back_cancel(self, task: asyncio.Task[Any] | None) -> bool:
         """Undo the cancellations that were the engine's own (the deadline's, ``runner.cancel``);
         whether there were any."""
@@ -468,9 +510,7 @@ class Run:
             if waits is not None:
                 await waits
         except asyncio.CancelledError:
-            if not self._take_back_cancel(task):
-                cancelled_from_outside = True
-                rs.cancel_requested = True
+            cancelled_from_outside = self._cancelled_from_outside(task)
         except Exception as exc:
             raised = exc
         finally:
@@ -479,6 +519,8 @@ class Run:
             self._check_deadline(task)
         row = self._abort(stage, "stage", raised) if raised is not None else self._choose(stage)
         self._take(row)
+        if self._save is not None:
+            await self._save(row)
         if cancelled_from_outside:
             raise asyncio.CancelledError
         return row

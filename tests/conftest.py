@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "tests.pg_fixture"]
 
 
 def _is_full_run(session: pytest.Session) -> bool:

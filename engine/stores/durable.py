@@ -1,0 +1,390 @@
+"""Durable runs: the checkpoint after each transition, and resuming from a store.
+
+``Runner(agent, store=SQLiteStore("runs.db"))`` gives each run a :class:`Checkpointer` (the
+runner's one store hook, awaited after each transition). What it saves is append-only: the
+run's head (state without history) is replaced, the new messages, trace entries and events are
+appended, so a checkpoint's cost does not grow with the run. Each tool result is kept as its
+call completes.
+
+Resuming (``runner.resume(run_id, decisions)``):
+
+- a **suspended** run: its suspension (named by the run's event count when it paused) is
+  claimed in the store with the decisions, atomically; a second resume of the same suspension,
+  from the store or from a copied JSON, in this process or another, is refused with
+  :class:`ResumeError` before any call runs, and with :class:`RunBusy` while the first is
+  still running it;
+- a run that **crashed** (its worker died between checkpoints): it continues from its last
+  checkpoint; the calls of the step in progress whose results were kept are answered from the
+  store, the others run again (the one call in flight at the crash may run twice; tools get
+  ``ctx.idempotency_key`` to make that harmless). A crash while resuming a suspension reapplies
+  the claimed decisions (credentials are never stored: a call that waited for one asks again).
+
+Two workers resuming one run: each ``take`` names the version it loaded; exactly one moves it
+on, the other gets :class:`RunBusy`. A run whose worker is alive (this process, a live process
+on this host, or a checkpoint younger than ``lease_s`` from another host) is not taken over.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import socket
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import TypeAdapter
+from pydantic_core import to_json
+
+from .. import features as _features  # the built-in features' run-state slices, to load saved states
+from ..decisions import Approve, Deny
+from ..errors import ConfigurationError, ResumeError, RunBusy
+from ..events import EventBase, Message, ToolCall, ToolResult
+from ..run_state import _SAVED, RunState, _slice_adapter
+from ..stage import Stage
+from ..trust import check_saved_state
+from .base import Checkpoint, RunStore, SavedRun
+
+if TYPE_CHECKING:
+    from ..context import RunContext
+    from ..machine import Row
+    from ..result import RunResult
+
+Durability = Literal["transition", "iteration", "exit"]
+DURABILITY: tuple[Durability, ...] = ("transition", "iteration", "exit")
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+_RESULT: TypeAdapter[ToolResult] = TypeAdapter(ToolResult)
+_HOST = socket.gethostname()
+_LIVE: weakref.WeakValueDictionary[str, Checkpointer] = weakref.WeakValueDictionary()
+"""This process's checkpointers of runs in progress, by owner token."""
+
+
+def new_owner() -> str:
+    """A worker token: host, process id and a random part."""
+    return f"{_HOST}|{os.getpid()}|{uuid.uuid4().hex[:12]}"
+
+
+def owner_alive(owner: str, updated: float, lease_s: float) -> bool:
+    """Whether the worker ``owner`` may still be running its run."""
+    host, _, rest = owner.partition("|")
+    pid_text, _, _token = rest.partition("|")
+    if host != _HOST:
+        return time.time() - updated < lease_s
+    if not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        cp = _LIVE.get(owner)
+        return cp is not None and cp.running()
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return _not_a_zombie(pid)
+
+
+def _not_a_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+_saved_fields = operator.attrgetter(*_SAVED)
+
+
+def head_json(rs: RunState) -> bytes:
+    """The run's state without its history (``messages`` and ``trace`` empty)."""
+    saved = dict(zip(_SAVED, _saved_fields(rs), strict=True))
+    saved["messages"], saved["trace"] = [], []
+    saved["features"] = {name: _slice_adapter(name).dump_python(value) for name, value in rs.features.items()}
+    return to_json(saved)
+
+
+def rebuild(saved: SavedRun) -> RunState:
+    """A RunState from a store's head, messages and trace (a slice of a feature of your own
+    loads once the module that defines the feature is imported)."""
+    assert _features.BUILT_IN_MACHINES
+    rs = RunState.from_json(saved.head)
+    rs.messages = [
+        _MESSAGE.validate_json(m) if isinstance(m, bytes) else _MESSAGE.validate_python(m) for m in saved.messages
+    ]
+    rs.trace = list(saved.trace)
+    return rs
+
+
+def encode_decisions(decisions: Mapping[str, Any]) -> bytes:
+    """Decisions as stored with a claim (credentials are not stored: a marker only)."""
+    import json
+
+    out: dict[str, Any] = {}
+    for call_id, decision in decisions.items():
+        if isinstance(decision, Approve | Deny):
+            out[call_id] = decision.model_dump()
+        else:
+            out[call_id] = {"type": "value", "value": decision}
+    return json.dumps(out, sort_keys=True, default=str).encode()
+
+
+def decode_decisions(data: bytes, credential_calls: set[str]) -> dict[str, Any]:
+    import json
+
+    out: dict[str, Any] = {}
+    for call_id, d in json.loads(data).items():
+        if d["type"] == "approve":
+            out[call_id] = Approve()
+        elif d["type"] == "deny":
+            out[call_id] = Deny(reason=d.get("reason", ""))
+        elif call_id not in credential_calls:
+            out[call_id] = d["value"]
+    return out
+
+
+class Durable:
+    """A runner's store and durability settings; makes each run's :class:`Checkpointer`."""
+
+    def __init__(self, store: RunStore, durability: str = "transition", lease_s: float = 30.0) -> None:
+        if not isinstance(store, RunStore):
+            raise ConfigurationError(
+                f"store= takes a RunStore (SQLiteStore, PostgresStore or one of your own), got {type(store).__name__}"
+            )
+        if durability not in DURABILITY:
+            raise ConfigurationError(f"durability must be one of {', '.join(DURABILITY)}, got {durability!r}")
+        self.store = store
+        self.durability = durability
+        self.lease_s = lease_s
+
+    def attach(self, run: Any) -> Checkpointer:
+        return Checkpointer(self, run)
+
+    # ------------------------------------------------------------------ resume
+
+    async def resume(self, runner: Any, run_id: str, decisions: Mapping[str, Any] | None, cancel: bool) -> RunResult:
+        """``runner.resume(run_id, ...)``: see the module docstring."""
+        saved = await self.store.load(run_id)
+        if saved is None:
+            raise ResumeError(f"no run {run_id!r} in {self.store.url}; `loopwright runs list` shows the runs it holds")
+        machine = runner.machine
+        if saved.stage in machine.terminals:
+            raise ResumeError(f"run {run_id!r} has ended (outcome {saved.outcome!r}); there is nothing to resume")
+        if run_id in runner._active:
+            raise ResumeError(f"run {run_id!r} is already running on this runner")
+        rs = rebuild(saved)
+        if rs.agent != runner.agent.name:
+            raise ResumeError(f"run {run_id!r} belongs to agent {rs.agent!r}, not {runner.agent.name!r}")
+        check_saved_state(rs, machine, runner.tree.agents)
+        run = runner._make_run(rs)
+        cp: Checkpointer = run._save
+        try:
+            await self._prepare(runner, run, cp, saved, decisions)
+        except BaseException:
+            cp.retire()
+            raise
+        runner._own_limits(rs)
+        rs.outcome = None
+        if cancel:
+            rs.cancel_requested = True
+        runner._active[run_id] = run
+        return await run.run_to_end()  # type: ignore[no-any-return]
+
+    async def _prepare(
+        self, runner: Any, run: Any, cp: Checkpointer, saved: SavedRun, decisions: Mapping[str, Any] | None
+    ) -> None:
+        """Claim (a suspension) or check (a crashed run), take the run, and restore what is not saved."""
+        rs: RunState = run.state
+        if rs.stage in runner.machine.waiting:
+            await self._claim(run, cp, saved, decisions)
+        else:
+            self._crashed(saved, rs, decisions)
+        cp.version = await self.store.take(rs.run_id, saved.version, cp.owner)
+        cp.n_messages, cp.n_trace = len(saved.messages), len(saved.trace)
+        await cp.replay_results(rs.seq)
+        if rs.stage == Stage.REASON:  # the request is not saved (it is the history again): rebuild it
+            attempt = rs.attempt
+            waits = runner._handlers[Stage.PREPROCESS](rs, run.ctx)
+            if waits is not None:  # a handler may be a plain function (it waits only when it must)
+                await waits
+            rs.attempt = attempt
+
+    def _crashed(self, saved: SavedRun, rs: RunState, decisions: Mapping[str, Any] | None) -> None:
+        """A run that is neither waiting nor ended: its worker died, or it is still running."""
+        if owner_alive(saved.owner, saved.updated, self.lease_s):
+            raise RunBusy(f"run {rs.run_id!r} is running (worker {saved.owner}); it cannot be resumed while it runs")
+        if decisions:
+            raise ResumeError(
+                f"run {rs.run_id!r} is not waiting (its worker stopped in state {rs.stage!r}); resume it without "
+                "decisions"
+            )
+
+    async def _claim(self, run: Any, cp: Checkpointer, saved: SavedRun, decisions: Mapping[str, Any] | None) -> None:
+        """Claim the suspension, after the caller's decisions are checked (the features' resume
+        hooks); a claim left by a worker that died is carried on with its decisions."""
+        rs: RunState = run.state
+        for hook in run.machine.hooks("resume"):
+            hook(rs, run.ctx, decisions or {})
+        decided = await self._claimed(run, cp, saved, decisions)
+        if decided is not decisions:
+            for hook in run.machine.hooks("resume"):
+                hook(rs, run.ctx, decided)
+
+    async def _claimed(
+        self, run: Any, cp: Checkpointer, saved: SavedRun, decisions: Mapping[str, Any] | None
+    ) -> Mapping[str, Any] | None:
+        rs: RunState = run.state
+        suspension = str(rs.seq)
+        before = await self.store.claim(rs.run_id, suspension, cp.owner, encode_decisions(decisions or {}))
+        if before is None:
+            return decisions
+        owner, claimed = before
+        if owner_alive(owner, saved.updated, self.lease_s):
+            raise RunBusy(f"run {rs.run_id!r} is being resumed by another worker ({owner}); it is not resumed twice")
+        # the store's head is still this suspension: the worker that claimed it died before its
+        # next checkpoint; carry on with the decisions it claimed
+        waiting = rs.features.get("waiting")
+        credential = {p.call_id for p in getattr(waiting, "pending", ()) if p.kind == "credential"}
+        if decisions and encode_decisions(decisions) != claimed:
+            raise ResumeError(
+                f"this suspension of run {rs.run_id!r} was already resumed with other decisions (its worker "
+                "crashed before finishing it); resume it with no decisions to carry those on"
+            )
+        return decode_decisions(claimed, credential)
+
+    async def claim_copy(self, run: Any, decisions: Mapping[str, Any] | None) -> None:
+        """Resuming a RunState/RunResult on a runner with a store: claim its suspension too, so
+        a copy of the same saved state cannot be resumed twice."""
+        rs: RunState = run.state
+        cp: Checkpointer = run._save
+        try:
+            saved = await self.store.load(rs.run_id)
+            if saved is not None and (len(saved.messages) > len(rs.messages) or len(saved.trace) > len(rs.trace)):
+                raise ResumeError(
+                    f"this saved state of run {rs.run_id!r} is older than the store's: it was already resumed (or "
+                    f"ran on); a suspension is resumed once. Resume the run by its id: runner.resume({rs.run_id!r})"
+                )
+            before = await self.store.claim(rs.run_id, str(rs.seq), cp.owner, encode_decisions(decisions or {}))
+            if before is not None:
+                raise ResumeError(
+                    f"this suspension of run {rs.run_id!r} was already resumed (a copy of the same saved state); "
+                    "a suspension is resumed once"
+                )
+            if saved is not None:
+                cp.version = await self.store.take(rs.run_id, saved.version, cp.owner)
+                cp.n_messages, cp.n_trace = len(saved.messages), len(saved.trace)
+        except BaseException:
+            cp.retire()
+            raise
+
+
+def _event_json(record: Any) -> bytes:
+    """One logged event as JSON: a built event, or the plain dict ``EventLog.records`` gives
+    from its compact entry (no event object is built)."""
+    if isinstance(record, EventBase):
+        return record.model_dump_json().encode()
+    return to_json(record)
+
+
+class Checkpointer:
+    """One run's checkpoints (the runner awaits it after each transition)."""
+
+    __slots__ = (
+        "__weakref__",
+        "durable",
+        "every",
+        "log_at",
+        "n_events",
+        "n_messages",
+        "n_trace",
+        "owner",
+        "run",
+        "saved_results",
+        "stops",
+        "store",
+        "version",
+    )
+
+    def __init__(self, durable: Durable, run: Any) -> None:
+        self.durable = durable
+        self.store = durable.store
+        self.run = run
+        self.owner = new_owner()
+        self.version = 0
+        self.n_messages = self.n_trace = 0  # a resume from the store sets them to what it holds
+        self.n_events = 0
+        self.log_at: Any = None
+        """Where the run was at the last event saved (``EventLog.records`` continues from it)."""
+        self.saved_results: dict[str, ToolResult] = {}
+        machine = run.machine
+        self.stops = machine.terminals | machine.waiting
+        self.every = durable.durability
+        _LIVE[self.owner] = self
+        run.ctx.on_result = self.on_result
+
+    def retire(self) -> None:
+        """This worker does not (or no longer) run the run."""
+        _LIVE.pop(self.owner, None)
+
+    def running(self) -> bool:
+        task = self.run.task
+        return self.owner in _LIVE and (task is None or not task.done())
+
+    async def __call__(self, row: Row) -> None:
+        dest = row.dest
+        stop = dest in self.stops
+        if not stop and self.every != "transition" and (self.every == "exit" or dest != "preprocess"):
+            return
+        try:
+            self.version = await self.store.save(self._checkpoint(), self.version, self.owner)
+        except BaseException:
+            _LIVE.pop(self.owner, None)
+            raise
+        if stop:
+            _LIVE.pop(self.owner, None)
+
+    def _checkpoint(self) -> Checkpoint:
+        run = self.run
+        rs: RunState = run.state
+        log = run.ctx.log
+        messages, trace = rs.messages, rs.trace
+        n_events = len(log.entries)
+        records, self.log_at = log.records(self.n_events, self.log_at or log.start)
+        cp = Checkpoint(
+            rs.run_id,
+            rs.agent,
+            rs.stage,
+            rs.outcome,
+            rs.seq,
+            head_json(rs),
+            self.n_messages,
+            [_MESSAGE.dump_json(m) for m in messages[self.n_messages :]],
+            self.n_trace,
+            trace[self.n_trace :],
+            [(r["seq"] if type(r) is dict else r.seq, _event_json(r)) for r in records],
+        )
+        self.n_messages, self.n_trace, self.n_events = len(messages), len(trace), n_events
+        return cp
+
+    # ------------------------------------------------------------------ tool results
+
+    async def on_result(self, call: ToolCall, answered: ToolResult, ctx: RunContext) -> None:
+        """A call ran: keep its result before the call counts as done."""
+        await self.store.save_result(ctx.run_id, call.id, ctx.run_state.seq, _RESULT.dump_json(answered))
+
+    async def replay_results(self, after_seq: int) -> None:
+        """A resumed run: calls of the interrupted step that completed are answered from the store."""
+        kept = await self.store.results(self.run.state.run_id, after_seq)
+        if not kept:
+            return
+        self.saved_results = {call_id: _RESULT.validate_json(body) for call_id, body in kept.items()}
+        ctx = self.run.ctx
+        ctx.gates = (*ctx.gates, self._replay)  # after the features' gates: they keep their bookkeeping
+
+    def _replay(self, call: ToolCall, rs: RunState, ctx: RunContext) -> ToolResult | None:
+        return self.saved_results.pop(call.id, None)
+
+
+MakeRun = Callable[[RunState], Any]

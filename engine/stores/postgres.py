@@ -1,0 +1,203 @@
+"""PostgresStore: durable runs in PostgreSQL, on psycopg 3 (async, pooled).
+
+``pip install 'loopwright[postgres]'``. ``PostgresStore(dsn)`` opens its pool and checks (or
+creates, or migrates) its tables on first use; ``await PostgresStore.open(dsn)`` does it at once.
+The tables are the SQLite store's (:mod:`loopwright.stores.sqlite`), prefixed ``lw_``: a
+checkpoint is one ``INSERT`` into the run's log (one round trip, its own transaction) on a
+pooled connection, and the log's key ``(run_id, version)`` makes two workers on two machines
+safe: the second to write a version gets :class:`~loopwright.errors.RunBusy`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from ..errors import ConfigurationError, RunBusy
+from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun, decode_bodies, encode_body
+
+try:
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise ConfigurationError(
+        "PostgresStore needs psycopg 3 and psycopg-pool: pip install 'loopwright[postgres]'"
+    ) from exc
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE lw_log (
+            run_id TEXT NOT NULL, version BIGINT NOT NULL, agent TEXT NOT NULL, stage TEXT NOT NULL,
+            outcome TEXT, seq BIGINT NOT NULL, owner TEXT NOT NULL, updated DOUBLE PRECISION NOT NULL,
+            head BYTEA NOT NULL, body BYTEA NOT NULL, PRIMARY KEY (run_id, version))""",
+        "CREATE TABLE lw_results (run_id TEXT NOT NULL, call_id TEXT NOT NULL, seq BIGINT NOT NULL,"
+        " body BYTEA NOT NULL, PRIMARY KEY (run_id, call_id))",
+        "CREATE TABLE lw_claims (run_id TEXT NOT NULL, suspension TEXT NOT NULL, owner TEXT NOT NULL,"
+        " decisions BYTEA NOT NULL, claimed DOUBLE PRECISION NOT NULL, PRIMARY KEY (run_id, suspension))",
+    ),
+}
+_LOCK = 0x6C77_7374  # the advisory lock held while the tables are created or migrated
+
+
+class PostgresStore:
+    """Durable runs in the PostgreSQL database at ``dsn`` (``postgresql://user@host:port/db``)."""
+
+    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10) -> None:
+        self.url = dsn
+        self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
+        self._sizes = (min_size, max_size)
+        self._opening: asyncio.Lock | None = None
+
+    @classmethod
+    async def open(cls, dsn: str, *, min_size: int = 1, max_size: int = 10) -> PostgresStore:
+        store = cls(dsn, min_size=min_size, max_size=max_size)
+        await store._ready()
+        return store
+
+    async def _ready(self) -> AsyncConnectionPool[AsyncConnection[Any]]:
+        pool = self._pool
+        if pool is not None:
+            return pool
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._pool is None:
+                pool = AsyncConnectionPool(self.url, min_size=self._sizes[0], max_size=self._sizes[1], open=False)
+                try:
+                    await pool.open(wait=True, timeout=10)
+                    await _migrate(pool, self.url)
+                except BaseException:
+                    await pool.close()
+                    raise
+                self._pool = pool
+        assert self._pool is not None
+        return self._pool
+
+    async def save(self, checkpoint: Checkpoint, version: int, owner: str) -> int:
+        cp = checkpoint
+        pool = await self._ready()
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "INSERT INTO lw_log VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (cp.run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
+                 encode_body(cp)),
+            )  # fmt: skip
+            if cur.rowcount == 1:
+                return version + 1
+        if version == 0:
+            raise ConfigurationError(
+                f"run id {cp.run_id!r} is already in the store; resume it with runner.resume({cp.run_id!r}) "
+                "or start the run with a new run_id"
+            )
+        raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it")
+
+    async def take(self, run_id: str, version: int, owner: str) -> int:
+        pool = await self._ready()
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "INSERT INTO lw_log SELECT run_id, version + 1, agent, stage, outcome, seq, %s, %s, head, %s"
+                " FROM lw_log WHERE run_id = %s AND version = %s ON CONFLICT DO NOTHING",
+                (owner, time.time(), b"", run_id, version),
+            )
+            if cur.rowcount == 1:
+                return version + 1
+        raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it")
+
+    async def load(self, run_id: str) -> SavedRun | None:
+        pool = await self._ready()
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT agent, stage, outcome, version, owner, updated, head, body FROM lw_log WHERE run_id = %s"
+                " ORDER BY version",
+                (run_id,),
+            )
+            rows = await cur.fetchall()
+        if not rows:
+            return None
+        agent, stage, outcome, version, owner, updated, head, _body = rows[-1]
+        messages, trace, _events = decode_bodies(bytes(r[7]) for r in rows)
+        return SavedRun(run_id, agent, stage, outcome, version, owner, updated, bytes(head), messages, trace)
+
+    async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
+        pool = await self._ready()
+        async with pool.connection() as conn, conn.cursor() as cur:
+            await cur.execute(
+                "INSERT INTO lw_claims VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (run_id, suspension, owner, decisions, time.time()),
+            )
+            if cur.rowcount == 1:
+                return None
+            await cur.execute(
+                "SELECT owner, decisions FROM lw_claims WHERE run_id = %s AND suspension = %s", (run_id, suspension)
+            )
+            row = await cur.fetchone()
+        assert row is not None
+        return row[0], bytes(row[1])
+
+    async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
+        pool = await self._ready()
+        async with pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO lw_results VALUES (%s, %s, %s, %s) ON CONFLICT (run_id, call_id)"
+                " DO UPDATE SET seq = EXCLUDED.seq, body = EXCLUDED.body",
+                (run_id, call_id, seq, body),
+            )
+
+    async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
+        pool = await self._ready()
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT call_id, body FROM lw_results WHERE run_id = %s AND seq > %s", (run_id, after_seq)
+            )
+            return {call_id: bytes(body) for call_id, body in await cur.fetchall()}
+
+    async def events(self, run_id: str) -> list[bytes]:
+        pool = await self._ready()
+        async with pool.connection() as conn:
+            cur = await conn.execute("SELECT body FROM lw_log WHERE run_id = %s ORDER BY version", (run_id,))
+            bodies = [bytes(r[0]) for r in await cur.fetchall()]
+        return [json.dumps(e).encode() for e in decode_bodies(bodies)[2]]
+
+    async def runs(self, limit: int = 100) -> list[RunSummary]:
+        pool = await self._ready()
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT DISTINCT ON (run_id) run_id, agent, stage, outcome, updated, version FROM lw_log"
+                " ORDER BY run_id, version DESC",
+            )
+            rows = await cur.fetchall()
+        return sorted((RunSummary(*row) for row in rows), key=lambda r: -r.updated)[:limit]
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.url!r})"
+
+
+async def _migrate(pool: AsyncConnectionPool[AsyncConnection[Any]], url: str) -> None:
+    async with pool.connection() as conn:
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
+        await conn.execute("CREATE TABLE IF NOT EXISTS lw_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        cur = await conn.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'")
+        row = await cur.fetchone()
+        found = int(row[0]) if row else 0
+        if found > STORE_SCHEMA:
+            raise ConfigurationError(
+                f"the run store at {url} has schema version {found}, newer than this loopwright's {STORE_SCHEMA}; "
+                "open it with the loopwright version that wrote it"
+            )
+        for version in range(found + 1, STORE_SCHEMA + 1):
+            for statement in MIGRATIONS[version]:
+                await conn.execute(statement)
+        await conn.execute(
+            "INSERT INTO lw_meta VALUES ('schema_version', %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            (str(STORE_SCHEMA),),
+        )
+
+
+__all__ = ["PostgresStore"]

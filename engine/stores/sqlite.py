@@ -1,0 +1,228 @@
+"""SQLiteStore: durable runs in one SQLite file (the stdlib ``sqlite3``), the embedded default.
+
+The file is opened in WAL mode with ``synchronous=NORMAL``: a checkpoint is one insert into
+the run's log (:mod:`loopwright.stores.base`), its own transaction, which readers never block. A committed checkpoint
+survives the process being killed (``kill -9``); a power cut may lose the last few (WAL's
+NORMAL mode; pass ``synchronous="FULL"`` to fsync every commit).
+
+By default each write runs on the calling thread: a WAL commit takes tens of microseconds,
+less than a hop to a worker thread and back. ``SQLiteStore(path, thread=True)`` runs every
+statement on one worker thread instead, off the event loop (for slow disks or network file
+systems).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..errors import ConfigurationError, RunBusy
+from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun, decode_bodies, encode_body
+
+T = TypeVar("T")
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE lw_log (
+            run_id TEXT NOT NULL, version INTEGER NOT NULL, agent TEXT NOT NULL, stage TEXT NOT NULL,
+            outcome TEXT, seq INTEGER NOT NULL, owner TEXT NOT NULL, updated REAL NOT NULL,
+            head BLOB NOT NULL, body BLOB NOT NULL, PRIMARY KEY (run_id, version)) WITHOUT ROWID""",
+        "CREATE TABLE lw_results (run_id TEXT NOT NULL, call_id TEXT NOT NULL, seq INTEGER NOT NULL,"
+        " body BLOB NOT NULL, PRIMARY KEY (run_id, call_id)) WITHOUT ROWID",
+        "CREATE TABLE lw_claims (run_id TEXT NOT NULL, suspension TEXT NOT NULL, owner TEXT NOT NULL,"
+        " decisions BLOB NOT NULL, claimed REAL NOT NULL, PRIMARY KEY (run_id, suspension)) WITHOUT ROWID",
+    ),
+}
+"""The statements that bring the tables from version ``n - 1`` to ``n``."""
+
+
+class SQLiteStore:
+    """Durable runs in the SQLite file ``path`` (created if missing; ``":memory:"`` for a
+    throwaway store). See the module docstring for durability and threading."""
+
+    def __init__(self, path: str | Path, *, thread: bool = False, synchronous: str = "NORMAL") -> None:
+        if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise ConfigurationError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
+        self.path = str(path)
+        self.url = f"sqlite:///{self.path}"
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="loopwright-sqlite") if thread else None
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        db = self._db
+        if self.path != ":memory:":
+            db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+        db.execute("PRAGMA wal_autocheckpoint=10000")  # fold the WAL back (and sync) less often
+        self._migrate()
+
+    # ------------------------------------------------------------------ schema
+
+    def _migrate(self) -> None:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("CREATE TABLE IF NOT EXISTS lw_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            row = db.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'").fetchone()
+            found = int(row[0]) if row else 0
+            if found > STORE_SCHEMA:
+                raise ConfigurationError(
+                    f"the run store {self.path} has schema version {found}, newer than this loopwright's "
+                    f"{STORE_SCHEMA}; open it with the loopwright version that wrote it"
+                )
+            for version in range(found + 1, STORE_SCHEMA + 1):
+                for statement in MIGRATIONS[version]:
+                    db.execute(statement)
+            db.execute("INSERT OR REPLACE INTO lw_meta VALUES ('schema_version', ?)", (str(STORE_SCHEMA),))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def _do(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._pool is None:
+            return self._locked(fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._locked, fn, *args)
+
+    def _locked(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._lock:
+            return fn(*args)
+
+    def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            out = fn(db, *args)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return out
+
+    # ------------------------------------------------------------------ RunStore
+
+    async def save(self, checkpoint: Checkpoint, version: int, owner: str) -> int:
+        return await self._do(_save, self._db, checkpoint, version, owner)
+
+    async def take(self, run_id: str, version: int, owner: str) -> int:
+        return await self._do(_take, self._db, run_id, version, owner)
+
+    async def load(self, run_id: str) -> SavedRun | None:
+        return await self._do(self._load, run_id)
+
+    def _load(self, run_id: str) -> SavedRun | None:
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            row = db.execute(
+                "SELECT agent, stage, outcome, version, owner, updated, head FROM lw_log WHERE run_id = ?"
+                " ORDER BY version DESC LIMIT 1",
+                (run_id,),
+            ).fetchone()
+            bodies = [r[0] for r in db.execute("SELECT body FROM lw_log WHERE run_id = ? ORDER BY version", (run_id,))]
+        finally:
+            db.execute("COMMIT")
+        if row is None:
+            return None
+        agent, stage, outcome, version, owner, updated, head = row
+        messages, trace, _events = decode_bodies(bodies)
+        return SavedRun(run_id, agent, stage, outcome, version, owner, updated, bytes(head), messages, trace)
+
+    async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
+        return await self._do(self._write, _claim, run_id, suspension, owner, decisions)
+
+    async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
+        await self._do(_save_result, self._db, run_id, call_id, seq, body)
+
+    async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
+        return await self._do(self._results, run_id, after_seq)
+
+    def _results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
+        rows = self._db.execute(
+            "SELECT call_id, body FROM lw_results WHERE run_id = ? AND seq > ?", (run_id, after_seq)
+        ).fetchall()
+        return {call_id: bytes(body) for call_id, body in rows}
+
+    async def events(self, run_id: str) -> list[bytes]:
+        return await self._do(self._events, run_id)
+
+    def _events(self, run_id: str) -> list[bytes]:
+        rows = self._db.execute("SELECT body FROM lw_log WHERE run_id = ? ORDER BY version", (run_id,))
+        return [json.dumps(e).encode() for e in decode_bodies(r[0] for r in rows)[2]]
+
+    async def runs(self, limit: int = 100) -> list[RunSummary]:
+        return await self._do(self._runs, limit)
+
+    def _runs(self, limit: int) -> list[RunSummary]:
+        rows = self._db.execute(
+            "SELECT run_id, agent, stage, outcome, updated, version FROM lw_log AS l"
+            " WHERE version = (SELECT MAX(version) FROM lw_log WHERE run_id = l.run_id)"
+            " ORDER BY updated DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [RunSummary(*row) for row in rows]
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        self._db.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.path!r})"
+
+
+def _save(db: sqlite3.Connection, cp: Checkpoint, version: int, owner: str) -> int:
+    """One insert, its own transaction: version ``version + 1`` of the run."""
+    try:
+        db.execute(
+            "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (cp.run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
+             encode_body(cp)),
+        )  # fmt: skip
+    except sqlite3.IntegrityError:
+        if version == 0:
+            raise ConfigurationError(
+                f"run id {cp.run_id!r} is already in the store; resume it with runner.resume({cp.run_id!r}) "
+                "or start the run with a new run_id"
+            ) from None
+        raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
+    return version + 1
+
+
+def _take(db: sqlite3.Connection, run_id: str, version: int, owner: str) -> int:
+    """Version ``version + 1``: the same head, no body, a new owner (RunBusy if taken first)."""
+    try:
+        moved = db.execute(
+            "INSERT INTO lw_log SELECT run_id, version + 1, agent, stage, outcome, seq, ?, ?, head, ?"
+            " FROM lw_log WHERE run_id = ? AND version = ?",
+            (owner, time.time(), b"", run_id, version),
+        ).rowcount
+    except sqlite3.IntegrityError:
+        moved = 0
+    if not moved:
+        raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it")
+    return version + 1
+
+
+def _claim(
+    db: sqlite3.Connection, run_id: str, suspension: str, owner: str, decisions: bytes
+) -> tuple[str, bytes] | None:
+    row = db.execute(
+        "SELECT owner, decisions FROM lw_claims WHERE run_id = ? AND suspension = ?", (run_id, suspension)
+    ).fetchone()
+    if row is not None:
+        return row[0], bytes(row[1])
+    db.execute("INSERT INTO lw_claims VALUES (?, ?, ?, ?, ?)", (run_id, suspension, owner, decisions, time.time()))
+    return None
+
+
+def _save_result(db: sqlite3.Connection, run_id: str, call_id: str, seq: int, body: bytes) -> None:
+    db.execute("INSERT OR REPLACE INTO lw_results VALUES (?, ?, ?, ?)", (run_id, call_id, seq, body))

@@ -1,0 +1,283 @@
+"""SQLiteStore: a checkpoint at every transition (append-only, flat), resume after a crash from
+the store, tool results kept as calls complete, suspensions resumed once, two resumers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwright import ConfigurationError, ResumeError, Runner, RunState, ToolCall, approve
+from loopwright.errors import RunBusy
+from loopwright.stores import SQLiteStore, open_store
+from loopwright.stores.durable import rebuild
+
+from .store_app import CRASH_AFTER, EXECUTED, Crash, make_agent, steps_script, tree_agent
+from .store_fakes import CrashingStore, drive
+
+PAY_SCRIPT = [
+    [
+        ToolCall(id="c-pay", name="pay", args={"amount": 500, "seconds": 0.2}),
+        ToolCall(id="c-note", name="work", args={"label": "note"}),
+    ],
+    "paid and noted",
+]
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> None:
+    EXECUTED.clear()
+    CRASH_AFTER.clear()
+
+
+def labels() -> Counter[str]:
+    return Counter(label for label, _key in EXECUTED)
+
+
+def test_every_transition_is_checkpointed_and_the_store_holds_the_whole_run(tmp_path: Path) -> None:
+    store = CrashingStore(SQLiteStore(tmp_path / "runs.db"))
+    result = asyncio.run(Runner(make_agent(steps_script(3, calls=2)), store=store).run("go", run_id="r1"))
+    assert result.outcome == "final"
+    assert store.saves == len(result.trace) - 1  # one checkpoint per transition
+    saved = asyncio.run(store.load("r1"))
+    assert saved is not None and saved.stage == "done" and saved.outcome == "final"
+    again = rebuild(saved)
+    assert again.trace == result.trace
+    assert again.messages == result.messages
+    assert [json.loads(e) for e in asyncio.run(store.events("r1"))] == [
+        json.loads(e.model_dump_json()) for e in result.events
+    ]
+
+
+def test_checkpoints_append_and_never_rewrite_the_history(tmp_path: Path) -> None:
+    """Each checkpoint carries only what is new: at most one message and one trace entry, and a
+    head whose size does not grow with the run (iteration 2 and iteration 40 cost the same)."""
+    store = CrashingStore(SQLiteStore(tmp_path / "runs.db"))
+    result = asyncio.run(Runner(make_agent(steps_script(40)), store=store).run("go", run_id="r1"))
+    assert result.outcome == "final" and len(result.messages) == 82
+    later = store.checkpoints[1:]
+    assert all(len(cp.messages) <= 1 and len(cp.trace) == 1 for cp in later)
+    assert sum(len(cp.messages) for cp in store.checkpoints) == len(result.messages)
+    acts = [len(cp.head) for cp in store.checkpoints if cp.stage == "act"]
+    assert len(acts) == 40 and max(acts[1:]) - min(acts[1:]) < 16  # a few digits of counters, not the history
+
+
+def test_a_run_id_already_in_the_store_is_refused(tmp_path: Path) -> None:
+    runner = Runner(make_agent(steps_script(1)), store=SQLiteStore(tmp_path / "runs.db"))
+    asyncio.run(runner.run("go", run_id="r1"))
+    with pytest.raises(ConfigurationError, match="run id 'r1' is already in the store"):
+        asyncio.run(runner.run("go", run_id="r1"))
+
+
+def test_resume_after_a_crash_at_every_transition(tmp_path: Path) -> None:
+    """Crash the run at each transition k in turn (its checkpoint is lost) and resume it with a
+    new runner on a new connection: the same outcome, history and trace, every tool once."""
+    script = steps_script(3, calls=2)
+    plain = asyncio.run(Runner(make_agent(script)).run("go", run_id="r1"))
+    expected = labels()
+    assert sum(expected.values()) == 6
+    for k in range(1, len(plain.trace)):
+        EXECUTED.clear()
+        path = tmp_path / f"k{k}.db"
+        result, crashes = asyncio.run(drive(lambda: make_agent(script), path, crash_at=k))
+        assert crashes == 1, k
+        assert result.outcome == "final" and result.output == plain.output, k
+        assert result.trace == plain.trace, k
+        assert result.messages == plain.messages, k
+        assert labels() == expected, (k, EXECUTED)
+
+
+def test_a_resumed_step_reruns_only_the_calls_that_did_not_finish(tmp_path: Path) -> None:
+    """The process dies while one call of a step is in flight (it did its work, its result was
+    not kept): the call that finished is answered from the store, the one in flight runs again
+    with the same idempotency key."""
+    script = [
+        [
+            ToolCall(id="fast", name="work", args={"label": "fast"}),
+            ToolCall(id="slow", name="work", args={"label": "slow", "seconds": 0.05}),
+        ],
+        "done",
+    ]
+    CRASH_AFTER.add("slow")
+    db = tmp_path / "runs.db"
+    with pytest.raises(BaseException) as crashed:
+        asyncio.run(Runner(make_agent(script), store=SQLiteStore(db)).run("go", run_id="r1"))
+    assert crashed.group_contains(Crash) if isinstance(crashed.value, BaseExceptionGroup) else crashed.type is Crash
+    assert labels() == Counter({"fast": 1, "slow": 1})
+    result = asyncio.run(Runner(make_agent(script), store=SQLiteStore(db)).resume("r1"))
+    assert result.outcome == "final"
+    assert labels() == Counter({"fast": 1, "slow": 2})  # only the call in flight ran again
+    keys = [key for label, key in EXECUTED if label == "slow"]
+    assert keys == ["r1:slow", "r1:slow"]  # stable across the crash: the payment API dedupes it
+    answers = [p for m in result.messages for p in m.parts if getattr(p, "type", "") == "tool_result"]
+    assert [(a.call_id, a.content) for a in answers] == [("fast", "did fast"), ("slow", "did slow")]
+
+
+def test_tools_get_the_call_id_and_an_idempotency_key(tmp_path: Path) -> None:
+    asyncio.run(Runner(make_agent(steps_script(1, calls=2))).run("go", run_id="abc"))
+    assert sorted(EXECUTED) == [("s0c0", "abc:s0c0"), ("s0c1", "abc:s0c1")]
+
+
+# ------------------------------------------------------------------ suspensions, once
+
+
+def test_a_suspended_run_resumes_by_id_in_a_new_runner_and_only_once(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    first = asyncio.run(Runner(make_agent(PAY_SCRIPT), store=SQLiteStore(db)).run("pay", run_id="r1"))
+    assert first.outcome == "suspended" and labels() == Counter({"note": 1})
+    done = asyncio.run(Runner(make_agent(PAY_SCRIPT), store=SQLiteStore(db)).resume("r1", {"c-pay": approve()}))
+    assert done.outcome == "final" and done.output == "paid and noted"
+    assert labels() == Counter({"note": 1, "pay 500": 1})
+    with pytest.raises(ResumeError, match="run 'r1' has ended"):
+        asyncio.run(Runner(make_agent(PAY_SCRIPT), store=SQLiteStore(db)).resume("r1", {"c-pay": approve()}))
+    assert labels()["pay 500"] == 1
+
+
+def test_a_copied_saved_state_cannot_be_resumed_twice(tmp_path: Path) -> None:
+    """Two processes holding one JSON: the second resume is refused before any call runs."""
+    db = tmp_path / "runs.db"
+    first = asyncio.run(Runner(make_agent(PAY_SCRIPT), store=SQLiteStore(db)).run("pay", run_id="r1"))
+    copy = first.run_state.to_json()
+    done = asyncio.run(
+        Runner(make_agent(PAY_SCRIPT), store=SQLiteStore(db)).resume(RunState.from_json(copy), {"c-pay": approve()})
+    )
+    assert done.outcome == "final"
+    other = Runner(make_agent(PAY_SCRIPT), store=SQLiteStore(db))
+    with pytest.raises(ResumeError, match="already resumed"):
+        asyncio.run(other.resume(RunState.from_json(copy), {"c-pay": approve()}))
+    assert labels()["pay 500"] == 1 and other.active_runs == []
+
+
+def test_two_processes_resuming_one_copied_state_at_once_pay_once(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    first = asyncio.run(Runner(make_agent(PAY_SCRIPT), store=SQLiteStore(db)).run("pay", run_id="r1"))
+    copy = first.run_state.to_json()
+
+    async def both() -> list[Any]:
+        workers = [Runner(make_agent(PAY_SCRIPT), store=SQLiteStore(db)) for _ in range(2)]
+        resumes = (w.resume(RunState.from_json(copy), {"c-pay": approve()}) for w in workers)
+        return await asyncio.gather(*resumes, return_exceptions=True)
+
+    outcomes = asyncio.run(both())
+    refused = [o for o in outcomes if isinstance(o, ResumeError)]
+    assert len(refused) == 1 and "was already resumed (a copy of the same saved state)" in str(refused[0])
+    assert [getattr(o, "outcome", None) for o in outcomes].count("final") == 1
+    assert labels()["pay 500"] == 1
+
+
+def test_two_workers_resuming_one_run_exactly_one_proceeds(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    asyncio.run(Runner(make_agent(PAY_SCRIPT), store=SQLiteStore(db)).run("pay", run_id="r1"))
+
+    async def both() -> list[Any]:
+        workers = [Runner(make_agent(PAY_SCRIPT), store=SQLiteStore(db)) for _ in range(2)]
+        return await asyncio.gather(*(w.resume("r1", {"c-pay": approve()}) for w in workers), return_exceptions=True)
+
+    outcomes = asyncio.run(both())
+    busy = [o for o in outcomes if isinstance(o, RunBusy)]
+    done = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert len(busy) == 1 and len(done) == 1 and done[0].outcome == "final", outcomes
+    assert "being resumed by another worker" in str(busy[0])
+    assert labels()["pay 500"] == 1
+
+
+def test_a_running_run_is_not_taken_over(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    script = steps_script(2, seconds=0.2)
+
+    async def race() -> tuple[Any, Any]:
+        runner = Runner(make_agent(script), store=SQLiteStore(db))
+        task = asyncio.create_task(runner.run("go", run_id="r1"))
+        await asyncio.sleep(0.1)  # the first step's tool is running
+        other = Runner(make_agent(script), store=SQLiteStore(db))
+        with pytest.raises(RunBusy, match="run 'r1' is running"):
+            await other.resume("r1")
+        return await task, other
+
+    result, other = asyncio.run(race())
+    assert result.outcome == "final" and other.active_runs == []
+
+
+def test_a_crash_while_resuming_a_suspension_carries_on_with_its_decisions(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    asyncio.run(Runner(make_agent(PAY_SCRIPT), store=SQLiteStore(db)).run("pay", run_id="r1"))
+    crashing = CrashingStore(SQLiteStore(db), at=1)
+    with pytest.raises(Crash):  # the approved payment ran; the worker died before the next checkpoint
+        asyncio.run(Runner(make_agent(PAY_SCRIPT), store=crashing).resume("r1", {"c-pay": approve()}))
+    assert labels()["pay 500"] == 1
+    result = asyncio.run(Runner(make_agent(PAY_SCRIPT), store=SQLiteStore(db)).resume("r1"))
+    assert result.outcome == "final" and labels()["pay 500"] == 1  # its result was kept: not paid again
+
+
+def test_resume_by_id_needs_a_store_and_a_known_run(tmp_path: Path) -> None:
+    with pytest.raises(ResumeError, match="needs a store"):
+        asyncio.run(Runner(make_agent(PAY_SCRIPT)).resume("r1"))
+    with pytest.raises(ResumeError, match="no run 'nope' in sqlite:///"):
+        asyncio.run(Runner(make_agent(PAY_SCRIPT), store=SQLiteStore(tmp_path / "x.db")).resume("nope"))
+
+
+def test_store_urls_and_schema_versions(tmp_path: Path) -> None:
+    store = asyncio.run(open_store(f"sqlite:///{tmp_path}/a.db"))
+    assert isinstance(store, SQLiteStore) and store.path == f"{tmp_path}/a.db"
+    asyncio.run(store.close())
+    with pytest.raises(ConfigurationError, match="unknown store URL 'redis://x'"):
+        asyncio.run(open_store("redis://x"))
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "a.db")
+    db.execute("UPDATE lw_meta SET value = '99' WHERE key = 'schema_version'")
+    db.commit()
+    with pytest.raises(ConfigurationError, match="schema version 99, newer than this loopwright's 1"):
+        SQLiteStore(tmp_path / "a.db")
+
+
+def test_the_store_can_write_off_the_event_loop(tmp_path: Path) -> None:
+    """``thread=True``: every statement runs on the store's worker thread; same results."""
+
+    async def go() -> tuple[Any, Any]:
+        store = SQLiteStore(tmp_path / "runs.db", thread=True)
+        result = await Runner(make_agent(steps_script(2, calls=2)), store=store).run("go", run_id="r1")
+        saved = await store.load("r1")
+        await store.close()
+        return result, saved
+
+    result, saved = asyncio.run(go())
+    assert result.outcome == "final" and saved is not None and rebuild(saved).messages == result.messages
+
+
+def test_resume_after_a_crash_at_every_transition_of_a_run_with_transfers(tmp_path: Path) -> None:
+    """A transfer call answered before the crash is answered again by its feature (not from the
+    store), so the transfer still happens after the resume."""
+
+    def go(target: str, i: int) -> list[ToolCall]:
+        return [ToolCall(id=f"t{i}", name="transfer_to_agent", args={"agent_name": target, "task": "on"})]
+
+    script = [go("helper", 0), [ToolCall(id="w", name="work", args={"label": "w"})], go("root", 1), "all done"]
+    plain = asyncio.run(Runner(tree_agent(script)).run("go", run_id="r1"))
+    assert plain.trace.count("transfer") == 2
+    for k in range(1, len(plain.trace)):
+        EXECUTED.clear()
+        result, crashes = asyncio.run(drive(lambda: tree_agent(script), tmp_path / f"k{k}.db", crash_at=k))
+        assert crashes == 1 and result.trace == plain.trace and result.messages == plain.messages, k
+        assert labels() == Counter({"w": 1}), k
+
+
+def test_streamed_and_hand_driven_runs_are_checkpointed_too(tmp_path: Path) -> None:
+    async def go() -> tuple[Any, Any, Any]:
+        store = SQLiteStore(tmp_path / "runs.db")
+        runner = Runner(make_agent(steps_script(1)), store=store)
+        stream = runner.stream("go", run_id="streamed")
+        async for _event in stream:
+            pass
+        run = Runner(make_agent(steps_script(1)), store=store).start("go", run_id="stepped")
+        await run.step()
+        await run.step()
+        return stream.result, await store.load("streamed"), await store.load("stepped")
+
+    result, streamed, stepped = asyncio.run(go())
+    assert streamed is not None and streamed.outcome == "final" and streamed.trace == result.trace
+    assert stepped is not None and stepped.trace == ["start", "preprocess", "reason"]
