@@ -110,7 +110,21 @@ class ToolResult(BaseModel):
     is_error: bool = False
 
 
-Part = Annotated[TextPart | ThoughtPart | ToolCall | ToolResult, Field(discriminator="type")]
+class ProviderPart(BaseModel):
+    """A provider's own content block that loopwright does not interpret (server tool use and
+    its results, web search and fetch results, code execution results, container uploads,
+    compaction, citations-bearing blocks of new kinds...). Kept in the history and sent back to
+    the same provider unchanged; other providers skip it. ``text`` is a readable summary."""
+
+    model_config = _FROZEN
+    type: Literal["provider"] = "provider"
+    provider: str
+    kind: str
+    block: dict[str, JsonValue]
+    text: str = ""
+
+
+Part = Annotated[TextPart | ThoughtPart | ToolCall | ToolResult | ProviderPart, Field(discriminator="type")]
 PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
 
 
@@ -197,10 +211,13 @@ class ModelResponse(BaseModel):
     """One reply of the model: parts in the order the model produced them, and usage."""
 
     model_config = _FROZEN
-    parts: tuple[TextPart | ThoughtPart | ToolCall, ...] = ()
+    parts: tuple[TextPart | ThoughtPart | ToolCall | ProviderPart, ...] = ()
     usage: Usage = Field(default_factory=Usage)
     stop_reason: StopReason | None = None
     model: str | None = None
+    details: dict[str, JsonValue] = Field(default_factory=dict)
+    """What else the provider said of this reply (message id, stop sequence, container,
+    citations, server tool use counts), as plain data."""
 
     @property
     def tool_calls(self) -> list[ToolCall]:
@@ -223,6 +240,8 @@ class ErrorInfo(BaseModel):
     message: str
     status: int | None = None
     retryable: bool = False
+    retry_after: float | None = None
+    """Seconds the provider asked to wait before a retry (its ``Retry-After``), if it said."""
 
 
 # ---------------------------------------------------------------- events
@@ -412,6 +431,7 @@ __all__ = [
     "Outcome",
     "Part",
     "PendingRequest",
+    "ProviderPart",
     "Resumed",
     "RunFinished",
     "RunStarted",
