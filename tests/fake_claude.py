@@ -142,6 +142,7 @@ class FakeClaude:
     script: list[Any] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
     prefill: bool | None = None
     """None: as the API does by model (see the module docstring); True/False: always/never."""
     account: bool = False
@@ -196,8 +197,12 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         fake.requests.append(body)
         fake.headers.append({k.lower(): v for k, v in self.headers.items()})
+        fake.paths.append(self.path)
         self.request_id = f"req_{next(self.server.ids):03d}"
-        if self.path != "/v1/messages":
+        vertex = re.search(r"/publishers/anthropic/models/([^/:]+):(stream)?rawPredict$", self.path, re.IGNORECASE)
+        if vertex:  # Google Vertex AI's route: the model is in the path, the stream flag in the body
+            body = {**body, "model": vertex.group(1)}
+        elif self.path != "/v1/messages":
             return self._error(404, "not_found_error", f"no route for {self.path}")
         refused = refusal(fake, body)
         if refused:

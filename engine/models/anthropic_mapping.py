@@ -57,6 +57,23 @@ _STOP_REASONS: dict[str, StopReason] = {
     "model_context_window_exceeded": "max_tokens",  # cut short all the same: the loop decides
 }
 _CACHEABLE = frozenset({"text", "tool_use", "tool_result", "image", "document"})
+SERVER_BLOCKS = frozenset(
+    {
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_search_tool_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "container_upload",
+        "compaction",
+    }
+)
+"""Provider blocks this code knows to keep and send back (others are kept too, but a reply made
+only of unknown ones is an error, not an empty answer)."""
 
 
 def cache_control(ttl: str) -> dict[str, str]:
@@ -207,6 +224,7 @@ def to_response(message: Any) -> ModelResponse:
             parts.append(ThoughtPart(redacted=True, data=block.data))
         else:  # server tool use and results, compaction, container uploads, kinds newer than this code
             parts.append(ProviderPart(provider=PROVIDER, kind=str(kind), block=_plain(block)))
+    _refuse_unknown_only(parts, stop)
     details = _details(message, citations)
     if message.stop_reason == "pause_turn" or details.get("container"):
         reply = {"stop_reason": message.stop_reason, "container": details.get("container")}
@@ -225,6 +243,21 @@ def to_response(message: Any) -> ModelResponse:
         ),
         details=details,
     )
+
+
+def _refuse_unknown_only(parts: list[TextPart | ThoughtPart | ToolCall | ProviderPart], stop: str | None) -> None:
+    """A finished reply made only of blocks this code does not know would end the run with an
+    empty answer: say so instead."""
+    if stop in ("max_tokens", "pause_turn") or not parts:
+        return
+    unknown = [p.kind for p in parts if type(p) is ProviderPart and p.kind not in SERVER_BLOCKS]
+    if unknown and all(type(p) is ProviderPart for p in parts):
+        raise ModelError(
+            f"the reply held only a content block of type {unknown[0]!r}, which this version of loopwright does not "
+            "know (it would have ended the run with an empty answer); upgrade loopwright, or turn off the feature "
+            "that produces it",
+            retryable=False,
+        )
 
 
 def _details(message: Any, citations: list[Any]) -> dict[str, Any]:

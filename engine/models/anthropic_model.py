@@ -310,20 +310,10 @@ class AnthropicModel:
                     elif event.type == "thinking" and event.thinking:
                         yield StreamDelta(event.thinking, thought=True)
                 message = await stream.get_final_message()
-        except anthropic.AnthropicError as exc:
-            raise _model_error(exc) from exc
         except (ModelError, GeneratorExit, asyncio.CancelledError):
             raise
-        except ValueError as exc:  # broken JSON in the body (a proxy's page, a torn event)
-            raise ModelError(
-                f"the reply was not a Messages API stream ({type(exc).__name__}: {_cut(str(exc), 160)}); a proxy "
-                "or gateway in between may have answered",
-                retryable=True,
-            ) from exc
-        except Exception as exc:  # the transport broke mid-reply (the SDK does not wrap these)
-            raise ModelError(
-                f"the reply stream broke off: {type(exc).__name__}: {_cut(str(exc))}", retryable=True
-            ) from exc
+        except Exception as exc:
+            raise _stream_error(exc) from exc
         if getattr(message, "stop_reason", None) is None:
             raise ModelError(
                 "the reply stream ended before the message was complete (no message_stop); the partial "
@@ -411,6 +401,25 @@ def _warn_if_deprecated(model: str, end_of_life: str | None) -> None:
 def _cut(text: str, limit: int = _MESSAGE_LIMIT) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _stream_error(exc: Exception) -> ModelError:
+    """What a failed streamed call comes to (the SDK leaves transport and body errors unwrapped)."""
+    if isinstance(exc, anthropic.AnthropicError):
+        return _model_error(exc)
+    if isinstance(exc, ValueError):  # broken JSON in the body (a proxy's page, a torn event)
+        return ModelError(
+            f"the reply was not a Messages API stream ({type(exc).__name__}: {_cut(str(exc), 160)}); a proxy "
+            "or gateway in between may have answered",
+            retryable=True,
+        )
+    if isinstance(exc, AssertionError):  # the SDK found no message_start: no Messages API events
+        return ModelError(
+            "the reply stream ended before the message was complete: the body held no Messages API events "
+            "(a proxy or gateway in between may have answered)",
+            retryable=True,
+        )
+    return ModelError(f"the reply stream broke off: {type(exc).__name__}: {_cut(str(exc))}", retryable=True)
 
 
 def _retry_after(exc: anthropic.APIStatusError) -> float | None:
