@@ -193,7 +193,7 @@ def _plain(block: Any) -> dict[str, Any]:
     data = to_dict() if callable(to_dict) else block.model_dump(mode="json", exclude_unset=True)
     if not isinstance(data, dict):
         raise ModelError(f"the reply held a content block loopwright cannot read: {data!r:.200}", retryable=False)
-    return data
+    return {k: v for k, v in data.items() if v is not None}  # older SDKs fill in absent fields with None
 
 
 def to_response(message: Any) -> ModelResponse:

@@ -239,7 +239,7 @@ class AnthropicModel:
                 return client.with_options(max_retries=self.max_retries)
             client = anthropic.AsyncAnthropic(max_retries=self.max_retries)
         except anthropic.AnthropicError as exc:  # a profile named or configured but unusable
-            raise _model_error(exc) from exc
+            raise ModelError(f"the Anthropic credentials could not be loaded: {exc}", retryable=False) from exc
         if all(getattr(client, name, None) is None for name in ("api_key", "auth_token", "credentials")):
             raise ModelError(_MISSING_KEY, retryable=False)
         return client
@@ -407,10 +407,10 @@ def _stream_error(exc: Exception) -> ModelError:
     """What a failed streamed call comes to (the SDK leaves transport and body errors unwrapped)."""
     if isinstance(exc, anthropic.AnthropicError):
         return _model_error(exc)
-    if isinstance(exc, ValueError):  # broken JSON in the body (a proxy's page, a torn event)
+    if isinstance(exc, ValueError | AttributeError | KeyError | TypeError):  # broken JSON or events in the body
         return ModelError(
-            f"the reply was not a Messages API stream ({type(exc).__name__}: {_cut(str(exc), 160)}); a proxy "
-            "or gateway in between may have answered",
+            "the reply was not a Messages API stream (its events could not be read: a proxy or gateway in "
+            f"between may have answered, or the body was torn); {type(exc).__name__}: {_cut(str(exc), 120)}",
             retryable=True,
         )
     if isinstance(exc, AssertionError):  # the SDK found no message_start: no Messages API events
