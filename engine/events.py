@@ -8,8 +8,10 @@ Engine code builds the values it creates itself with :func:`trusted`, which skip
 
 from __future__ import annotations
 
+import base64
 import itertools
 import os
+import pathlib
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
@@ -124,7 +126,74 @@ class ProviderPart(BaseModel):
     text: str = ""
 
 
-Part = Annotated[TextPart | ThoughtPart | ToolCall | ToolResult | ProviderPart, Field(discriminator="type")]
+class ImagePart(BaseModel):
+    """An image in a user turn or a tool's result: base64 ``data`` with its ``media_type``, or a
+    ``url``. ``ImagePart.from_path("shot.png")`` and ``ImagePart.from_bytes(png)`` read files and
+    bytes (PNG, JPEG, GIF, WebP)."""
+
+    model_config = _FROZEN
+    type: Literal["image"] = "image"
+    media_type: str | None = None
+    data: str | None = None
+    url: str | None = None
+
+    @classmethod
+    def from_bytes(cls, data: bytes, media_type: str | None = None) -> ImagePart:
+        media_type = media_type or sniff_media_type(data)
+        if media_type is None or not media_type.startswith("image/"):
+            raise ValueError("ImagePart.from_bytes: not a PNG, JPEG, GIF or WebP image; give media_type=")
+        return cls(media_type=media_type, data=base64.b64encode(data).decode())
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike[str]) -> ImagePart:
+        return cls.from_bytes(pathlib.Path(path).read_bytes())
+
+
+class DocumentPart(BaseModel):
+    """A document (a PDF as base64 ``data`` or a ``url``, or plain ``text``) in a user turn or a
+    tool's result. ``DocumentPart.from_path("report.pdf")`` reads a file."""
+
+    model_config = _FROZEN
+    type: Literal["document"] = "document"
+    media_type: str | None = None
+    data: str | None = None
+    url: str | None = None
+    text: str | None = None
+    title: str | None = None
+
+    @classmethod
+    def from_bytes(cls, data: bytes, media_type: str | None = None, title: str | None = None) -> DocumentPart:
+        media_type = media_type or sniff_media_type(data)
+        if media_type != "application/pdf":
+            raise ValueError("DocumentPart.from_bytes: not a PDF; give plain text as DocumentPart(text=...)")
+        return cls(media_type=media_type, data=base64.b64encode(data).decode(), title=title)
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike[str]) -> DocumentPart:
+        path = pathlib.Path(path)
+        return cls.from_bytes(path.read_bytes(), title=path.name)
+
+
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+    (b"%PDF-", "application/pdf"),
+)
+
+
+def sniff_media_type(data: bytes) -> str | None:
+    """The media type of ``data`` by its first bytes (PNG, JPEG, GIF, WebP, PDF), or None."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return next((kind for magic, kind in _MAGIC if data.startswith(magic)), None)
+
+
+Part = Annotated[
+    TextPart | ThoughtPart | ToolCall | ToolResult | ProviderPart | ImagePart | DocumentPart,
+    Field(discriminator="type"),
+]
 PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
 
 
@@ -417,10 +486,12 @@ def make_event(
 
 __all__ = [
     "EVENT_ADAPTER",
+    "DocumentPart",
     "ErrorInfo",
     "ErrorOccurred",
     "Event",
     "EventBase",
+    "ImagePart",
     "Instruction",
     "LimitReached",
     "Message",
@@ -449,5 +520,6 @@ __all__ = [
     "Usage",
     "make_event",
     "new_call_id",
+    "sniff_media_type",
     "trusted",
 ]

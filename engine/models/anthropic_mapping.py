@@ -27,6 +27,8 @@ from typing import Any
 
 from ..errors import ModelError
 from ..events import (
+    DocumentPart,
+    ImagePart,
     Instruction,
     Message,
     ModelResponse,
@@ -169,8 +171,14 @@ def to_block(part: Any) -> dict[str, Any] | None:
     if kind is ToolCall:
         return {"type": "tool_use", "id": part.id, "name": part.name, "input": part.args}
     if kind is ToolResult:
-        content = part.content if isinstance(part.content, str) else json.dumps(part.content)
-        return {"type": "tool_result", "tool_use_id": part.call_id, "content": content, "is_error": part.is_error}
+        return {
+            "type": "tool_result",
+            "tool_use_id": part.call_id,
+            "content": _result_content(part.content),
+            "is_error": part.is_error,
+        }
+    if kind is ImagePart or kind is DocumentPart:
+        return _media(part.model_dump(exclude_none=True))
     if kind is ThoughtPart:
         if part.redacted:
             return {"type": "redacted_thinking", "data": part.data or ""}
@@ -182,6 +190,38 @@ def to_block(part: Any) -> dict[str, Any] | None:
             return None
         return dict(part.block)
     return None
+
+
+def _is_media(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") in ("image", "document")
+
+
+def _result_content(content: Any) -> Any:
+    """A tool's result: text, or (when it holds images or documents) a list of content blocks."""
+    if isinstance(content, str):
+        return content
+    items = content if isinstance(content, list) else [content]
+    if not any(_is_media(item) for item in items):
+        return json.dumps(content)
+    return [_media(item) if _is_media(item) else _text_block(item) for item in items]
+
+
+def _text_block(item: Any) -> dict[str, Any]:
+    return {"type": "text", "text": item if isinstance(item, str) else json.dumps(item)}
+
+
+def _media(part: dict[str, Any]) -> dict[str, Any]:
+    """An image or document part (as data) as the API's block."""
+    if part.get("url"):
+        source: dict[str, Any] = {"type": "url", "url": part["url"]}
+    elif part.get("data"):
+        source = {"type": "base64", "media_type": part.get("media_type"), "data": part["data"]}
+    else:
+        source = {"type": "text", "media_type": "text/plain", "data": part.get("text") or ""}
+    block: dict[str, Any] = {"type": part["type"], "source": source}
+    if part["type"] == "document" and part.get("title"):
+        block["title"] = part["title"]
+    return block
 
 
 # ------------------------------------------------------------------ replies
