@@ -40,7 +40,7 @@ import time
 import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anthropic
 
@@ -489,3 +489,11 @@ def _model_error(exc: anthropic.AnthropicError) -> ModelError:
     if type(exc).__name__ == "CredentialsError":
         return ModelError(f"the Anthropic credentials could not be loaded: {exc}", retryable=False)
     return ModelError(f"Anthropic client error: {type(exc).__name__}: {_cut(str(exc))}", retryable=False)
+
+
+if TYPE_CHECKING:  # mypy --strict (.ci/typecheck) checks that the cloud clients fit ``client``
+
+    def _cloud_clients_fit(vertex: anthropic.AsyncAnthropicVertex, bedrock: anthropic.AsyncAnthropicBedrock) -> None:
+        AnthropicModel("claude-opus-4-6@20260205", client=vertex)
+        AnthropicModel("anthropic.claude-opus-4-6-v1:0", client=bedrock)
+        AnthropicModel("claude-opus-4-6@20260205", client=lambda: vertex)
