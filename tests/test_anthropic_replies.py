@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from loopwright.events import ErrorOccurred, ProviderPart
+from loopwright.run_state import RunState
 
 from .fake_claude import (
     FakeClaude,
@@ -75,6 +76,15 @@ def test_server_tool_blocks_and_citations_are_kept_and_go_back_unchanged(fake: F
         assert sent["messages"][1] == {"role": "assistant", "content": back}
     for sent in fake.requests[0::2]:  # server tools given as options join the agent's own
         assert [t["name"] for t in sent["tools"]] == ["web_search", "weather"] and sent["tools"][0] == web
+
+
+def test_kept_blocks_survive_a_saved_run_state(fake: FakeClaude) -> None:
+    search = server_tool_use("srv_1", "web_search", {"query": "Paris"})
+    fake.script += [message(text("Searching."), search, stop_reason="pause_turn"), message(text("Found."))]
+    result = run(agent(fake))
+    saved = RunState.from_json(result.run_state.to_json())
+    assert saved.messages == result.messages
+    assert any(isinstance(p, ProviderPart) and p.block == search for m in saved.messages for p in m.parts)
 
 
 def test_reply_details_are_kept(fake: FakeClaude) -> None:
