@@ -1,6 +1,6 @@
-"""AnthropicModel: Claude through the official ``anthropic`` SDK. The only module that imports
-``anthropic``; the SDK's types never leave it (mapping: :mod:`.anthropic_mapping`; per-model
-facts: :mod:`.claude_facts`).
+"""AnthropicModel: Claude through the official ``anthropic`` SDK. Only this module and
+:mod:`.anthropic_errors` import ``anthropic``; the SDK's types never leave them (mapping:
+:mod:`.anthropic_mapping`; per-model facts: :mod:`.claude_facts`).
 
 Calls: every call streams (``complete`` too), so any ``max_tokens`` the model allows works; the
 default ``max_tokens`` is the model's own output limit. Options are checked when the model is
@@ -12,7 +12,7 @@ Cut replies: a reply cut by ``max_tokens`` goes into the history; the next reque
 to continue in a user turn (never a prefill). A cut that left nothing usable (inside thinking or
 a tool call's input) is retried at once, once, with twice the budget (up to the model's limit);
 if that is cut empty too the call fails with a message saying what to raise — the same request
-is never sent twice.
+is never sent twice. (A streamed retry streams its deltas again.)
 
 Clients: without ``client`` (or with a factory, ``client=lambda: AsyncAnthropicVertex(...)``)
 one client is made per event loop and closed when that loop shuts down (``asyncio.run`` and
@@ -20,12 +20,9 @@ one client is made per event loop and closed when that loop shuts down (``asynci
 the first event loop that uses it; using it from another loop (a second ``run_sync``) is a clear,
 non-retryable error. Bedrock and Vertex clients are accepted.
 
-Errors and retries (:mod:`.anthropic_errors`): one retry budget: the SDK's own retries are off (``max_retries=0``, for
-given clients too) and a failed call takes the engine's bounded retry edge, which waits at least
-the ``Retry-After`` the API sent. What fails becomes a :class:`ModelError` with the status, the
-API's own message (cut to a few hundred characters; an HTML page is named as such) and the
-request id — retryable for 408/409/429/5xx/529, connection errors and replies that are not a
-message (an HTML page or broken JSON with status 200), not for 400/401/403/404.
+Retries: one budget. The SDK's own retries are off (``max_retries=0``, for given clients too) and
+a failed call takes the engine's bounded retry edge, which waits at least the ``Retry-After`` the
+API sent. Errors: see :mod:`.anthropic_errors`.
 """
 
 from __future__ import annotations
