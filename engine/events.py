@@ -271,6 +271,9 @@ class ModelRequest(BaseModel):
     tools: tuple[ToolSpec, ...] = ()
     tool_choice: ToolChoice | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
+    tokens_left: int | None = None
+    """What is left of the run's ``max_total_tokens`` (None: no token budget). A model may
+    refuse to send a request larger than that instead of overspending."""
 
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"]

@@ -206,6 +206,19 @@ def test_cache_tokens_count_toward_the_token_budget(fake: FakeClaude) -> None:
     assert result.usage.total_tokens == 10 + 5 + 90 and len(fake.requests) == 1
 
 
+def test_a_request_larger_than_the_token_budget_left_is_never_sent(fake: FakeClaude) -> None:
+    fake.script += [message(tool_use("t", "weather", {"city": "Paris"}), stop_reason="tool_use"), message(text("no"))]
+    huge = "Weather in Paris? " + "and more detail " * 150_000  # about 2.4 MB
+    result = run(agent(fake, limits={"max_total_tokens": 1_000}), huge)
+    assert result.outcome == "failed" and result.error is not None and not result.error.retryable
+    assert result.error.message.startswith("the request holds about 60")
+    assert "more than the 1000 left of max_total_tokens; it was not sent" in result.error.message
+    assert fake.requests == []
+    fake.script.clear()
+    fake.script += [message(tool_use("t", "weather", {"city": "Paris"}), stop_reason="tool_use"), message(text("ok"))]
+    assert run(agent(fake, limits={"max_total_tokens": 1_000})).output == "ok"  # a small one goes through
+
+
 # ---------------------------------------------------------------- streaming and thinking
 
 

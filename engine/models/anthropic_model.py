@@ -42,6 +42,7 @@ from ..events import ModelRequest, ModelResponse
 from .anthropic_errors import stream_error
 from .anthropic_mapping import (
     add_dynamic,
+    estimate_tokens,
     last_container,
     mark_history,
     to_messages,
@@ -246,6 +247,8 @@ class AnthropicModel:
 
     async def _call(self, request: ModelRequest, *, deltas: bool) -> AsyncIterator[StreamDelta | ModelResponse]:
         params = self.params(request)
+        if request.tokens_left is not None:
+            _check_budget(params, request.tokens_left)
         client = await self.client()
         budget = params["max_tokens"]
         while True:
@@ -364,6 +367,18 @@ async def _close_at_loop_end(client: Client) -> AsyncIterator[None]:
     finally:
         with contextlib.suppress(Exception):
             await client.close()
+
+
+def _check_budget(params: dict[str, Any], left: int) -> None:
+    """Refuse, before sending, a request larger than what is left of ``max_total_tokens``."""
+    estimate = estimate_tokens(params)
+    if estimate > left:
+        raise ModelError(
+            f"the request holds about {estimate} input tokens (a local estimate: 4 characters a token), more "
+            f"than the {max(left, 0)} left of max_total_tokens; it was not sent. Raise max_total_tokens, or "
+            "keep tool results and history smaller",
+            retryable=False,
+        )
 
 
 def _warn_if_deprecated(model: str, end_of_life: str | None) -> None:
