@@ -19,9 +19,11 @@ _EXPORTS: dict[str, str] = {
     "ConfigurationError": "errors",
     "CredentialRequired": "errors",
     "Deny": "decisions",
+    "DocumentPart": "events",
     "ErrorInfo": "events",
     "Event": "events",
     "Extension": "machine",
+    "ImagePart": "events",
     "Instruction": "events",
     "InstructionError": "errors",
     "Limits": "limits",
@@ -36,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "NoTransitionError": "errors",
     "Pending": "tools",
     "PendingRequest": "events",
+    "ProviderPart": "events",
     "Report": "verify",
     "ResumeError": "errors",
     "Row": "machine",
@@ -82,9 +85,11 @@ __all__ = [
     "ConfigurationError",
     "CredentialRequired",
     "Deny",
+    "DocumentPart",
     "ErrorInfo",
     "Event",
     "Extension",
+    "ImagePart",
     "Instruction",
     "InstructionError",
     "Limits",
@@ -99,6 +104,7 @@ __all__ = [
     "NoTransitionError",
     "Pending",
     "PendingRequest",
+    "ProviderPart",
     "Report",
     "ResumeError",
     "Row",
@@ -156,13 +162,16 @@ if TYPE_CHECKING:
     from .errors import RunBusy as RunBusy
     from .errors import ScriptExhaustedError as ScriptExhaustedError
     from .errors import ToolError as ToolError
+    from .events import DocumentPart as DocumentPart
     from .events import ErrorInfo as ErrorInfo
     from .events import Event as Event
+    from .events import ImagePart as ImagePart
     from .events import Instruction as Instruction
     from .events import Message as Message
     from .events import ModelRequest as ModelRequest
     from .events import ModelResponse as ModelResponse
     from .events import PendingRequest as PendingRequest
+    from .events import ProviderPart as ProviderPart
     from .events import TextPart as TextPart
     from .events import ThoughtPart as ThoughtPart
     from .events import ToolCall as ToolCall

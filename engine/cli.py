@@ -211,7 +211,7 @@ def _demo(args: argparse.Namespace) -> int:
             return 2
         from .models.anthropic_model import AnthropicModel
 
-        model = AnthropicModel(model=args.model, max_tokens=1024)
+        model = AnthropicModel(model=args.model)  # max_tokens: the model's own output limit
     if args.example == "helpdesk":
         if model is not None:
             print("--model runs the trip example; the helpdesk example is scripted only.", file=sys.stderr)

@@ -45,11 +45,15 @@ class InstructionError(LoopwrightError, KeyError):
 class ModelError(LoopwrightError, RuntimeError):
     """A model call failed. ``retryable`` errors take the reason stage's bounded retry edge."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = True) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, retryable: bool = True, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.retryable = retryable
+        self.retry_after = retry_after
+        """Seconds the provider asked to wait before a retry; the retry edge waits at least that."""
 
 
 class ScriptExhaustedError(ModelError):

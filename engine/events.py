@@ -8,8 +8,10 @@ Engine code builds the values it creates itself with :func:`trusted`, which skip
 
 from __future__ import annotations
 
+import base64
 import itertools
 import os
+import pathlib
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
@@ -110,7 +112,88 @@ class ToolResult(BaseModel):
     is_error: bool = False
 
 
-Part = Annotated[TextPart | ThoughtPart | ToolCall | ToolResult, Field(discriminator="type")]
+class ProviderPart(BaseModel):
+    """A provider's own content block that loopwright does not interpret (server tool use and
+    its results, web search and fetch results, code execution results, container uploads,
+    compaction, citations-bearing blocks of new kinds...). Kept in the history and sent back to
+    the same provider unchanged; other providers skip it. ``text`` is a readable summary."""
+
+    model_config = _FROZEN
+    type: Literal["provider"] = "provider"
+    provider: str
+    kind: str
+    block: dict[str, JsonValue]
+    text: str = ""
+
+
+class ImagePart(BaseModel):
+    """An image in a user turn or a tool's result: base64 ``data`` with its ``media_type``, or a
+    ``url``. ``ImagePart.from_path("shot.png")`` and ``ImagePart.from_bytes(png)`` read files and
+    bytes (PNG, JPEG, GIF, WebP)."""
+
+    model_config = _FROZEN
+    type: Literal["image"] = "image"
+    media_type: str | None = None
+    data: str | None = None
+    url: str | None = None
+
+    @classmethod
+    def from_bytes(cls, data: bytes, media_type: str | None = None) -> ImagePart:
+        media_type = media_type or sniff_media_type(data)
+        if media_type is None or not media_type.startswith("image/"):
+            raise ValueError("ImagePart.from_bytes: not a PNG, JPEG, GIF or WebP image; give media_type=")
+        return cls(media_type=media_type, data=base64.b64encode(data).decode())
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike[str]) -> ImagePart:
+        return cls.from_bytes(pathlib.Path(path).read_bytes())
+
+
+class DocumentPart(BaseModel):
+    """A document (a PDF as base64 ``data`` or a ``url``, or plain ``text``) in a user turn or a
+    tool's result. ``DocumentPart.from_path("report.pdf")`` reads a file."""
+
+    model_config = _FROZEN
+    type: Literal["document"] = "document"
+    media_type: str | None = None
+    data: str | None = None
+    url: str | None = None
+    text: str | None = None
+    title: str | None = None
+
+    @classmethod
+    def from_bytes(cls, data: bytes, media_type: str | None = None, title: str | None = None) -> DocumentPart:
+        media_type = media_type or sniff_media_type(data)
+        if media_type != "application/pdf":
+            raise ValueError("DocumentPart.from_bytes: not a PDF; give plain text as DocumentPart(text=...)")
+        return cls(media_type=media_type, data=base64.b64encode(data).decode(), title=title)
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike[str]) -> DocumentPart:
+        path = pathlib.Path(path)
+        return cls.from_bytes(path.read_bytes(), title=path.name)
+
+
+_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+    (b"%PDF-", "application/pdf"),
+)
+
+
+def sniff_media_type(data: bytes) -> str | None:
+    """The media type of ``data`` by its first bytes (PNG, JPEG, GIF, WebP, PDF), or None."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return next((kind for magic, kind in _MAGIC if data.startswith(magic)), None)
+
+
+Part = Annotated[
+    TextPart | ThoughtPart | ToolCall | ToolResult | ProviderPart | ImagePart | DocumentPart,
+    Field(discriminator="type"),
+]
 PART_ADAPTER: TypeAdapter[Part] = TypeAdapter(Part)
 
 
@@ -188,6 +271,9 @@ class ModelRequest(BaseModel):
     tools: tuple[ToolSpec, ...] = ()
     tool_choice: ToolChoice | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
+    tokens_left: int | None = None
+    """What is left of the run's ``max_total_tokens`` (None: no token budget). A model may
+    refuse to send a request larger than that instead of overspending."""
 
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"]
@@ -197,10 +283,13 @@ class ModelResponse(BaseModel):
     """One reply of the model: parts in the order the model produced them, and usage."""
 
     model_config = _FROZEN
-    parts: tuple[TextPart | ThoughtPart | ToolCall, ...] = ()
+    parts: tuple[TextPart | ThoughtPart | ToolCall | ProviderPart, ...] = ()
     usage: Usage = Field(default_factory=Usage)
     stop_reason: StopReason | None = None
     model: str | None = None
+    details: dict[str, JsonValue] = Field(default_factory=dict)
+    """What else the provider said of this reply (message id, stop sequence, container,
+    citations, server tool use counts), as plain data."""
 
     @property
     def tool_calls(self) -> list[ToolCall]:
@@ -223,6 +312,8 @@ class ErrorInfo(BaseModel):
     message: str
     status: int | None = None
     retryable: bool = False
+    retry_after: float | None = None
+    """Seconds the provider asked to wait before a retry (its ``Retry-After``), if it said."""
 
 
 # ---------------------------------------------------------------- events
@@ -455,13 +546,15 @@ def make_event(
 
 
 __all__ = [
+    "Compacted",
+    "DocumentPart",
     "EVENT_ADAPTER",
     "EVENT_FIELDS",
-    "Compacted",
     "ErrorInfo",
     "ErrorOccurred",
     "Event",
     "EventBase",
+    "ImagePart",
     "Instruction",
     "LimitReached",
     "Message",
@@ -475,6 +568,7 @@ __all__ = [
     "Paused",
     "PendingRequest",
     "PlanUpdated",
+    "ProviderPart",
     "Resumed",
     "RunFinished",
     "RunStarted",
@@ -492,5 +586,6 @@ __all__ = [
     "Usage",
     "make_event",
     "new_call_id",
+    "sniff_media_type",
     "trusted",
 ]

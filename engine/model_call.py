@@ -94,5 +94,11 @@ async def _after(response: ModelResponse, ctx: RunContext) -> ModelResponse:
 
 def error_info(exc: BaseException) -> ErrorInfo:
     if isinstance(exc, ModelError):
-        return ErrorInfo(kind="model", message=exc.message, status=exc.status, retryable=exc.retryable)
+        return ErrorInfo(
+            kind="model",
+            message=exc.message,
+            status=exc.status,
+            retryable=exc.retryable,
+            retry_after=getattr(exc, "retry_after", None),
+        )
     return ErrorInfo(kind="model", message=f"{type(exc).__name__}: {exc}", retryable=False)

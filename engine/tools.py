@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
 from .errors import ConfigurationError
-from .events import ToolSpec
+from .events import DocumentPart, ImagePart, ToolSpec, sniff_media_type
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$")
@@ -200,7 +200,21 @@ def to_json_value(value: Any) -> Any:
     anything JSON cannot hold becomes its ``str``)."""
     if type(value) in _SIMPLE:
         return value
-    return to_jsonable_python(value, fallback=str)
+    if isinstance(value, bytes | bytearray):  # an image or a PDF becomes its part; other bytes are named
+        return _binary(bytes(value))
+    return to_jsonable_python(value, fallback=str, bytes_mode="base64")
+
+
+def _binary(data: bytes) -> Any:
+    kind = sniff_media_type(data)
+    if kind == "application/pdf":
+        return DocumentPart.from_bytes(data).model_dump(exclude_none=True)
+    if kind is not None:
+        return ImagePart.from_bytes(data).model_dump(exclude_none=True)
+    return (
+        f"the tool returned {len(data)} bytes of binary data that are neither an image (PNG, JPEG, GIF, WebP) "
+        "nor a PDF; return text, an ImagePart or a DocumentPart instead"
+    )
 
 
 @overload

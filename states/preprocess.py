@@ -96,6 +96,7 @@ def _build_request(rs: RunState, ctx: RunContext, instructions: tuple[Instructio
         tools=agent.tool_specs,
         tool_choice=None,
         settings=agent.model_settings,
+        tokens_left=None if (cap := rs.limits.max_total_tokens) is None else cap - rs.usage.total_tokens,
     )
     for process in ctx.request_hooks:
         request = process(request, rs, ctx)

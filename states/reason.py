@@ -2,7 +2,8 @@
 
 Reads ``request``, ``attempt`` and the agent's model and model callbacks; writes ``response``
 (or ``model_error``), ``attempt`` and ``iteration`` (a pass's first attempt counts one).
-A retry (the bounded ``reason -> reason`` row) first waits ``Limits.retry_delay(attempt)``.
+A retry (the bounded ``reason -> reason`` row) first waits ``Limits.retry_delay(attempt)``, or the
+failed call's ``retry_after`` (the provider's ``Retry-After``) when that is longer.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from loopwright.run_state import RunState
 
 async def reason(rs: RunState, ctx: RunContext) -> None:
     rs.response = None
-    rs.model_error = None
+    failed, rs.model_error = rs.model_error, None
     if rs.deadline_hit:
         return
-    if rs.attempt > 0:
-        await asyncio.sleep(ctx.limits.retry_delay(rs.attempt))
+    if rs.attempt > 0:  # a retry: the backoff, or longer if the provider said (Retry-After, at most 60 s)
+        asked = failed.retry_after if failed is not None and failed.retry_after else 0.0
+        await asyncio.sleep(max(ctx.limits.retry_delay(rs.attempt), min(asked, 60.0)))
     rs.attempt += 1
     if rs.attempt == 1:
         rs.iteration += 1

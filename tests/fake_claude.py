@@ -5,14 +5,29 @@ input_json, thinking and signature deltas, message_delta, message_stop), error e
 stream, and real error bodies, status codes and ``request-id`` headers. Each test scripts the
 replies; the server records every request body (and its headers) it received.
 
-Script items: a reply body (:func:`message`), :class:`Error` (an HTTP error), :class:`Cut` (a
-stream that breaks off), :class:`StreamError` (an ``error`` event inside a 200 stream).
+Script items: a reply body (:func:`message`), :class:`Error` (an HTTP error, with the
+``Retry-After`` it says), :class:`Cut` (a stream that breaks off), :class:`StreamError` (an
+``error`` event inside a 200 stream), :class:`Raw` (any status and body: an HTML page, broken
+JSON, a torn body).
+
+It also holds the API's rules that matter to a client:
+
+- prefill: a request whose last turn is the assistant's is refused with 400 on models that do
+  not take prefill (every model but the 4.5 line, and every model with thinking on), unless the
+  reply before was ``pause_turn``, which the API asks to be sent back last;
+- a non-streamed request with ``max_tokens`` over 21,333 is refused (the API asks to stream);
+- usage accounting (``account=True``): input tokens are counted from the request (about four
+  characters a token) and prompt caching is played out: each ``cache_control`` breakpoint writes
+  its prefix, a later request reads the longest cached prefix found at a breakpoint or up to 20
+  blocks before it; ``usage`` replaces the scripted numbers and ``ledger`` keeps them all.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -58,13 +73,45 @@ def thinking(value: str, signature: str) -> dict[str, Any]:
     return {"type": "thinking", "thinking": value, "signature": signature}
 
 
+def server_tool_use(id_: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "server_tool_use", "id": id_, "name": name, "input": args}
+
+
+def web_search_result(tool_use_id: str, url: str, title: str) -> dict[str, Any]:
+    result = {"type": "web_search_result", "url": url, "title": title, "encrypted_content": "enc==", "page_age": None}
+    return {"type": "web_search_tool_result", "tool_use_id": tool_use_id, "content": [result]}
+
+
+def cited_text(value: str, url: str, quote: str) -> dict[str, Any]:
+    citation = {
+        "type": "web_search_result_location",
+        "url": url,
+        "title": "Source",
+        "encrypted_index": "idx==",
+        "cited_text": quote,
+    }
+    return {"type": "text", "text": value, "citations": [citation]}
+
+
 @dataclass
 class Error:
-    """A scripted HTTP error reply (the SDK may retry it: ``retry-after-ms: 1``)."""
+    """A scripted HTTP error reply; ``retry_after`` is its ``Retry-After`` header (seconds)."""
 
     status: int
     kind: str
     message: str
+    retry_after: str | None = "0"
+
+
+@dataclass
+class Raw:
+    """Any reply: ``status``, ``body`` as sent, its content type; ``torn`` announces a longer
+    body than it sends and hangs up."""
+
+    status: int
+    body: str
+    content_type: str = "text/html"
+    torn: bool = False
 
 
 @dataclass
@@ -95,6 +142,15 @@ class FakeClaude:
     script: list[Any] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    prefill: bool | None = None
+    """None: as the API does by model (see the module docstring); True/False: always/never."""
+    account: bool = False
+    """Count usage from the requests and play out prompt caching (see the module docstring)."""
+    ledger: list[dict[str, int]] = field(default_factory=list)
+    cache: set[str] = field(default_factory=set)
+    paused: bool = False
+    """The last reply was ``pause_turn``: the next request may end with that assistant turn."""
 
     def __enter__(self) -> FakeClaude:
         self.server = _Server(("127.0.0.1", 0), _Handler, self)
@@ -141,21 +197,36 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         fake.requests.append(body)
         fake.headers.append({k.lower(): v for k, v in self.headers.items()})
+        fake.paths.append(self.path)
         self.request_id = f"req_{next(self.server.ids):03d}"
-        if self.path != "/v1/messages":
+        vertex = re.search(r"/publishers/anthropic/models/([^/:]+):(stream)?rawPredict$", self.path, re.IGNORECASE)
+        if vertex:  # Google Vertex AI's route: the model is in the path, the stream flag in the body
+            body = {**body, "model": vertex.group(1)}
+        elif self.path != "/v1/messages":
             return self._error(404, "not_found_error", f"no route for {self.path}")
+        refused = refusal(fake, body)
+        if refused:
+            return self._error(400, "invalid_request_error", refused)
         if not fake.script:
             return self._error(500, "api_error", "the test's script has no reply left")
-        return self._answer(fake.script.pop(0), body)
+        reply = fake.script.pop(0)
+        fake.paused = isinstance(reply, dict) and reply.get("stop_reason") == "pause_turn"
+        if fake.account and isinstance(reply, dict):
+            usage = account(fake, body)
+            fake.ledger.append(usage)
+            reply = {**reply, "usage": {**reply["usage"], **usage}}
+        return self._answer(reply, body)
 
     def _answer(self, reply: Any, body: dict[str, Any]) -> None:
         """Send the scripted ``reply`` to the request ``body``."""
         if isinstance(reply, Error):
-            return self._error(reply.status, reply.kind, reply.message)
+            return self._error(reply.status, reply.kind, reply.message, reply.retry_after)
         if isinstance(reply, Cut):
             return self._cut(reply)
         if isinstance(reply, StreamError):
             return self._stream_error(reply)
+        if isinstance(reply, Raw):
+            return self._raw(reply)
         if body.get("stream"):
             return self._sse(list(sse_events(reply)))
         return self._json(200, as_json_reply(reply))
@@ -167,9 +238,20 @@ class _Handler(BaseHTTPRequestHandler):
         error = {"type": "error", "error": {"type": reply.kind, "message": reply.message}}
         self._sse([*list(sse_events(reply.reply))[: reply.events], ("error", error)])
 
-    def _error(self, status: int, kind: str, message: str) -> None:
+    def _error(self, status: int, kind: str, message: str, retry_after: str | None = "0") -> None:
         error = {"type": "error", "error": {"type": kind, "message": message}}
-        self._json(status, error, {"retry-after-ms": "1", "retry-after": "0"})
+        self._json(status, error, {"retry-after": retry_after} if retry_after is not None else {})
+
+    def _raw(self, reply: Raw) -> None:
+        data = reply.body.encode()
+        self.send_response(reply.status)
+        self.send_header("content-type", reply.content_type)
+        self.send_header("request-id", self.request_id)
+        self.send_header("content-length", str(len(data) * 2 if reply.torn else len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        if reply.torn:
+            self.close_connection = True
 
     def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
@@ -220,8 +302,17 @@ def sse_events(reply: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
                     "content_block_delta",
                     {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": chunk}},
                 )
-        elif block["type"] == "tool_use":
-            empty = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            for citation in block.get("citations") or ():
+                yield (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "citations_delta", "citation": citation},
+                    },
+                )
+        elif block["type"] in ("tool_use", "server_tool_use"):
+            empty = {"type": block["type"], "id": block["id"], "name": block["name"], "input": {}}
             yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}
             for chunk in _chunks(block.get(_PARTIAL, json.dumps(block["input"]))):
                 yield (
@@ -266,3 +357,75 @@ def sse_events(reply: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
 
 def _chunks(value: str, size: int = 7) -> list[str]:
     return [value[i : i + size] for i in range(0, len(value), size)] or [""]
+
+
+# ---------------------------------------------------------------- the API's rules
+
+_PREFILL_MODELS = re.compile(r"claude-(opus|sonnet|haiku)-4-5")
+NONSTREAMING_MAX_TOKENS = 21_333
+
+
+def refusal(fake: FakeClaude, body: dict[str, Any]) -> str | None:
+    """What the API would refuse in ``body`` (a 400's message), or None."""
+    messages = body.get("messages") or []
+    if messages and messages[-1]["role"] == "assistant" and not fake.paused:
+        thinking_on = (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")
+        allowed = fake.prefill if fake.prefill is not None else bool(_PREFILL_MODELS.search(body.get("model", "")))
+        if thinking_on or not allowed:
+            return (
+                "This model does not support assistant message prefill. The conversation must end with a user message."
+            )
+    if not body.get("stream") and body.get("max_tokens", 0) > NONSTREAMING_MAX_TOKENS:
+        return "Streaming is required for operations that may take longer than 10 minutes (max_tokens is too large)"
+    return None
+
+
+def _tokens(block: Any) -> int:
+    if isinstance(block, dict):
+        block = {k: v for k, v in block.items() if k != "cache_control"}
+    return max(1, len(json.dumps(block, sort_keys=True)) // 4)
+
+
+def _blocks(body: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    """The request's blocks in cache-prefix order (tools, system, messages), each with its role."""
+    out: list[tuple[dict[str, Any], str]] = [(t, "tools") for t in body.get("tools") or []]
+    system = body.get("system") or []
+    out += (
+        [({"type": "text", "text": system}, "system")] if isinstance(system, str) else [(b, "system") for b in system]
+    )
+    for turn in body.get("messages") or []:
+        content = turn["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        out += [(b, turn["role"]) for b in blocks]
+    return out
+
+
+def account(fake: FakeClaude, body: dict[str, Any]) -> dict[str, int]:
+    """The usage the API would bill for ``body``, with the prompt cache played out."""
+    blocks = _blocks(body)
+    digest = hashlib.sha256(body.get("model", "").encode())
+    keys: list[str] = []
+    tokens: list[int] = []
+    for block, role in blocks:
+        digest.update(role.encode() + json.dumps({k: v for k, v in block.items() if k != "cache_control"},
+                                                 sort_keys=True).encode())  # fmt: skip
+        keys.append(digest.hexdigest())
+        tokens.append(_tokens(block))
+    total = sum(tokens)
+    breakpoints = [i for i, (block, _) in enumerate(blocks) if block.get("cache_control")]
+    read_to = 0
+    for point in breakpoints:
+        for j in range(point, max(-1, point - 20), -1):
+            if keys[j] in fake.cache:
+                read_to = max(read_to, j + 1)
+                break
+    write_to = max(breakpoints, default=-1) + 1
+    read = sum(tokens[:read_to])
+    written = sum(tokens[read_to:write_to]) if write_to > read_to else 0
+    for point in breakpoints:
+        fake.cache.add(keys[point])
+    return {
+        "input_tokens": total - read - written,
+        "cache_read_input_tokens": read,
+        "cache_creation_input_tokens": written,
+    }

@@ -26,6 +26,7 @@ from loopwright.events import (
     ToolResult,
     ToolSpec,
 )
+from loopwright.models.anthropic_mapping import CONTINUE
 from loopwright.models.anthropic_model import to_messages
 
 from .fake_claude import FakeClaude, message, text
@@ -64,13 +65,15 @@ def test_options_settings_and_tool_choice_reach_the_api(fake: FakeClaude) -> Non
         tool_choice="any",
         settings={"max_tokens": 99, "top_k": 5},  # an agent's model_settings win over the model's options
     )
-    reply = complete(fake, request, max_tokens=4096, top_k=1, stop_sequences=["STOP"], metadata={"user_id": "u1"})
+    reply = complete(
+        fake, request, max_tokens=4096, top_k=1, stop_sequences=["STOP"], metadata={"user_id": "u1"}, cache=None
+    )
     assert reply.text == "ok" and reply.stop_reason == "end_turn" and reply.model == "claude-test"
     body = fake.requests[0]
     assert body["max_tokens"] == 99 and body["top_k"] == 5
     assert body["stop_sequences"] == ["STOP"] and body["metadata"] == {"user_id": "u1"}
     assert body["tool_choice"] == {"type": "any"}
-    assert body["system"] == [{"type": "text", "text": "Be brief."}]  # nothing to cache: no breakpoint
+    assert body["system"] == [{"type": "text", "text": "Be brief."}]  # cache=None: no breakpoint
 
 
 def test_no_tools_means_no_tools_and_no_tool_choice(fake: FakeClaude) -> None:
@@ -118,7 +121,10 @@ def test_history_maps_to_alternating_turns() -> None:
                 {"type": "text", "text": "Hurry."},
             ],
         },
-        {"role": "assistant", "content": [{"type": "text", "text": "I saw "}, {"type": "text", "text": "one thing."}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "I saw "}]},
+        {"role": "user", "content": [{"type": "text", "text": CONTINUE}]},  # a cut turn is continued on request
+        {"role": "assistant", "content": [{"type": "text", "text": "one thing.  \n"}]},
+        {"role": "user", "content": [{"type": "text", "text": CONTINUE}]},  # never a prefill
     ]
 
 
@@ -131,7 +137,8 @@ def test_blank_text_is_not_sent() -> None:
     ]
     assert to_messages(history) == [
         {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": "again"}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "so"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "so "}]},
+        {"role": "user", "content": [{"type": "text", "text": CONTINUE}]},
     ]
 
 
@@ -164,6 +171,4 @@ def test_any_history_maps_to_turns_the_api_accepts_in_shape(history: list[Messag
         kinds = [b["type"] for b in turn["content"]]
         assert kinds == sorted(kinds, key=lambda k: k != "tool_result") or turn["role"] == "assistant"
         assert not any(b["type"] == "text" and not b["text"].strip() for b in turn["content"])
-    if turns and turns[-1]["role"] == "assistant" and turns[-1]["content"][-1]["type"] == "text":
-        last = turns[-1]["content"][-1]["text"]
-        assert last == last.rstrip()
+    assert not turns or turns[-1]["role"] == "user"  # no prefill: models from 4.6 on refuse it

@@ -5,10 +5,12 @@ caching, usage and budgets, cut-short replies, retries and errors."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +20,21 @@ import pytest
 
 from loopwright import Agent, AnthropicModel, Limits, Runner, RunResult, tool
 from loopwright.events import ErrorOccurred, TextDelta, ToolAnswered
+from loopwright.models.anthropic_mapping import CONTINUE
 
-from .fake_claude import Cut, Error, FakeClaude, StreamError, cut_tool_use, message, text, thinking, tool_use
+from .fake_claude import (
+    Cut,
+    Error,
+    FakeClaude,
+    StreamError,
+    cut_tool_use,
+    message,
+    server_tool_use,
+    text,
+    thinking,
+    tool_use,
+    web_search_result,
+)
 
 
 @tool
@@ -37,9 +52,12 @@ def fake() -> Iterator[FakeClaude]:
 
 
 def agent(fake: FakeClaude, *, retries: int = 0, base_url: str | None = None, **kw: Any) -> Agent:
-    """An agent on AnthropicModel, its client pointed at the fake server (SDK retries: ``retries``)."""
+    """An agent on AnthropicModel, its client pointed at the fake server (the client's own SDK
+    retries: ``retries``; AnthropicModel turns them off); no prompt caching unless ``cache``."""
     client = anthropic.AsyncAnthropic(base_url=base_url or fake.base_url, api_key="test-key", max_retries=retries)
-    model = AnthropicModel("claude-test", max_tokens=512, client=client, temperature=0.2)
+    options = {"temperature": 0.2, **kw.pop("options", {})}
+    name, budget, cache = kw.pop("model", "claude-test"), kw.pop("max_tokens", 512), kw.pop("cache", None)
+    model = AnthropicModel(name, max_tokens=budget, client=client, cache=cache, **options)
     limits = Limits(max_model_retries=kw.pop("max_model_retries", 0), retry_backoff_s=0, **kw.pop("limits", {}))
     return Agent(
         name="claude",
@@ -52,10 +70,11 @@ def agent(fake: FakeClaude, *, retries: int = 0, base_url: str | None = None, **
     )
 
 
-def _client(a: Agent) -> anthropic.AsyncAnthropic:
+def _client(a: Agent) -> Any:
+    """The client the test gave the agent's model (the test closes it)."""
     model = a.model
     assert isinstance(model, AnthropicModel)
-    return model.client
+    return model._given
 
 
 def run(a: Agent, text_: str = "Weather in Paris?") -> RunResult:
@@ -101,7 +120,7 @@ def test_multi_step_tool_round_trip(fake: FakeClaude) -> None:
     first, second = fake.requests
     assert first["model"] == "claude-test" and first["max_tokens"] == 512
     assert first["temperature"] == 0.2  # passed through although this SDK release does not name it
-    assert "stream" not in first and "tool_choice" not in first
+    assert first["stream"] is True and "tool_choice" not in first  # complete() streams too
     assert first["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]}]
     assert first["tools"] == [
         {"name": "weather", "description": "Weather in a city.", "input_schema": weather.spec.input_schema}
@@ -149,10 +168,18 @@ def test_parallel_tool_use_answered_in_one_turn_in_call_order_with_errors(fake: 
 
 def test_static_instruction_is_cached_the_dynamic_one_is_not(fake: FakeClaude) -> None:
     fake.script.append(message(text("ok"), usage={"cache_read_input_tokens": 100, "cache_creation_input_tokens": 20}))
-    result = run(agent(fake))
+    result = run(agent(fake, cache="5m"))
     assert fake.requests[0]["system"] == [
         {"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}},
-        {"type": "text", "text": "Today is Monday."},
+    ]
+    assert fake.requests[0]["messages"] == [  # the dynamic instruction travels after the cached prefix
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Weather in Paris?", "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": "<instructions>\nToday is Monday.\n</instructions>"},
+            ],
+        }
     ]
     assert (result.usage.cache_read_tokens, result.usage.cache_creation_tokens) == (100, 20)
     assert result.usage.total_tokens == 10 + 5 + 100 + 20
@@ -160,7 +187,7 @@ def test_static_instruction_is_cached_the_dynamic_one_is_not(fake: FakeClaude) -
 
 def test_two_static_instructions_put_the_one_cache_breakpoint_on_the_last(fake: FakeClaude) -> None:
     fake.script.append(message(text("ok")))
-    run(agent(fake, instruction="Answer in French."))
+    run(agent(fake, instruction="Answer in French.", cache="5m"))
     assert fake.requests[0]["system"] == [
         {"type": "text", "text": "You are terse."},
         {"type": "text", "text": "Answer in French.", "cache_control": {"type": "ephemeral"}},
@@ -179,6 +206,19 @@ def test_cache_tokens_count_toward_the_token_budget(fake: FakeClaude) -> None:
     assert result.usage.total_tokens == 10 + 5 + 90 and len(fake.requests) == 1
 
 
+def test_a_request_larger_than_the_token_budget_left_is_never_sent(fake: FakeClaude) -> None:
+    fake.script += [message(tool_use("t", "weather", {"city": "Paris"}), stop_reason="tool_use"), message(text("no"))]
+    huge = "Weather in Paris? " + "and more detail " * 150_000  # about 2.4 MB
+    result = run(agent(fake, limits={"max_total_tokens": 1_000}), huge)
+    assert result.outcome == "failed" and result.error is not None and not result.error.retryable
+    assert result.error.message.startswith("the request holds about 60")
+    assert "more than the 1000 left of max_total_tokens; it was not sent" in result.error.message
+    assert fake.requests == []
+    fake.script.clear()
+    fake.script += [message(tool_use("t", "weather", {"city": "Paris"}), stop_reason="tool_use"), message(text("ok"))]
+    assert run(agent(fake, limits={"max_total_tokens": 1_000})).output == "ok"  # a small one goes through
+
+
 # ---------------------------------------------------------------- streaming and thinking
 
 
@@ -195,8 +235,8 @@ def test_streaming_equals_non_streaming_and_deltas_arrive(fake: FakeClaude) -> N
     events, streamed = stream(agent(fake))
     assert replies(streamed) == replies(plain)
     assert streamed.usage == plain.usage and streamed.messages == plain.messages
-    assert fake.requests[2]["stream"] is True and "stream" not in fake.requests[0]
-    assert fake.requests[3] == {**fake.requests[1], "stream": True}  # the same history goes back
+    assert fake.requests[2]["stream"] is True and fake.requests[0]["stream"] is True
+    assert fake.requests[3] == fake.requests[1]  # the same history goes back
     first_reply = next(i for i, e in enumerate(events) if e.type == "model_responded")
     deltas = [e for e in events[:first_reply] if isinstance(e, TextDelta)]
     assert "".join(d.text for d in deltas if not d.thought) == "It is sunny in Paris, as forecast."
@@ -217,7 +257,8 @@ def test_thinking_blocks_round_trip_with_signatures(fake: FakeClaude) -> None:
 # ---------------------------------------------------------------- cut-short replies
 
 
-def test_max_tokens_is_continued_not_truncated(fake: FakeClaude) -> None:
+def test_max_tokens_is_continued_in_a_user_turn_never_by_prefill(fake: FakeClaude) -> None:
+    """Claude 4.6 and later refuse a request that ends with the assistant (the fake does too)."""
     fake.script += [
         message(text("The forecast for Paris is "), stop_reason="max_tokens"),
         message(text("sunny all week.")),
@@ -227,11 +268,26 @@ def test_max_tokens_is_continued_not_truncated(fake: FakeClaude) -> None:
     assert [r.stop_reason for r in replies(result)] == ["max_tokens", "end_turn"]
     first, second = fake.requests
     assert second["messages"] == [
-        *first["messages"],  # the partial turn goes last, without the trailing space the API refuses
-        {"role": "assistant", "content": [{"type": "text", "text": "The forecast for Paris is"}]},
+        *first["messages"],
+        {"role": "assistant", "content": [{"type": "text", "text": "The forecast for Paris is "}]},
+        {"role": "user", "content": [{"type": "text", "text": CONTINUE}]},
     ]
     note = next(e for e in result.events if isinstance(e, ErrorOccurred))
     assert note.error.kind == "max_tokens" and note.error.retryable
+
+
+def test_a_reply_cut_twice_keeps_every_request_a_prefix_of_the_next(fake: FakeClaude) -> None:
+    fake.script += [
+        message(text("One, "), stop_reason="max_tokens"),
+        message(text("two, "), stop_reason="max_tokens"),
+        message(text("three.")),
+    ]
+    result = run(agent(fake, instruction=""))
+    assert result.output == "One, two, three."
+    for before, after in itertools.pairwise(fake.requests):  # so the prompt cache keeps working
+        assert after["messages"][: len(before["messages"]) - 1] == before["messages"][:-1]
+        assert after != before
+    assert [m["role"] for m in fake.requests[2]["messages"]] == ["user", "assistant", "user", "assistant", "user"]
 
 
 def test_a_tool_call_cut_by_max_tokens_is_never_run(fake: FakeClaude) -> None:
@@ -242,18 +298,41 @@ def test_a_tool_call_cut_by_max_tokens_is_never_run(fake: FakeClaude) -> None:
     result = run(agent(fake, instruction=""))
     assert not [e for e in result.events if isinstance(e, ToolAnswered)]
     assert result.output == "Checking done."
-    assert fake.requests[1]["messages"][-1] == {"role": "assistant", "content": [{"type": "text", "text": "Checking"}]}
+    assert fake.requests[1]["messages"][-2:] == [
+        {"role": "assistant", "content": [{"type": "text", "text": "Checking"}]},
+        {"role": "user", "content": [{"type": "text", "text": CONTINUE}]},
+    ]
 
 
-def test_a_streamed_tool_call_cut_mid_json_by_max_tokens_is_dropped(fake: FakeClaude) -> None:
+def test_a_cut_that_left_nothing_usable_is_retried_once_with_a_bigger_budget(fake: FakeClaude) -> None:
     cut = cut_tool_use("cut", "weather", '{"city": "Par')
     fake.script += [message(cut, stop_reason="max_tokens"), message(text("Sunny in Paris."))]
     events, result = stream(agent(fake, instruction=""))
-    first = replies(result)[0]
-    assert first.parts == () and first.stop_reason == "max_tokens"  # nothing left, still not final
     assert result.outcome == "final" and result.output == "Sunny in Paris."
     assert not [e for e in events if isinstance(e, ToolAnswered)]
-    assert fake.requests[1]["messages"] == fake.requests[0]["messages"]  # no empty or half turn sent
+    first, second = fake.requests
+    assert second == {**first, "max_tokens": 1024}  # never the same request twice
+    assert result.trace.count("reason") == 1
+
+
+def test_a_cut_inside_thinking_twice_ends_clearly(fake: FakeClaude) -> None:
+    unsigned = thinking("Let me think about Paris and", "")  # cut before its signature
+    fake.script += [message(unsigned, stop_reason="max_tokens")] * 3 + [message(text("never asked for"))]
+    result = run(agent(fake, instruction="", limits={"max_iterations": 5}, max_model_retries=3))
+    assert result.outcome == "failed" and result.error is not None and not result.error.retryable
+    assert result.error.message.startswith("the reply was cut by max_tokens=1024 before it produced anything usable")
+    assert [r["max_tokens"] for r in fake.requests] == [512, 1024]  # one bigger try, then a clear end
+
+
+def test_a_paused_server_tool_turn_goes_back_last_unchanged(fake: FakeClaude) -> None:
+    search = server_tool_use("srv_1", "web_search", {"query": "Paris weather"})
+    fake.script += [
+        message(text("Searching."), search, stop_reason="pause_turn"),
+        message(web_search_result("srv_1", "https://w.example/paris", "Paris"), text("Sunny, says the web.")),
+    ]
+    result = run(agent(fake, instruction=""))
+    assert result.outcome == "final" and result.output == "Searching.Sunny, says the web."
+    assert fake.requests[1]["messages"][-1] == {"role": "assistant", "content": [text("Searching."), search]}
 
 
 @pytest.mark.parametrize(
@@ -265,14 +344,11 @@ def test_every_stop_reason_is_decided_on_purpose(fake: FakeClaude, stop: str, re
     result = run(agent(fake, instruction=""))
     assert result.outcome == "final" and len(fake.requests) == requests
     assert replies(result)[0].stop_reason == stop  # the loop and the app see why the model stopped
-    if requests == 2:  # a cut-short turn is sent back for the model to continue
-        assert fake.requests[1]["messages"][-1] == {
-            "role": "assistant",
-            "content": [{"type": "text", "text": "Part one."}],
-        }
-        assert result.output == "Part one. Part two."
-    else:
-        assert result.output == "Part one."
+    if stop == "pause_turn":  # the API asks for a paused turn back as it is, last
+        assert fake.requests[1]["messages"][-1] == {"role": "assistant", "content": [text("Part one.")]}
+    if stop == "max_tokens":  # a cut turn is continued on request, never prefilled
+        assert fake.requests[1]["messages"][-1] == {"role": "user", "content": [text(CONTINUE)]}
+    assert result.output == ("Part one. Part two." if requests == 2 else "Part one.")
 
 
 def test_cut_short_replies_are_bounded_by_max_iterations(fake: FakeClaude) -> None:
@@ -284,20 +360,24 @@ def test_cut_short_replies_are_bounded_by_max_iterations(fake: FakeClaude) -> No
 # ---------------------------------------------------------------- retries and errors
 
 
-def test_rate_limit_is_retried_by_the_sdk(fake: FakeClaude) -> None:
-    fake.script += [Error(429, "rate_limit_error", "slow down"), message(text("after the wait"))]
-    result = run(agent(fake, retries=2))
+def test_one_retry_budget_on_the_engine_edge_honouring_retry_after(fake: FakeClaude) -> None:
+    fake.script += [Error(429, "rate_limit_error", "slow down", retry_after="0.3"), message(text("after the wait"))]
+    started = time.monotonic()
+    result = run(agent(fake, retries=5, max_model_retries=2))  # the client's own 5 SDK retries are turned off
     assert result.output == "after the wait" and len(fake.requests) == 2
-    assert [h["x-stainless-retry-count"] for h in fake.headers] == ["0", "1"]  # the SDK's retry, not ours
-    assert result.trace.count("reason") == 1
+    assert time.monotonic() - started >= 0.3  # the engine's backoff is 0 here: Retry-After set the wait
+    assert [h["x-stainless-retry-count"] for h in fake.headers] == ["0", "0"]  # no hidden SDK retry
+    assert result.trace.count("reason") == 2  # the retry is in the trace
+    error = next(e for e in result.events if isinstance(e, ErrorOccurred)).error
+    assert error.status == 429 and error.retry_after == 0.3
 
 
 def test_server_errors_exhausted_fail_with_the_api_message(fake: FakeClaude) -> None:
     fake.script += [Error(500, "api_error", "internal trouble")] * 4
     result = run(agent(fake, retries=1, max_model_retries=1))
-    assert result.outcome == "failed" and len(fake.requests) == 4  # (1 + 1 SDK retry) x (1 + 1 engine retry)
+    assert result.outcome == "failed" and len(fake.requests) == 2  # 1 + 1 engine retry: one budget
     assert result.error is not None and result.error.status == 500 and result.error.retryable
-    assert result.error.message == "Anthropic API error 500: api_error: internal trouble [request-id req_004]"
+    assert result.error.message == "Anthropic API error 500: api_error: internal trouble [request-id req_002]"
     assert result.trace.count("reason") == 2
     events = result.events  # whether an error was retried is the table's choice: the next state shows it
     after = [next(f.state for f in events[i:] if f.type == "state_entered") for i, e in enumerate(events)

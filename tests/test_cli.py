@@ -53,7 +53,7 @@ def test_bad_argument_gets_a_clear_message(capsys: pytest.CaptureFixture[str]) -
 def test_demo_with_a_model_and_no_key_says_what_is_missing() -> None:
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     done = subprocess.run(
-        [sys.executable, "-m", "loopwright.cli", "demo", "--model", "claude-sonnet-4-5"],
+        [sys.executable, "-m", "loopwright.cli", "demo", "--model", "claude-sonnet-5-5"],
         capture_output=True,
         text=True,
         env=env,

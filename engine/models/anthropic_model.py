@@ -1,72 +1,64 @@
-"""AnthropicModel: Claude through the official ``anthropic`` SDK. The only module that imports
-``anthropic``; the SDK's types never leave it.
+"""AnthropicModel: Claude through the official ``anthropic`` SDK. Only this module and
+:mod:`.anthropic_errors` import ``anthropic``; the SDK's types never leave them (mapping:
+:mod:`.anthropic_mapping`; per-model facts: :mod:`.claude_facts`).
 
-Request: static instructions become ``system`` text blocks, the last of them carrying
-``cache_control`` (prompt caching); dynamic instructions follow, uncached. History becomes
-``messages`` (text, ``tool_use``, ``tool_result`` with ``is_error``, ``thinking`` and
-``redacted_thinking`` sent back unchanged with their signatures); consecutive same-role turns
-are merged, so all results of one assistant turn travel in one user turn, in call order.
+Calls: every call streams (``complete`` too), so any ``max_tokens`` the model allows works; the
+default ``max_tokens`` is the model's own output limit. Options are checked when the model is
+built: unknown names are refused with the valid ones listed, ``betas`` travel as the
+``anthropic-beta`` header, sampling parameters a model refuses are dropped with a warning, and a
+model the SDK lists as deprecated warns (``FutureWarning``, shown by default).
 
-Response: every block and every ``stop_reason`` is mapped on purpose; ``max_tokens`` and
-``pause_turn`` reach the loop, which continues the reply (a ``tool_use`` block cut off by
-``max_tokens`` is dropped, never run with half its arguments).
+Cut replies: a reply cut by ``max_tokens`` goes into the history; the next request asks the model
+to continue in a user turn (never a prefill). A cut that left nothing usable (inside thinking or
+a tool call's input) is retried at once, once, with twice the budget (up to the model's limit);
+if that is cut empty too the call fails with a message saying what to raise — the same request
+is never sent twice. (A streamed retry streams its deltas again.)
 
-Errors: the SDK retries 429, 5xx and connection errors itself (``max_retries``); what is left
-becomes a :class:`ModelError` with the status, the API's own message and the request id —
-retryable for 429/5xx/529/connection (the reason stage's bounded retry edge), not for
-400/401/403/404. An ``error`` event inside a streamed reply (the API says ``overloaded_error``
-mid-stream with HTTP 200) gets the status its error type stands for; a stream that breaks off
-is a retryable error, and the text already streamed stays with the events.
+Clients: without ``client`` (or with a factory, ``client=lambda: AsyncAnthropicVertex(...)``)
+one client is made per event loop and closed when that loop shuts down (``asyncio.run`` and
+``run_sync`` do), or by ``await model.aclose()``. A client instance is used as given and bound to
+the first event loop that uses it; using it from another loop (a second ``run_sync``) is a clear,
+non-retryable error. Bedrock and Vertex clients are accepted.
+
+Retries: one budget. The SDK's own retries are off (``max_retries=0``, for given clients too) and
+a failed call takes the engine's bounded retry edge, which waits at least the ``Retry-After`` the
+API sent. Errors: see :mod:`.anthropic_errors`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-import json
+import warnings
 import weakref
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anthropic
 
-from ..errors import ModelError
-from ..events import (
-    Message,
-    ModelRequest,
-    ModelResponse,
-    StopReason,
-    TextPart,
-    ThoughtPart,
-    ToolCall,
-    ToolResult,
-    Usage,
+from ..errors import ConfigurationError, ModelError
+from ..events import ModelRequest, ModelResponse
+from .anthropic_errors import stream_error
+from .anthropic_mapping import (
+    add_dynamic,
+    estimate_tokens,
+    last_container,
+    mark_history,
+    to_messages,
+    to_response,
+    to_system,
+    usable,
 )
 from .base import StreamDelta
+from .claude_facts import CURRENT, SAMPLING, facts_for
 
-_STOP_REASONS: dict[str, StopReason] = {
-    "end_turn": "end_turn",
-    "tool_use": "tool_use",
-    "max_tokens": "max_tokens",
-    "stop_sequence": "stop_sequence",
-    "pause_turn": "pause_turn",
-    "refusal": "refusal",
-    "model_context_window_exceeded": "max_tokens",  # cut short all the same: the loop decides
-}
-_RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
-_ERROR_TYPE_STATUS = {
-    "invalid_request_error": 400,
-    "authentication_error": 401,
-    "billing_error": 402,
-    "permission_error": 403,
-    "not_found_error": 404,
-    "request_too_large": 413,
-    "rate_limit_error": 429,
-    "api_error": 500,
-    "timeout_error": 504,
-    "overloaded_error": 529,
-}
-"""The HTTP status each API error type stands for (an error event in a stream comes with 200)."""
+__all__ = ["AnthropicModel", "Client", "ClientFactory", "to_messages", "to_response", "to_system"]
+
+Client: TypeAlias = "anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex"
+ClientFactory: TypeAlias = Callable[[], Client]
+CacheTTL = Literal["5m", "1h"]
+
 _MISSING_KEY = (
     "ANTHROPIC_API_KEY is not set (and no other Anthropic credentials were found): export "
     "ANTHROPIC_API_KEY=<your key> (and ANTHROPIC_BASE_URL for a proxy) and run again, or pass "
@@ -74,90 +66,237 @@ _MISSING_KEY = (
 )
 _SDK_PARAMS = frozenset(inspect.signature(anthropic.resources.messages.AsyncMessages.create).parameters) - {"self"}
 """The arguments this SDK release's ``messages.create`` names."""
-_CACHE = {"type": "ephemeral"}
+_OWNED = frozenset({"model", "messages", "system", "stream", "tool_choice"})
+"""Arguments loopwright sets itself from the agent and the request."""
+_OPTIONS = (_SDK_PARAMS | SAMPLING | {"betas", "tools", "max_tokens"}) - _OWNED
+"""Names ``request_options`` and an agent's ``model_settings`` may use."""
+_CLIENT_TYPES = (anthropic.AsyncAnthropic, anthropic.AsyncAnthropicBedrock, anthropic.AsyncAnthropicVertex)
+_SDK_DEPRECATED: dict[str, str] = dict(getattr(anthropic.resources.messages.messages, "DEPRECATED_MODELS", {}))
 
 
 class AnthropicModel:
     """A loopwright model backed by Claude.
 
-    ``AnthropicModel(model="claude-...", max_tokens=4096, client=None, max_retries=2,
-    **request_options)``: ``request_options`` (``temperature``, ``thinking``, ``top_p``,
-    ``stop_sequences``, ``metadata``...) go to every ``messages.create`` call; an agent's
-    ``model_settings`` are merged over them. Without ``client``, an ``AsyncAnthropic`` is made
-    per event loop on first use (it reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL, or the SDK's
-    other credential sources); missing credentials are reported by ``complete``/``stream``
-    before any request is sent, never at construction (agents are often built at import time).
-    ``max_retries`` is the SDK's own retry count for those clients. A ``client`` you pass keeps
-    its own settings and must be used from one event loop (the SDK's rule).
+    ``AnthropicModel(model="claude-sonnet-5-5", max_tokens=None, client=None, max_retries=0,
+    cache="5m", betas=(), **request_options)``:
+
+    - ``max_tokens``: the output budget of one reply (default: the model's own limit).
+    - ``client``: an ``AsyncAnthropic`` / ``AsyncAnthropicBedrock`` / ``AsyncAnthropicVertex``
+      (bound to the first event loop that uses it), or a function that makes one (called once
+      per event loop; loopwright closes what it made). Default: ``AsyncAnthropic()``, which reads
+      ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL or the SDK's other credential sources; missing
+      credentials are reported by ``complete``/``stream`` before any request is sent.
+    - ``max_retries``: the SDK's own retries (default 0: the engine's ``Limits.max_model_retries``
+      is the one retry budget, and it is visible in the trace).
+    - ``cache``: prompt-cache TTL, ``"5m"`` or ``"1h"`` (for runs that wait on people), or None
+      for no caching. The tools and static instructions, and the history up to its last block,
+      are cached; dynamic instructions travel after the cached prefix.
+    - ``betas``: beta feature names, sent as the ``anthropic-beta`` header.
+    - ``request_options``: other ``messages.create`` arguments (``thinking``, ``stop_sequences``,
+      ``metadata``, ``tools`` for server tools such as web search, which join the agent's own...);
+      an agent's ``model_settings`` are merged over them.
     """
 
     def __init__(
         self,
         model: str,
-        max_tokens: int = 4096,
+        max_tokens: int | None = None,
         *,
-        client: anthropic.AsyncAnthropic | None = None,
-        max_retries: int = 2,
+        client: Client | ClientFactory | None = None,
+        max_retries: int = 0,
+        cache: CacheTTL | None = "5m",
+        betas: Sequence[str] = (),
         **request_options: Any,
     ) -> None:
         if not isinstance(model, str) or not model:
-            raise ValueError("AnthropicModel needs a model id, e.g. AnthropicModel(model='claude-sonnet-4-5')")
+            raise ConfigurationError(f"AnthropicModel needs a model id, e.g. AnthropicModel(model={CURRENT!r})")
         self.model = model
+        self.facts = facts_for(model)
+        _warn_if_deprecated(model, self.facts.deprecated)
+        if max_tokens is None:
+            max_tokens = self.facts.max_output
+        if not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ConfigurationError(f"max_tokens must be a positive int, got {max_tokens!r}")
+        if self.facts.known and max_tokens > self.facts.max_output:
+            raise ConfigurationError(
+                f"{model} writes at most {self.facts.max_output} output tokens; max_tokens={max_tokens} is more. "
+                "Leave max_tokens out to use the model's limit"
+            )
+        if cache not in ("5m", "1h", None):
+            raise ConfigurationError(f"cache must be '5m', '1h' or None, got {cache!r}")
+        if isinstance(betas, str):
+            betas = [betas]
         self.max_tokens = max_tokens
         self.max_retries = max_retries
-        self.request_options = request_options
-        self._client = client
-        self._own: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anthropic.AsyncAnthropic] = (
+        self.cache: CacheTTL | None = cache
+        self.betas = tuple(betas)
+        self.request_options = self._checked(request_options, "AnthropicModel(...)")
+        self._given: Client | None = None
+        self._factory: ClientFactory | None = None
+        if client is None or _is_client(client):
+            self._given = client  # type: ignore[assignment]
+        elif callable(client):
+            self._factory = client
+        else:
+            raise ConfigurationError(
+                f"client must be an anthropic async client (AsyncAnthropic, AsyncAnthropicBedrock, "
+                f"AsyncAnthropicVertex) or a function that returns one, got {type(client).__name__}"
+            )
+        self._given_loop: weakref.ReferenceType[asyncio.AbstractEventLoop] | None = None
+        self._given_sdk: Client | None = None
+        self._own: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Client, AsyncIterator[None]]] = (
             weakref.WeakKeyDictionary()
         )
 
-    @property
-    def client(self) -> anthropic.AsyncAnthropic:
-        """The client given, or one made for the running event loop (an SDK client's
-        connections belong to one loop, and every ``run_sync`` runs a new one)."""
-        if self._client is not None:
-            return self._client
+    # ------------------------------------------------------------------ options
+
+    def _checked(self, options: dict[str, Any], where: str) -> dict[str, Any]:
+        """``options`` with unknown names refused and sampling parameters the model refuses dropped."""
+        unknown = sorted(set(options) - _OPTIONS)
+        if unknown:
+            owned = [name for name in unknown if name in _OWNED]
+            verb = "is" if len(owned) == 1 else "are"
+            hint = f" ({', '.join(owned)} {verb} set by loopwright itself)" if owned else ""
+            raise ConfigurationError(
+                f"{where} got unknown option(s) {', '.join(map(repr, unknown))}{hint}; "
+                f"valid options: {', '.join(sorted(_OPTIONS))}"
+            )
+        refused = sorted(name for name in options if name in SAMPLING and name not in self.facts.sampling)
+        if refused:
+            warnings.warn(
+                f"{self.model} does not accept {', '.join(refused)} (the API would answer 400); "
+                f"{'it is' if len(refused) == 1 else 'they are'} dropped from the request",
+                UserWarning,
+                stacklevel=3,
+            )
+            options = {k: v for k, v in options.items() if k not in refused}
+        return dict(options)
+
+    # ------------------------------------------------------------------ clients
+
+    async def client(self) -> Client:
+        """The client for the running event loop (see the class docstring)."""
         loop = asyncio.get_running_loop()
-        client = self._own.get(loop)
-        if client is None:
-            try:
-                client = anthropic.AsyncAnthropic(max_retries=self.max_retries)
-            except anthropic.AnthropicError as exc:  # a profile named or configured but unusable
-                raise _model_error(exc) from exc
-            if client.api_key is None and client.auth_token is None and client.credentials is None:
-                raise ModelError(_MISSING_KEY, retryable=False)
-            self._own[loop] = client
+        if self._given is not None:
+            return self._given_client(loop)
+        own = self._own.get(loop)
+        if own is not None:
+            return own[0]
+        client = self._make_client()
+        closer = _close_at_loop_end(client)
+        # a started async generator is finalised by its loop when the loop shuts down (asyncio.run
+        # and run_sync do): that closes the client, and its sockets, inside the loop that opened them
+        await closer.__anext__()
+        self._own[loop] = (client, closer)
         return client
+
+    def _given_client(self, loop: asyncio.AbstractEventLoop) -> Client:
+        bound = self._given_loop() if self._given_loop is not None else None
+        if bound is None and self._given_loop is None:
+            self._given_loop = weakref.ref(loop)
+        elif bound is not loop:
+            raise ModelError(
+                "the client given to AnthropicModel was first used in another event loop (each run_sync "
+                "and asyncio.run starts a new one) and its connections belong to that loop. Pass a factory "
+                "instead, AnthropicModel(..., client=lambda: anthropic.AsyncAnthropic(...)) (loopwright makes "
+                "one client per event loop and closes it), or run everything in one event loop",
+                retryable=False,
+            )
+        if self._given_sdk is None:
+            assert self._given is not None
+            self._given_sdk = self._given.with_options(max_retries=self.max_retries)
+        return self._given_sdk
+
+    def _make_client(self) -> Client:
+        try:
+            if self._factory is not None:
+                client = self._factory()
+                if not _is_client(client):
+                    raise ModelError(
+                        f"the client factory returned {type(client).__name__}, not an anthropic async client",
+                        retryable=False,
+                    )
+                return client.with_options(max_retries=self.max_retries)
+            client = anthropic.AsyncAnthropic(max_retries=self.max_retries)
+        except anthropic.AnthropicError as exc:  # a profile named or configured but unusable
+            raise ModelError(f"the Anthropic credentials could not be loaded: {exc}", retryable=False) from exc
+        if all(getattr(client, name, None) is None for name in ("api_key", "auth_token", "credentials")):
+            raise ModelError(_MISSING_KEY, retryable=False)
+        return client
+
+    async def aclose(self) -> None:
+        """Close the client loopwright made for the running event loop (it is also closed when
+        the loop shuts down). A client you passed in stays yours to close."""
+        own = self._own.pop(asyncio.get_running_loop(), None)
+        if own is not None:
+            await own[0].close()
 
     # ------------------------------------------------------------------ the Model protocol
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        params = self.params(request)
-        client = self.client
-        try:
-            message = await client.messages.create(**params)
-        except anthropic.AnthropicError as exc:
-            raise _model_error(exc) from exc
-        return to_response(message)
+        response: ModelResponse | None = None
+        async for item in self._call(request, deltas=False):
+            if isinstance(item, ModelResponse):
+                response = item
+        assert response is not None  # _call ends with a response or raises
+        return response
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta | ModelResponse]:
+        async for item in self._call(request, deltas=True):
+            yield item
+
+    async def _call(self, request: ModelRequest, *, deltas: bool) -> AsyncIterator[StreamDelta | ModelResponse]:
         params = self.params(request)
-        client = self.client
+        if request.tokens_left is not None:
+            _check_budget(params, request.tokens_left)
+        client = await self.client()
+        budget = params["max_tokens"]
+        while True:
+            response = None
+            async for item in self._once(client, params, deltas=deltas):
+                if isinstance(item, ModelResponse):
+                    response = item
+                else:
+                    yield item
+            assert response is not None
+            if response.stop_reason != "max_tokens" or usable(response):
+                yield response
+                return
+            if response.details.get("stop_reason") == "model_context_window_exceeded":
+                raise ModelError(
+                    "the conversation fills the model's context window: the reply was cut before it produced "
+                    "anything usable. Shorten the history (fewer or smaller tool results) or use a model with a "
+                    "larger context window",
+                    retryable=False,
+                )
+            bigger = min(budget * 2, max(self.facts.max_output, budget))
+            if bigger <= params["max_tokens"]:
+                raise ModelError(
+                    f"the reply was cut by max_tokens={params['max_tokens']} before it produced anything usable "
+                    "(it stopped inside its thinking or a tool call's input) and the budget cannot grow further; "
+                    f"raise max_tokens (this model allows {self.facts.max_output}) or lower the thinking budget",
+                    retryable=False,
+                )
+            params = {**params, "max_tokens": bigger}
+
+    async def _once(
+        self, client: Client, params: dict[str, Any], *, deltas: bool
+    ) -> AsyncIterator[StreamDelta | ModelResponse]:
         try:
             async with client.messages.stream(**params) as stream:
                 async for event in stream:
+                    if not deltas:
+                        continue
                     if event.type == "text" and event.text:
                         yield StreamDelta(event.text)
                     elif event.type == "thinking" and event.thinking:
                         yield StreamDelta(event.thinking, thought=True)
                 message = await stream.get_final_message()
-        except anthropic.AnthropicError as exc:
-            raise _model_error(exc) from exc
-        except (ModelError, GeneratorExit):
+        except (ModelError, GeneratorExit, asyncio.CancelledError):
             raise
-        except Exception as exc:  # the transport broke mid-stream (the SDK does not wrap these)
-            raise ModelError(f"the reply stream broke off: {type(exc).__name__}: {exc}", retryable=True) from exc
-        if message.stop_reason is None:
+        except Exception as exc:
+            raise stream_error(exc) from exc
+        if getattr(message, "stop_reason", None) is None:
             raise ModelError(
                 "the reply stream ended before the message was complete (no message_stop); the partial "
                 "reply was discarded",
@@ -169,146 +308,93 @@ class AnthropicModel:
 
     def params(self, request: ModelRequest) -> dict[str, Any]:
         """The ``messages.create`` arguments for ``request``."""
-        params: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens}
-        extra: dict[str, Any] = {}
-        for key, value in {**self.request_options, **request.settings}.items():
-            # options this SDK release does not name (temperature in some) still reach the API
-            (params if key in _SDK_PARAMS else extra)[key] = value
-        if extra:
-            params["extra_body"] = {**params.get("extra_body", {}), **extra}
-        params["messages"] = to_messages(request.messages)
-        system = to_system(request)
+        options = self.request_options
+        if request.settings:
+            options = {**options, **self._checked(dict(request.settings), "the agent's model_settings")}
+        params = self._option_params(options)
+        messages = to_messages(request.messages)
+        static = [i for i in request.instructions if i.cache]
+        dynamic = [i.text for i in request.instructions if not i.cache and i.text]
+        if self.cache is not None:
+            mark_history(messages, self.cache)
+            moved = add_dynamic(messages, dynamic)
+            system = to_system(static if moved else request.instructions, self.cache)
+        else:
+            system = to_system(request.instructions)
+        params["messages"] = messages
         if system:
             params["system"] = system
-        if request.tools:
-            params["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools
-            ]
+        tools = list(options.get("tools", ())) + [
+            {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools
+        ]
+        if tools:  # server tools given as options, then the agent's own
+            params["tools"] = tools
             if request.tool_choice is not None:
                 params["tool_choice"] = {"type": request.tool_choice}
+        if "container" not in params and (container := last_container(request.messages)):
+            params["container"] = container
+        return params
+
+    def _option_params(self, options: dict[str, Any]) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens}
+        extra: dict[str, Any] = {}
+        for key, value in options.items():
+            if key not in ("betas", "tools"):
+                # options this SDK release does not name (temperature in 2.x) still reach the API
+                (params if key in _SDK_PARAMS else extra)[key] = value
+        if extra:
+            params["extra_body"] = {**params.get("extra_body", {}), **extra}
+        betas = options.get("betas", self.betas)
+        if betas:
+            names = [betas] if isinstance(betas, str) else list(betas)
+            params["extra_headers"] = {**params.get("extra_headers", {}), "anthropic-beta": ",".join(names)}
         return params
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model!r})"
 
 
-def to_system(request: ModelRequest) -> list[dict[str, Any]]:
-    """System blocks: instructions in order; the last cacheable one marks the cached prefix."""
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": i.text} for i in request.instructions if i.text]
-    cached = [n for n, i in enumerate(i for i in request.instructions if i.text) if i.cache]
-    if cached:
-        blocks[cached[-1]]["cache_control"] = dict(_CACHE)
-    return blocks
+# ------------------------------------------------------------------ helpers
 
 
-def to_messages(history: list[Message]) -> list[dict[str, Any]]:
-    """The conversation as the Messages API wants it: same-role turns merged, tool results
-    first in their user turn, a final assistant turn (a continuation) without trailing spaces."""
-    merged: list[dict[str, Any]] = []
-    for message in history:
-        content = [block for part in message.parts if (block := _block(part)) is not None]
-        if not content:
-            continue
-        if merged and merged[-1]["role"] == message.role:
-            merged[-1]["content"].extend(content)
-        else:
-            merged.append({"role": message.role, "content": content})
-    for turn in merged:  # the API wants tool_result blocks before any text in a user turn
-        if turn["role"] == "user":
-            turn["content"].sort(key=lambda b: b["type"] != "tool_result")
-    if merged and merged[-1]["role"] == "assistant":
-        last = merged[-1]["content"][-1]
-        if last["type"] == "text":  # never blank (see _block), so never empty once stripped
-            last["text"] = last["text"].rstrip()
-    return merged
+def _is_client(value: object) -> bool:
+    return isinstance(value, _CLIENT_TYPES)
 
 
-def _block(part: Any) -> dict[str, Any] | None:
-    if isinstance(part, TextPart):
-        return {"type": "text", "text": part.text} if part.text.strip() else None  # the API refuses blank text
-    if isinstance(part, ToolCall):
-        return {"type": "tool_use", "id": part.id, "name": part.name, "input": part.args}
-    if isinstance(part, ToolResult):
-        content = part.content if isinstance(part.content, str) else json.dumps(part.content)
-        return {"type": "tool_result", "tool_use_id": part.call_id, "content": content, "is_error": part.is_error}
-    if isinstance(part, ThoughtPart):
-        if part.redacted:
-            return {"type": "redacted_thinking", "data": part.data or ""}
-        if not part.signature:  # not Claude's own (or cut off before it was signed): the API would refuse it
-            return None
-        return {"type": "thinking", "thinking": part.text, "signature": part.signature}
-    return None
+async def _close_at_loop_end(client: Client) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            await client.close()
 
 
-# ------------------------------------------------------------------ response mapping
-
-
-def to_response(message: Any) -> ModelResponse:
-    """A Messages API reply (streamed or not: the same type) as a ModelResponse."""
-    stop = _STOP_REASONS.get(message.stop_reason or "")
-    blocks = list(message.content)
-    if stop == "max_tokens" and blocks and blocks[-1].type == "tool_use":
-        blocks.pop()  # cut off mid-arguments: never run a call with half its input
-    parts: list[TextPart | ThoughtPart | ToolCall] = []
-    for block in blocks:
-        if block.type == "text":
-            parts.append(TextPart(text=block.text))
-        elif block.type == "tool_use":
-            parts.append(ToolCall(id=block.id, name=block.name, args=dict(block.input or {})))
-        elif block.type == "thinking":
-            parts.append(ThoughtPart(text=block.thinking, signature=block.signature))
-        elif block.type == "redacted_thinking":
-            parts.append(ThoughtPart(redacted=True, data=block.data))
-    usage = message.usage
-    return ModelResponse(
-        parts=tuple(parts),
-        stop_reason=stop,
-        model=message.model,
-        usage=Usage(
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_input_tokens or 0,
-            cache_creation_tokens=usage.cache_creation_input_tokens or 0,
-            requests=1,
-        ),
-    )
-
-
-def _api_error(exc: anthropic.APIStatusError) -> tuple[str | None, str]:
-    """The API's error type and message from the error body, else the SDK's message."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            kind = error.get("type")
-            return (kind if isinstance(kind, str) else None), str(error["message"])
-    return None, str(getattr(exc, "message", None) or exc)
-
-
-def _model_error(exc: anthropic.AnthropicError) -> ModelError:
-    if isinstance(exc, anthropic.APIStatusError):
-        kind, message = _api_error(exc)
-        detail = f"{kind}: {message}" if kind else message
-        request_id = f" [request-id {exc.request_id}]" if exc.request_id else ""
-        status = exc.status_code
-        where = ""
-        if status < 400:  # an error event inside a streamed reply: the status line said 200
-            status = _ERROR_TYPE_STATUS.get(kind or "", 500)
-            where = " in the reply stream"
-        if status == 401:
-            return ModelError(
-                f"the Anthropic API refused the credentials (401 {detail}); set ANTHROPIC_API_KEY to a valid key"
-                f"{request_id}",
-                status=401,
-                retryable=False,
-            )
-        return ModelError(
-            f"Anthropic API error {status}{where}: {detail}{request_id}",
-            status=status,
-            retryable=status in _RETRYABLE_STATUS,
+def _check_budget(params: dict[str, Any], left: int) -> None:
+    """Refuse, before sending, a request larger than what is left of ``max_total_tokens``."""
+    estimate = estimate_tokens(params)
+    if estimate > left:
+        raise ModelError(
+            f"the request holds about {estimate} input tokens (a local estimate: 4 characters a token), more "
+            f"than the {max(left, 0)} left of max_total_tokens; it was not sent. Raise max_total_tokens, or "
+            "keep tool results and history smaller",
+            retryable=False,
         )
-    if isinstance(exc, anthropic.APIConnectionError):
-        return ModelError(f"could not reach the Anthropic API: {exc}", retryable=True)
-    if isinstance(exc, anthropic.CredentialsError):
-        return ModelError(f"the Anthropic credentials could not be loaded: {exc}", retryable=False)
-    return ModelError(f"Anthropic client error: {type(exc).__name__}: {exc}", retryable=False)
+
+
+def _warn_if_deprecated(model: str, end_of_life: str | None) -> None:
+    end_of_life = end_of_life or _SDK_DEPRECATED.get(model)
+    if end_of_life:
+        warnings.warn(
+            f"{model} is deprecated and reaches end of life on {end_of_life}: requests to it will then fail. "
+            f"Move to a current model, e.g. AnthropicModel({CURRENT!r})",
+            FutureWarning,
+            stacklevel=3,
+        )
+
+
+if TYPE_CHECKING:  # mypy --strict (.ci/typecheck) checks that the cloud clients fit ``client``
+
+    def _cloud_clients_fit(vertex: anthropic.AsyncAnthropicVertex, bedrock: anthropic.AsyncAnthropicBedrock) -> None:
+        AnthropicModel("claude-opus-4-6@20260205", client=vertex)
+        AnthropicModel("anthropic.claude-opus-4-6-v1:0", client=bedrock)
+        AnthropicModel("claude-opus-4-6@20260205", client=lambda: vertex)
