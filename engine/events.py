@@ -546,10 +546,10 @@ def make_event(
 
 
 __all__ = [
-    "Compacted",
-    "DocumentPart",
     "EVENT_ADAPTER",
     "EVENT_FIELDS",
+    "Compacted",
+    "DocumentPart",
     "ErrorInfo",
     "ErrorOccurred",
     "Event",
