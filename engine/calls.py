@@ -125,10 +125,42 @@ async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunCo
     return result(call, to_json_value(value), False)
 
 
+class _Interrupted(Exception):
+    """A call of a pass was interrupted (KeyboardInterrupt): the pass stops its other calls."""
+
+
+def _being_cancelled() -> bool:
+    """The task running this is being cancelled (not a CancelledError a tool raised itself)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def _execute_safely(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome:
+    """:func:`execute`, with whatever the tool code raises answered as an error result: a
+    ``SystemExit`` (argparse in a tool), a ``GeneratorExit`` or a ``CancelledError`` the tool
+    raised itself (not a cancellation of the run). A ``KeyboardInterrupt`` cancels the run:
+    the call is answered, ``ctx.interrupt`` keeps it, and the runner re-raises it once the run
+    has ended."""
+    try:
+        return await execute(call, ctx, approved)
+    except asyncio.CancelledError as exc:
+        if _being_cancelled():
+            raise
+        why = f"raised its own CancelledError ({exc})" if str(exc) else "raised its own CancelledError"
+        return result(call, f"tool {call.name!r} {why}; it was not a cancellation of the run", True)
+    except KeyboardInterrupt as exc:
+        if ctx.interrupt is None:
+            ctx.interrupt = exc
+        ctx.run_state.cancel_requested = True
+        return result(call, f"tool {call.name!r} was interrupted (KeyboardInterrupt); the run is cancelled", True)
+    except BaseException as exc:  # SystemExit, GeneratorExit: never let a tool stop the event loop
+        return result(call, f"tool {call.name!r} raised {type(exc).__name__}: {exc}", True)
+
+
 async def answer(call: ToolCall, ctx: RunContext, approved: bool = False) -> CallOutcome:
     """Run ``call`` (:func:`execute`), pass its result through after_tool, and record it."""
     started = _perf()
-    outcome = await execute(call, ctx, approved)
+    outcome = await _execute_safely(call, ctx, approved)
     if isinstance(outcome, PendingRequest):
         return outcome
     after = ctx.agent.after_tool
@@ -141,7 +173,15 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False) -> Cal
                 outcome = replaced
             elif replaced is not None:
                 raise TypeError(f"it returned {type(replaced).__name__}; return None or a ToolResult")
-        except Exception as exc:
+        except asyncio.CancelledError:
+            if _being_cancelled():
+                raise
+            outcome = result(call, "the after_tool callback raised its own CancelledError", True)
+        except KeyboardInterrupt as exc:
+            ctx.interrupt = ctx.interrupt or exc
+            ctx.run_state.cancel_requested = True
+            outcome = result(call, "the after_tool callback was interrupted (KeyboardInterrupt)", True)
+        except BaseException as exc:
             outcome = result(call, f"the after_tool callback failed: {type(exc).__name__}: {exc}", True)
     record(call, outcome, _perf() - started, ctx)
     return outcome
@@ -168,14 +208,21 @@ async def run_jobs(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, Cal
 
     async def one(i: int, call: ToolCall, approved: bool) -> None:
         outcomes[i] = await answer(call, ctx, approved)
+        if ctx.interrupt is not None:
+            raise _Interrupted  # the group stops the other calls
 
-    async with asyncio.TaskGroup() as group:
-        for job in jobs:
-            group.create_task(one(*job))
+    try:
+        async with asyncio.TaskGroup() as group:
+            for job in jobs:
+                group.create_task(one(*job))
+    except* _Interrupted:
+        pass  # the calls that did not finish are answered by the caller (``fill``)
 
 
 def interruption(rs: RunState) -> str:
     """Why a pass of tool calls was cut short: the deadline, or a cancellation."""
+    if rs.cancel_requested:
+        return "the run was cancelled"
     out_of_time = rs.deadline is not None and time.time() >= rs.deadline
     return "the run's time budget (timeout_s) ran out" if out_of_time else "the run was cancelled"
 

@@ -343,7 +343,7 @@ class Run:
             return None
         task = self.task
         cancelled_from_outside = False
-        raised: Exception | None = None
+        raised: BaseException | None = None
         try:
             if len(rs.trace) > 1 and self._must_yield():
                 await asyncio.sleep(0)
@@ -358,7 +358,10 @@ class Run:
             else:
                 cancelled_from_outside = True
                 rs.cancel_requested = True
-        except Exception as exc:
+        except KeyboardInterrupt:  # the run ends cancelled first
+            self._interrupted(stage)
+            raise
+        except BaseException as exc:  # SystemExit, GeneratorExit too: a stage never stops the loop
             raised = exc
         if rs.deadline is not None and not rs.deadline_hit and _clock() >= rs.deadline:
             rs.deadline_hit = True
@@ -367,6 +370,16 @@ class Run:
         if cancelled_from_outside:
             raise asyncio.CancelledError
         return row
+
+    def _interrupted(self, stage: str) -> None:
+        """A stage was interrupted (KeyboardInterrupt): the run ends cancelled (failed, if no
+        row out of ``stage`` leads to a terminal), and the caller re-raises the interrupt."""
+        self.ctx.interrupt = None
+        self.state.cancel_requested = True
+        row = self._choose(stage)
+        if row.dest not in self._terminals:
+            row = self._abort(stage, "stage", KeyboardInterrupt())
+        self._take(row)
 
     def _choose(self, stage: str) -> Row:
         try:
@@ -377,7 +390,7 @@ class Run:
         except Exception as exc:
             return self._abort(stage, "guard", exc)
 
-    def _abort(self, stage: str, where: str, exc: Exception | None) -> Row:
+    def _abort(self, stage: str, where: str, exc: BaseException | None) -> Row:
         """The engine's abort edge: the run fails, the error named."""
         rs = self.state
         what = "no row matched" if exc is None else f"{type(exc).__name__}: {exc}"
@@ -439,6 +452,8 @@ class Run:
             rs.error = rs.model_error or ErrorInfo(kind="failed", message=f"the run failed in {row.source!r}")
         ctx.emit(RunFinished, outcome=rs.outcome, output=rs.output, error=rs.error)
         self._notify_finish()
+        if ctx.interrupt is not None:  # a tool was interrupted: the run has ended; on up it goes
+            raise ctx.interrupt
 
     def _notify_finish(self) -> None:
         sets = [o for o in (INSTRUMENTS, self.runner.observers) if o.finish]

@@ -47,6 +47,12 @@ async def act(rs: RunState, ctx: RunContext) -> None:
         answer_turn(rs, fill(calls, results, ctx, interruption(rs)))
         raise
     waits = _fold(outcomes, results)
+    if ctx.interrupt is not None:  # a tool was interrupted: the run is cancelled, nothing waits
+        for request in waits:
+            i = next(i for i, c in enumerate(calls) if c.id == request.call_id)
+            results[i] = None
+        answer_turn(rs, fill(calls, results, ctx, interruption(rs)))
+        return
     if waits:
         why = NO_WAITING
         for hold in ctx.holds:
