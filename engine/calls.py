@@ -18,7 +18,7 @@ from .context import RunContext
 from .errors import CredentialRequired
 from .events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
 from .run_state import RunState
-from .tools import ArgumentsError, Pending, Tool, to_json_value
+from .tools import ArgumentsError, Pending, Tool, ToolValueError, capped, to_json_value
 
 _perf = time.perf_counter
 CallOutcome = ToolResult | PendingRequest
@@ -64,7 +64,7 @@ async def _before_tool(call: ToolCall, ctx: RunContext) -> ToolResult | None:
             value = await value
     except Exception as exc:
         return result(call, f"the before_tool callback raised {type(exc).__name__}: {exc}", True)
-    return None if value is None else result(call, to_json_value(value), False)
+    return None if value is None else value_result(call, value, ctx)
 
 
 async def execute(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome:
@@ -122,7 +122,17 @@ async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunCo
         return result(call, f"tool {call.name!r} raised {type(exc).__name__}: {exc}", True)
     if isinstance(value, Pending):
         return _wait(call, "result", value.detail or f"{call.name} is still running")
-    return result(call, to_json_value(value), False)
+    return value_result(call, value, ctx)
+
+
+def value_result(call: ToolCall, value: Any, ctx: RunContext) -> ToolResult:
+    """The result of a call that returned ``value``: as JSON data, cut to the active agent's
+    ``max_tool_result_chars``; an error result naming the type if it cannot become JSON."""
+    try:
+        content = to_json_value(value)
+    except ToolValueError as exc:
+        return result(call, f"tool {call.name!r} {exc}", True)
+    return result(call, capped(content, ctx.limits.max_tool_result_chars), False)
 
 
 class _Interrupted(Exception):

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
+
+from .errors import ConfigurationError
 
 
 class Limits(BaseModel):
@@ -22,6 +26,8 @@ class Limits(BaseModel):
       deadline is cut short, and the run ends with outcome ``"limit"`` (no salvage call,
       since there is no time left for one).
     - ``tool_timeout_s``: seconds for one tool call (a tool's own ``timeout_s`` wins).
+    - ``max_tool_result_chars``: characters of one tool result the model sees (structured
+      results counted as JSON text); a longer one is cut, with a note saying so.
     - ``max_model_retries``: retries of a failed model call before the run fails.
     - ``retry_backoff_s``: first retry delay; doubles each retry, at most 30 s.
     - ``salvage``: when a budget is spent, make one last tool-less call for the best answer.
@@ -48,7 +54,60 @@ class Limits(BaseModel):
     max_ping_pong: int = Field(default=3, ge=1)
     max_suspensions: int = Field(default=10, ge=0)
     wait_timeout_s: PositiveFloat | None = None
+    max_tool_result_chars: PositiveInt | None = 100_000
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConfigurationError(_explain(exc)) from None
 
     def retry_delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based)."""
         return float(min(self.retry_backoff_s * (2 ** (attempt - 1)), 30.0))
+
+
+def _explain(exc: ValidationError) -> str:
+    """Which fields of Limits were wrong, what they take, and what they bound."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        name = str(err["loc"][0]) if err["loc"] else "(limits)"
+        if err["type"] == "extra_forbidden":
+            known = ", ".join(Limits.model_fields)
+            lines.append(f"Limits has no field {name!r}; its fields are: {known}")
+            continue
+        lines.append(
+            f"Limits({name}={err.get('input')!r}): {name} takes {_takes(name)} ({err['msg']}); "
+            f"it bounds {_WHY.get(name, 'the run')}"
+        )
+    return "; ".join(lines)
+
+
+def _takes(name: str) -> str:
+    field = Limits.model_fields.get(name)
+    if field is None or field.annotation is bool:
+        return "True or False"
+    at_least = "0" if any(getattr(m, "ge", None) == 0 for m in field.metadata) else None
+    kind = "a number of seconds" if name.endswith("_s") else "a whole number"
+    bound = f">= {at_least}" if at_least else "> 0"
+    none = " or None (no bound: only when you mean it)" if "Optional" in repr(field.annotation) else ""
+    return f"{kind} {bound}{none}"
+
+
+_WHY = {
+    "max_iterations": "the passes through the model (the run ends, or salvages, after that many)",
+    "max_tool_calls": "the tool calls a run executes",
+    "max_total_tokens": "the tokens the model may use in a run",
+    "timeout_s": "the wall-clock seconds of a whole run",
+    "tool_timeout_s": "the seconds one tool call may take",
+    "model_timeout_s": "the seconds one model call may take",
+    "max_model_retries": "the retries of a failed model call",
+    "retry_backoff_s": "the first wait before a retry (it doubles each retry)",
+    "salvage": "whether a spent budget ends in one last tool-less call",
+    "max_transfers": "the transfers between agents in a run",
+    "max_ping_pong": "the transfers back and forth between two agents",
+    "max_suspensions": "the times a run may wait for people or results",
+    "wait_timeout_s": "how long a suspended run's requests stay open",
+    "max_tool_result_chars": "the characters of one tool result the model sees",
+    "max_depth": "how deep runs started inside tools may nest",
+}

@@ -14,12 +14,12 @@ import asyncio
 import inspect
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
-from pydantic_core import to_jsonable_python
+from pydantic_core import to_json, to_jsonable_python
 
 from .errors import ConfigurationError
 from .events import ToolSpec
@@ -195,12 +195,98 @@ class Tool:
         return f"Tool({self.name!r})"
 
 
+class ToolValueError(ValueError):
+    """A tool returned a value that cannot become JSON; the message is written for the model."""
+
+
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+_TEXT = (str, bytes, bytearray, memoryview)
+
+
+def _bytes_text(value: bytes | bytearray | memoryview) -> str:
+    try:
+        return bytes(value).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolValueError(
+            f"returned a {type(value).__name__} value of {len(value)} bytes, not UTF-8 text; a tool result is "
+            "JSON: return str (decode the bytes), or base64-encode binary data into a str"
+        ) from None
+
+
+def _lazy(value: Any) -> str | None:
+    """The type name of an iterator found in ``value`` (JSON conversion would drain it, and an
+    endless one would never end), or None. Containers are walked once each (cycles are left to
+    the conversion, which names them)."""
+    stack, seen = [value], set()
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind in _SIMPLE or kind in _TEXT:
+            continue
+        if kind in _CONTAINERS or isinstance(item, _CONTAINERS):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            stack.extend(item.values() if isinstance(item, dict) else item)
+            if isinstance(item, dict):
+                stack.extend(item.keys())
+        elif isinstance(item, Iterator):
+            return kind.__name__
+    return None
+
+
+def _fallback(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return _bytes_text(value)
+    return str(value)
+
+
 def to_json_value(value: Any) -> Any:
-    """A tool's return value as JSON data (pydantic models and dataclasses become dicts;
-    anything JSON cannot hold becomes its ``str``)."""
-    if type(value) in _SIMPLE:
+    """A tool's return value as JSON data. Pydantic models and dataclasses become dicts, UTF-8
+    bytes their text, sets lists, and other objects their ``str``. A value that cannot become
+    JSON (bytes that are not UTF-8, an iterator or generator anywhere in it, a cycle, nesting
+    too deep, an object whose ``str`` raises) raises :class:`ToolValueError` naming its type."""
+    kind = type(value)
+    if kind in _SIMPLE:
         return value
-    return to_jsonable_python(value, fallback=str)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return _bytes_text(value)
+    lazy = _lazy(value)
+    if lazy is not None:
+        where = "returned" if type(value).__name__ == lazy else f"returned a {kind.__name__} that contains"
+        raise ToolValueError(
+            f"{where} a {lazy} (an iterator), which JSON cannot hold and which may never end; return a list instead"
+        )
+    try:
+        return to_jsonable_python(value, fallback=_fallback)
+    except ToolValueError as exc:
+        raise ToolValueError(f"returned a {kind.__name__} that contains {str(exc).removeprefix('returned ')}") from None
+    except Exception as exc:  # a cycle, nesting too deep, a __str__ that raises
+        raise ToolValueError(
+            f"returned a {kind.__name__}, which cannot become JSON ({type(exc).__name__}: {exc}); return plain "
+            "data: str, numbers, lists and dicts of them, a pydantic model or a dataclass"
+        ) from None
+
+
+CUT_NOTE = "\n[... cut: the result was {size} characters, more than max_tool_result_chars={cap}]"
+
+
+def capped(content: Any, cap: int | None) -> Any:
+    """``content`` as it goes to the model: whole when it fits in ``cap`` characters (as JSON
+    text, for structured data); else its first ``cap`` characters and a note saying so."""
+    if cap is None:
+        return content
+    if type(content) is str:
+        if len(content) <= cap:
+            return content
+        text = content
+    elif type(content) in _SIMPLE:
+        return content
+    else:
+        text = to_json(content).decode()
+        if len(text) <= cap:
+            return content
+    return text[:cap] + CUT_NOTE.format(size=len(text), cap=cap)
 
 
 @overload
