@@ -37,6 +37,27 @@ def tool_calls(rs: RunState) -> list[ToolCall]:
     return [p for p in response.parts if type(p) is ToolCall] if response is not None else []
 
 
+BUDGET_SPENT = "not run: tool-call budget spent"
+"""How a call past the ``max_tool_calls`` budget is answered (the testing kit looks for it)."""
+
+
+def tool_call_room(rs: RunState) -> tuple[int, int] | None:
+    """How many more tool calls may run, and the cap that says so: the least room of the
+    run's ``max_tool_calls`` and the active agent's own (None: no cap)."""
+    cap = rs.limits.max_tool_calls
+    found = None if cap is None else (cap - rs.tool_calls_made, cap)
+    own = rs.turn_limits.max_tool_calls if rs.turn_limits is not None else None
+    if own is not None:
+        left = own - (rs.tool_calls_made - int(rs.turn_start.get("max_tool_calls", 0)))
+        if found is None or left < found[0]:
+            found = (left, own)
+    return found
+
+
+def budget_spent(call: ToolCall, cap: int) -> str:
+    return f"{BUDGET_SPENT} (max_tool_calls={cap}); tool {call.name!r} was not called"
+
+
 def _wait(call: ToolCall, kind: Any, detail: str, key: str | None = None) -> PendingRequest:
     return PendingRequest(call_id=call.id, tool=call.name, args=call.args, kind=kind, detail=detail, credential_key=key)
 

@@ -20,7 +20,8 @@ class Limits(BaseModel):
     ``wait_timeout_s``) are the run's, and only the root's count.
 
     - ``max_iterations``: passes through ``reason`` (the salvage call is not counted).
-    - ``max_tool_calls``: tool calls executed; the step that crosses it still completes.
+    - ``max_tool_calls``: tool calls executed; a reply's calls past the room left are answered
+      "not run: tool-call budget spent" without running.
     - ``max_total_tokens``: input + output + cache tokens reported by the model.
     - ``timeout_s``: wall-clock seconds for the whole run; a stage still running at the
       deadline is cut short, and the run ends with outcome ``"limit"`` (no salvage call,

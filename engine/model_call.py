@@ -8,7 +8,7 @@ from typing import Any
 
 from .context import RunContext
 from .errors import ModelError
-from .events import ErrorInfo, ModelRequest, ModelResponse, TextDelta
+from .events import ErrorInfo, ModelRequest, ModelResponse, TextDelta, ToolCall, new_call_id
 from .models.base import StreamDelta
 
 
@@ -68,16 +68,37 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
 
 async def _after(response: ModelResponse, ctx: RunContext) -> ModelResponse:
     after = ctx.agent.after_model
-    if after is None:
+    if after is not None:
+        replaced = await _callback("after_model", after, response, ctx)
+        if replaced is not None and not isinstance(replaced, ModelResponse):
+            raise CallbackError(
+                f"the after_model callback returned {type(replaced).__name__}; return None or a ModelResponse"
+            )
+        response = replaced or response
+    if len(response.parts) > 1:
+        response = unique_call_ids(response)
+    return response
+
+
+def unique_call_ids(response: ModelResponse) -> ModelResponse:
+    """``response`` with every tool call's id unique within it: the first call of an id keeps
+    the provider's id; a later call with the same id gets a fresh one (``<id>_<n>``, still a
+    valid provider id), so each call runs once and is answered once (providers have been seen
+    to send one id twice in a reply). The history keeps the ids given here, so the provider
+    sees each call and its answer under one id."""
+    ids = [p.id for p in response.parts if type(p) is ToolCall]
+    if len(ids) == len(set(ids)):
         return response
-    replaced = await _callback("after_model", after, response, ctx)
-    if replaced is None:
-        return response
-    if not isinstance(replaced, ModelResponse):
-        raise CallbackError(
-            f"the after_model callback returned {type(replaced).__name__}; return None or a ModelResponse"
-        )
-    return replaced
+    seen: set[str] = set()
+    parts: list[Any] = []
+    for part in response.parts:
+        if type(part) is ToolCall:
+            if part.id in seen:
+                fresh = f"{part.id}_{new_call_id().removeprefix('call_')}"
+                part = part.model_copy(update={"id": fresh})
+            seen.add(part.id)
+        parts.append(part)
+    return response.model_copy(update={"parts": tuple(parts)})
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
