@@ -17,6 +17,7 @@ from typing import Any
 from .context import RunContext
 from .errors import CredentialRequired
 from .events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
+from .limits import Expired, within
 from .run_state import RunState
 from .tools import ArgumentsError, Pending, Tool, ToolValueError, capped, to_json_value
 
@@ -128,17 +129,13 @@ def _check(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | tup
 async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunContext) -> CallOutcome:
     timeout = tool.timeout_s or ctx.limits.tool_timeout_s
     try:
-        if timeout is None:
-            value = await tool.invoke(kwargs, ctx)
-        else:
-            async with asyncio.timeout(timeout) as scope:
-                value = await tool.invoke(kwargs, ctx)
+        value = await within(timeout, tool.invoke(kwargs, ctx))
     except CredentialRequired as exc:
         return _wait(call, "credential", exc.message, exc.key)
-    except TimeoutError as exc:
-        if timeout is not None and scope.expired():
-            return result(call, f"tool {call.name!r} timed out after {timeout:g} s", True)
-        return result(call, f"tool {call.name!r} raised TimeoutError: {exc}", True)
+    except Expired:
+        threaded = not tool.is_async and tool.blocking
+        still = "; it may still complete (its thread cannot be stopped)" if threaded else ""
+        return result(call, f"tool {call.name!r} timed out after {timeout:g} s{still}", True)
     except Exception as exc:
         return result(call, f"tool {call.name!r} raised {type(exc).__name__}: {exc}", True)
     if isinstance(value, Pending):

@@ -9,7 +9,9 @@ from typing import Any
 from .context import RunContext
 from .errors import ModelError
 from .events import ErrorInfo, ModelRequest, ModelResponse, TextDelta, ToolCall, new_call_id
+from .limits import Expired, within
 from .models.base import StreamDelta
+from .models.scripted import ScriptedModel
 
 
 class CallbackError(ModelError):
@@ -47,23 +49,41 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
             )
     model: Any = agent.model
     stream = getattr(model, "stream", None) if ctx.stream_deltas else None
-    if stream is not None:
-        response: Any = None
-        async for item in stream(request):
-            if isinstance(item, StreamDelta):
-                ctx.emit(TextDelta, text=item.text, thought=item.thought)
-            else:
-                response = item
-        if response is None:
-            raise ModelError("the model's stream ended without a final response", retryable=True)
-    else:
-        response = await model.complete(request)
+    timeout = None if _instant(model) else ctx.limits.model_timeout_s
+    try:
+        if stream is not None:
+            response = await within(timeout, _streamed(stream, request, ctx))
+        elif timeout is None:
+            response = await model.complete(request)
+        else:
+            response = await within(timeout, model.complete(request))
+    except Expired:
+        raise ModelError(
+            f"the model call timed out after {timeout:g} s (model_timeout_s={timeout:g})", retryable=True
+        ) from None
     if not isinstance(response, ModelResponse):
         raise ModelError(
             f"model {type(model).__name__}.complete returned {type(response).__name__}, not a ModelResponse",
             retryable=False,
         )
     return await _after(response, ctx)
+
+
+def _instant(model: Any) -> bool:
+    """A built-in model that answers without waiting (a ScriptedModel replaying a list)."""
+    return type(model) is ScriptedModel and getattr(model, "_function", None) is None
+
+
+async def _streamed(stream: Any, request: ModelRequest, ctx: RunContext) -> Any:
+    response: Any = None
+    async for item in stream(request):
+        if isinstance(item, StreamDelta):
+            ctx.emit(TextDelta, text=item.text, thought=item.thought)
+        else:
+            response = item
+    if response is None:
+        raise ModelError("the model's stream ended without a final response", retryable=True)
+    return response
 
 
 async def _after(response: ModelResponse, ctx: RunContext) -> ModelResponse:

@@ -50,6 +50,8 @@ from loopwright.states import HANDLERS, Handler  # isort: skip
 _clock = time.time
 _perf = time.perf_counter
 _FINISHED = object()
+_FIRED = object()
+_SPENT = object()
 _SLICE_S = 0.001
 """A run that never suspends still lets the event loop run at least this often (seconds)."""
 
@@ -235,6 +237,7 @@ class Run:
         "_own",
         "_stops",
         "_terminals",
+        "_timer",
         "_yielded",
         "ctx",
         "machine",
@@ -272,6 +275,7 @@ class Run:
         self._stops = machine.terminals | machine.waiting
         self._loop: Any = None
         self._yielded = 0.0
+        self._timer: Any = None
         if register:
             runner._active[rs.run_id] = self
         if rs.seq == 0:
@@ -309,10 +313,32 @@ class Run:
         self.task = asyncio.current_task()
         step = self._step
         stops = self._stops
-        await step()  # a resumed run starts in its waiting state: its first step resumes it
-        while self.state.stage not in stops:
-            await step()
+        timer = self._timer = self._arm()
+        try:
+            await step()  # a resumed run starts in its waiting state: its first step resumes it
+            while self.state.stage not in stops:
+                await step()
+        finally:
+            if timer is not None:
+                timer.cancel()
+                self._timer = None
         return RunResult.of(self.state, self.ctx.log, self.machine)
+
+    def _arm(self) -> asyncio.TimerHandle | None:
+        """One timer for the run's deadline (cheaper than a timeout around every stage): when
+        it fires, the stage in progress is cut short."""
+        deadline = self.state.deadline
+        if deadline is None or self.task is None:
+            return None
+        loop = asyncio.get_running_loop()
+        return loop.call_at(loop.time() + (deadline - _clock()), self._out_of_time)
+
+    def _out_of_time(self) -> None:
+        rs, task = self.state, self.task
+        rs.deadline_hit = True
+        if task is not None and not task.done() and rs.stage not in self._stops:
+            self._timer = _FIRED
+            task.cancel()
 
     async def step(self) -> Row | None:
         """Do the current stage's work, then take one transition. Returns the row taken
@@ -348,16 +374,12 @@ class Run:
             if len(rs.trace) > 1 and self._must_yield():
                 await asyncio.sleep(0)
                 self._yielded = _perf()
-            if rs.deadline is None:
+            if rs.deadline is None or self._timer is not None:
                 await self._handlers[stage](rs, ctx)
             else:
                 await _until_deadline(self._handlers[stage], rs, ctx)
         except asyncio.CancelledError:
-            if rs.cancel_requested and task is not None:
-                task.uncancel()  # our own runner.cancel(): end normally
-            else:
-                cancelled_from_outside = True
-                rs.cancel_requested = True
+            cancelled_from_outside = self._cancelled(task)
         except KeyboardInterrupt:  # the run ends cancelled first
             self._interrupted(stage)
             raise
@@ -370,6 +392,20 @@ class Run:
         if cancelled_from_outside:
             raise asyncio.CancelledError
         return row
+
+    def _cancelled(self, task: asyncio.Task[Any] | None) -> bool:
+        """The stage was cancelled: by the run's deadline (the table ends the run), by
+        ``runner.cancel`` (the run ends normally), or from outside (True: re-raise after)."""
+        rs = self.state
+        if self._timer is _FIRED and task is not None:
+            self._timer = _SPENT
+            if task.uncancel() == 0:
+                return False  # only the run's deadline
+        if rs.cancel_requested and task is not None:
+            task.uncancel()  # our own runner.cancel(): end normally
+            return False
+        rs.cancel_requested = True
+        return True
 
     def _interrupted(self, stage: str) -> None:
         """A stage was interrupted (KeyboardInterrupt): the run ends cancelled (failed, if no

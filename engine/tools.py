@@ -4,16 +4,23 @@ The name is the function's, the description its docstring, the JSON schema comes
 hints (via pydantic), and arguments are validated by pydantic before the call. A parameter named
 ``ctx`` (or annotated ``RunContext``) receives the run context and is not part of the schema.
 
-Sync tools run inline on the event loop (they are usually quick); mark a slow or blocking one
-``@tool(blocking=True)`` to run it in a worker thread, where a timeout can also cut it short.
+Sync tools run in a worker thread, so a slow or blocking one never stalls the event loop and
+its timeout holds (the model is told it timed out; the thread cannot be stopped, so the call
+may still complete: its late result is logged). Threads of timed-out calls never block fresh
+calls: a call that finds no idle thread gets a new one. ``@tool(blocking=False)`` runs a quick
+sync tool inline on the loop instead (cheaper; no timeout can cut it short).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
+import logging
+import queue
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, get_type_hints, overload
@@ -23,6 +30,7 @@ from pydantic_core import to_json, to_jsonable_python
 
 from .errors import ConfigurationError
 from .events import ToolSpec
+from .log import get_logger
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$")
@@ -99,7 +107,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         timeout_s: float | None = None,
-        blocking: bool = False,
+        blocking: bool = True,
         localns: dict[str, Any] | None = None,
         requires_confirmation: bool | Callable[[dict[str, Any]], bool] = False,
         long_running: bool = False,
@@ -185,7 +193,10 @@ class Tool:
         if self.is_async:
             return await self.fn(**kwargs)
         if self.blocking:
-            return await asyncio.to_thread(self.fn, **kwargs)
+            try:
+                return await WORKERS.run(self.fn, kwargs, self.name)
+            except _Carried as carried:
+                raise carried.error from None
         result = self.fn(**kwargs)
         if inspect.isawaitable(result):  # a sync function that returned a coroutine
             return await result
@@ -297,7 +308,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout_s: float | None = None,
-    blocking: bool = False,
+    blocking: bool = True,
     requires_confirmation: bool | Callable[[dict[str, Any]], bool] = False,
     long_running: bool = False,
     credentials: bool = False,
@@ -311,7 +322,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout_s: float | None = None,
-    blocking: bool = False,
+    blocking: bool = True,
     requires_confirmation: bool | Callable[[dict[str, Any]], bool] = False,
     long_running: bool = False,
     credentials: bool = False,
@@ -321,7 +332,9 @@ def tool(
     - ``requires_confirmation``: True, or a function of the validated arguments: such calls do
       not run until approved (the run suspends; ``Runner.resume`` with ``approve()``/``deny()``);
     - ``long_running``: the tool may return :class:`Pending`; the run waits for the result;
-    - ``credentials``: the tool may raise :class:`CredentialRequired`; the run waits for it.
+    - ``credentials``: the tool may raise :class:`CredentialRequired`; the run waits for it;
+    - ``blocking=False``: a sync tool runs inline on the event loop (for quick, pure functions:
+      it saves a thread hand-off, but nothing can time it out).
 
     Type hints may name classes local to the function that applies the decorator."""
     localns = dict(sys._getframe(1).f_locals)
@@ -342,6 +355,103 @@ def tool(
         )
 
     return wrap
+
+
+_late_log = logging.getLogger("loopwright")
+MAX_TOOL_THREADS = 256
+"""At most this many sync tool calls run in threads at once (timed-out ones included)."""
+
+
+class _Workers:
+    """Worker threads for sync tools. A call takes an idle thread or starts a new one, so a
+    thread still stuck in a timed-out call never delays a fresh call. Idle threads end after
+    ``idle_s``; threads are daemons, so a stuck tool never keeps the process alive."""
+
+    def __init__(self, idle_s: float = 30.0) -> None:
+        self.idle_s = idle_s
+        self._idle: list[queue.SimpleQueue[Any]] = []
+        self._lock = threading.Lock()
+        self.threads = 0
+
+    def run(self, fn: Callable[..., Any], kwargs: dict[str, Any], name: str) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        job = (fn, kwargs, contextvars.copy_context(), loop, future, name)
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+            if inbox is None:
+                if self.threads >= MAX_TOOL_THREADS:
+                    raise RuntimeError(
+                        f"{self.threads} sync tool calls are still running in threads (timed-out ones included); "
+                        "this call was not started"
+                    )
+                self.threads += 1
+                inbox = queue.SimpleQueue()
+                threading.Thread(target=self._work, args=(inbox,), name=f"loopwright-tool-{self.threads}",
+                                 daemon=True).start()  # fmt: skip
+        inbox.put(job)
+        return future
+
+    def _work(self, inbox: queue.SimpleQueue[Any]) -> None:
+        while True:
+            try:
+                fn, kwargs, context, loop, future, name = inbox.get(timeout=self.idle_s)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._idle:  # else a call has just taken it: its job is coming
+                        self._idle.remove(inbox)
+                        self.threads -= 1
+                        return
+                continue
+            value: Any = None
+            error: BaseException | None = None
+            try:
+                value = context.run(fn, **kwargs)
+            except BaseException as exc:  # handed to the awaiting task (or logged if none waits)
+                error = exc
+            try:
+                loop.call_soon_threadsafe(_settle, future, value, error, name)
+            except RuntimeError:  # the event loop has closed
+                _late(name, value, error)
+            del fn, kwargs, context, loop, future, value, error
+            with self._lock:
+                self._idle.append(inbox)
+
+
+class _Carried(Exception):
+    """A BaseException a sync tool raised, on its way from the thread to the awaiting call."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
+
+
+def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None, name: str) -> None:
+    if future.cancelled():
+        _late(name, value, error)
+    elif error is not None:
+        # a BaseException (GeneratorExit, SystemExit, KeyboardInterrupt) travels wrapped: the task
+        # would throw it into the outermost coroutine, past every handler below it
+        future.set_exception(error if isinstance(error, Exception) else _Carried(error))
+    else:
+        future.set_result(value)
+
+
+def _late(name: str, value: Any, error: BaseException | None) -> None:
+    """A sync tool finished after its call timed out (or its run ended): say so in the log."""
+    try:
+        what = f"raised {type(error).__name__}: {error}" if error is not None else f"returned {value!r}"
+    except Exception:
+        what = f"returned a {type(value).__name__}"
+    what = what if len(what) <= 300 else what[:300] + "..."
+    _late_log.warning("tool %r finished after it timed out; its result was not used: %s", name, what)
+    logger = get_logger()
+    if logger.enabled:
+        logger.warning("tool_late_result", tool=name, result=what)
+
+
+WORKERS = _Workers()
+"""The worker threads of every sync tool call."""
 
 
 def as_tool(obj: Tool | Callable[..., Any]) -> Tool:

@@ -100,10 +100,13 @@ def test_tool_own_timeout_wins_and_blocking_tools_run_in_a_thread() -> None:
         started = time.perf_counter()
         result = await Runner(agent([[ToolCall(name="sleepy")], "ok"], tools=[sleepy], tool_timeout_s=10)).run("go")
         (answer,) = [e for e in result.events if isinstance(e, ToolAnswered)]
-        assert answer.content == "tool 'sleepy' timed out after 0.05 s"
+        assert (
+            answer.content
+            == "tool 'sleepy' timed out after 0.05 s; it may still complete (its thread cannot be stopped)"
+        )
         return time.perf_counter() - started
 
-    assert run(scenario()) < 0.29  # the thread was left behind; asyncio.run waits for it at exit
+    assert run(scenario()) < 0.29  # the thread was left behind (its late result is logged)
 
 
 def test_max_iterations_salvages_with_a_tool_less_call() -> None:

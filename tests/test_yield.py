@@ -6,9 +6,11 @@ import asyncio
 import time
 from typing import Any
 
-from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, RunResult, ScriptedModel, ToolCall
+from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, RunResult, ScriptedModel, Tool, ToolCall
 
-from .helpers import add
+from .helpers import add as threaded_add
+
+add = Tool(threaded_add.fn, blocking=False)  # inline on the loop: it never suspends
 
 
 def looping(request: ModelRequest) -> ModelResponse:
