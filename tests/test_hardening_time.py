@@ -161,3 +161,36 @@ def test_the_run_deadline_still_cuts_a_stage_short() -> None:
     assert time.perf_counter() - started < 2
     assert result.outcome == "limit" and result.limit == "timeout_s"
     assert_run_invariants(result, agent)
+
+
+@pytest.mark.parametrize("coarse", [True, False], ids=["shared watch", "own timer"])
+def test_within_keeps_time_and_tells_its_timeout_from_a_cancellation(
+    coarse: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loopwright import limits as limits_module
+    from loopwright.limits import Expired, within
+
+    monkeypatch.setattr(limits_module, "COARSE_FROM_S", 0.0 if coarse else 100.0)
+
+    async def main() -> None:
+        started = time.perf_counter()
+        with pytest.raises(Expired):
+            await within(0.1, asyncio.sleep(5))
+        assert time.perf_counter() - started < 1
+        assert await within(5, asyncio.sleep(0, "done")) == "done"
+        with pytest.raises(TimeoutError) as own:  # the awaited code's own TimeoutError is not Expired
+            await within(5, _raise(TimeoutError("mine")))
+        assert not isinstance(own.value, Expired)
+        task = asyncio.create_task(within(5, asyncio.sleep(5)))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        current = asyncio.current_task()
+        assert current is not None and current.cancelling() == 0
+
+    asyncio.run(main())
+
+
+async def _raise(exc: BaseException) -> None:
+    raise exc
