@@ -149,7 +149,8 @@ class _Watch:
     __slots__ = ("handle", "live", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop, self.live, self.handle = loop, set[_Watched](), None
+        self.loop, self.live = loop, set[_Watched]()
+        self.handle: asyncio.TimerHandle | None = None
 
     def add(self, watched: _Watched) -> None:
         self.live.add(watched)
