@@ -8,7 +8,17 @@ from typing import Any
 
 from .context import RunContext
 from .errors import ModelError
-from .events import ErrorInfo, ModelRequest, ModelResponse, TextDelta, ToolCall, new_call_id
+from .events import (
+    ErrorInfo,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    TextPart,
+    ThoughtPart,
+    ToolCall,
+    Usage,
+    new_call_id,
+)
 from .limits import Expired, within
 from .models.base import StreamDelta
 from .models.scripted import ScriptedModel
@@ -47,9 +57,15 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
                 f"the before_model callback returned {type(replaced).__name__}; "
                 "return None, a ModelRequest or a ModelResponse"
             )
-    model: Any = agent.model
+    return await _after(await _ask(agent.model, request, ctx), ctx)
+
+
+async def _ask(model: Any, request: ModelRequest, ctx: RunContext) -> ModelResponse:
+    """The model's reply (streamed when the run streams and the model can), within
+    ``model_timeout_s``, transient errors made retryable, an untrusted reply checked."""
     stream = getattr(model, "stream", None) if ctx.stream_deltas else None
-    timeout = None if _instant(model) else ctx.limits.model_timeout_s
+    instant = _instant(model)
+    timeout = None if instant else ctx.limits.model_timeout_s
     try:
         if stream is not None:
             response = await within(timeout, _streamed(stream, request, ctx))
@@ -61,12 +77,51 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
         raise ModelError(
             f"the model call timed out after {timeout:g} s (model_timeout_s={timeout:g})", retryable=True
         ) from None
+    except ModelError:
+        raise
+    except Exception as exc:
+        if isinstance(exc, getattr(model, "retryable_errors", TRANSIENT)):
+            raise ModelError(f"{type(exc).__name__}: {exc}", retryable=True) from exc
+        raise
     if not isinstance(response, ModelResponse):
         raise ModelError(
             f"model {type(model).__name__}.complete returned {type(response).__name__}, not a ModelResponse",
             retryable=False,
         )
-    return await _after(response, ctx)
+    if not instant and not getattr(model, "trusted_replies", False):
+        wrong = malformed(response)
+        if wrong is not None:
+            raise ModelError(f"model {type(model).__name__} returned a malformed reply: {wrong}", retryable=False)
+    return response
+
+
+TRANSIENT: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, OSError)
+"""Exceptions from a model that a retry may fix. A model chooses its own with a
+``retryable_errors`` attribute (a tuple of exception types; ``()`` retries none); raising
+``ModelError(retryable=...)`` always says it plainly."""
+
+_COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens", "requests")
+
+
+def malformed(response: ModelResponse) -> str | None:
+    """What is wrong with a reply built without validation (``model_construct``), or None.
+    Replies of models the engine does not trust are checked (a built-in ScriptedModel
+    replaying a list, and a model with ``trusted_replies = True``, are not)."""
+    parts = response.parts
+    if type(parts) is not tuple:
+        return f"parts is {type(parts).__name__}, not a tuple of TextPart, ThoughtPart and ToolCall"
+    for i, part in enumerate(parts):
+        wrong = _malformed_part(part)
+        if wrong is not None:
+            return f"parts[{i}] {wrong}"
+    usage = response.usage
+    if type(usage) is not Usage:
+        return f"usage is {type(usage).__name__}, not Usage"
+    for name in _COUNTS:
+        value = getattr(usage, name, None)
+        if type(value) is not int or value < 0:
+            return f"usage.{name} is {value!r}, not a whole number >= 0"
+    return None
 
 
 def _instant(model: Any) -> bool:
@@ -125,3 +180,21 @@ def error_info(exc: BaseException) -> ErrorInfo:
     if isinstance(exc, ModelError):
         return ErrorInfo(kind="model", message=exc.message, status=exc.status, retryable=exc.retryable)
     return ErrorInfo(kind="model", message=f"{type(exc).__name__}: {exc}", retryable=False)
+
+
+_PART_FIELDS: dict[type[Any], tuple[tuple[str, type[Any]], ...]] = {
+    ToolCall: (("id", str), ("name", str), ("args", dict)),
+    TextPart: (("text", str),),
+    ThoughtPart: (("text", str),),
+}
+
+
+def _malformed_part(part: Any) -> str | None:
+    fields = _PART_FIELDS.get(type(part))
+    if fields is None:
+        return f"is a {type(part).__name__}, not a TextPart, ThoughtPart or ToolCall"
+    for name, want in fields:
+        value = getattr(part, name, None)
+        if not isinstance(value, want) or (type(part) is ToolCall and want is str and not value):
+            return f"({type(part).__name__}) has {name}={value!r}"
+    return None
