@@ -12,6 +12,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from .events import Event
@@ -80,11 +81,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in ("check", "diagram"):
+        _import_from_cwd()
     if args.command == "demo":
         return _demo(args)
     if args.command == "diagram":
         return _diagram(out_dir=args.out, trace=args.trace, fmt=args.fmt, target=args.target)
     return _check(args.target)
+
+
+def _import_from_cwd() -> None:
+    """``module:attr`` targets are found in the current folder, as ``python -m``, pytest and
+    uvicorn find them (a console script's ``sys.path`` starts at its own folder instead)."""
+    cwd = os.getcwd()
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def _in_this_project() -> bool:
+    """The current folder is loopwright's own checkout (where ``diagrams/`` is regenerated)."""
+    try:
+        return 'name = "loopwright"' in Path("pyproject.toml").read_text()
+    except OSError:
+        return False
 
 
 def _check(target: str) -> int:
@@ -133,6 +152,14 @@ def _diagram(out_dir: str | None, trace: str | None, fmt: str | None, target: st
         events = load_trace(trace) if trace is not None else None
     except (LookupError, ConfigurationError) as exc:
         print(f"loopwright diagram: {exc.args[0]}", file=sys.stderr)
+        return 2
+    if machine is None and events is None and out_dir is None and not _in_this_project():
+        print(
+            "loopwright diagram: with no --agent or --trace, it regenerates the built-in machines' diagrams, and "
+            "writes them into ./diagrams/ only inside loopwright's own project; pass --out DIR to write them "
+            "elsewhere, or --agent module:attr to draw your agent's machine to standard output",
+            file=sys.stderr,
+        )
         return 2
     try:
         if machine is None and events is None:

@@ -70,6 +70,10 @@ class RunOptions(TypedDict, total=False):
     """Which agent of the tree takes this message (default: as ``after`` says, else the root)."""
 
 
+_OPTIONS = frozenset(RunOptions.__annotations__)
+_OPTION_NAMES = ", ".join(RunOptions.__annotations__)
+
+
 class Runner:
     """Runs one agent (and its tree). Many runs may go at once on one Runner (and one machine).
 
@@ -102,6 +106,9 @@ class Runner:
         """A fresh run state in the initial state (not yet running); see :class:`RunOptions`."""
         if not isinstance(input, str):
             raise ConfigurationError(f"the user input must be a str, got {type(input).__name__}")
+        if not options.keys() <= _OPTIONS:
+            unknown = ", ".join(repr(k) for k in options if k not in _OPTIONS)
+            raise ConfigurationError(f"unknown run option {unknown}; the options are: {_OPTION_NAMES}")
         after = options.get("after")
         active = options.get("agent") or (after.answered_by if after is not None else self.agent.name)
         if active not in self.tree.agents:
@@ -205,7 +212,13 @@ class Runner:
         self, target: RunResult | RunState, decisions: Mapping[str, Any] | None = None, *, cancel: bool = False
     ) -> RunResult:
         """``resume`` for code without an event loop."""
-        return asyncio.run(self.resume(target, decisions, cancel=cancel))
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.resume(target, decisions, cancel=cancel))
+        raise ConfigurationError(
+            "resume_sync() cannot be called inside a running event loop; use `await runner.resume(...)`"
+        )
 
     def cancel(self, run_id: str) -> bool:
         """Cancel a running run: the stage in progress is interrupted, the run ends in

@@ -159,6 +159,11 @@ class Tool:
                     f"tool {self.name!r}: parameter {param.name!r} is *args, **kwargs or "
                     "positional-only; tools take named parameters only, so the model can fill them"
                 )
+            if param.name not in hints:
+                raise ConfigurationError(
+                    f"tool {self.name!r}: parameter {param.name!r} has no type annotation, so the model would not "
+                    f"know what to send; annotate it, e.g. `{param.name}: str` (`{param.name}: Any` takes anything)"
+                )
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[param.name] = (hint, Field(default, description=param_docs.get(param.name)))
         model_name = "".join(part.capitalize() for part in re.split(r"[_-]", self.name)) + "Args"
