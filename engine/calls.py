@@ -18,8 +18,9 @@ from .context import RunContext
 from .errors import CredentialRequired
 from .events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
 from .limits import Expired, within
+from .nesting import tool_running
 from .run_state import RunState
-from .tools import ArgumentsError, Pending, Tool, ToolValueError, capped, to_json_value
+from .tools import ArgumentsError, Pending, Tool, ToolContext, ToolValueError, capped, to_json_value
 
 _perf = time.perf_counter
 CallOutcome = ToolResult | PendingRequest
@@ -129,7 +130,8 @@ def _check(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | tup
 async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunContext) -> CallOutcome:
     timeout = tool.timeout_s or ctx.limits.tool_timeout_s
     try:
-        value = await within(timeout, tool.invoke(kwargs, ctx))
+        with tool_running(ctx.run_state):
+            value = await within(timeout, tool.invoke(kwargs, ToolContext(ctx) if tool.ctx_param else ctx))
     except CredentialRequired as exc:
         return _wait(call, "credential", exc.message, exc.key)
     except Expired:

@@ -33,6 +33,11 @@ class Limits(BaseModel):
     - ``model_timeout_s``: seconds for one model call (default 10 minutes); a call that takes
       longer is a retryable model error.
 
+    - ``max_depth``: how deep runs started inside tools may nest (an agent used as a tool,
+      :func:`loopwright.agent_tool`); 0: a tool may not start a run. Such a child run charges
+      its parent's ``max_iterations``, ``max_tool_calls`` and ``max_total_tokens`` and ends by
+      its deadline.
+
     The three wall-clock budgets are ``None`` (no bound) only when you say so.
     - ``max_tool_result_chars``: characters of one tool result the model sees (structured
       results counted as JSON text); a longer one is cut, with a note saying so.
@@ -64,6 +69,7 @@ class Limits(BaseModel):
     max_suspensions: int = Field(default=10, ge=0)
     wait_timeout_s: PositiveFloat | None = None
     max_tool_result_chars: PositiveInt | None = 100_000
+    max_depth: int = Field(default=3, ge=0)
 
     def __init__(self, **values: Any) -> None:
         try:

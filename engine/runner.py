@@ -33,6 +33,7 @@ from typing import Any, TypedDict, Unpack
 
 from pydantic import JsonValue
 
+from . import nesting
 from .agent import Agent, AgentTree
 from .budgets import start_turn
 from .calls import answer_unrun_calls
@@ -134,6 +135,9 @@ class Runner:
         self._own_limits(rs)
         if rs.limits.timeout_s is not None:
             rs.deadline = _clock() + rs.limits.timeout_s
+        up = nesting.parent()
+        if up is not None:  # started inside a tool of another run: its child
+            nesting.adopt(rs, up)
         return rs
 
     def _own_limits(self, rs: RunState) -> None:
@@ -500,6 +504,7 @@ class Run:
         elif rs.outcome == "failed" and rs.error is None:
             rs.error = rs.model_error or ErrorInfo(kind="failed", message=f"the run failed in {row.source!r}")
         ctx.emit(RunFinished, outcome=rs.outcome, output=rs.output, error=rs.error)
+        nesting.charge(rs)
         self._notify_finish()
         if ctx.interrupt is not None:  # a tool was interrupted: the run has ended; on up it goes
             raise ctx.interrupt
