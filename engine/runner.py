@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
 from pydantic import JsonValue
@@ -43,7 +43,7 @@ from .events import ErrorInfo, LimitReached, RunFinished, RunStarted, StateEnter
 from .features import machine_for
 from .machine import LoopMachine, Row, abort_row
 from .observers import INSTRUMENTS, EventSink, Observers
-from .result import RunResult
+from .result import RunResult, copy_state
 from .run_state import RunState
 
 from loopwright.states import HANDLERS, Handler  # isort: skip
@@ -125,7 +125,7 @@ class Runner:
             agent=self.agent.name,
             input=input,
             stage=machine.initial,
-            state={**(after.state if after is not None else {}), **(options.get("state") or {})},
+            state={**(copy_state(after.state) if after is not None else {}), **(options.get("state") or {})},
             trace=[machine.initial],
             active_agent=active,
             messages=list(after.messages) if after is not None else [],
@@ -166,7 +166,7 @@ class Runner:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input, **options))
+            return _sync(self.run(input, **options))
         raise ConfigurationError("run_sync() cannot be called inside a running event loop; use `await runner.run(...)`")
 
     def stream(self, input: str, **options: Unpack[RunOptions]) -> RunStream:
@@ -219,7 +219,7 @@ class Runner:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.resume(target, decisions, cancel=cancel))
+            return _sync(self.resume(target, decisions, cancel=cancel))
         raise ConfigurationError(
             "resume_sync() cannot be called inside a running event loop; use `await runner.resume(...)`"
         )
@@ -515,6 +515,18 @@ class Run:
             result = RunResult.of(self.state, self.ctx.log, self.machine)
             for observers in sets:
                 observers.notify(observers.finish, result)
+
+
+def _sync(work: Coroutine[Any, Any, RunResult]) -> RunResult:
+    """``asyncio.run(work)``, the result kept out of the task (asyncio formats the main task
+    when it restores the SIGINT handler: a large result would be rendered for nothing)."""
+    kept: list[RunResult] = []
+
+    async def main() -> None:
+        kept.append(await work)
+
+    asyncio.run(main())
+    return kept[0]
 
 
 def _watcher(observers: Observers) -> Callable[[Any], None]:
