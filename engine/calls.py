@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from .context import RunContext
-from .errors import CredentialRequired
+from .errors import CredentialRequired, redact
 from .events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
 from .limits import Expired, within
+from .model_call import known_secrets
 from .nesting import tool_running
 from .run_state import RunState
 from .tools import ArgumentsError, Pending, Tool, ToolContext, ToolValueError, capped, to_json_value
@@ -86,7 +87,8 @@ async def _before_tool(call: ToolCall, ctx: RunContext) -> ToolResult | None:
         if asyncio.iscoroutine(value):
             value = await value
     except Exception as exc:
-        return result(call, f"the before_tool callback raised {type(exc).__name__}: {exc}", True)
+        said = f"the before_tool callback raised {type(exc).__name__}: {exc}"
+        return result(call, redact(said, known_secrets(ctx)), True)
     return None if value is None else value_result(call, value, ctx)
 
 
@@ -139,7 +141,7 @@ async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunCo
         still = "; it may still complete (its thread cannot be stopped)" if threaded else ""
         return result(call, f"tool {call.name!r} timed out after {timeout:g} s{still}", True)
     except Exception as exc:
-        return result(call, f"tool {call.name!r} raised {type(exc).__name__}: {exc}", True)
+        return result(call, redact(f"tool {call.name!r} raised {type(exc).__name__}: {exc}", known_secrets(ctx)), True)
     if isinstance(value, Pending):
         return _wait(call, "result", value.detail or f"{call.name} is still running")
     return value_result(call, value, ctx)
@@ -184,7 +186,7 @@ async def _execute_safely(call: ToolCall, ctx: RunContext, approved: bool) -> Ca
         ctx.run_state.cancel_requested = True
         return result(call, f"tool {call.name!r} was interrupted (KeyboardInterrupt); the run is cancelled", True)
     except BaseException as exc:  # SystemExit, GeneratorExit: never let a tool stop the event loop
-        return result(call, f"tool {call.name!r} raised {type(exc).__name__}: {exc}", True)
+        return result(call, redact(f"tool {call.name!r} raised {type(exc).__name__}: {exc}", known_secrets(ctx)), True)
 
 
 async def answer(call: ToolCall, ctx: RunContext, approved: bool = False) -> CallOutcome:
@@ -212,7 +214,8 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False) -> Cal
             ctx.run_state.cancel_requested = True
             outcome = result(call, "the after_tool callback was interrupted (KeyboardInterrupt)", True)
         except BaseException as exc:
-            outcome = result(call, f"the after_tool callback failed: {type(exc).__name__}: {exc}", True)
+            said = f"the after_tool callback failed: {type(exc).__name__}: {exc}"
+            outcome = result(call, redact(said, known_secrets(ctx)), True)
     record(call, outcome, _perf() - started, ctx)
     return outcome
 

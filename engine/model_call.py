@@ -4,10 +4,11 @@ error it comes to (``reason`` and ``salvage`` both call the model this way)."""
 from __future__ import annotations
 
 import inspect
+import os
 from typing import Any
 
 from .context import RunContext
-from .errors import ModelError
+from .errors import ModelError, redact
 from .events import (
     ErrorInfo,
     ModelRequest,
@@ -77,12 +78,8 @@ async def _ask(model: Any, request: ModelRequest, ctx: RunContext) -> ModelRespo
         raise ModelError(
             f"the model call timed out after {timeout:g} s (model_timeout_s={timeout:g})", retryable=True
         ) from None
-    except ModelError:
-        raise
     except Exception as exc:
-        if isinstance(exc, getattr(model, "retryable_errors", TRANSIENT)):
-            raise ModelError(f"{type(exc).__name__}: {exc}", retryable=True) from exc
-        raise
+        raise _model_error(exc, model, ctx) from None
     if not isinstance(response, ModelResponse):
         raise ModelError(
             f"model {type(model).__name__}.complete returned {type(response).__name__}, not a ModelResponse",
@@ -93,6 +90,35 @@ async def _ask(model: Any, request: ModelRequest, ctx: RunContext) -> ModelRespo
         if wrong is not None:
             raise ModelError(f"model {type(model).__name__} returned a malformed reply: {wrong}", retryable=False)
     return response
+
+
+def _model_error(exc: Exception, model: Any, ctx: RunContext) -> Exception:
+    """What a model's exception becomes: known secrets redacted from its message, and a
+    transient one (``TRANSIENT``, or the model's ``retryable_errors``) a retryable ModelError."""
+    if isinstance(exc, ModelError):
+        clean = redact(exc.message, known_secrets(ctx))
+        return exc if clean == exc.message else ModelError(clean, status=exc.status, retryable=exc.retryable)
+    retry = isinstance(exc, getattr(model, "retryable_errors", TRANSIENT))
+    text = f"{type(exc).__name__}: {exc}"
+    clean = redact(text, known_secrets(ctx))
+    if clean != text or retry:
+        return ModelError(clean, retryable=retry)
+    return exc
+
+
+def known_secrets(ctx: RunContext) -> list[str]:
+    """Secrets the run knows of, which must never leave it in a message: credentials supplied
+    on resume, the model's (or its client's) ``api_key``, and ``ANTHROPIC_API_KEY``."""
+    found = [v for v in ctx.credentials.values() if isinstance(v, str)]
+    model = ctx.agent.model
+    for holder in (model, getattr(model, "_client", None)):
+        key = getattr(holder, "api_key", None)
+        if isinstance(key, str):
+            found.append(key)
+    env = os.environ.get("ANTHROPIC_API_KEY")
+    if env:
+        found.append(env)
+    return found
 
 
 TRANSIENT: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, OSError)
