@@ -25,8 +25,10 @@ class Limits(BaseModel):
     - ``max_tool_calls``: tool calls executed; a reply's calls past the room left are answered
       "not run: tool-call budget spent" without running.
     - ``max_total_tokens``: input + output + cache tokens reported by the model.
-    - ``timeout_s``: wall-clock seconds for the whole run (default 30 minutes); a stage still
-      running at the deadline is cut short, and the run ends with outcome ``"limit"``.
+    - ``timeout_s``: wall-clock seconds for the whole run (default 30 minutes). With salvage
+      on, the loop's deadline comes ``salvage_reserve_s`` (at most a quarter of ``timeout_s``)
+      early, so the salvage call has that long; a stage still running at the deadline is cut
+      short, and the run salvages (or, with salvage off, ends with outcome ``"limit"``).
     - ``tool_timeout_s``: seconds for one tool call (default 5 minutes; a tool's own
       ``timeout_s`` wins). A sync tool runs in a thread, which a timeout cannot stop: the
       model is told it timed out and may still complete, and a late result is logged.
@@ -70,6 +72,15 @@ class Limits(BaseModel):
     wait_timeout_s: PositiveFloat | None = None
     max_tool_result_chars: PositiveInt | None = 100_000
     max_depth: int = Field(default=3, ge=0)
+    salvage_reserve_s: PositiveFloat = 30.0
+
+    @property
+    def salvage_reserve(self) -> float:
+        """Seconds of ``timeout_s`` kept for the salvage call: ``salvage_reserve_s``, at most a
+        quarter of ``timeout_s``; none when salvage is off or there is no ``timeout_s``."""
+        if not self.salvage or self.timeout_s is None:
+            return 0.0
+        return min(self.salvage_reserve_s, self.timeout_s / 4)
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -125,6 +136,7 @@ _WHY = {
     "wait_timeout_s": "how long a suspended run's requests stay open",
     "max_tool_result_chars": "the characters of one tool result the model sees",
     "max_depth": "how deep runs started inside tools may nest",
+    "salvage_reserve_s": "the seconds of timeout_s kept for the salvage call",
 }
 
 

@@ -67,6 +67,10 @@ async def _ask(model: Any, request: ModelRequest, ctx: RunContext) -> ModelRespo
     stream = getattr(model, "stream", None) if ctx.stream_deltas else None
     instant = _instant(model)
     timeout = None if instant else ctx.limits.model_timeout_s
+    rs = ctx.run_state
+    if rs.deadline_hit and not instant:  # the salvage call, in the time kept for it
+        reserve = rs.limits.salvage_reserve
+        timeout = reserve if timeout is None else min(timeout, reserve)
     try:
         if stream is not None:
             response = await within(timeout, _streamed(stream, request, ctx))
@@ -75,9 +79,8 @@ async def _ask(model: Any, request: ModelRequest, ctx: RunContext) -> ModelRespo
         else:
             response = await within(timeout, model.complete(request))
     except Expired:
-        raise ModelError(
-            f"the model call timed out after {timeout:g} s (model_timeout_s={timeout:g})", retryable=True
-        ) from None
+        bound = "the time kept for salvage" if rs.deadline_hit else f"model_timeout_s={timeout:g}"
+        raise ModelError(f"the model call timed out after {timeout:g} s ({bound})", retryable=True) from None
     except Exception as exc:
         raise _model_error(exc, model, ctx) from None
     if not isinstance(response, ModelResponse):

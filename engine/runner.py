@@ -133,8 +133,8 @@ class Runner:
             limits=self.agent.limits,
         )
         self._own_limits(rs)
-        if rs.limits.timeout_s is not None:
-            rs.deadline = _clock() + rs.limits.timeout_s
+        if rs.limits.timeout_s is not None:  # the loop's deadline: the salvage call gets the reserve
+            rs.deadline = _clock() + rs.limits.timeout_s - rs.limits.salvage_reserve
         up = nesting.parent()
         if up is not None:  # started inside a tool of another run: its child
             nesting.adopt(rs, up)
@@ -391,7 +391,7 @@ class Run:
             if len(rs.trace) > 1 and self._must_yield():
                 await asyncio.sleep(0)
                 self._yielded = _perf()
-            if rs.deadline is None or self._timer is not None:
+            if rs.deadline is None or self._timer is not None or rs.deadline_hit:
                 await self._handlers[stage](rs, ctx)
             else:
                 await _until_deadline(self._handlers[stage], rs, ctx)

@@ -51,8 +51,8 @@ def test_hostile_tools_and_models_never_escape_and_every_call_runs_at_most_once(
 ) -> None:
     executions: list[str] = []
     model = HostileModel(script)
-    agent = Agent(name="hostile", model=model, instruction="T.", tools=hostile_tools(executions, keyboard_interrupt=interrupt),
-                  limits=limits)  # fmt: skip
+    tools = hostile_tools(executions, keyboard_interrupt=interrupt)
+    agent = Agent(name="hostile", model=model, instruction="T.", tools=tools, limits=limits)
     seen = Finished()
     runner = Runner(agent, observers=[seen])
     interrupted = False

@@ -100,7 +100,7 @@ def test_timed_out_threads_never_block_a_fresh_call(caplog: pytest.LogCaptureFix
     finally:
         release.set()
     late = [r.message for r in caplog.records if "finished after it timed out" in r.message]
-    assert len(late) == 40 and "'stuck'" in late[0]
+    assert len(late) >= 40 and "'stuck'" in late[0]
 
 
 def test_blocking_false_keeps_a_sync_tool_on_the_loop() -> None:
@@ -194,3 +194,37 @@ def test_within_keeps_time_and_tells_its_timeout_from_a_cancellation(
 
 async def _raise(exc: BaseException) -> None:
     raise exc
+
+
+def test_a_run_out_of_time_reaches_salvage_in_the_time_kept_for_it() -> None:
+    calls = 0
+
+    async def reply(request: Any) -> Any:
+        from loopwright import ModelResponse, TextPart
+
+        nonlocal calls
+        calls += 1
+        if calls > 1:  # the salvage call
+            return ModelResponse(parts=(TextPart(text="best guess"),), stop_reason="end_turn")
+        await asyncio.sleep(10)
+        raise AssertionError("not reached")
+
+    agent = Agent(name="s", model=ScriptedModel(reply), instruction="T.", limits=Limits(timeout_s=0.4))
+    started = time.perf_counter()
+    result = Runner(agent).run_sync("go")
+    took = time.perf_counter() - started
+    assert result.outcome == "salvaged" and result.output == "best guess" and result.limit == "timeout_s"
+    assert took < 0.6
+    assert Limits(timeout_s=0.4).salvage_reserve == pytest.approx(0.1)
+    assert Limits(timeout_s=1800).salvage_reserve == 30.0 and Limits(salvage=False).salvage_reserve == 0.0
+
+
+def test_a_salvage_call_that_hangs_is_cut_at_the_run_deadline() -> None:
+    async def hang(request: Any) -> Any:
+        await asyncio.sleep(10)
+
+    agent = Agent(name="s", model=ScriptedModel(hang), instruction="T.", limits=Limits(timeout_s=0.4))
+    started = time.perf_counter()
+    result = Runner(agent).run_sync("go")
+    assert time.perf_counter() - started < 0.7
+    assert result.outcome == "limit" and result.limit == "timeout_s"

@@ -94,5 +94,6 @@ def test_a_timeout_ends_a_never_suspending_run_promptly() -> None:
     started = time.perf_counter()
     result = asyncio.run(scenario())
     elapsed = time.perf_counter() - started
-    assert result.limit == "timeout_s" and result.outcome == "limit"
+    # the salvage call (the looping model answers it with a tool call, which salvage drops)
+    assert result.limit == "timeout_s" and result.outcome == "salvaged"
     assert elapsed < 2, f"the run took {elapsed:.2f}s with timeout_s=0.05"
