@@ -73,7 +73,7 @@ def test_max_tool_calls_bounds_executions() -> None:
         limits=Limits(max_tool_calls=3, retry_backoff_s=0),
     )
     result = Runner(agent).run_sync("go")
-    assert ran == [0, 1, 2]
+    assert sorted(ran) == [0, 1, 2]  # sync tools run in threads, concurrently
     assert result.tool_calls == 3
     answers = result.messages[2].parts
     assert len(answers) == 500
@@ -107,7 +107,7 @@ def test_a_sub_agents_own_tool_call_budget_bounds_its_executions() -> None:
     transfer = ToolCall(name="transfer_to_agent", args={"agent_name": "helper", "task": "work"})
     agent = scripted(root, [[transfer], wide, "done"])
     Runner(agent).run_sync("go")
-    assert ran == [0, 1]
+    assert sorted(ran) == [0, 1]
 
 
 def _result_with(messages: list[Message], tool_calls: int = 0) -> Any:
