@@ -19,7 +19,7 @@ from .errors import CredentialRequired, redact
 from .events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
 from .limits import Expired, within
 from .model_call import known_secrets
-from .nesting import tool_running
+from .nesting import enter_tools, leave_tools
 from .run_state import RunState
 from .tools import ArgumentsError, Pending, Tool, ToolContext, ToolValueError, capped, to_json_value
 
@@ -132,8 +132,7 @@ def _check(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | tup
 async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunContext) -> CallOutcome:
     timeout = tool.timeout_s or ctx.limits.tool_timeout_s
     try:
-        with tool_running(ctx.run_state):
-            value = await within(timeout, tool.invoke(kwargs, ToolContext(ctx) if tool.ctx_param else ctx))
+        value = await within(timeout, tool.invoke(kwargs, ToolContext(ctx) if tool.ctx_param else ctx))
     except CredentialRequired as exc:
         return _wait(call, "credential", exc.message, exc.key)
     except Expired:
@@ -167,32 +166,34 @@ def _being_cancelled() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-async def _execute_safely(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome:
-    """:func:`execute`, with whatever the tool code raises answered as an error result: a
-    ``SystemExit`` (argparse in a tool), a ``GeneratorExit`` or a ``CancelledError`` the tool
-    raised itself (not a cancellation of the run). A ``KeyboardInterrupt`` cancels the run:
-    the call is answered, ``ctx.interrupt`` keeps it, and the runner re-raises it once the run
-    has ended."""
-    try:
-        return await execute(call, ctx, approved)
-    except asyncio.CancelledError as exc:
+def _caught(call: ToolCall, ctx: RunContext, exc: BaseException, who: str) -> ToolResult:
+    """The error result for what tool code (``who``: the tool, or a callback) raised: any
+    exception, a ``SystemExit`` (argparse in a tool), a ``GeneratorExit`` or a ``CancelledError``
+    it raised itself. A ``KeyboardInterrupt`` cancels the run: the call is answered,
+    ``ctx.interrupt`` keeps it, and the runner re-raises it once the run has ended. A
+    cancellation of the run itself is raised again."""
+    if isinstance(exc, asyncio.CancelledError):
         if _being_cancelled():
-            raise
-        why = f"raised its own CancelledError ({exc})" if str(exc) else "raised its own CancelledError"
-        return result(call, f"tool {call.name!r} {why}; it was not a cancellation of the run", True)
-    except KeyboardInterrupt as exc:
+            raise exc
+        why = f" ({exc})" if str(exc) else ""
+        return result(call, f"{who} raised its own CancelledError{why}; it was not a cancellation of the run", True)
+    if isinstance(exc, KeyboardInterrupt):
         if ctx.interrupt is None:
             ctx.interrupt = exc
         ctx.run_state.cancel_requested = True
-        return result(call, f"tool {call.name!r} was interrupted (KeyboardInterrupt); the run is cancelled", True)
-    except BaseException as exc:  # SystemExit, GeneratorExit: never let a tool stop the event loop
-        return result(call, redact(f"tool {call.name!r} raised {type(exc).__name__}: {exc}", known_secrets(ctx)), True)
+        return result(call, f"{who} was interrupted (KeyboardInterrupt); the run is cancelled", True)
+    return result(call, redact(f"{who} raised {type(exc).__name__}: {exc}", known_secrets(ctx)), True)
 
 
 async def answer(call: ToolCall, ctx: RunContext, approved: bool = False) -> CallOutcome:
-    """Run ``call`` (:func:`execute`), pass its result through after_tool, and record it."""
+    """Run ``call`` (:func:`execute`), pass its result through after_tool, and record it.
+    Whatever the tool code raises is answered (:func:`_caught`): never a BaseException that
+    stops the event loop."""
     started = _perf()
-    outcome = await _execute_safely(call, ctx, approved)
+    try:
+        outcome = await execute(call, ctx, approved)
+    except BaseException as exc:
+        outcome = _caught(call, ctx, exc, f"tool {call.name!r}")
     if isinstance(outcome, PendingRequest):
         return outcome
     after = ctx.agent.after_tool
@@ -205,17 +206,8 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False) -> Cal
                 outcome = replaced
             elif replaced is not None:
                 raise TypeError(f"it returned {type(replaced).__name__}; return None or a ToolResult")
-        except asyncio.CancelledError:
-            if _being_cancelled():
-                raise
-            outcome = result(call, "the after_tool callback raised its own CancelledError", True)
-        except KeyboardInterrupt as exc:
-            ctx.interrupt = ctx.interrupt or exc
-            ctx.run_state.cancel_requested = True
-            outcome = result(call, "the after_tool callback was interrupted (KeyboardInterrupt)", True)
         except BaseException as exc:
-            said = f"the after_tool callback failed: {type(exc).__name__}: {exc}"
-            outcome = result(call, redact(said, known_secrets(ctx)), True)
+            outcome = _caught(call, ctx, exc, "the after_tool callback")
     record(call, outcome, _perf() - started, ctx)
     return outcome
 
@@ -234,6 +226,14 @@ def record(call: ToolCall, answered: ToolResult, duration: float, ctx: RunContex
 async def run_jobs(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, CallOutcome]) -> None:
     """Run ``jobs`` concurrently (a lone job without a task), each outcome into ``outcomes`` by
     position as it completes, so an interrupted pass keeps what finished."""
+    token = enter_tools(ctx.run_state)  # runs started by these tools are this run's children
+    try:
+        await _run_jobs(jobs, ctx, outcomes)
+    finally:
+        leave_tools(token)
+
+
+async def _run_jobs(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, CallOutcome]) -> None:
     if len(jobs) == 1:  # the common case: no task, no group
         i, call, approved = jobs[0]
         outcomes[i] = await answer(call, ctx, approved)

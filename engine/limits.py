@@ -200,7 +200,7 @@ async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
         return await awaitable
     task = asyncio.current_task()
     assert task is not None, "within() runs inside a task"
-    loop = asyncio.get_running_loop()
+    loop = task.get_loop()
     if seconds < COARSE_FROM_S:
         return await _precisely(seconds, awaitable, task, loop)
     watch = _watch(loop)

@@ -88,10 +88,9 @@ async def _ask(model: Any, request: ModelRequest, ctx: RunContext) -> ModelRespo
             f"model {type(model).__name__}.complete returned {type(response).__name__}, not a ModelResponse",
             retryable=False,
         )
-    if not instant and not getattr(model, "trusted_replies", False):
-        wrong = malformed(response)
-        if wrong is not None:
-            raise ModelError(f"model {type(model).__name__} returned a malformed reply: {wrong}", retryable=False)
+    if not instant and not _sound(response) and not getattr(model, "trusted_replies", False):
+        wrong = malformed(response) or "it does not hold together"
+        raise ModelError(f"model {type(model).__name__} returned a malformed reply: {wrong}", retryable=False)
     return response
 
 
@@ -130,6 +129,33 @@ TRANSIENT: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, OSE
 ``ModelError(retryable=...)`` always says it plainly."""
 
 _COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens", "requests")
+
+
+def _sound(response: ModelResponse) -> bool:
+    """The quick check of :func:`malformed` (which then says what is wrong)."""
+    parts = response.parts
+    if type(parts) is not tuple:
+        return False
+    for part in parts:
+        kind = type(part)
+        if kind is ToolCall:
+            fields = part.__dict__
+            ident = fields.get("id")
+            if type(ident) is not str or not ident or type(fields.get("name")) is not str:
+                return False
+            if type(fields.get("args")) is not dict:
+                return False
+        elif (kind is not TextPart and kind is not ThoughtPart) or type(part.__dict__.get("text")) is not str:
+            return False
+    usage = response.usage
+    if type(usage) is not Usage:
+        return False
+    counts = usage.__dict__
+    i, o, r, c, n = (counts.get(name) for name in _COUNTS)
+    return (
+        type(i) is int and type(o) is int and type(r) is int and type(c) is int and type(n) is int
+        and i >= 0 and o >= 0 and r >= 0 and c >= 0 and n >= 0
+    )  # fmt: skip
 
 
 def malformed(response: ModelResponse) -> str | None:

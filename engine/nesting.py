@@ -8,16 +8,14 @@ passes, tool calls and tokens are added to the parent's counters. Runs nest at m
 ``Limits.max_depth`` deep (the root's); a run past it is refused with a
 :class:`ConfigurationError`, which the calling tool's result reports to the model.
 
-The link is a context variable set while a tool runs (:func:`tool_running`), so it reaches runs
-started in the tool's own task, in tasks it creates, and in a sync tool's thread.
+The link is a context variable set while a run's tools run (:func:`enter_tools`), so it reaches
+runs started in a tool's own task, in tasks it creates, and in a sync tool's thread.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,14 +38,14 @@ _DEPTHS: dict[int, int] = {}
 """How deep each child run in progress is (by ``id`` of its RunState; top-level runs are not here)."""
 
 
-@contextmanager
-def tool_running(rs: RunState) -> Iterator[None]:
-    """While a tool of the run ``rs`` runs, runs started from it are its children."""
-    token = _PARENT.set(Parent(rs, _DEPTHS.get(id(rs), 0)))
-    try:
-        yield
-    finally:
-        _PARENT.reset(token)
+def enter_tools(rs: RunState) -> Token[Parent | None]:
+    """Tools of the run ``rs`` are about to run: runs started from them are its children (until
+    :func:`leave_tools`)."""
+    return _PARENT.set(Parent(rs, _DEPTHS.get(id(rs), 0)))
+
+
+def leave_tools(token: Token[Parent | None]) -> None:
+    _PARENT.reset(token)
 
 
 def parent() -> Parent | None:
