@@ -141,6 +141,9 @@ async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunCo
         return result(call, f"tool {call.name!r} timed out after {timeout:g} s{still}", True)
     except Exception as exc:
         return result(call, redact(f"tool {call.name!r} raised {type(exc).__name__}: {exc}", known_secrets(ctx)), True)
+    kind = type(value)
+    if kind is int or kind is float or kind is bool or value is None:  # JSON already, and short
+        return result(call, value, False)
     if isinstance(value, Pending):
         return _wait(call, "result", value.detail or f"{call.name} is still running")
     return value_result(call, value, ctx)
@@ -228,16 +231,16 @@ async def run_jobs(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, Cal
     position as it completes, so an interrupted pass keeps what finished."""
     token = enter_tools(ctx.run_state)  # runs started by these tools are this run's children
     try:
-        await _run_jobs(jobs, ctx, outcomes)
+        if len(jobs) == 1:  # the common case: no task, no group
+            i, call, approved = jobs[0]
+            outcomes[i] = await answer(call, ctx, approved)
+        else:
+            await _run_group(jobs, ctx, outcomes)
     finally:
         leave_tools(token)
 
 
-async def _run_jobs(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, CallOutcome]) -> None:
-    if len(jobs) == 1:  # the common case: no task, no group
-        i, call, approved = jobs[0]
-        outcomes[i] = await answer(call, ctx, approved)
-        return
+async def _run_group(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, CallOutcome]) -> None:
 
     async def one(i: int, call: ToolCall, approved: bool) -> None:
         outcomes[i] = await answer(call, ctx, approved)

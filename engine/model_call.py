@@ -150,12 +150,11 @@ def _sound(response: ModelResponse) -> bool:
     usage = response.usage
     if type(usage) is not Usage:
         return False
-    counts = usage.__dict__
-    i, o, r, c, n = (counts.get(name) for name in _COUNTS)
-    return (
-        type(i) is int and type(o) is int and type(r) is int and type(c) is int and type(n) is int
-        and i >= 0 and o >= 0 and r >= 0 and c >= 0 and n >= 0
-    )  # fmt: skip
+    try:  # counts that are not numbers (None, str) fail the comparison
+        return min(usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_creation_tokens,
+                   usage.requests) >= 0  # fmt: skip
+    except TypeError:
+        return False
 
 
 def malformed(response: ModelResponse) -> str | None:

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import threading
 from contextvars import ContextVar, Token
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import ConfigurationError
 from .run_state import RunState
@@ -25,8 +24,7 @@ from .run_state import RunState
 _charging = threading.Lock()
 
 
-@dataclass(frozen=True, slots=True)
-class Parent:
+class Parent(NamedTuple):
     """The run whose tool is running, and how deep it is (a top-level run is 0)."""
 
     state: RunState

@@ -71,6 +71,8 @@ async def act(rs: RunState, ctx: RunContext) -> None:
 
 def _within_budget(rs: RunState, ctx: RunContext, calls: list[ToolCall], results: list[ToolResult | None]) -> int:
     """How many of ``calls`` may run (the first ones); the others are answered here."""
+    if rs.limits.max_tool_calls is None and rs.turn_limits is None:
+        return len(calls)
     room = tool_call_room(rs)
     if room is None or room[0] >= len(calls):
         return len(calls)
