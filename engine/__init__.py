@@ -63,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "ToolSpec": "events",
     "Usage": "events",
     "Violation": "verify",
+    "agent_tool": "subrun",
     "approve": "decisions",
     "compose": "machine",
     "configure_logging": "observers",
@@ -129,6 +130,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "Violation",
+    "agent_tool",
     "approve",
     "compose",
     "configure_logging",
@@ -199,6 +201,7 @@ if TYPE_CHECKING:
     from .runner import Runner as Runner
     from .runner import RunStream as RunStream
     from .stage import Stage as Stage
+    from .subrun import agent_tool as agent_tool
     from .tools import Pending as Pending
     from .tools import Tool as Tool
     from .tools import tool as tool

@@ -15,11 +15,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from .context import CURRENT_CALL, RunContext
-from .errors import CredentialRequired
+from .errors import CredentialRequired, redact
 from .events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
+from .limits import Expired, within
+from .model_call import known_secrets
+from .nesting import enter_tools, leave_tools
 from .observers import enter_scopes
 from .run_state import RunState
-from .tools import ArgumentsError, Pending, Tool, to_json_value
+from .tools import ArgumentsError, Pending, Tool, ToolContext, ToolValueError, capped, to_json_value
 
 _perf = time.perf_counter
 CallOutcome = ToolResult | PendingRequest
@@ -36,6 +39,27 @@ def tool_calls(rs: RunState) -> list[ToolCall]:
     """The tool calls of the latest reply, in the model's order."""
     response = rs.response
     return [p for p in response.parts if type(p) is ToolCall] if response is not None else []
+
+
+BUDGET_SPENT = "not run: tool-call budget spent"
+"""How a call past the ``max_tool_calls`` budget is answered (the testing kit looks for it)."""
+
+
+def tool_call_room(rs: RunState) -> tuple[int, int] | None:
+    """How many more tool calls may run, and the cap that says so: the least room of the
+    run's ``max_tool_calls`` and the active agent's own (None: no cap)."""
+    cap = rs.limits.max_tool_calls
+    found = None if cap is None else (cap - rs.tool_calls_made, cap)
+    own = rs.turn_limits.max_tool_calls if rs.turn_limits is not None else None
+    if own is not None:
+        left = own - (rs.tool_calls_made - int(rs.turn_start.get("max_tool_calls", 0)))
+        if found is None or left < found[0]:
+            found = (left, own)
+    return found
+
+
+def budget_spent(call: ToolCall, cap: int) -> str:
+    return f"{BUDGET_SPENT} (max_tool_calls={cap}); tool {call.name!r} was not called"
 
 
 def _wait(call: ToolCall, kind: Any, detail: str, key: str | None = None) -> PendingRequest:
@@ -64,8 +88,9 @@ async def _before_tool(call: ToolCall, ctx: RunContext) -> ToolResult | None:
         if asyncio.iscoroutine(value):
             value = await value
     except Exception as exc:
-        return result(call, f"the before_tool callback raised {type(exc).__name__}: {exc}", True)
-    return None if value is None else result(call, to_json_value(value), False)
+        said = f"the before_tool callback raised {type(exc).__name__}: {exc}"
+        return result(call, redact(said, known_secrets(ctx)), True)
+    return None if value is None else value_result(call, value, ctx)
 
 
 async def execute(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome:
@@ -108,27 +133,77 @@ def _check(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | tup
 async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunContext) -> CallOutcome:
     timeout = tool.timeout_s or ctx.limits.tool_timeout_s
     try:
-        if timeout is None:
-            value = await tool.invoke(kwargs, ctx)
-        else:
-            async with asyncio.timeout(timeout) as scope:
-                value = await tool.invoke(kwargs, ctx)
+        value = await within(timeout, tool.invoke(kwargs, ToolContext(ctx) if tool.ctx_param else ctx))
     except CredentialRequired as exc:
         return _wait(call, "credential", exc.message, exc.key)
-    except TimeoutError as exc:
-        if timeout is not None and scope.expired():
-            return result(call, f"tool {call.name!r} timed out after {timeout:g} s", True)
-        return result(call, f"tool {call.name!r} raised TimeoutError: {exc}", True)
+    except Expired:
+        threaded = not tool.is_async and tool.blocking
+        still = "; it may still complete (its thread cannot be stopped)" if threaded else ""
+        return result(call, f"tool {call.name!r} timed out after {timeout:g} s{still}", True)
     except Exception as exc:
-        return result(call, f"tool {call.name!r} raised {type(exc).__name__}: {exc}", True)
+        return result(call, redact(f"tool {call.name!r} raised {type(exc).__name__}: {exc}", known_secrets(ctx)), True)
+    kind = type(value)
+    if kind is int or kind is float or kind is bool or value is None:  # JSON already, and short
+        return result(call, value, False)
     if isinstance(value, Pending):
         return _wait(call, "result", value.detail or f"{call.name} is still running")
-    return result(call, to_json_value(value), False)
+    return value_result(call, value, ctx)
+
+
+def value_result(call: ToolCall, value: Any, ctx: RunContext) -> ToolResult:
+    """The result of a call that returned ``value``: as JSON data, cut to the active agent's
+    ``max_tool_result_chars``; an error result naming the type if it cannot become JSON."""
+    try:
+        content = to_json_value(value)
+    except ToolValueError as exc:
+        return result(call, f"tool {call.name!r} {exc}", True)
+    return result(call, capped(content, ctx.limits.max_tool_result_chars), False)
+
+
+class _Interrupted(Exception):
+    """A call of a pass was interrupted (KeyboardInterrupt): the pass stops its other calls."""
+
+
+def _being_cancelled() -> bool:
+    """The task running this is being cancelled (not a CancelledError a tool raised itself)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _caught(call: ToolCall, ctx: RunContext, exc: BaseException, who: str) -> ToolResult:
+    """The error result for what tool code (``who``: the tool, or a callback) raised: any
+    exception, a ``SystemExit`` (argparse in a tool), a ``GeneratorExit`` or a ``CancelledError``
+    it raised itself. A ``KeyboardInterrupt`` cancels the run: the call is answered,
+    ``ctx.interrupt`` keeps it, and the runner re-raises it once the run has ended. A
+    cancellation of the run itself is raised again."""
+    if isinstance(exc, asyncio.CancelledError):
+        if _being_cancelled():
+            raise exc
+        why = f" ({exc})" if str(exc) else ""
+        return result(call, f"{who} raised its own CancelledError{why}; it was not a cancellation of the run", True)
+    if isinstance(exc, KeyboardInterrupt):
+        if ctx.interrupt is None:
+            ctx.interrupt = exc
+        ctx.run_state.cancel_requested = True
+        return result(call, f"{who} was interrupted (KeyboardInterrupt); the run is cancelled", True)
+    if not isinstance(exc, ANSWERED):
+        raise exc  # another BaseException is the process's business (see ANSWERED)
+    return result(call, redact(f"{who} raised {type(exc).__name__}: {exc}", known_secrets(ctx)), True)
+
+
+ANSWERED = (Exception, SystemExit, GeneratorExit)
+"""What tool code may raise and have answered as an error result (with a tool's own
+``CancelledError`` and ``KeyboardInterrupt``, handled apart). Any other ``BaseException`` (a
+test framework's outcome, gevent's ``GreenletExit``, a simulated crash) is not the run's to
+catch: it propagates untouched, the run left as it was at its last checkpoint, like a process
+that died."""
 
 
 async def answer(call: ToolCall, ctx: RunContext, approved: bool = False, scoped: bool = False) -> CallOutcome:
     """Run ``call`` (:func:`execute`), pass its result through after_tool, and record it; inside
-    the run's tool scopes (per-run observers' ``tool_scope``), if any (``scoped``: entered)."""
+    the run's tool scopes (per-run observers' ``tool_scope``), if any (``scoped``: entered).
+    Whatever the tool code raises is answered (:func:`_caught`): never a BaseException that
+    stops the event loop."""
     if ctx.tool_scopes and not scoped:
         return await _in_scopes(call, ctx, approved)
     started = _perf()
@@ -140,7 +215,10 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False, scoped
 
 
 async def _answer(call: ToolCall, ctx: RunContext, approved: bool, started: float) -> CallOutcome:
-    outcome = await execute(call, ctx, approved)
+    try:
+        outcome = await execute(call, ctx, approved)
+    except BaseException as exc:
+        outcome = _caught(call, ctx, exc, f"tool {call.name!r}")
     if isinstance(outcome, PendingRequest):
         return outcome
     after = ctx.agent.after_tool
@@ -153,8 +231,8 @@ async def _answer(call: ToolCall, ctx: RunContext, approved: bool, started: floa
                 outcome = replaced
             elif replaced is not None:
                 raise TypeError(f"it returned {type(replaced).__name__}; return None or a ToolResult")
-        except Exception as exc:
-            outcome = result(call, f"the after_tool callback failed: {type(exc).__name__}: {exc}", True)
+        except BaseException as exc:
+            outcome = _caught(call, ctx, exc, "the after_tool callback")
     record(call, outcome, _perf() - started, ctx)
     if ctx.on_result is not None:  # a store keeps the result before the call counts as done
         await ctx.on_result(call, outcome, ctx)
@@ -173,21 +251,36 @@ def record(call: ToolCall, answered: ToolResult, duration: float, ctx: RunContex
 async def run_jobs(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, CallOutcome]) -> None:
     """Run ``jobs`` concurrently (a lone job without a task), each outcome into ``outcomes`` by
     position as it completes, so an interrupted pass keeps what finished."""
-    if len(jobs) == 1:  # the common case: no task, no group
-        i, call, approved = jobs[0]
-        outcomes[i] = await answer(call, ctx, approved)
-        return
+    token = enter_tools(ctx.run_state)  # runs started by these tools are this run's children
+    try:
+        if len(jobs) == 1:  # the common case: no task, no group
+            i, call, approved = jobs[0]
+            outcomes[i] = await answer(call, ctx, approved)
+        else:
+            await _run_group(jobs, ctx, outcomes)
+    finally:
+        leave_tools(token)
+
+
+async def _run_group(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, CallOutcome]) -> None:
 
     async def one(i: int, call: ToolCall, approved: bool) -> None:
         outcomes[i] = await answer(call, ctx, approved)
+        if ctx.interrupt is not None:
+            raise _Interrupted  # the group stops the other calls
 
-    async with asyncio.TaskGroup() as group:
-        for job in jobs:
-            group.create_task(one(*job))
+    try:
+        async with asyncio.TaskGroup() as group:
+            for job in jobs:
+                group.create_task(one(*job))
+    except* _Interrupted:
+        pass  # the calls that did not finish are answered by the caller (``fill``)
 
 
 def interruption(rs: RunState) -> str:
     """Why a pass of tool calls was cut short: the deadline, or a cancellation."""
+    if rs.cancel_requested:
+        return "the run was cancelled"
     out_of_time = rs.deadline is not None and time.time() >= rs.deadline
     return "the run's time budget (timeout_s) ran out" if out_of_time else "the run was cancelled"
 

@@ -12,6 +12,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from .events import Event
@@ -95,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in ("check", "diagram", "run", "trace", "runs"):
+        _import_from_cwd()
     if getattr(args, "handler", None) is not None:  # a command its own module registered
         return int(args.handler(args))
     if args.command == "demo":
@@ -106,6 +109,22 @@ def _main(argv: Sequence[str] | None) -> int:
 
         return runs_main(args)
     return _check(args.target)
+
+
+def _import_from_cwd() -> None:
+    """``module:attr`` targets are found in the current folder, as ``python -m``, pytest and
+    uvicorn find them (a console script's ``sys.path`` starts at its own folder instead)."""
+    cwd = os.getcwd()
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def _in_this_project() -> bool:
+    """The current folder is loopwright's own checkout (where ``diagrams/`` is regenerated)."""
+    try:
+        return 'name = "loopwright"' in Path("pyproject.toml").read_text()
+    except OSError:
+        return False
 
 
 def _check(target: str) -> int:
@@ -154,6 +173,14 @@ def _diagram(out_dir: str | None, trace: str | None, fmt: str | None, target: st
         events = load_trace(trace) if trace is not None else None
     except (LookupError, ConfigurationError) as exc:
         print(f"loopwright diagram: {exc.args[0]}", file=sys.stderr)
+        return 2
+    if machine is None and events is None and out_dir is None and not _in_this_project():
+        print(
+            "loopwright diagram: with no --agent or --trace, it regenerates the built-in machines' diagrams, and "
+            "writes them into ./diagrams/ only inside loopwright's own project; pass --out DIR to write them "
+            "elsewhere, or --agent module:attr to draw your agent's machine to standard output",
+            file=sys.stderr,
+        )
         return 2
     try:
         if machine is None and events is None:

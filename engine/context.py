@@ -144,6 +144,7 @@ class RunContext:
         "features",
         "gates",
         "holds",
+        "interrupt",
         "limits",
         "log",
         "model_scopes",
@@ -190,6 +191,8 @@ class RunContext:
         self.gates = found("gate")
         """The features' per-call gates (act asks them before running a call)."""
         self.holds = found("hold")
+        self.interrupt: BaseException | None = None
+        """A KeyboardInterrupt a tool raised: the run ends cancelled, then the runner re-raises it."""
         """The features that may keep a step whose calls wait."""
         self.stream_deltas = stream_deltas
         self.log = EventLog(

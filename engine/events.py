@@ -14,7 +14,7 @@ import os
 import pathlib
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, NonNegativeInt, TypeAdapter
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _PROCESS_PREFIX = os.urandom(4).hex()
@@ -218,11 +218,11 @@ class Usage(BaseModel):
     """Tokens reported by the model. ``total_tokens`` counts all four kinds."""
 
     model_config = _FROZEN
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_creation_tokens: int = 0
-    requests: int = 0
+    input_tokens: NonNegativeInt = 0
+    output_tokens: NonNegativeInt = 0
+    cache_read_tokens: NonNegativeInt = 0
+    cache_creation_tokens: NonNegativeInt = 0
+    requests: NonNegativeInt = 0
 
     @property
     def total_tokens(self) -> int:

@@ -61,8 +61,9 @@ def is_final_response(rs: RunState) -> bool:
 
 
 def salvage_allowed(rs: RunState) -> bool:
-    """Salvage is on (for the active agent) and time is left for one more model call."""
-    return (rs.turn_limits or rs.limits).salvage and not rs.deadline_hit
+    """Salvage is on (for the active agent) and time is left for one more model call (past
+    the loop's deadline: the run's ``salvage_reserve``)."""
+    return (rs.turn_limits or rs.limits).salvage and (not rs.deadline_hit or rs.limits.salvage_reserve > 0)
 
 
 within_iteration_budget = ITERATIONS.guard

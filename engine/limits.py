@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
+
+from .errors import ConfigurationError
 
 
 class Limits(BaseModel):
@@ -16,12 +22,27 @@ class Limits(BaseModel):
     ``wait_timeout_s``) are the run's, and only the root's count.
 
     - ``max_iterations``: passes through ``reason`` (the salvage call is not counted).
-    - ``max_tool_calls``: tool calls executed; the step that crosses it still completes.
+    - ``max_tool_calls``: tool calls executed; a reply's calls past the room left are answered
+      "not run: tool-call budget spent" without running.
     - ``max_total_tokens``: input + output + cache tokens reported by the model.
-    - ``timeout_s``: wall-clock seconds for the whole run; a stage still running at the
-      deadline is cut short, and the run ends with outcome ``"limit"`` (no salvage call,
-      since there is no time left for one).
-    - ``tool_timeout_s``: seconds for one tool call (a tool's own ``timeout_s`` wins).
+    - ``timeout_s``: wall-clock seconds for the whole run (default 30 minutes). With salvage
+      on, the loop's deadline comes ``salvage_reserve_s`` (at most a quarter of ``timeout_s``)
+      early, so the salvage call has that long; a stage still running at the deadline is cut
+      short, and the run salvages (or, with salvage off, ends with outcome ``"limit"``).
+    - ``tool_timeout_s``: seconds for one tool call (default 5 minutes; a tool's own
+      ``timeout_s`` wins). A sync tool runs in a thread, which a timeout cannot stop: the
+      model is told it timed out and may still complete, and a late result is logged.
+    - ``model_timeout_s``: seconds for one model call (default 10 minutes); a call that takes
+      longer is a retryable model error.
+
+    - ``max_depth``: how deep runs started inside tools may nest (an agent used as a tool,
+      :func:`loopwright.agent_tool`); 0: a tool may not start a run. Such a child run charges
+      its parent's ``max_iterations``, ``max_tool_calls`` and ``max_total_tokens`` and ends by
+      its deadline.
+
+    The three wall-clock budgets are ``None`` (no bound) only when you say so.
+    - ``max_tool_result_chars``: characters of one tool result the model sees (structured
+      results counted as JSON text); a longer one is cut, with a note saying so.
     - ``max_model_retries``: retries of a failed model call before the run fails.
     - ``retry_backoff_s``: first retry delay; doubles each retry, at most 30 s.
     - ``salvage``: when a budget is spent, make one last tool-less call for the best answer.
@@ -47,8 +68,9 @@ class Limits(BaseModel):
     max_iterations: PositiveInt = 10
     max_tool_calls: PositiveInt | None = None
     max_total_tokens: PositiveInt | None = None
-    timeout_s: PositiveFloat | None = None
-    tool_timeout_s: PositiveFloat | None = None
+    timeout_s: PositiveFloat | None = 1800.0
+    tool_timeout_s: PositiveFloat | None = 300.0
+    model_timeout_s: PositiveFloat | None = 600.0
     max_model_retries: int = Field(default=2, ge=0)
     retry_backoff_s: float = Field(default=0.5, ge=0)
     salvage: bool = True
@@ -60,7 +82,177 @@ class Limits(BaseModel):
     max_parse_retries: int = Field(default=3, ge=0)
     max_observations: int = Field(default=5, ge=0)
     max_compactions: int = Field(default=3, ge=0)
+    max_tool_result_chars: PositiveInt | None = 100_000
+    max_depth: int = Field(default=3, ge=0)
+    salvage_reserve_s: PositiveFloat = 30.0
+
+    @property
+    def salvage_reserve(self) -> float:
+        """Seconds of ``timeout_s`` kept for the salvage call: ``salvage_reserve_s``, at most a
+        quarter of ``timeout_s``; none when salvage is off or there is no ``timeout_s``."""
+        if not self.salvage or self.timeout_s is None:
+            return 0.0
+        return min(self.salvage_reserve_s, self.timeout_s / 4)
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConfigurationError(_explain(exc)) from None
 
     def retry_delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based)."""
         return float(min(self.retry_backoff_s * (2 ** (attempt - 1)), 30.0))
+
+
+def _explain(exc: ValidationError) -> str:
+    """Which fields of Limits were wrong, what they take, and what they bound."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        name = str(err["loc"][0]) if err["loc"] else "(limits)"
+        if err["type"] == "extra_forbidden":
+            known = ", ".join(Limits.model_fields)
+            lines.append(f"Limits has no field {name!r}; its fields are: {known}")
+            continue
+        lines.append(
+            f"Limits({name}={err.get('input')!r}): {name} takes {_takes(name)} ({err['msg']}); "
+            f"it bounds {_WHY.get(name, 'the run')}"
+        )
+    return "; ".join(lines)
+
+
+def _takes(name: str) -> str:
+    field = Limits.model_fields.get(name)
+    if field is None or field.annotation is bool:
+        return "True or False"
+    at_least = "0" if any(getattr(m, "ge", None) == 0 for m in field.metadata) else None
+    kind = "a number of seconds" if name.endswith("_s") else "a whole number"
+    bound = f">= {at_least}" if at_least else "> 0"
+    none = " or None (no bound: only when you mean it)" if "Optional" in repr(field.annotation) else ""
+    return f"{kind} {bound}{none}"
+
+
+_WHY = {
+    "max_iterations": "the passes through the model (the run ends, or salvages, after that many)",
+    "max_tool_calls": "the tool calls a run executes",
+    "max_total_tokens": "the tokens the model may use in a run",
+    "timeout_s": "the wall-clock seconds of a whole run",
+    "tool_timeout_s": "the seconds one tool call may take",
+    "model_timeout_s": "the seconds one model call may take",
+    "max_model_retries": "the retries of a failed model call",
+    "retry_backoff_s": "the first wait before a retry (it doubles each retry)",
+    "salvage": "whether a spent budget ends in one last tool-less call",
+    "max_transfers": "the transfers between agents in a run",
+    "max_ping_pong": "the transfers back and forth between two agents",
+    "max_suspensions": "the times a run may wait for people or results",
+    "wait_timeout_s": "how long a suspended run's requests stay open",
+    "max_tool_result_chars": "the characters of one tool result the model sees",
+    "max_depth": "how deep runs started inside tools may nest",
+    "salvage_reserve_s": "the seconds of timeout_s kept for the salvage call",
+}
+
+
+T = TypeVar("T")
+
+
+class Expired(TimeoutError):
+    """:func:`within`'s time ran out (not a TimeoutError the awaited code raised itself)."""
+
+
+COARSE_FROM_S = 2.0
+"""Timeouts of at least this many seconds are kept by a shared quarter-second watch (about a
+microsecond a call, at most ``TICK_S`` late); shorter ones get a timer of their own."""
+TICK_S = 0.25
+
+
+class _Watched:
+    __slots__ = ("before", "deadline", "fired", "task")
+
+    def __init__(self, deadline: float, task: asyncio.Task[Any]) -> None:
+        self.deadline, self.task, self.before, self.fired = deadline, task, task.cancelling(), False
+
+
+class _Watch:
+    """One per event loop: while calls are watched, a tick every ``TICK_S`` cancels those past
+    their deadline."""
+
+    __slots__ = ("handle", "live", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop, self.live = loop, set[_Watched]()
+        self.handle: asyncio.TimerHandle | None = None
+
+    def add(self, watched: _Watched) -> None:
+        self.live.add(watched)
+        if self.handle is None:
+            self.handle = self.loop.call_later(TICK_S, self.tick)
+
+    def tick(self) -> None:
+        now = self.loop.time()
+        for watched in [w for w in self.live if w.deadline <= now and not w.fired]:
+            watched.fired = True
+            watched.task.cancel()
+        self.handle = self.loop.call_later(TICK_S, self.tick) if self.live else None
+
+
+def _watch(loop: asyncio.AbstractEventLoop) -> _Watch:
+    found: _Watch | None = getattr(loop, "_loopwright_watch", None)
+    if found is None:
+        found = _Watch(loop)
+        loop._loopwright_watch = found  # type: ignore[attr-defined]
+    return found
+
+
+async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
+    """``await awaitable``, or :class:`Expired` (a TimeoutError) after ``seconds`` (None: no
+    bound). Like ``asyncio.timeout`` (a cancellation of the task from elsewhere still
+    propagates as ``CancelledError``), at a fraction of its cost: timeouts of
+    ``COARSE_FROM_S`` or more share one watch per loop (kept to within ``TICK_S``)."""
+    if seconds is None:
+        return await awaitable
+    task = asyncio.current_task()
+    assert task is not None, "within() runs inside a task"
+    loop = task.get_loop()
+    if seconds < COARSE_FROM_S:
+        return await _precisely(seconds, awaitable, task, loop)
+    watch = _watch(loop)
+    watched = _Watched(loop.time() + seconds, task)
+    watch.add(watched)
+    try:
+        return await awaitable
+    except asyncio.CancelledError:
+        if watched.fired:
+            watched.fired = False
+            if task.uncancel() <= watched.before:
+                raise Expired(f"timed out after {seconds:g} s") from None
+        raise
+    finally:
+        watch.live.discard(watched)
+        if watched.fired:  # the watch fired, but the awaitable finished anyway
+            task.uncancel()
+
+
+async def _precisely(
+    seconds: float, awaitable: Awaitable[T], task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop
+) -> T:
+    before = task.cancelling()
+    fired = False
+
+    def expire() -> None:
+        nonlocal fired
+        fired = True
+        task.cancel()
+
+    handle = loop.call_later(seconds, expire)
+    try:
+        return await awaitable
+    except asyncio.CancelledError:
+        if fired:
+            fired = False
+            if task.uncancel() <= before:
+                raise Expired(f"timed out after {seconds:g} s") from None
+        raise
+    finally:
+        handle.cancel()
+        if fired:  # the timer fired, but the awaitable finished anyway
+            task.uncancel()

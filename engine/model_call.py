@@ -4,12 +4,26 @@ error it comes to (``reason`` and ``salvage`` both call the model this way)."""
 from __future__ import annotations
 
 import inspect
+import os
 from typing import Any
 
 from .context import RunContext
-from .errors import ModelError
-from .events import ErrorInfo, ModelRequest, ModelResponse, TextDelta
+from .errors import ModelError, redact
+from .events import (
+    ErrorInfo,
+    ModelRequest,
+    ModelResponse,
+    ProviderPart,
+    TextDelta,
+    TextPart,
+    ThoughtPart,
+    ToolCall,
+    Usage,
+    new_call_id,
+)
+from .limits import Expired, within
 from .models.base import StreamDelta
+from .models.scripted import ScriptedModel
 from .observers import enter_scopes
 
 
@@ -46,23 +60,142 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
                 f"the before_model callback returned {type(replaced).__name__}; "
                 "return None, a ModelRequest or a ModelResponse"
             )
-    model: Any = agent.model
     scoped = enter_scopes(ctx.model_scopes, request) if ctx.model_scopes else None
     try:
-        stream = getattr(model, "stream", None) if ctx.stream_deltas else None
-        if stream is not None:
-            response: Any = await _streamed(stream, request, ctx)
-        else:
-            response = await model.complete(request)
+        response = await _ask(agent.model, request, ctx)
     finally:
         if scoped is not None:
             scoped.close()
+    if agent.after_model is not None:
+        return await _after(response, ctx)
+    return unique_call_ids(response) if len(response.parts) > 1 else response
+
+
+async def _ask(model: Any, request: ModelRequest, ctx: RunContext) -> ModelResponse:
+    """The model's reply (streamed when the run streams and the model can), within
+    ``model_timeout_s``, transient errors made retryable, an untrusted reply checked."""
+    stream = getattr(model, "stream", None) if ctx.stream_deltas else None
+    instant = _instant(model)
+    timeout = None if instant else ctx.limits.model_timeout_s
+    rs = ctx.run_state
+    if rs.deadline_hit and not instant:  # the salvage call, in the time kept for it
+        reserve = rs.limits.salvage_reserve
+        timeout = reserve if timeout is None else min(timeout, reserve)
+    try:
+        if stream is not None:
+            response = await within(timeout, _streamed(stream, request, ctx))
+        elif timeout is None:
+            response = await model.complete(request)
+        else:
+            response = await within(timeout, model.complete(request))
+    except Expired:
+        bound = "the time kept for salvage" if rs.deadline_hit else f"model_timeout_s={timeout:g}"
+        raise ModelError(f"the model call timed out after {timeout:g} s ({bound})", retryable=True) from None
+    except Exception as exc:
+        raise _model_error(exc, model, ctx) from None
     if not isinstance(response, ModelResponse):
         raise ModelError(
             f"model {type(model).__name__}.complete returned {type(response).__name__}, not a ModelResponse",
             retryable=False,
         )
-    return response if ctx.agent.after_model is None else await _after(response, ctx)
+    if not instant and not _sound(response) and not getattr(model, "trusted_replies", False):
+        wrong = malformed(response) or "it does not hold together"
+        raise ModelError(f"model {type(model).__name__} returned a malformed reply: {wrong}", retryable=False)
+    return response
+
+
+def _model_error(exc: Exception, model: Any, ctx: RunContext) -> Exception:
+    """What a model's exception becomes: known secrets redacted from its message, and a
+    transient one (``TRANSIENT``, or the model's ``retryable_errors``) a retryable ModelError."""
+    if isinstance(exc, ModelError):
+        clean = redact(exc.message, known_secrets(ctx))
+        return exc if clean == exc.message else ModelError(clean, status=exc.status, retryable=exc.retryable)
+    retry = isinstance(exc, getattr(model, "retryable_errors", TRANSIENT))
+    text = f"{type(exc).__name__}: {exc}"
+    clean = redact(text, known_secrets(ctx))
+    if clean != text or retry:
+        return ModelError(clean, retryable=retry)
+    return exc
+
+
+def known_secrets(ctx: RunContext) -> list[str]:
+    """Secrets the run knows of, which must never leave it in a message: credentials supplied
+    on resume, the model's (or its client's) ``api_key``, and ``ANTHROPIC_API_KEY``."""
+    found = [v for v in ctx.credentials.values() if isinstance(v, str)]
+    model = ctx.agent.model
+    for holder in (model, getattr(model, "_client", None)):
+        key = getattr(holder, "api_key", None)
+        if isinstance(key, str):
+            found.append(key)
+    env = os.environ.get("ANTHROPIC_API_KEY")
+    if env:
+        found.append(env)
+    return found
+
+
+TRANSIENT: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, OSError)
+"""Exceptions from a model that a retry may fix. A model chooses its own with a
+``retryable_errors`` attribute (a tuple of exception types; ``()`` retries none); raising
+``ModelError(retryable=...)`` always says it plainly."""
+
+_COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens", "requests")
+
+
+def _sound(response: ModelResponse) -> bool:
+    """The quick check of :func:`malformed` (which then says what is wrong)."""
+    parts = response.parts
+    if type(parts) is not tuple:
+        return False
+    for part in parts:
+        if not _sound_part(part):
+            return False
+    usage = response.usage
+    if type(usage) is not Usage:
+        return False
+    try:  # counts that are not numbers (None, str) fail the comparison
+        return min(usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_creation_tokens,
+                   usage.requests) >= 0  # fmt: skip
+    except TypeError:
+        return False
+
+
+def _sound_part(part: Any) -> bool:
+    kind = type(part)
+    if kind is ToolCall:
+        fields = part.__dict__
+        ident = fields.get("id")
+        return (
+            type(ident) is str and bool(ident) and type(fields.get("name")) is str and type(fields.get("args")) is dict
+        )
+    if kind is TextPart or kind is ThoughtPart:
+        return type(part.__dict__.get("text")) is str
+    return _malformed_part(part) is None  # a provider's block, or not a part of a reply at all
+
+
+def malformed(response: ModelResponse) -> str | None:
+    """What is wrong with a reply built without validation (``model_construct``), or None.
+    Replies of models the engine does not trust are checked (a built-in ScriptedModel
+    replaying a list, and a model with ``trusted_replies = True``, are not)."""
+    parts = response.parts
+    if type(parts) is not tuple:
+        return f"parts is {type(parts).__name__}, not a tuple of TextPart, ThoughtPart, ToolCall and ProviderPart"
+    for i, part in enumerate(parts):
+        wrong = _malformed_part(part)
+        if wrong is not None:
+            return f"parts[{i}] {wrong}"
+    usage = response.usage
+    if type(usage) is not Usage:
+        return f"usage is {type(usage).__name__}, not Usage"
+    for name in _COUNTS:
+        value = getattr(usage, name, None)
+        if type(value) is not int or value < 0:
+            return f"usage.{name} is {value!r}, not a whole number >= 0"
+    return None
+
+
+def _instant(model: Any) -> bool:
+    """A built-in model that answers without waiting (a ScriptedModel replaying a list)."""
+    return type(model) is ScriptedModel and getattr(model, "_function", None) is None
 
 
 async def _streamed(stream: Any, request: ModelRequest, ctx: RunContext) -> Any:
@@ -80,16 +213,37 @@ async def _streamed(stream: Any, request: ModelRequest, ctx: RunContext) -> Any:
 
 async def _after(response: ModelResponse, ctx: RunContext) -> ModelResponse:
     after = ctx.agent.after_model
-    if after is None:
+    if after is not None:
+        replaced = await _callback("after_model", after, response, ctx)
+        if replaced is not None and not isinstance(replaced, ModelResponse):
+            raise CallbackError(
+                f"the after_model callback returned {type(replaced).__name__}; return None or a ModelResponse"
+            )
+        response = replaced or response
+    if len(response.parts) > 1:
+        response = unique_call_ids(response)
+    return response
+
+
+def unique_call_ids(response: ModelResponse) -> ModelResponse:
+    """``response`` with every tool call's id unique within it: the first call of an id keeps
+    the provider's id; a later call with the same id gets a fresh one (``<id>_<n>``, still a
+    valid provider id), so each call runs once and is answered once (providers have been seen
+    to send one id twice in a reply). The history keeps the ids given here, so the provider
+    sees each call and its answer under one id."""
+    ids = [p.id for p in response.parts if type(p) is ToolCall]
+    if len(ids) == len(set(ids)):
         return response
-    replaced = await _callback("after_model", after, response, ctx)
-    if replaced is None:
-        return response
-    if not isinstance(replaced, ModelResponse):
-        raise CallbackError(
-            f"the after_model callback returned {type(replaced).__name__}; return None or a ModelResponse"
-        )
-    return replaced
+    seen: set[str] = set()
+    parts: list[Any] = []
+    for part in response.parts:
+        if type(part) is ToolCall:
+            if part.id in seen:
+                fresh = f"{part.id}_{new_call_id().removeprefix('call_')}"
+                part = part.model_copy(update={"id": fresh})
+            seen.add(part.id)
+        parts.append(part)
+    return response.model_copy(update={"parts": tuple(parts)})
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
@@ -102,3 +256,22 @@ def error_info(exc: BaseException) -> ErrorInfo:
             retry_after=getattr(exc, "retry_after", None),
         )
     return ErrorInfo(kind="model", message=f"{type(exc).__name__}: {exc}", retryable=False)
+
+
+_PART_FIELDS: dict[type[Any], tuple[tuple[str, type[Any]], ...]] = {
+    ToolCall: (("id", str), ("name", str), ("args", dict)),
+    TextPart: (("text", str),),
+    ThoughtPart: (("text", str),),
+    ProviderPart: (("provider", str), ("kind", str), ("block", dict), ("text", str)),
+}
+
+
+def _malformed_part(part: Any) -> str | None:
+    fields = _PART_FIELDS.get(type(part))
+    if fields is None:
+        return f"is a {type(part).__name__}, not a TextPart, ThoughtPart, ToolCall or ProviderPart"
+    for name, want in fields:
+        value = getattr(part, name, None)
+        if not isinstance(value, want) or (type(part) is ToolCall and want is str and not value):
+            return f"({type(part).__name__}) has {name}={value!r}"
+    return None

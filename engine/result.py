@@ -11,8 +11,21 @@ from .events import ErrorInfo, Event, Message, Outcome, PendingRequest, Usage, t
 from .run_state import RunState
 
 
+def copy_state(value: Any) -> Any:
+    """A copy of session state (JSON data: dicts and lists copied all the way down)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: copy_state(v) for k, v in value.items()}
+    if kind is list:
+        return [copy_state(v) for v in value]
+    return value
+
+
 class RunResult(BaseModel):
     """The end of a run.
+
+    A result is a snapshot: its ``messages``, ``trace`` and ``state`` do not change when the
+    run is resumed or the conversation goes on (``run_state`` is the live run, for resuming).
 
     ``outcome`` is ``"final"`` (the model answered), ``"salvaged"`` (a budget ran out and the
     salvage call answered), ``"limit"`` (a budget ran out; ``limit`` names it), ``"failed"``
@@ -68,14 +81,14 @@ class RunResult(BaseModel):
             answered_by=rs.active_agent,
             outcome=rs.outcome,
             output=_output(rs),
-            trace=rs.trace,
+            trace=list(rs.trace),
             usage=rs.usage,
             iterations=rs.iteration,
             tool_calls=rs.tool_calls_made,
             error=rs.error,
             limit=rs.limit,
-            messages=rs.messages,
-            state=rs.state,
+            messages=list(rs.messages),
+            state=copy_state(rs.state),
             pending=[
                 p for part in rs.features.values() if (ask := getattr(part, "pending_requests", None)) for p in ask()
             ],

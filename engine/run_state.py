@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, get_type_hints
 
-from pydantic import JsonValue, TypeAdapter
+from pydantic import JsonValue, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
-from .errors import ConfigurationError
+from .errors import ConfigurationError, ResumeError
 from .events import ErrorInfo, Message, ModelRequest, ModelResponse, Outcome, Usage
 from .limits import Limits
 from .signing import sign, unsign
@@ -112,9 +112,16 @@ class RunState:
                 f"this run state was saved with schema version {version}, and this loopwright reads version "
                 f"{SCHEMA_VERSION}; resume it with the loopwright version that saved it"
             )
-        raw = _SAVED_ADAPTER.validate_json(data)
-        saved: dict[str, Any] = dict(raw)
-        saved["features"] = {name: _slice_adapter(name).validate_python(v) for name, v in raw["features"].items()}
+        try:
+            raw = _SAVED_ADAPTER.validate_json(data)
+            saved: dict[str, Any] = dict(raw)
+            saved["features"] = {name: _slice_adapter(name).validate_python(v) for name, v in raw["features"].items()}
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got {err['input']!r})"[:300]
+                for err in exc.errors(include_url=False)[:5]
+            )
+            raise ResumeError(f"this saved run state does not hold together: {problems}") from None
         return cls(**saved)
 
 

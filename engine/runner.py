@@ -28,21 +28,22 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
 from pydantic import JsonValue
 
+from . import nesting
 from .agent import Agent, AgentTree
 from .budgets import start_turn
-from .calls import answer_unrun_calls
+from .calls import ANSWERED, answer_unrun_calls
 from .context import RunContext
 from .errors import ConfigurationError, MachineError, NoTransitionError, ResumeError
 from .events import ErrorInfo, LimitReached, Paused, Resumed, RunFinished, RunStarted
 from .features import machine_for
 from .machine import LoopMachine, Row, abort_row
 from .observers import INSTRUMENTS, EventSink, Observers
-from .result import RunResult
+from .result import RunResult, copy_state
 from .run_state import RunState
 
 from loopwright.states import HANDLERS, Handler  # isort: skip
@@ -66,6 +67,10 @@ class RunOptions(TypedDict, total=False):
     that answered last."""
     agent: str | None
     """Which agent of the tree takes this message (default: as ``after`` says, else the root)."""
+
+
+_OPTIONS = frozenset(RunOptions.__annotations__)
+_OPTION_NAMES = ", ".join(RunOptions.__annotations__)
 
 
 class Runner:
@@ -117,6 +122,9 @@ class Runner:
         """A fresh run state in the initial state (not yet running); see :class:`RunOptions`."""
         if not isinstance(input, str):
             raise ConfigurationError(f"the user input must be a str, got {type(input).__name__}")
+        if not options.keys() <= _OPTIONS:
+            unknown = ", ".join(repr(k) for k in options if k not in _OPTIONS)
+            raise ConfigurationError(f"unknown run option {unknown}; the options are: {_OPTION_NAMES}")
         after = options.get("after")
         active = options.get("agent") or (after.answered_by if after is not None else self.agent.name)
         if active not in self.tree.agents:
@@ -132,7 +140,7 @@ class Runner:
             agent=self.agent.name,
             input=input,
             stage=machine.initial,
-            state={**(after.state if after is not None else {}), **(options.get("state") or {})},
+            state={**(copy_state(after.state) if after is not None else {}), **(options.get("state") or {})},
             trace=[machine.initial],
             active_agent=active,
             messages=list(after.messages) if after is not None else [],
@@ -140,8 +148,11 @@ class Runner:
             limits=self.agent.limits,
         )
         self._own_limits(rs)
-        if rs.limits.timeout_s is not None:
-            rs.deadline = _clock() + rs.limits.timeout_s
+        if rs.limits.timeout_s is not None:  # the loop's deadline: the salvage call gets the reserve
+            rs.deadline = _clock() + rs.limits.timeout_s - rs.limits.salvage_reserve
+        up = nesting.parent()
+        if up is not None:  # started inside a tool of another run: its child
+            nesting.adopt(rs, up)
         return rs
 
     def _own_limits(self, rs: RunState) -> None:
@@ -170,7 +181,7 @@ class Runner:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input, **options))
+            return _sync(self.run(input, **options))
         raise ConfigurationError("run_sync() cannot be called inside a running event loop; use `await runner.run(...)`")
 
     def stream(self, input: str, **options: Unpack[RunOptions]) -> RunStream:
@@ -262,7 +273,13 @@ class Runner:
         self, target: RunResult | RunState | str, decisions: Mapping[str, Any] | None = None, *, cancel: bool = False
     ) -> RunResult:
         """``resume`` for code without an event loop."""
-        return asyncio.run(self.resume(target, decisions, cancel=cancel))
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return _sync(self.resume(target, decisions, cancel=cancel))
+        raise ConfigurationError(
+            "resume_sync() cannot be called inside a running event loop; use `await runner.resume(...)`"
+        )
 
     def pause(self, run_id: str) -> bool:
         """Pause a running run at its next transition: the stage in progress finishes, the run
@@ -395,6 +412,7 @@ class Run:
     async def run_to_end(self) -> RunResult:
         """Step until a terminal state (or a waiting one); the result."""
         self.task = asyncio.current_task()
+        self._arm_deadline()
         step = self._step
         stops = self._stops
         await step()  # a resumed run starts in its waiting state: its first step resumes it
@@ -421,6 +439,7 @@ class Run:
         (None if the run had already ended). If the task running this is cancelled, the run
         still moves to ``cancelled`` (results kept) before ``CancelledError`` propagates."""
         self.task = asyncio.current_task()
+        self._arm_deadline()
         return await self._step()
 
     def _must_yield(self) -> bool:
@@ -479,17 +498,15 @@ class Run:
 
     def _take_back_cancel(self, task: asyncio.Task[Any] | None) -> bool:
         """Undo the cancellations that were the engine's own (the deadline's, ``runner.cancel``);
-        whether there were any."""
-        ours = False
+        whether those were all there were (False: someone else cancelled the task too)."""
         if self._timed_out:
             self._timed_out = False
-            ours = True
-            if task is not None:
-                task.uncancel()
+            if task is None or task.uncancel() == 0:
+                return True  # only the run's deadline
         if self.state.cancel_requested and task is not None and task.cancelling():
             task.uncancel()  # our own runner.cancel(): end normally
-            ours = True
-        return ours
+            return True
+        return False
 
     async def _step(self) -> Row | None:
         rs, ctx = self.state, self.ctx
@@ -498,9 +515,7 @@ class Run:
             return None
         task = self.task
         cancelled_from_outside = False
-        raised: Exception | None = None
-        if rs.deadline is not None:
-            self._arm_deadline()
+        raised: BaseException | None = None
         try:
             if len(rs.trace) > 1 and self._must_yield():
                 await asyncio.sleep(0)
@@ -511,8 +526,11 @@ class Run:
                 await waits
         except asyncio.CancelledError:
             cancelled_from_outside = self._cancelled_from_outside(task)
-        except Exception as exc:
-            raised = exc
+        except KeyboardInterrupt:  # the run ends cancelled first
+            self._interrupted(stage)
+            raise
+        except BaseException as exc:  # SystemExit, GeneratorExit too: a stage never stops the loop
+            raised = self._answerable(exc)
         finally:
             self._in_stage = False
         if rs.deadline is not None:
@@ -525,6 +543,26 @@ class Run:
             raise asyncio.CancelledError
         return row
 
+    def _answerable(self, exc: BaseException) -> BaseException:
+        """What a stage raised, for the abort edge; any other BaseException than those
+        (:data:`loopwright.calls.ANSWERED`) propagates untouched, the run unregistered and left as
+        it was (like a process that died: a store resumes it from its last checkpoint)."""
+        if isinstance(exc, ANSWERED):
+            return exc
+        self.runner._active.pop(self.state.run_id, None)
+        self._disarm_deadline()
+        raise exc
+
+    def _interrupted(self, stage: str) -> None:
+        """A stage was interrupted (KeyboardInterrupt): the run ends cancelled (failed, if no
+        row out of ``stage`` leads to a terminal), and the caller re-raises the interrupt."""
+        self.ctx.interrupt = None
+        self.state.cancel_requested = True
+        row = self._choose(stage)
+        if row.dest not in self._terminals:
+            row = self._abort(stage, "stage", KeyboardInterrupt())
+        self._take(row)
+
     def _choose(self, stage: str) -> Row:
         try:
             return self.machine.choose(stage, self.state)
@@ -534,7 +572,7 @@ class Run:
         except Exception as exc:
             return self._abort(stage, "guard", exc)
 
-    def _abort(self, stage: str, where: str, exc: Exception | None) -> Row:
+    def _abort(self, stage: str, where: str, exc: BaseException | None) -> Row:
         """The engine's abort edge: the run fails, the error named."""
         rs = self.state
         what = "no row matched" if exc is None else f"{type(exc).__name__}: {exc}"
@@ -600,7 +638,10 @@ class Run:
         elif rs.outcome == "failed" and rs.error is None:
             rs.error = rs.model_error or ErrorInfo(kind="failed", message=f"the run failed in {row.source!r}")
         ctx.emit(RunFinished, rs.outcome, rs.output, rs.error)
+        nesting.charge(rs)
         self._notify_finish()
+        if ctx.interrupt is not None:  # a tool was interrupted: the run has ended; on up it goes
+            raise ctx.interrupt
 
     def _notify_finish(self) -> None:
         sets = [o for o in (INSTRUMENTS, self.runner.observers, self._own) if o is not None and o.finish]
@@ -608,6 +649,18 @@ class Run:
             result = RunResult.of(self.state, self.ctx.log, self.machine)
             for observers in sets:
                 observers.notify(observers.finish, result)
+
+
+def _sync(work: Coroutine[Any, Any, RunResult]) -> RunResult:
+    """``asyncio.run(work)``, the result kept out of the task (asyncio formats the main task
+    when it restores the SIGINT handler: a large result would be rendered for nothing)."""
+    kept: list[RunResult] = []
+
+    async def main() -> None:
+        kept.append(await work)
+
+    asyncio.run(main())
+    return kept[0]
 
 
 def _watcher(observers: Observers) -> Callable[[Any], None]:

@@ -4,25 +4,34 @@ The name is the function's, the description its docstring, the JSON schema comes
 hints (via pydantic), and arguments are validated by pydantic before the call. A parameter named
 ``ctx`` (or annotated ``RunContext``) receives the run context and is not part of the schema.
 
-Sync tools run inline on the event loop (they are usually quick); mark a slow or blocking one
-``@tool(blocking=True)`` to run it in a worker thread, where a timeout can also cut it short.
+Sync tools run in a worker thread, so a slow or blocking one never stalls the event loop and
+its timeout holds (the model is told it timed out; the thread cannot be stopped, so the call
+may still complete: its late result is logged). Threads of timed-out calls never block fresh
+calls: a call that finds no idle thread gets a new one. ``@tool(blocking=False)`` runs a quick
+sync tool inline on the loop instead (cheaper; no timeout can cut it short).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
+import logging
+import queue
 import re
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
-from pydantic_core import to_jsonable_python
+from pydantic_core import to_json, to_jsonable_python
 
 from .errors import ConfigurationError
 from .events import DocumentPart, ImagePart, ToolSpec, sniff_media_type
+from .log import get_logger
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$")
@@ -70,7 +79,7 @@ def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
 def _is_ctx_param(param: inspect.Parameter, hint: Any) -> bool:
     if param.name == "ctx":
         return True
-    return getattr(hint, "__name__", None) == "RunContext"
+    return getattr(hint, "__name__", None) in ("RunContext", "ToolContext")
 
 
 class Tool:
@@ -99,7 +108,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         timeout_s: float | None = None,
-        blocking: bool = False,
+        blocking: bool = True,
         localns: dict[str, Any] | None = None,
         requires_confirmation: bool | Callable[[dict[str, Any]], bool] = False,
         long_running: bool = False,
@@ -151,6 +160,11 @@ class Tool:
                     f"tool {self.name!r}: parameter {param.name!r} is *args, **kwargs or "
                     "positional-only; tools take named parameters only, so the model can fill them"
                 )
+            if param.name not in hints:
+                raise ConfigurationError(
+                    f"tool {self.name!r}: parameter {param.name!r} has no type annotation, so the model would not "
+                    f"know what to send; annotate it, e.g. `{param.name}: str` (`{param.name}: Any` takes anything)"
+                )
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[param.name] = (hint, Field(default, description=param_docs.get(param.name)))
         model_name = "".join(part.capitalize() for part in re.split(r"[_-]", self.name)) + "Args"
@@ -185,7 +199,10 @@ class Tool:
         if self.is_async:
             return await self.fn(**kwargs)
         if self.blocking:
-            return await asyncio.to_thread(self.fn, **kwargs)
+            try:
+                return await WORKERS.run(self.fn, kwargs, self.name)
+            except _Carried as carried:
+                raise carried.error from None
         result = self.fn(**kwargs)
         if inspect.isawaitable(result):  # a sync function that returned a coroutine
             return await result
@@ -195,14 +212,100 @@ class Tool:
         return f"Tool({self.name!r})"
 
 
+class ToolValueError(ValueError):
+    """A tool returned a value that cannot become JSON; the message is written for the model."""
+
+
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+_TEXT = (str, bytes, bytearray, memoryview)
+
+
+def _bytes_text(value: bytes | bytearray | memoryview) -> str:
+    try:
+        return bytes(value).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolValueError(
+            f"returned a {type(value).__name__} value of {len(value)} bytes, neither UTF-8 text nor an image (PNG, "
+            "JPEG, GIF, WebP) or a PDF; return str (decode the bytes), an ImagePart or a DocumentPart, or "
+            "base64-encode other binary data into a str"
+        ) from None
+
+
+def _lazy(value: Any) -> str | None:
+    """The type name of an iterator found in ``value`` (JSON conversion would drain it, and an
+    endless one would never end), or None. Containers are walked once each (cycles are left to
+    the conversion, which names them)."""
+    stack, seen = [value], set()
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind in _SIMPLE or kind in _TEXT:
+            continue
+        if kind in _CONTAINERS or isinstance(item, _CONTAINERS):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            stack.extend(item.values() if isinstance(item, dict) else item)
+            if isinstance(item, dict):
+                stack.extend(item.keys())
+        elif isinstance(item, Iterator):
+            return kind.__name__
+    return None
+
+
+def _fallback(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return _bytes_text(value)
+    return str(value)
+
+
 def to_json_value(value: Any) -> Any:
-    """A tool's return value as JSON data (pydantic models and dataclasses become dicts;
-    anything JSON cannot hold becomes its ``str``)."""
-    if type(value) in _SIMPLE:
+    """A tool's return value as JSON data. Pydantic models and dataclasses become dicts, the
+    bytes of an image or a PDF its part (``ImagePart``/``DocumentPart``), other UTF-8 bytes their
+    text, sets lists, and other objects their ``str``. A value that cannot become
+    JSON (bytes that are not UTF-8, an iterator or generator anywhere in it, a cycle, nesting
+    too deep, an object whose ``str`` raises) raises :class:`ToolValueError` naming its type."""
+    kind = type(value)
+    if kind in _SIMPLE:
         return value
-    if isinstance(value, bytes | bytearray):  # an image or a PDF becomes its part; other bytes are named
+    if isinstance(value, bytes | bytearray | memoryview):  # an image or a PDF becomes its part
         return _binary(bytes(value))
-    return to_jsonable_python(value, fallback=str, bytes_mode="base64")
+    lazy = _lazy(value)
+    if lazy is not None:
+        where = "returned" if type(value).__name__ == lazy else f"returned a {kind.__name__} that contains"
+        raise ToolValueError(
+            f"{where} a {lazy} (an iterator), which JSON cannot hold and which may never end; return a list instead"
+        )
+    try:
+        return to_jsonable_python(value, fallback=_fallback)
+    except ToolValueError as exc:
+        raise ToolValueError(f"returned a {kind.__name__} that contains {str(exc).removeprefix('returned ')}") from None
+    except Exception as exc:  # a cycle, nesting too deep, a __str__ that raises
+        raise ToolValueError(
+            f"returned a {kind.__name__}, which cannot become JSON ({type(exc).__name__}: {exc}); return plain "
+            "data: str, numbers, lists and dicts of them, a pydantic model or a dataclass"
+        ) from None
+
+
+CUT_NOTE = "\n[... cut: the result was {size} characters, more than max_tool_result_chars={cap}]"
+
+
+def capped(content: Any, cap: int | None) -> Any:
+    """``content`` as it goes to the model: whole when it fits in ``cap`` characters (as JSON
+    text, for structured data); else its first ``cap`` characters and a note saying so."""
+    if cap is None:
+        return content
+    if type(content) is str:
+        if len(content) <= cap:
+            return content
+        text = content
+    elif type(content) in _SIMPLE:
+        return content
+    else:
+        text = to_json(content).decode()
+        if len(text) <= cap:
+            return content
+    return text[:cap] + CUT_NOTE.format(size=len(text), cap=cap)
 
 
 def _binary(data: bytes) -> Any:
@@ -211,10 +314,7 @@ def _binary(data: bytes) -> Any:
         return DocumentPart.from_bytes(data).model_dump(exclude_none=True)
     if kind is not None:
         return ImagePart.from_bytes(data).model_dump(exclude_none=True)
-    return (
-        f"the tool returned {len(data)} bytes of binary data that are neither an image (PNG, JPEG, GIF, WebP) "
-        "nor a PDF; return text, an ImagePart or a DocumentPart instead"
-    )
+    return _bytes_text(data)
 
 
 @overload
@@ -225,7 +325,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout_s: float | None = None,
-    blocking: bool = False,
+    blocking: bool = True,
     requires_confirmation: bool | Callable[[dict[str, Any]], bool] = False,
     long_running: bool = False,
     credentials: bool = False,
@@ -239,7 +339,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout_s: float | None = None,
-    blocking: bool = False,
+    blocking: bool = True,
     requires_confirmation: bool | Callable[[dict[str, Any]], bool] = False,
     long_running: bool = False,
     credentials: bool = False,
@@ -249,7 +349,9 @@ def tool(
     - ``requires_confirmation``: True, or a function of the validated arguments: such calls do
       not run until approved (the run suspends; ``Runner.resume`` with ``approve()``/``deny()``);
     - ``long_running``: the tool may return :class:`Pending`; the run waits for the result;
-    - ``credentials``: the tool may raise :class:`CredentialRequired`; the run waits for it.
+    - ``credentials``: the tool may raise :class:`CredentialRequired`; the run waits for it;
+    - ``blocking=False``: a sync tool runs inline on the event loop (for quick, pure functions:
+      it saves a thread hand-off, but nothing can time it out).
 
     Type hints may name classes local to the function that applies the decorator."""
     localns = dict(sys._getframe(1).f_locals)
@@ -270,6 +372,183 @@ def tool(
         )
 
     return wrap
+
+
+class RunView:
+    """A read-only view of a run's state, for tools: attributes read as in
+    :class:`~loopwright.RunState`, lists as tuples, dicts as read-only mappings; setting one is
+    an error. A tool keeps its own data in ``ctx.state`` (the session state)."""
+
+    __slots__ = ("_rs",)
+
+    def __init__(self, rs: Any) -> None:
+        object.__setattr__(self, "_rs", rs)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._rs, name)
+        if isinstance(value, list):
+            return tuple(value)
+        if isinstance(value, dict):
+            return MappingProxyType(value)
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(
+            f"a tool cannot set run_state.{name}: the run's state is read-only in tools; keep the tool's data in "
+            "ctx.state (the session state)"
+        )
+
+    def __repr__(self) -> str:
+        return f"RunView({self._rs.run_id!r})"
+
+
+class ToolContext:
+    """What a tool's ``ctx`` parameter receives: ``run_id``, ``agent`` (the active agent),
+    ``agents``, ``state`` (the session state: read and write it), ``credentials`` (supplied on
+    resume), ``limits``, ``call_id`` and ``idempotency_key`` (stable across a crash and resume),
+    and ``run_state`` (a read-only :class:`RunView`: a tool cannot rewind
+    the run's counters or rewrite its history)."""
+
+    __slots__ = ("_ctx", "run_state")
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self.run_state = RunView(ctx.run_state)
+
+    @property
+    def run_id(self) -> str:
+        return str(self._ctx.run_id)
+
+    @property
+    def agent(self) -> Any:
+        return self._ctx.agent
+
+    @property
+    def agents(self) -> Any:
+        return self._ctx.agents
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self._ctx.state  # type: ignore[no-any-return]
+
+    @property
+    def credentials(self) -> dict[str, Any]:
+        return self._ctx.credentials  # type: ignore[no-any-return]
+
+    @property
+    def limits(self) -> Any:
+        return self._ctx.limits
+
+    @property
+    def call_id(self) -> str | None:
+        """The id of the tool call being run."""
+        return self._ctx.call_id  # type: ignore[no-any-return]
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """``run_id:call_id``, the same across a crash and resume: pass it to payment or email
+        APIs that take an idempotency key, so the call's work is done once."""
+        return self._ctx.idempotency_key  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"ToolContext({self.run_id!r})"
+
+
+_late_log = logging.getLogger("loopwright")
+MAX_TOOL_THREADS = 256
+"""At most this many sync tool calls run in threads at once (timed-out ones included)."""
+
+
+class _Workers:
+    """Worker threads for sync tools. A call takes an idle thread or starts a new one, so a
+    thread still stuck in a timed-out call never delays a fresh call. Idle threads end after
+    ``idle_s``; threads are daemons, so a stuck tool never keeps the process alive."""
+
+    def __init__(self, idle_s: float = 30.0) -> None:
+        self.idle_s = idle_s
+        self._idle: list[queue.SimpleQueue[Any]] = []
+        self._lock = threading.Lock()
+        self.threads = 0
+
+    def run(self, fn: Callable[..., Any], kwargs: dict[str, Any], name: str) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        job = (fn, kwargs, contextvars.copy_context(), loop, future, name)
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+            if inbox is None:
+                if self.threads >= MAX_TOOL_THREADS:
+                    raise RuntimeError(
+                        f"{self.threads} sync tool calls are still running in threads (timed-out ones included); "
+                        "this call was not started"
+                    )
+                self.threads += 1
+                inbox = queue.SimpleQueue()
+                threading.Thread(target=self._work, args=(inbox,), name=f"loopwright-tool-{self.threads}",
+                                 daemon=True).start()  # fmt: skip
+        inbox.put(job)
+        return future
+
+    def _work(self, inbox: queue.SimpleQueue[Any]) -> None:
+        while True:
+            try:
+                fn, kwargs, context, loop, future, name = inbox.get(timeout=self.idle_s)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._idle:  # else a call has just taken it: its job is coming
+                        self._idle.remove(inbox)
+                        self.threads -= 1
+                        return
+                continue
+            value: Any = None
+            error: BaseException | None = None
+            try:
+                value = context.run(fn, **kwargs)
+            except BaseException as exc:  # handed to the awaiting task (or logged if none waits)
+                error = exc
+            try:
+                loop.call_soon_threadsafe(_settle, future, value, error, name)
+            except RuntimeError:  # the event loop has closed
+                _late(name, value, error)
+            del fn, kwargs, context, loop, future, value, error
+            with self._lock:
+                self._idle.append(inbox)
+
+
+class _Carried(Exception):
+    """A BaseException a sync tool raised, on its way from the thread to the awaiting call."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
+
+
+def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None, name: str) -> None:
+    if future.cancelled():
+        _late(name, value, error)
+    elif error is not None:
+        # a BaseException (GeneratorExit, SystemExit, KeyboardInterrupt) travels wrapped: the task
+        # would throw it into the outermost coroutine, past every handler below it
+        future.set_exception(error if isinstance(error, Exception) else _Carried(error))
+    else:
+        future.set_result(value)
+
+
+def _late(name: str, value: Any, error: BaseException | None) -> None:
+    """A sync tool finished after its call timed out (or its run ended): say so in the log."""
+    try:
+        what = f"raised {type(error).__name__}: {error}" if error is not None else f"returned {value!r}"
+    except Exception:
+        what = f"returned a {type(value).__name__}"
+    what = what if len(what) <= 300 else what[:300] + "..."
+    _late_log.warning("tool %r finished after it timed out; its result was not used: %s", name, what)
+    logger = get_logger()
+    if logger.enabled:
+        logger.warning("tool_late_result", tool=name, result=what)
+
+
+WORKERS = _Workers()
+"""The worker threads of every sync tool call."""
 
 
 def as_tool(obj: Tool | Callable[..., Any]) -> Tool:

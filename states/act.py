@@ -3,9 +3,11 @@
 Reads ``response`` (its tool calls), ``vetoes`` (calls refused by an earlier stage: answered
 with an error, not run) and the active agent's tools and tool callbacks; writes
 ``messages`` (one user turn answering every call, in the model's call order) and
-``tool_calls_made``. Calls that wait (a confirmation, a credential, a result later) are offered
-to the features' ``hold`` hooks: one that keeps the step answers it later (``waiting``);
-if none does, they are answered with an error saying why they cannot wait.
+``tool_calls_made`` (the calls run). Calls past the room left in ``max_tool_calls`` (the
+run's, or the active agent's own) are answered "not run: tool-call budget spent" unrun.
+Calls that wait (a confirmation, a credential, a result later) are offered to the features'
+``hold`` hooks: one that keeps the step answers it later (``waiting``); if none does, they are
+answered with an error saying why they cannot wait.
 """
 
 from __future__ import annotations
@@ -15,15 +17,17 @@ import asyncio
 from loopwright.calls import (
     CallOutcome,
     answer_turn,
+    budget_spent,
     fill,
     interruption,
     record,
     result,
     run_jobs,
+    tool_call_room,
     tool_calls,
 )
 from loopwright.context import RunContext
-from loopwright.events import PendingRequest, ToolCalled, ToolResult
+from loopwright.events import PendingRequest, ToolCall, ToolCalled, ToolResult
 from loopwright.run_state import RunState
 
 NO_WAITING = (
@@ -34,19 +38,23 @@ NO_WAITING = (
 
 async def act(rs: RunState, ctx: RunContext) -> None:
     calls = tool_calls(rs)
-    rs.tool_calls_made += len(calls)
     for call in calls:
         ctx.emit(ToolCalled, call.id, call.name, call.args)
-    outcomes: dict[int, CallOutcome] = {}
     results: list[ToolResult | None] = [None] * len(calls)
+    runs = _within_budget(rs, ctx, calls, results)
+    rs.tool_calls_made += runs
+    outcomes: dict[int, CallOutcome] = {}
     try:
-        await run_jobs([(i, call, False) for i, call in enumerate(calls)], ctx, outcomes)
+        await run_jobs([(i, calls[i], False) for i in range(runs)], ctx, outcomes)
     except (Exception, asyncio.CancelledError):
         # cancelled, or the run's deadline passed: still answer every call
         _fold(outcomes, results)
         answer_turn(rs, fill(calls, results, ctx, interruption(rs)))
         raise
     waits = _fold(outcomes, results)
+    if ctx.interrupt is not None:  # a tool was interrupted: the run is cancelled, nothing waits
+        answer_turn(rs, fill(calls, results, ctx, interruption(rs)))
+        return
     if waits:
         why = NO_WAITING
         for hold in ctx.holds:
@@ -59,6 +67,20 @@ async def act(rs: RunState, ctx: RunContext) -> None:
             results[i] = result(calls[i], f"tool {calls[i].name!r} needs {request.kind} but {why}", True)
             record(calls[i], results[i], 0.0, ctx)  # type: ignore[arg-type]
     answer_turn(rs, [r for r in results if r is not None])
+
+
+def _within_budget(rs: RunState, ctx: RunContext, calls: list[ToolCall], results: list[ToolResult | None]) -> int:
+    """How many of ``calls`` may run (the first ones); the others are answered here."""
+    if rs.limits.max_tool_calls is None and rs.turn_limits is None:
+        return len(calls)
+    room = tool_call_room(rs)
+    if room is None or room[0] >= len(calls):
+        return len(calls)
+    runs = max(room[0], 0)
+    for i in range(runs, len(calls)):
+        results[i] = result(calls[i], budget_spent(calls[i], room[1]), True)
+        record(calls[i], results[i], 0.0, ctx)  # type: ignore[arg-type]
+    return runs
 
 
 def _fold(outcomes: dict[int, CallOutcome], results: list[ToolResult | None]) -> list[PendingRequest]:

@@ -33,7 +33,7 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def _answered(fake: FakeClaude, returns: Any) -> Any:
+def _answered(fake: FakeClaude, returns: Any, is_error: bool = False) -> Any:
     """Run one tool call whose tool returns ``returns``; the tool_result content the API got."""
 
     @tool
@@ -46,7 +46,7 @@ def _answered(fake: FakeClaude, returns: Any) -> Any:
     result = run(a)
     assert result.outcome == "final" and result.output == "I see it."
     block = fake.requests[1]["messages"][-1]["content"][0]
-    assert block["type"] == "tool_result" and not block["is_error"]
+    assert block["type"] == "tool_result" and block["is_error"] is is_error
     return block["content"]
 
 
@@ -70,8 +70,8 @@ def test_pdf_bytes_from_a_tool_become_a_document(fake: FakeClaude) -> None:
 
 
 def test_other_bytes_from_a_tool_are_named_not_a_crash(fake: FakeClaude) -> None:
-    content = _answered(fake, b"\x00\x01\xfe binary")
-    assert content.startswith("the tool returned 10 bytes of binary data that are neither an image")
+    content = _answered(fake, b"\x00\x01\xfe binary", is_error=True)  # an error result the model reads
+    assert "returned a bytes value of 10 bytes, neither UTF-8 text nor an image" in content
 
 
 def test_user_turns_carry_images_and_documents_by_path_bytes_and_url(fake: FakeClaude, tmp_path: Path) -> None:

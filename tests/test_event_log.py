@@ -32,6 +32,10 @@ def _fields(events: list[Any]) -> list[dict[str, Any]]:
     return [e.model_dump(exclude={"time", "run_id", "duration_s"}) for e in events]
 
 
+def _sorted(dumps: list[dict[str, Any]]) -> list[str]:
+    return sorted(repr({k: v for k, v in d.items() if k != "seq"}) for d in dumps)
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_events_rebuilt_from_the_compact_log_equal_those_built_as_emitted(data: st.DataObject) -> None:
@@ -42,7 +46,11 @@ def test_events_rebuilt_from_the_compact_log_equal_those_built_as_emitted(data: 
     eager = Runner(scripted(root, script), observers=[watched]).run_sync("go", run_id="r")
     lazy = Runner(scripted(root, script)).run_sync("go", run_id="r")
     assert lazy.trace == eager.trace
-    assert _fields(lazy.events) == _fields(watched.seen) == _fields(eager.events)
+    assert _fields(watched.seen) == _fields(eager.events)
+    # parallel sync tools run in threads, so their answers may come in another order run to run:
+    # the same events (where in the run each was recorded included), and the same kinds in order
+    assert [e.type for e in lazy.events] == [e.type for e in eager.events]
+    assert _sorted(_fields(lazy.events)) == _sorted(_fields(eager.events))
     times = [e.time for e in lazy.events]
     assert times == sorted(times)
     assert {e.agent for e in lazy.events} >= {lazy.answered_by}

@@ -130,7 +130,7 @@ def test_a_repeated_group_of_calls_is_caught() -> None:
     pair = [*same("a"), *same("b")]
     script = [[c.model_copy(update={"id": f"{c.id}-{i}"}) for c in pair] for i in range(4)] + ["salvaged"]
     result = Runner(make(ScriptedModel(script))).run_sync("go")
-    assert result.limit == "max_repeated_calls" and RAN == ["a", "b"] * 2
+    assert result.limit == "max_repeated_calls" and sorted(RAN) == ["a", "a", "b", "b"]  # sync tools run in threads
     nudged = [r for r in results(result) if str(r.content).startswith("not run: this is call 3")]
     assert [r.call_id for r in nudged] == [c.id for c in result.messages[5].parts]  # every call of the reply
 

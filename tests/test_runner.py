@@ -100,10 +100,13 @@ def test_tool_own_timeout_wins_and_blocking_tools_run_in_a_thread() -> None:
         started = time.perf_counter()
         result = await Runner(agent([[ToolCall(name="sleepy")], "ok"], tools=[sleepy], tool_timeout_s=10)).run("go")
         (answer,) = [e for e in result.events if isinstance(e, ToolAnswered)]
-        assert answer.content == "tool 'sleepy' timed out after 0.05 s"
+        assert (
+            answer.content
+            == "tool 'sleepy' timed out after 0.05 s; it may still complete (its thread cannot be stopped)"
+        )
         return time.perf_counter() - started
 
-    assert run(scenario()) < 0.29  # the thread was left behind; asyncio.run waits for it at exit
+    assert run(scenario()) < 0.29  # the thread was left behind (its late result is logged)
 
 
 def test_max_iterations_salvages_with_a_tool_less_call() -> None:
@@ -147,7 +150,7 @@ def test_max_tool_calls() -> None:
     calls = [ToolCall(name="add", args={"a": 1, "b": i}) for i in range(3)]
     result = Runner(agent([calls, calls, "never"], max_tool_calls=2, salvage=False)).run_sync("go")
     assert result.outcome == "limit" and result.limit == "max_tool_calls"
-    assert result.tool_calls == 3  # the step that crosses the budget completes
+    assert result.tool_calls == 2  # the third call of the step is answered "not run: tool-call budget spent"
 
 
 def test_max_total_tokens_counts_every_kind() -> None:
@@ -168,7 +171,8 @@ def test_timeout_during_a_model_call_ends_with_the_limit() -> None:
     result = Runner(a).run_sync("go")
     assert time.perf_counter() - started < 1
     assert result.outcome == "limit" and result.limit == "timeout_s"
-    assert result.trace[-3:] == ["reason", "decide", "done"]  # no salvage: there is no time left
+    # the salvage call hangs too: it is cut when the time kept for it (the salvage reserve) runs out
+    assert result.trace[-3:] == ["decide", "salvage", "done"]
 
 
 def test_timeout_during_tools_answers_every_call() -> None:
@@ -178,7 +182,7 @@ def test_timeout_during_tools_answers_every_call() -> None:
     assert set(answers) == {c.id for c in calls}
     assert answers[calls[0].id].content == "tool 'slow' did not finish: the run's time budget (timeout_s) ran out"
     assert answers[calls[1].id].content == 3
-    assert result.outcome == "limit" and result.limit == "timeout_s"
+    assert result.outcome == "salvaged" and result.limit == "timeout_s"  # the salvage call answers "x"
 
 
 def test_retryable_model_error_takes_the_bounded_retry_edge() -> None:

@@ -239,7 +239,7 @@ def test_multi_agent_failure_retry_and_deadline_edges() -> None:
 
     slow = tree(timeout_s=0.05).replace(model=ScriptedModel(hang))  # type: ignore[arg-type]
     timed_out = Runner(slow).run_sync("go")
-    assert timed_out.limit == "timeout_s" and timed_out.trace[-3:] == ["reason", "decide", "done"]
+    assert timed_out.limit == "timeout_s" and timed_out.trace[-3:] == ["decide", "salvage", "done"]
 
 
 TestSteppedTreeRuns = agent_state_machine(tree(max_iterations=4)).TestCase

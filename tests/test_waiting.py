@@ -223,7 +223,7 @@ def test_any_interleaving_of_suspend_dump_load_resume(steps: list[Any], plan: li
             ]
         )
     script.append("finished")
-    agent = make_agent(script, max_iterations=len(script) + 1)
+    agent = make_agent(script, max_iterations=len(script) + 1, max_repeated_calls=None)  # repeats are the point
     runner = Runner(agent)
     result = runner.run_sync("go")
     events = list(result.events)

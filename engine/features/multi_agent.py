@@ -139,7 +139,12 @@ def take_transfer_call(call: ToolCall, rs: RunState, ctx: RunContext) -> ToolRes
     allowed = [a.name for a in ctx.tree.targets(ctx.agent.name)]
     target, task = call.args.get("agent_name"), call.args.get("task")
     if not allowed:
-        return result(call, f"agent {ctx.agent.name!r} cannot transfer: it has no agent to hand over to", True)
+        return result(
+            call,
+            f"agent {ctx.agent.name!r} cannot transfer to {target!r}: it has no agent to hand over to; answer the task "
+            "yourself",
+            True,
+        )
     if not isinstance(target, str) or not isinstance(task, str):
         return result(call, f"invalid arguments for tool {TRANSFER_TOOL!r}: agent_name and task must be strings", True)
     if target not in allowed:

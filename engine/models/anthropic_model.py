@@ -97,6 +97,10 @@ class AnthropicModel:
       an agent's ``model_settings`` are merged over them.
     """
 
+    trusted_replies = True
+    """Its replies are built from the SDK's typed messages (the engine skips the check it gives
+    replies of models it does not know)."""
+
     def __init__(
         self,
         model: str,

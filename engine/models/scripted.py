@@ -39,12 +39,13 @@ class ScriptedModel:
 
     Items that are exceptions are raised (use :class:`loopwright.ModelError` to test retries).
     Asking for more replies than the script holds raises :class:`ScriptExhaustedError`.
-    Every request received is kept in ``requests``.
+    Every request received is kept in ``requests``, as it was sent (its messages as they were
+    then: a request's ``messages`` is the run's history itself, which goes on growing).
     """
 
     def __init__(self, script: Sequence[ScriptItem] | ReplyFunction, *, name: str = "scripted") -> None:
         self.name = name
-        self.requests: list[ModelRequest] = []
+        self._seen: list[tuple[ModelRequest, int]] = []
         self._function: ReplyFunction | None = None
         self._replies: list[ModelResponse | BaseException] = []
         if callable(script):
@@ -64,12 +65,20 @@ class ScriptedModel:
         return list(self._replies)
 
     @property
+    def requests(self) -> list[ModelRequest]:
+        """The requests received, each with the messages it was sent with."""
+        return [
+            r if len(r.messages) == n else r.model_copy(update={"messages": list(r.messages[:n])})
+            for r, n in self._seen
+        ]
+
+    @property
     def remaining(self) -> int:
         """Replies not yet used (0 for a function-backed model)."""
         return len(self._replies) - self._next
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(request)
+        self._seen.append((request, len(request.messages)))
         if self._function is not None:
             reply = self._function(request)
             if inspect.isawaitable(reply):

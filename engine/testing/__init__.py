@@ -17,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
+    "HostileModel": "strategies",
     "InvariantViolation": "invariants",
     "ScriptItem": "strategies",
     "agent_state_machine": "stateful",
@@ -24,6 +25,8 @@ _EXPORTS: dict[str, str] = {
     "check_partial": "invariants",
     "describe_script": "invariants",
     "from_schema": "schema",
+    "hostile_replies": "strategies",
+    "hostile_tools": "strategies",
     "limits": "strategies",
     "model_behaviours": "strategies",
     "scripted": "invariants",
@@ -31,6 +34,7 @@ _EXPORTS: dict[str, str] = {
 _NEEDS_HYPOTHESIS = {"schema", "stateful", "strategies"}
 
 __all__ = [
+    "HostileModel",
     "InvariantViolation",
     "ScriptItem",
     "agent_state_machine",
@@ -38,6 +42,8 @@ __all__ = [
     "check_partial",
     "describe_script",
     "from_schema",
+    "hostile_replies",
+    "hostile_tools",
     "limits",
     "model_behaviours",
     "scripted",
@@ -51,7 +57,10 @@ if TYPE_CHECKING:
     from .invariants import scripted as scripted
     from .schema import from_schema as from_schema
     from .stateful import agent_state_machine as agent_state_machine
+    from .strategies import HostileModel as HostileModel
     from .strategies import ScriptItem as ScriptItem
+    from .strategies import hostile_replies as hostile_replies
+    from .strategies import hostile_tools as hostile_tools
     from .strategies import limits as limits
     from .strategies import model_behaviours as model_behaviours
 

@@ -123,7 +123,9 @@ def assert_run_invariants(
     """Check a finished run: it ended in a terminal state; its passes through ``reason``
     are within ``max_iterations``; every tool call was answered exactly once with the same call
     id (in the events and in the history); its trace is a path of the agent's machine; event
-    seq strictly increases; tool calls and tokens are within budget plus at most one step.
+    seq strictly increases; the tool calls executed are within ``max_tool_calls``; tokens are
+    within budget plus at most one step; in the history, every turn of calls is answered by
+    the next turn, and every turn of answers answers the turn before it.
     Raises :class:`InvariantViolation` naming the invariant, with the trace and the script
     (``script``, or the agent's ScriptedModel script)."""
     machine = _machine(agent)
@@ -151,28 +153,32 @@ def assert_run_invariants(
 
 
 def _check_history(c: _Checker, messages: list[Message]) -> None:
+    """Both ways: the turn after a turn of calls answers exactly those calls, in order; a turn
+    of answers answers exactly the calls of the turn before it."""
+    before: list[str] = []
     for i, message in enumerate(messages):
         calls = [p.id for p in message.parts if isinstance(p, ToolCall)]
-        if not calls:
-            continue
-        following = messages[i + 1] if i + 1 < len(messages) else None
-        answers = [p.call_id for p in following.parts if isinstance(p, ToolResult)] if following else []
-        if answers != calls:
+        answers = [p.call_id for p in message.parts if isinstance(p, ToolResult)]
+        if answers and answers != before:
             c.fail(
                 "every tool call answered exactly once",
-                f"history turn {i} calls {calls} but the next turn answers {answers}",
+                f"history turn {i} answers {answers} but the turn before calls {before}",
             )
+        if calls:
+            following = messages[i + 1] if i + 1 < len(messages) else None
+            answered = [p.call_id for p in following.parts if isinstance(p, ToolResult)] if following else []
+            if answered != calls:
+                c.fail(
+                    "every tool call answered exactly once",
+                    f"history turn {i} calls {calls} but the next turn answers {answered}",
+                )
+        before = calls
 
 
 def _check_budgets(c: _Checker, result: RunResult, max_calls: int | None, max_tokens: int | None) -> None:
     responses = [e.response for e in result.events if isinstance(e, ModelResponded)]
-    if max_calls is not None:
-        widest = max((len(r.tool_calls) for r in responses), default=0)
-        if result.tool_calls > max_calls - 1 + widest:
-            c.fail(
-                "tool calls within budget plus at most one step",
-                f"{result.tool_calls} calls with max_tool_calls={max_calls} and at most {widest} calls a step",
-            )
+    if max_calls is not None and result.tool_calls > max_calls:
+        c.fail("tool calls executed <= max_tool_calls", f"{result.tool_calls} ran with max_tool_calls={max_calls}")
     if max_tokens is not None:
         largest = max((r.usage.total_tokens for r in responses), default=0)
         if result.usage.total_tokens > max_tokens - 1 + 2 * largest:  # the crossing step + the salvage call

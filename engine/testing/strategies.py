@@ -1,4 +1,5 @@
-"""Hypothesis strategies for testing agents: model behaviours valid for an agent, and budgets.
+"""Hypothesis strategies for testing agents: model behaviours valid for an agent, budgets, and
+hostile tools and models (:func:`hostile_tools`, :func:`hostile_replies`, :class:`HostileModel`).
 
 Every choice is drawn so that it shrinks toward ordinary behaviour (a fault drawn as "none",
 valid arguments, one call, a text reply), so a failing case shrinks to a small, readable script.
@@ -6,6 +7,9 @@ valid arguments, one call, a text reply), so a failing case shrinks to a small, 
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+from collections.abc import Sequence
 from typing import Any
 
 from hypothesis import strategies as st
@@ -14,6 +18,7 @@ from ..agent import TRANSFER_TOOL, Agent
 from ..errors import ModelError
 from ..events import ModelResponse, TextPart, ToolCall, Usage
 from ..limits import Limits
+from ..tools import Tool
 from .invariants import scripted as scripted
 from .schema import from_schema
 
@@ -148,3 +153,161 @@ def limits(
         retry_backoff_s=st.just(0.0),
         salvage=st.booleans() if salvage is None else st.just(salvage),
     )
+
+
+# ---------------------------------------------------------------- hostile tools and models
+
+HOSTILE_KINDS = (
+    "fine",
+    "raises",
+    "system_exit",
+    "generator_exit",
+    "own_cancel",
+    "keyboard_interrupt",
+    "bytes",
+    "iterator",
+    "cycle",
+    "bad_str",
+    "rewind",
+    "forget",
+    "huge",
+)
+"""What the tools of :func:`hostile_tools` do, one tool per kind (the tool's name)."""
+
+
+class _BadStr:
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+    __repr__ = __str__
+
+
+def _cycle() -> list[Any]:
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    return cycle
+
+
+_RAISES: dict[str, Any] = {
+    "raises": lambda: RuntimeError("the tool failed"),
+    "system_exit": lambda: SystemExit(2),
+    "generator_exit": GeneratorExit,
+    "own_cancel": lambda: asyncio.CancelledError("the tool's own"),
+    "keyboard_interrupt": KeyboardInterrupt,
+}
+_RETURNS: dict[str, Any] = {
+    "fine": lambda: "ok",
+    "bytes": lambda: b"\xff\xfe\x00",
+    "iterator": itertools.count,
+    "cycle": _cycle,
+    "bad_str": _BadStr,
+    "huge": lambda: "x" * 300_000,
+}
+
+
+def _misbehave(kind: str, ctx: Any) -> Any:
+    if kind in _RAISES:
+        raise _RAISES[kind]()
+    if kind == "rewind":
+        ctx.run_state.iteration = 0
+    elif kind == "forget":
+        ctx.run_state.messages.clear()
+    return _RETURNS.get(kind, _RETURNS["fine"])()
+
+
+def hostile_tools(executions: list[str], *, keyboard_interrupt: bool = True) -> list[Tool]:
+    """One tool per kind of :data:`HOSTILE_KINDS` (named for it; each takes ``x: int``), half of
+    them sync (run in threads) and half async. Each appends its name to ``executions`` when it
+    runs, then misbehaves as its name says: raising BaseExceptions, returning values that cannot
+    become JSON or are huge, or trying to rewind the run or clear its history."""
+    tools: list[Tool] = []
+    for i, kind in enumerate(HOSTILE_KINDS):
+        if kind == "keyboard_interrupt" and not keyboard_interrupt:
+            continue
+        tools.append(Tool(_hostile_fn(kind, executions, is_async=bool(i % 2)), name=kind,
+                          description=f"A tool that is {kind.replace('_', ' ')}."))  # fmt: skip
+    return tools
+
+
+def _hostile_fn(kind: str, executions: list[str], *, is_async: bool) -> Any:
+    def sync_fn(x: int, ctx: Any) -> Any:
+        executions.append(kind)
+        return _misbehave(kind, ctx)
+
+    async def async_fn(x: int, ctx: Any) -> Any:
+        executions.append(kind)
+        return _misbehave(kind, ctx)
+
+    return async_fn if is_async else sync_fn
+
+
+class HostileModel:
+    """A model (not a built-in one: its replies are checked) that replays a script of
+    :func:`hostile_replies` items: replies, exceptions to raise, malformed replies. Past the end
+    of the script it answers ``"done"``."""
+
+    def __init__(self, script: list[Any]) -> None:
+        self.script = script
+        self.calls = 0
+
+    async def complete(self, request: Any) -> ModelResponse:
+        self.calls += 1
+        if self.calls > len(self.script):
+            return ModelResponse(parts=(TextPart(text="done"),), stop_reason="end_turn")
+        item = self.script[self.calls - 1]
+        if isinstance(item, BaseException):
+            raise item
+        return item  # type: ignore[no-any-return]
+
+
+_TRANSIENT = (ConnectionResetError("connection reset"), TimeoutError("read timed out"), OSError("network down"))
+
+
+@st.composite
+def _malformed(draw: st.DrawFn) -> ModelResponse:
+    how = draw(st.sampled_from(["parts None", "usage None", "str part", "negative usage", "call id None"]))
+    text = (TextPart(text="x"),)
+    if how == "parts None":
+        return ModelResponse.model_construct(parts=None)  # type: ignore[arg-type]
+    if how == "usage None":
+        return ModelResponse.model_construct(parts=text, usage=None, stop_reason="end_turn")  # type: ignore[arg-type]
+    if how == "str part":
+        return ModelResponse.model_construct(parts=("text",), usage=Usage(), stop_reason="end_turn")  # type: ignore[arg-type]
+    if how == "negative usage":
+        usage = Usage.model_construct(input_tokens=-draw(st.integers(1, 10**6)))
+        return ModelResponse.model_construct(parts=text, usage=usage, stop_reason="end_turn")
+    call = ToolCall.model_construct(id=None, name="fine", args={"x": 1})  # type: ignore[arg-type]
+    return ModelResponse.model_construct(parts=(call,), usage=Usage(), stop_reason="tool_use")
+
+
+@st.composite
+def _calls(draw: st.DrawFn, names: list[str], wide: int) -> tuple[ToolCall, ...]:
+    count = draw(st.integers(1, 3)) if not _chance(draw, 0.1) else draw(st.integers(4, wide))
+    calls = [ToolCall(name=draw(st.sampled_from(names)), args={"x": draw(st.integers(0, 9))}) for _ in range(count)]
+    if len(calls) > 1 and _chance(draw, 0.3):  # a provider sends one id twice
+        dup = draw(st.integers(1, len(calls) - 1))
+        calls[dup] = calls[dup].model_copy(update={"id": calls[0].id})
+    return tuple(calls)
+
+
+@st.composite
+def hostile_replies(
+    draw: st.DrawFn, names: Sequence[str] = HOSTILE_KINDS, *, max_replies: int = 6, wide: int = 200
+) -> list[Any]:
+    """Scripts for :class:`HostileModel`: tool-use replies calling ``names`` (duplicate ids in
+    one reply, now and then very wide replies of up to ``wide`` calls), text replies, transient
+    exceptions (ConnectionResetError, TimeoutError, OSError), and malformed replies (parts or
+    usage None, a str part, negative usage, a call without an id)."""
+    script: list[Any] = []
+    pool = list(names)
+    for _ in range(draw(st.integers(0, max_replies))):
+        if _chance(draw, 0.1):
+            script.append(draw(st.sampled_from(_TRANSIENT)))
+        elif _chance(draw, 0.05):
+            script.append(draw(_malformed()))
+        elif _chance(draw, 0.15):
+            script.append(ModelResponse(parts=(TextPart(text="an answer"),), stop_reason="end_turn"))
+        else:
+            usage = Usage(input_tokens=draw(st.integers(0, 60)), output_tokens=draw(st.integers(0, 30)), requests=1)
+            script.append(ModelResponse(parts=draw(_calls(pool, wide)), stop_reason="tool_use", usage=usage))
+    return script

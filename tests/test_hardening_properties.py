@@ -1,0 +1,91 @@
+"""Properties under hostile tools and models: whatever the tools raise or return and whatever
+the model sends (duplicate ids, very wide replies, malformed replies, transient exceptions),
+nothing escapes but a KeyboardInterrupt (after the run ended cancelled), no run is left
+registered, every call is answered exactly once, and every budget holds.
+
+The suite runs ``LOOPWRIGHT_HARDENING_EXAMPLES`` examples (default 60); the long run is
+``LOOPWRIGHT_HARDENING_EXAMPLES=100000 python -m pytest -q -p no:randomly tests/test_hardening_properties.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from loopwright import Agent, Limits, Runner
+from loopwright.result import RunResult
+from loopwright.testing import HostileModel, assert_run_invariants, hostile_replies, hostile_tools
+
+EXAMPLES = int(os.environ.get("LOOPWRIGHT_HARDENING_EXAMPLES", "60"))
+FIGURES: dict[str, int] = {"runs": 0, "interrupted": 0, "executions": 0, "calls": 0}
+
+
+class Finished:
+    def __init__(self) -> None:
+        self.results: list[RunResult] = []
+
+    def on_finish(self, result: RunResult) -> None:
+        self.results.append(result)
+
+
+budgets = st.builds(
+    Limits,
+    max_iterations=st.integers(1, 5),
+    max_tool_calls=st.none() | st.integers(1, 8),
+    max_total_tokens=st.none() | st.integers(1, 300),
+    max_model_retries=st.integers(0, 2),
+    retry_backoff_s=st.just(0.0),
+    salvage=st.booleans(),
+    max_tool_result_chars=st.sampled_from([None, 50, 100_000]),
+)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(script=hostile_replies(), limits=budgets, interrupt=st.booleans())
+def test_hostile_tools_and_models_never_escape_and_every_call_runs_at_most_once(
+    script: list[Any], limits: Limits, interrupt: bool
+) -> None:
+    executions: list[str] = []
+    model = HostileModel(script)
+    tools = hostile_tools(executions, keyboard_interrupt=interrupt)
+    agent = Agent(name="hostile", model=model, instruction="T.", tools=tools, limits=limits)
+    seen = Finished()
+    runner = Runner(agent, observers=[seen])
+    interrupted = False
+    try:
+        asyncio.run(runner.run("go"))
+    except KeyboardInterrupt:
+        interrupted = True
+    assert runner.active_runs == []
+    [result] = seen.results
+    assert_run_invariants(result, agent)
+    if interrupted:
+        assert result.outcome == "cancelled" and "keyboard_interrupt" in executions
+    else:
+        assert result.outcome in ("final", "salvaged", "limit", "failed")
+    # every call runs at most once, and only within the tool-call budget
+    assert len(executions) <= result.tool_calls
+    if limits.max_tool_calls is not None:
+        assert result.tool_calls <= limits.max_tool_calls
+    # model calls: each pass, its retries, and one salvage call
+    assert model.calls <= limits.max_iterations * (1 + limits.max_model_retries) + 1
+    assert result.iterations <= limits.max_iterations
+    answered = [p for m in result.messages for p in m.parts if p.type == "tool_result"]
+    called = [p for m in result.messages for p in m.parts if p.type == "tool_call"]
+    assert sorted(a.call_id for a in answered) == sorted(c.id for c in called)
+    assert len({c.id for c in called}) == len(called)
+    if limits.max_tool_result_chars is not None:
+        cap = limits.max_tool_result_chars + 200
+        assert all(len(str(a.content)) <= max(cap, 1000) for a in answered if not a.is_error)
+    FIGURES["runs"] += 1
+    FIGURES["interrupted"] += interrupted
+    FIGURES["executions"] += len(executions)
+    FIGURES["calls"] += len(called)
+
+
+def teardown_module() -> None:
+    print(f"\nhostile runs: {FIGURES}")
