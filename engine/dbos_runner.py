@@ -202,18 +202,15 @@ async def run_workflow(agent: str, input: str, state: dict[str, Any] | None = No
     try:
         decisions: dict[str, Any] | None = None
         rejected: str | None = None
-        called = 0
         while True:
             run = live.run
             stage = run.state.stage
             if stage in run.machine.terminals:
-                await _check_replayed_end(live, run_id, called)
-                break
+                break  # (had the recorded run gone on, DBOS refuses the set_event below: DBOSUnexpectedStepError)
             if stage in run.machine.waiting and decisions is None:
                 decisions = await _wait(run, rejected)
                 continue
             live.executed = False
-            called += 1
             out = await stage_step(run_id, stage, decisions)
             decisions = None
             if out["stage"] != stage:
@@ -234,19 +231,6 @@ async def run_workflow(agent: str, input: str, state: dict[str, Any] | None = No
         return _result_json(result)
     finally:
         _LIVE.pop(run_id, None)
-
-
-async def _check_replayed_end(live: _Live, run_id: str, called: int) -> None:
-    """The replayed machine ended the run: the recorded run must have ended there too."""
-    if live.executed or not called:
-        return
-    steps = await DBOS.list_workflow_steps_async(run_id)
-    recorded = sum(1 for s in steps if s["function_name"] == STEP)
-    if recorded > called:
-        raise ReplayDivergence(
-            f"run {run_id}: the machine ended the run in {live.run.state.stage!r} after {called} steps where the "
-            f"recorded run went on ({recorded} steps); a guard is not a pure function of the recorded run state"
-        )
 
 
 async def _wait(run: Run, rejected: str | None) -> dict[str, Any]:
