@@ -53,8 +53,9 @@ class Worker:
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
         while not any(line.startswith("loopwright worker ") for _, line in self.lines):
-            assert self.proc.poll() is None, "\n".join(line for _, line in self.lines)
-            assert time.monotonic() < deadline, "the worker did not start:\n" + "\n".join(l for _, l in self.lines)
+            said = "\n".join(text for _, text in self.lines)
+            assert self.proc.poll() is None, said
+            assert time.monotonic() < deadline, "the worker did not start:\n" + said
             time.sleep(0.05)
 
     def first(self, prefix: str) -> float | None:
