@@ -24,7 +24,7 @@ def past_cutoff(rs: RunState) -> bool:
 
 CLOCK = Extension(
     name="clock_guard",
-    rows_before={("postprocess", "act"): [Rule("postprocess", "failed", "past_cutoff")]},
+    rows_before={("postprocess", "act"): [Rule("postprocess", "decide", "past_cutoff")]},
     guards={"past_cutoff": past_cutoff},
 )
 

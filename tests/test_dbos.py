@@ -114,3 +114,23 @@ def test_a_guard_reading_the_clock_makes_replay_diverge(client: lw.Client, monke
     monkeypatch.setattr(dbos_app, "CUTOFF", time.time())  # later: the guard now holds
     with pytest.raises(lw.ReplayDivergence, match="not a pure function of the recorded run state"):
         lw.replay(steps, dbos_app.clock_agent(), result.trace)
+
+
+def test_dbos_replays_recorded_steps_and_stops_when_a_guard_reads_the_clock(
+    client: lw.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DBOS re-executes the workflow over its recorded steps (a fork from past the last step):
+    the same transitions give the same result; a guard that reads the clock makes it diverge."""
+    run_id = _id()
+    result = asyncio.run(_start_and_wait("clocked", run_id))
+    recorded = len(DBOS.list_workflow_steps(run_id))
+
+    async def fork() -> RunResult:
+        handle = await DBOS.fork_workflow_async(run_id, recorded + 1)
+        return lw.result_from_json(await handle.get_result(polling_interval_sec=0.05))
+
+    replayed = asyncio.run(fork())
+    assert replayed.trace == result.trace and replayed.messages == result.messages
+    monkeypatch.setattr(dbos_app, "CUTOFF", time.time())  # from now on the guard holds: replay diverges
+    with pytest.raises(lw.ReplayDivergence, match="the machine chose state 'decide' where the recorded run had 'act'"):
+        asyncio.run(fork())
