@@ -328,6 +328,16 @@ async def start(agent: str, input: str, *, run_id: str | None = None, state: dic
     return str(handle.get_workflow_id())
 
 
+async def run(agent: str, input: str, *, run_id: str | None = None, state: dict[str, Any] | None = None) -> RunResult:
+    """Run ``agent`` on ``input`` as a workflow in this (launched) process; its RunResult."""
+    from dbos import SetWorkflowID
+
+    runner_for(agent)
+    with SetWorkflowID(run_id) if run_id else contextlib.nullcontext():
+        handle: Any = await DBOS.start_workflow_async(run_workflow, agent, input, state)
+    return result_from_json(await handle.get_result())
+
+
 async def result(run_id: str) -> RunResult:
     """The finished run's result (waits for it), in a launched process."""
     handle: Any = await DBOS.retrieve_workflow_async(run_id)
@@ -477,6 +487,7 @@ __all__ = [
     "replay",
     "result",
     "result_from_json",
+    "run",
     "run_workflow",
     "start",
 ]
