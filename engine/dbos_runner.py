@@ -300,19 +300,25 @@ def launch(
         )
 
 
-def recover_dead(lease_s: float = 30.0) -> list[str]:
+def recover_dead(lease_s: float | None = None) -> list[str]:
     """Hand the pending workflows of workers that died to the queues (any live worker takes
-    them). A worker is dead when its process on this host is gone; workers on other hosts are
-    judged by their workflows' last update (older than ``lease_s``). Returns the executor ids."""
+    them). A worker on this host is dead when its process is gone. Workers on other hosts are
+    left alone unless ``lease_s`` is given: then one whose runs were not updated for
+    ``lease_s`` seconds counts as dead (DBOS does not heartbeat: choose it longer than your
+    longest step and wait). Returns the executor ids taken over."""
     pending = DBOS.list_workflows(status="PENDING", load_input=False, load_output=False)
     me = DBOS.executor_id
+    here = new_owner().partition("|")[0]
     dead: set[str] = set()
     for wf in pending:
         owner = wf.executor_id
-        if owner and owner != me and owner not in dead and "|" in owner:
-            updated = (wf.updated_at or 0) / 1000
-            if not owner_alive(owner, updated, lease_s):
-                dead.add(owner)
+        if not owner or owner == me or owner in dead or owner.count("|") != 2:
+            continue  # not a loopwright worker's id (host|pid|token): leave it to its owner
+        if owner.partition("|")[0] != here and lease_s is None:
+            continue
+        updated = (wf.updated_at or 0) / 1000
+        if not owner_alive(owner, updated, lease_s if lease_s is not None else float("inf")):
+            dead.add(owner)
     if dead:
         DBOS._recover_pending_workflows(sorted(dead))
     return sorted(dead)
@@ -434,7 +440,13 @@ def worker_parser() -> argparse.ArgumentParser:
     worker.add_argument("--queue", default=[], action="append", help=f"queue to listen to (default {QUEUE})")
     worker.add_argument("--concurrency", type=int, default=8, help="runs at once on this worker, per queue")
     worker.add_argument("--executor-id", default=None, help="a stable id: restarted, it recovers its own runs")
-    worker.add_argument("--lease", type=float, default=30.0, help="seconds before another host's runs are taken over")
+    worker.add_argument(
+        "--lease",
+        type=float,
+        default=None,
+        help="take over another host's runs not updated for this many seconds (default: never; this host's "
+        "dead workers are always taken over)",
+    )
     return worker
 
 
