@@ -8,6 +8,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,7 @@ if not os.environ.get("CI"):  # under CI the DBOS tests must run (.ci/run instal
 
 from dbos import DBOS
 
-from loopwright import Runner, RunResult, approve
+from loopwright import ConfigurationError, Runner, RunResult, approve
 from loopwright import dbos_runner as lw
 
 from . import dbos_app, store_app
@@ -134,3 +135,17 @@ def test_dbos_replays_recorded_steps_and_stops_when_a_guard_reads_the_clock(
     monkeypatch.setattr(dbos_app, "CUTOFF", time.time())  # from now on the guard holds: replay diverges
     with pytest.raises(lw.ReplayDivergence, match="the machine chose state 'decide' where the recorded run had 'act'"):
         asyncio.run(fork())
+
+
+def test_worker_command_says_what_is_wrong(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from loopwright.cli import main
+
+    db = f"sqlite:///{tmp_path / 'w.sqlite'}"
+    assert main(["worker", "--db", db, "--app", "no_such_module_here"]) == 2
+    assert "cannot import --app 'no_such_module_here'" in capsys.readouterr().err
+    assert main(["worker", "--db", db, "--app", "tests.dbos_app", "--concurrency", "0"]) == 2
+    assert "--concurrency must be 1 or more" in capsys.readouterr().err
+    with pytest.raises(ConfigurationError, match="register\\(\\) takes Agents"):
+        lw.register("support")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="no agent named 'nobody' is registered"):
+        lw.runner_for("nobody")
