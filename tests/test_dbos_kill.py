@@ -21,6 +21,7 @@ import pytest
 if not os.environ.get("CI"):  # under CI the DBOS tests must run (.ci/run installs the extra)
     pytest.importorskip("dbos", reason="pip install -e '.[dbos]' to run the DBOS tests")
 
+from loopwright import approve
 from loopwright import dbos_runner as lw
 
 from .dbos_app import STEPS
@@ -156,3 +157,39 @@ def test_dbos_postgres_two_workers_one_killed(pg_url: str, tmp_path: Path) -> No
 
 def test_dbos_sqlite_worker_killed_and_restarted(tmp_path: Path) -> None:
     _scenario(f"sqlite:///{tmp_path / 'dbos.sqlite'}", tmp_path, restart=True, runs=SQLITE_RUNS)
+
+
+def test_dbos_suspended_run_resumes_on_another_worker_after_its_worker_dies(pg_url: str, tmp_path: Path) -> None:
+    """A run waits for approval on one worker; that worker is SIGKILLed; the decision is sent; the
+    other worker takes the run over and pays exactly once."""
+    log = tmp_path / "executions.log"
+    workers = [Worker(pg_url, log)]
+    workers[0].wait_ready()
+    workers.append(Worker(pg_url, log))
+    workers[1].wait_ready()
+    client = lw.Client(pg_url)
+    try:
+        client.enqueue("payer", "pay", run_id="wait-1")
+        deadline = time.monotonic() + 60
+        while (status := client.status("wait-1")) is None or status.get("outcome") != "suspended":
+            assert time.monotonic() < deadline, "the run never suspended"
+            time.sleep(0.05)
+        inner: Any = client._client
+        holder = inner.retrieve_workflow("wait-1").get_status().executor_id
+        ids = {
+            w: next(line.split()[2].rstrip(":") for _, line in w.lines if line.startswith("loopwright worker "))
+            for w in workers
+        }
+        (holding,) = [w for w in workers if ids[w] == holder]
+        (other,) = [w for w in workers if w is not holding]
+        holding.kill()
+        client.decide("wait-1", {"p1": approve()})
+        result = client.result("wait-1")
+        assert result.outcome == "final" and result.output == "paid"
+        assert [line.split("\t")[0] for line in log.read_text().splitlines()] == ["pay 500"]
+        assert other.first("recovered the runs of") is not None
+        assert inner.retrieve_workflow("wait-1").get_status().executor_id == ids[other]
+    finally:
+        client.close()
+        for w in workers:
+            w.stop()
