@@ -30,6 +30,9 @@ Apps that only enqueue and read results use :class:`Client` (no DBOS launch need
     client.enqueue("support", "hello", run_id="r1")
     result = client.result("r1")              # a RunResult, from any process
     client.decide("r1", {"call-1": approve()})  # a suspended run resumes on whichever worker has it
+
+In a launched process, ``await run(agent_name, text)`` runs one to its end and ``start`` /
+``result`` start one and wait for it separately.
 """
 
 from __future__ import annotations
