@@ -4,7 +4,9 @@ in-process, suspended runs wait durably for decisions, and replay is checked for
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,6 +28,9 @@ from . import dbos_app, store_app
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[lw.Client]:
     db = f"sqlite:///{tmp_path_factory.mktemp('dbos') / 'dbos.sqlite'}"
+    for handler in logging.getLogger("dbos").handlers:  # made once per process, maybe on a test's closed capture
+        if type(handler) is logging.StreamHandler and getattr(handler.stream, "closed", False):
+            handler.stream = sys.__stderr__
     lw.launch(db)
     c = lw.Client(db)
     yield c
