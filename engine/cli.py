@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .runs_cli import add_runs_parser
 
     add_runs_parser(sub)  # loopwright runs list|show|resume|diagram --store URL
+    sub.add_parser("worker", help="run agents' runs from DBOS queues (pip install 'loopwright[dbos]')", add_help=False)
     return parser
 
 
@@ -95,6 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["worker"]:  # loopwright worker --db URL --app module: its own parser (loopwright.dbos_runner)
+        return _worker(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command in ("check", "diagram", "run", "trace", "runs"):
         _import_from_cwd()
@@ -125,6 +129,15 @@ def _in_this_project() -> bool:
         return 'name = "loopwright"' in Path("pyproject.toml").read_text()
     except OSError:
         return False
+
+
+def _worker(argv: list[str]) -> int:
+    try:
+        from .dbos_runner import worker_main
+    except ImportError as exc:
+        print(f"loopwright worker: {exc}", file=sys.stderr)
+        return 2
+    return worker_main(argv)
 
 
 def _check(target: str) -> int:

@@ -65,6 +65,12 @@ class EventLog:
     def __len__(self) -> int:
         return len(self.entries)
 
+    def add(self, event: Any) -> None:
+        """Append an event built elsewhere (one recorded by a durable executor, replayed)."""
+        self.entries.append(event)
+        self.times.append(event.time)
+        self.stage, self.iteration, self.agent = event.state, event.iteration, event.agent
+
     def latest(self) -> Any:
         """The latest event, built and kept (the log's own stage, iteration and agent are
         the latest entry's)."""

@@ -1,0 +1,48 @@
+"""Agents for the DBOS tests, registered for ``loopwright worker --app tests.dbos_app`` and the
+in-process tests. Tool executions are logged (``LOOPWRIGHT_TEST_LOG``) by ``tests.store_app``'s
+tools, so a parent process counts the executions of workers it kills."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from loopwright import Agent, Extension, Limits, Rule, RunState, ToolCall
+from loopwright.dbos_runner import register
+
+from .store_app import by_turn, make_agent, pay, steps_script, work
+
+STEPS = 3
+CUTOFF = float("inf")
+"""When ``past_cutoff`` (the clock-reading guard) starts to hold."""
+
+
+def past_cutoff(rs: RunState) -> bool:
+    """NOT pure on purpose: reads the clock (the determinism test shows replay catches it)."""
+    return time.time() > CUTOFF
+
+
+CLOCK = Extension(
+    name="clock_guard",
+    rows_before={("postprocess", "act"): [Rule("postprocess", "decide", "past_cutoff")]},
+    guards={"past_cutoff": past_cutoff},
+)
+
+
+def steps_agent(steps: int = STEPS, seconds: float = 0.02) -> Agent:
+    """``durable``: ``steps`` replies with one ``work`` call each, then a text."""
+    return make_agent(steps_script(steps, seconds=seconds))
+
+
+def pay_agent() -> Agent:
+    """``durable``-shaped agent named ``payer``: one payment that needs approval, then a text."""
+    script: list[Any] = [[ToolCall(id="p1", name="pay", args={"amount": 500})], "paid"]
+    return Agent(name="payer", model=by_turn(script), tools=[work, pay], limits=Limits(retry_backoff_s=0))
+
+
+def clock_agent() -> Agent:
+    model = by_turn(steps_script(2))
+    return Agent(name="clocked", model=model, tools=[work], limits=Limits(retry_backoff_s=0), extensions=[CLOCK])
+
+
+register(steps_agent(), pay_agent(), clock_agent())

@@ -1,0 +1,156 @@
+"""Runs as DBOS workflows on SQLite in one process: one stage is one step, the same RunResult as
+in-process, suspended runs wait durably for decisions, and replay is checked for determinism."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+if not os.environ.get("CI"):  # under CI the DBOS tests must run (.ci/run installs the extra)
+    pytest.importorskip("dbos", reason="pip install -e '.[dbos]' to run the DBOS tests")
+
+from dbos import DBOS
+
+from loopwright import ConfigurationError, Runner, RunResult, approve
+from loopwright import dbos_runner as lw
+
+from . import dbos_app, store_app
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[lw.Client]:
+    db = f"sqlite:///{tmp_path_factory.mktemp('dbos') / 'dbos.sqlite'}"
+    for handler in logging.getLogger("dbos").handlers:  # made once per process, maybe on a test's closed capture
+        if type(handler) is logging.StreamHandler and getattr(handler.stream, "closed", False):
+            handler.stream = sys.__stderr__
+    lw.launch(db)
+    c = lw.Client(db)
+    yield c
+    c.close()
+    DBOS.destroy()
+
+
+def _id() -> str:
+    return uuid.uuid4().hex
+
+
+def test_dbos_run_gives_the_same_result_as_in_process(client: lw.Client) -> None:
+    run_id = _id()
+    store_app.EXECUTED.clear()
+    result = asyncio.run(_start_and_wait("durable", run_id))
+    on_dbos = [label for label, _ in store_app.EXECUTED]
+    reference = Runner(dbos_app.steps_agent()).run_sync("go", run_id=run_id)
+    assert result.outcome == reference.outcome == "final"
+    assert result.trace == reference.trace and result.output == reference.output
+    assert result.messages == reference.messages and result.usage == reference.usage
+    assert [e.type for e in result.events] == [e.type for e in reference.events]
+    assert [e.seq for e in result.events] == list(range(1, len(result.events) + 1))
+    assert on_dbos == [f"s{s}c0" for s in range(dbos_app.STEPS)]  # each tool call ran once
+    # one stage = one step: every non-terminal state the run visited is one recorded step
+    steps = client.steps(run_id)
+    assert [s["stage"] for s in steps] == result.trace[:-1]
+    # the idempotency key of each call is the workflow id and the call id
+    assert {key for _, key in store_app.EXECUTED} == {f"{run_id}:s{s}c0" for s in range(dbos_app.STEPS)}
+    # readable from another client
+    assert client.result(run_id).trace == result.trace
+    assert client.status(run_id) == {"outcome": "final", "trace": result.trace}
+
+
+async def _start_and_wait(agent: str, run_id: str) -> RunResult:
+    await lw.start(agent, "go", run_id=run_id)
+    return await lw.result(run_id)
+
+
+def test_suspended_run_waits_durably_and_resumes_on_decisions(client: lw.Client) -> None:
+    run_id = _id()
+    store_app.EXECUTED.clear()
+
+    async def go() -> RunResult:
+        await lw.start("payer", "pay", run_id=run_id)
+        status = await asyncio.to_thread(_until_suspended, client, run_id)
+        assert [p["call_id"] for p in status["pending"]] == ["p1"]
+        assert client.state(run_id) == "PENDING"  # the workflow waits in recv
+        client.decide(run_id, {"nope": approve()})  # refused: the run keeps waiting
+        refused = await asyncio.to_thread(_until, client, run_id, lambda s: "rejected" in s)
+        assert "no pending request has call id 'nope'" in refused["rejected"]
+        assert store_app.EXECUTED == []
+        client.decide(run_id, {"p1": approve()})
+        return await lw.result(run_id)
+
+    result = asyncio.run(go())
+    assert result.outcome == "final" and result.output == "paid"
+    assert [label for label, _ in store_app.EXECUTED] == ["pay 500"]
+    assert "suspended" in result.trace
+
+
+def _until(client: lw.Client, run_id: str, ok: object, timeout_s: float = 20.0) -> dict[str, object]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = client.status(run_id)
+        if status is not None and ok(status):  # type: ignore[operator]
+            return status
+        time.sleep(0.02)
+    raise AssertionError(f"run {run_id} never reached the status; last: {client.status(run_id)}")
+
+
+def _until_suspended(client: lw.Client, run_id: str) -> dict[str, object]:
+    return _until(client, run_id, lambda s: s.get("outcome") == "suspended" and "pending" in s)
+
+
+def test_replay_of_recorded_steps_gives_the_same_transitions(client: lw.Client) -> None:
+    run_id = _id()
+    result = asyncio.run(_start_and_wait("durable", run_id))
+    assert lw.replay(client.steps(run_id), dbos_app.steps_agent(), result.trace) == result.trace
+
+
+def test_a_guard_reading_the_clock_makes_replay_diverge(client: lw.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_id = _id()
+    result = asyncio.run(_start_and_wait("clocked", run_id))
+    assert result.outcome == "final"
+    steps = client.steps(run_id)
+    assert lw.replay(steps, dbos_app.clock_agent(), result.trace) == result.trace  # same time: same choices
+    monkeypatch.setattr(dbos_app, "CUTOFF", time.time())  # later: the guard now holds
+    with pytest.raises(lw.ReplayDivergence, match="not a pure function of the recorded run state"):
+        lw.replay(steps, dbos_app.clock_agent(), result.trace)
+
+
+def test_dbos_replays_recorded_steps_and_stops_when_a_guard_reads_the_clock(
+    client: lw.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DBOS re-executes the workflow over its recorded steps (a fork from past the last step):
+    the same transitions give the same result; a guard that reads the clock makes it diverge."""
+    run_id = _id()
+    result = asyncio.run(_start_and_wait("clocked", run_id))
+    recorded = len(DBOS.list_workflow_steps(run_id))
+
+    async def fork() -> RunResult:
+        handle = await DBOS.fork_workflow_async(run_id, recorded + 1)
+        return lw.result_from_json(await handle.get_result(polling_interval_sec=0.05))
+
+    replayed = asyncio.run(fork())
+    assert replayed.trace == result.trace and replayed.messages == result.messages
+    monkeypatch.setattr(dbos_app, "CUTOFF", time.time())  # from now on the guard holds: replay diverges
+    with pytest.raises(lw.ReplayDivergence, match="the machine chose state 'decide' where the recorded run had 'act'"):
+        asyncio.run(fork())
+
+
+def test_worker_command_says_what_is_wrong(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from loopwright.cli import main
+
+    db = f"sqlite:///{tmp_path / 'w.sqlite'}"
+    assert main(["worker", "--db", db, "--app", "no_such_module_here"]) == 2
+    assert "cannot import --app 'no_such_module_here'" in capsys.readouterr().err
+    assert main(["worker", "--db", db, "--app", "tests.dbos_app", "--concurrency", "0"]) == 2
+    assert "--concurrency must be 1 or more" in capsys.readouterr().err
+    with pytest.raises(ConfigurationError, match="register\\(\\) takes Agents"):
+        lw.register("support")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="no agent named 'nobody' is registered"):
+        lw.runner_for("nobody")
