@@ -41,6 +41,8 @@ from .live import LiveView
 from .result import RunResult
 from .run_state import RunState
 from .runner import Runner
+from .stores import open_store
+from .stores.durable import rebuild
 
 RUNS_DIR = Path(".loopwright") / "runs"
 EXIT_WAITING = 3
@@ -125,6 +127,12 @@ def add_command(sub: Any) -> None:
     command.add_argument("--resume", metavar="RUN", default=None, help="continue a waiting run (its id or file)")
     command.add_argument("--yes", action="store_true", help="approve every confirmation without asking")
     command.add_argument("--trace", metavar="HTML", default=None, help="also write the run's trace page here")
+    command.add_argument(
+        "--store",
+        metavar="URL",
+        default=None,
+        help="checkpoint the run in a store (sqlite:///runs.db, postgresql://...); --resume RUN resumes it from there",
+    )
     command.set_defaults(handler=run_command)
 
 
@@ -137,14 +145,14 @@ def run_command(args: Any) -> int:
         _fail(console, "loopwright run: give the input, or --resume RUN (not both)")
         return 2
     saved: RunState | None = None
-    if args.resume is not None:
+    if args.resume is not None and args.store is None:
         saved = _load_state(args.resume, agent, console)
         if saved is None:
             return 2
     feed = _Feed(RunView(agent), sys.stdout if args.json else None)
     try:
         result = asyncio.run(_drive(agent, args, saved, console, feed))
-    except (ConfigurationError, ResumeError) as exc:
+    except (ConfigurationError, ResumeError, LookupError) as exc:
         _fail(console, f"loopwright run: {exc}")
         return 2
     if args.trace is not None:
@@ -153,10 +161,11 @@ def run_command(args: Any) -> int:
         page = write_trace_page(feed.events, args.trace, machine=agent)
         console.print(f"trace page: {page}", style="dim", markup=False, highlight=False)
     if result.outcome == "suspended":
-        path = _save(result.run_state)
+        where = f"the store {args.store}" if args.store else str(_save(result.run_state))
+        store = f" --store {args.store}" if args.store else ""
         console.print(
-            f"the run waits for {len(result.pending)} decision(s); its state is in {path}. Go on with:\n"
-            f"  loopwright run {args.target} --resume {result.run_id}",
+            f"the run waits for {len(result.pending)} decision(s); its state is in {where}. Go on with:\n"
+            f"  loopwright run {args.target}{store} --resume {result.run_id}",
             style="yellow",
             markup=False,
         )
@@ -217,11 +226,17 @@ def _save(state: RunState) -> Path:
 async def _drive(agent: Agent, args: Any, saved: RunState | None, console: Console, feed: _Feed) -> RunResult:
     """Run (or resume) the agent, asking for decisions while it waits and someone can answer."""
     view = feed.view
-    runner = Runner(agent, observers=[feed])
+    store = await open_store(args.store) if args.store is not None else None
+    runner = Runner(agent, observers=[feed], store=store)
     interactive = sys.stdin.isatty()
-    target: RunResult | RunState | None = saved
+    target: RunResult | RunState | str | None = saved
     result: RunResult | None = None
     decisions: dict[str, Any] = {}
+    if store is not None and args.resume is not None:  # from the store, by id (it claims the wait)
+        found = await store.load(args.resume)
+        if found is None:
+            raise LookupError(f"no run {args.resume!r} in {store.url}; `loopwright runs list --store {store.url}`")
+        saved, target = rebuild(found), args.resume
     if saved is not None:
         decisions = _ask(_pending(saved), args.yes, interactive, console)
     while True:

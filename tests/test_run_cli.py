@@ -207,3 +207,32 @@ def test_bad_arguments_say_what_to_do(project: Path) -> None:
     assert neither.returncode == 2 and "give the input, or --resume RUN" in neither.stdout + neither.stderr
     unknown = run("treasury:agent", "--resume", "nope")
     assert unknown.returncode == 2 and "cannot read the saved run" in unknown.stdout + unknown.stderr
+
+
+def test_a_run_kept_in_a_store_waits_and_is_resumed_from_it_by_id(project: Path) -> None:
+    """``--store URL``: the run is checkpointed there (no file is written), and ``--resume RUN``
+    with the same store claims the wait and goes on, in a new process."""
+    store = f"sqlite:///{project / 'runs.db'}"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            command("treasury:agent", *args, "--store", store, "--json"),
+            cwd=project,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=environment(),
+        )
+
+    first = cli("Send 500 USD")
+    assert first.returncode == 3, first.stderr
+    run_id = EVENT_ADAPTER.validate_json(first.stdout.splitlines()[0]).run_id
+    assert not (project / ".loopwright" / "runs" / f"{run_id}.json").exists()
+    assert f"--store {store} --resume {run_id}" in " ".join(first.stderr.split())  # rich wraps lines
+    again = cli("--resume", run_id, "--yes")
+    assert again.returncode == 0, again.stderr
+    finished = EVENT_ADAPTER.validate_json(again.stdout.splitlines()[-1])
+    assert finished.type == "run_finished" and finished.output == "wire: wired 500"
+    twice = cli("--resume", run_id, "--yes")  # the wait was claimed: a second resume is refused
+    assert twice.returncode == 2 and "has ended" in twice.stdout + twice.stderr
