@@ -334,7 +334,10 @@ script-src 'unsafe-inline'; img-src data:">
 def add_command(sub: Any) -> None:
     """Register ``loopwright trace`` on the CLI's subparsers."""
     command = sub.add_parser("trace", help="write a run's trace page: one self-contained HTML file")
-    command.add_argument("events", help="the run's events as JSON lines (`loopwright run --json`), - for stdin")
+    command.add_argument(
+        "events", help="the run's events as JSON lines (`loopwright run --json`), - for stdin; with --store, a run id"
+    )
+    command.add_argument("--store", metavar="URL", default=None, help="read run EVENTS's events from this store")
     command.add_argument("-o", "--output", default="trace.html", help="the page to write (default: trace.html)")
     command.add_argument("--agent", dest="target", default=None, help="module:attr of the Agent the run used")
     command.set_defaults(handler=run_command)
@@ -348,13 +351,33 @@ def run_command(args: Any) -> int:
 
     try:
         machine = machine_for_target(args.target)
-        events = load_trace(args.events)
+        events = load_trace(args.events) if args.store is None else _stored_events(args.store, args.events)
         path = write_trace_page(events, args.output, machine=machine)
     except (LookupError, ConfigurationError) as exc:
         print(f"loopwright trace: {exc.args[0]}", file=sys.stderr)
         return 2
     print(f"wrote {path}")
     return 0
+
+
+def _stored_events(url: str, run_id: str) -> list[Any]:
+    """Every event a store kept of run ``run_id`` (all its legs), in order."""
+    import asyncio
+
+    from .events import EVENT_ADAPTER
+    from .stores import open_store
+
+    async def read() -> list[bytes]:
+        store = await open_store(url)
+        try:
+            return await store.events(run_id)
+        finally:
+            await store.close()
+
+    raw = asyncio.run(read())
+    if not raw:
+        raise LookupError(f"no events of run {run_id!r} in {url}; `loopwright runs list --store {url}` lists the runs")
+    return [EVENT_ADAPTER.validate_json(line) for line in raw]
 
 
 __all__ = ["add_command", "run_command", "trace_page", "write_trace_page"]

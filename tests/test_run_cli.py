@@ -236,3 +236,13 @@ def test_a_run_kept_in_a_store_waits_and_is_resumed_from_it_by_id(project: Path)
     assert finished.type == "run_finished" and finished.output == "wire: wired 500"
     twice = cli("--resume", run_id, "--yes")  # the wait was claimed: a second resume is refused
     assert twice.returncode == 2 and "has ended" in twice.stdout + twice.stderr
+    page = subprocess.run(  # both legs' events, read back from the store
+        [sys.executable, "-m", "loopwright.cli", "trace", run_id, "--store", store, "-o", "stored.html"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert page.returncode == 0, page.stderr
+    html = (project / "stored.html").read_text()
+    assert json.dumps("wire: wired 500") in html and '"type": "suspended"' in html
