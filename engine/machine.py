@@ -163,6 +163,18 @@ WITHIN_BUDGETS: tuple[Guard, ...] = (
 )
 """Every budget has room: every way back into the loop (go round, hand over) requires it."""
 
+
+def detour(state: str, guards: tuple[GuardRef, ...], budget: str) -> dict[str, Any]:
+    """An :class:`Extension`'s rows for a bounded side trip from decide: ``decide -> state``
+    (tried before decide's loop back to preprocess, with the same budgets, then ``guards``),
+    then ``state -> preprocess``; ``budget`` bounds the trip. Use as ``Extension(...,
+    **detour(...))``."""
+    return {
+        "rows_before": {(DECIDE, PRE): [Row(DECIDE, state, (*WITHIN_BUDGETS, *guards), bounded_by=budget)]},
+        "rows": [cancellable(state), Row(state, PRE)],
+    }
+
+
 # fmt: off
 CORE_ROWS: tuple[Row, ...] = (
     Row(START,    PRE),

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from .context import RunContext
 from .errors import ModelError, redact
 from .events import (
     ErrorInfo,
+    ErrorOccurred,
+    Instruction,
+    Message,
     ModelRequest,
     ModelResponse,
     ProviderPart,
@@ -275,3 +279,28 @@ def _malformed_part(part: Any) -> str | None:
         if not isinstance(value, want) or (type(part) is ToolCall and want is str and not value):
             return f"({type(part).__name__}) has {name}={value!r}"
     return None
+
+
+async def side_call(
+    ctx: RunContext, instructions: tuple[Instruction, ...], messages: Sequence[Message], kind: str
+) -> ModelResponse | None:
+    """One model call a feature makes beside the loop (a plan, an observation, a summary): the
+    agent's tools are listed (so the history's calls read right) but none may be called; its
+    usage is charged to the run. A failed call is an ``error_occurred`` event of ``kind`` and
+    None (the feature goes on without it)."""
+    tools = ctx.agent.tool_specs
+    request = ModelRequest(
+        instructions=instructions,
+        messages=list(messages),
+        tools=tools,
+        tool_choice="none" if tools else None,
+        settings=ctx.agent.model_settings,
+    )
+    try:
+        response = await call_model(request, ctx)
+    except Exception as exc:
+        ctx.emit(ErrorOccurred, error=error_info(exc).model_copy(update={"kind": kind}))
+        return None
+    rs = ctx.run_state
+    rs.usage = rs.usage + response.usage
+    return response

@@ -39,8 +39,8 @@ from loopwright.events import (
     TextPart,
     trusted,
 )
-from loopwright.machine import DECIDE, PRE, WITHIN_BUDGETS, Extension, Row, cancellable
-from loopwright.model_call import call_model, error_info
+from loopwright.machine import Extension, detour
+from loopwright.model_call import side_call
 from loopwright.run_state import RunState
 
 from .loop_detection import not_repeating_calls
@@ -138,21 +138,10 @@ async def compact(rs: RunState, ctx: RunContext) -> None:
         ctx.emit(ErrorOccurred, error=ErrorInfo(kind="compact", message=f"the history was not compacted: {why}"))
         return
     older, kept = rs.messages[:at], rs.messages[at:]
-    tools = ctx.agent.tool_specs
-    request = ModelRequest(
-        instructions=(Instruction(text=option.instruction),),
-        messages=older,
-        tools=tools,
-        tool_choice="none" if tools else None,
-        settings=ctx.agent.model_settings,
-    )
-    try:
-        response = await call_model(request, ctx)
-    except Exception as exc:
+    response = await side_call(ctx, (Instruction(text=option.instruction),), older, "compact")
+    if response is None:
         c.size = 0
-        ctx.emit(ErrorOccurred, error=error_info(exc).model_copy(update={"kind": "compact"}))
         return
-    rs.usage = rs.usage + response.usage
     summary = response.text.strip()
     first = older[0]
     note = TextPart(text=f"[Summary of the conversation so far; older turns were compacted]\n{summary}")
@@ -182,17 +171,7 @@ def count_input(response: ModelResponse, rs: RunState, ctx: RunContext) -> Model
 COMPACTION = Extension(
     name=NAME,
     states={COMPACT: compact},
-    rows_before={
-        (DECIDE, PRE): [
-            Row(
-                DECIDE,
-                COMPACT,
-                (*WITHIN_BUDGETS, not_repeating_calls, history_too_long, within_compaction_budget),
-                bounded_by="max_compactions",
-            )
-        ]
-    },
-    rows=[cancellable(COMPACT), Row(COMPACT, PRE)],
+    **detour(COMPACT, (not_repeating_calls, history_too_long, within_compaction_budget), "max_compactions"),
     budgets=[COMPACTIONS],
     guards={
         "history_too_long": history_too_long,

@@ -34,8 +34,8 @@ from loopwright.events import (
     TextPart,
     trusted,
 )
-from loopwright.machine import DECIDE, PRE, WITHIN_BUDGETS, Extension, Row, cancellable
-from loopwright.model_call import call_model, error_info
+from loopwright.machine import Extension, detour
+from loopwright.model_call import side_call
 from loopwright.run_state import RunState
 
 from .loop_detection import not_repeating_calls
@@ -115,20 +115,9 @@ async def observe(rs: RunState, ctx: RunContext) -> None:
     observer = ctx.agent.observer
     if not isinstance(observer, Observer):
         return
-    tools = ctx.agent.tool_specs
-    request = ModelRequest(
-        instructions=(Instruction(text=observer.instruction),),
-        messages=rs.messages,
-        tools=tools,
-        tool_choice="none" if tools else None,
-        settings=ctx.agent.model_settings,
-    )
-    try:
-        response = await call_model(request, ctx)
-    except Exception as exc:
-        ctx.emit(ErrorOccurred, error=error_info(exc).model_copy(update={"kind": "observe"}))
+    response = await side_call(ctx, (Instruction(text=observer.instruction),), rs.messages, "observe")
+    if response is None:
         return
-    rs.usage = rs.usage + response.usage
     try:
         seen = Observation.model_validate_json(json_text(response.text))
     except ValidationError as exc:
@@ -154,17 +143,7 @@ def set_interval(request: ModelRequest, rs: RunState, ctx: RunContext) -> ModelR
 OBSERVER = Extension(
     name=NAME,
     states={OBSERVE: observe},
-    rows_before={
-        (DECIDE, PRE): [
-            Row(
-                DECIDE,
-                OBSERVE,
-                (*WITHIN_BUDGETS, not_repeating_calls, observation_due, within_observer_budget),
-                bounded_by="max_observations",
-            )
-        ]
-    },
-    rows=[cancellable(OBSERVE), Row(OBSERVE, PRE)],
+    **detour(OBSERVE, (not_repeating_calls, observation_due, within_observer_budget), "max_observations"),
     budgets=[OBSERVATIONS],
     guards={
         "observation_due": observation_due,

@@ -36,7 +36,7 @@ from loopwright.events import (
 )
 from loopwright.guards import is_final_response
 from loopwright.machine import ACT, DECIDE, DONE, PRE, START, Extension, Row, cancellable
-from loopwright.model_call import call_model, error_info
+from loopwright.model_call import side_call
 from loopwright.run_state import RunState
 
 from .structured_output import json_text
@@ -116,20 +116,9 @@ async def plan(rs: RunState, ctx: RunContext) -> None:
     instructions = [Instruction(text=planner.instruction)]
     if p.plan is not None:
         instructions.append(Instruction(text=f"The plan so far:\n{p.plan.render()}"))
-    tools = ctx.agent.tool_specs
-    request = ModelRequest(
-        instructions=tuple(instructions),
-        messages=rs.messages,
-        tools=tools,
-        tool_choice="none" if tools else None,
-        settings=ctx.agent.model_settings,
-    )
-    try:
-        response = await call_model(request, ctx)
-    except Exception as exc:
-        ctx.emit(ErrorOccurred, error=error_info(exc).model_copy(update={"kind": "plan"}))
+    response = await side_call(ctx, tuple(instructions), rs.messages, "plan")
+    if response is None:
         return
-    rs.usage = rs.usage + response.usage
     try:
         p.plan = Plan.model_validate_json(json_text(response.text))
     except ValidationError as exc:
