@@ -50,6 +50,8 @@ from loopwright.states import HANDLERS, Handler  # isort: skip
 
 _clock = time.time
 _perf = time.perf_counter
+_monotonic = time.monotonic
+_BASE_TIME = asyncio.BaseEventLoop.time
 _FINISHED = object()
 _SLICE_S = 0.001
 """A run that never suspends still lets the event loop run at least this often (seconds)."""
@@ -452,10 +454,14 @@ class Run:
         ready = getattr(loop, "_ready", None)
         if ready is None or ready:
             return True
-        scheduled = loop._scheduled
-        if scheduled and scheduled[0].when() <= loop.time():
+        if _perf() - self._yielded > _SLICE_S:
             return True
-        return _perf() - self._yielded > _SLICE_S
+        scheduled = loop._scheduled
+        if not scheduled:
+            return False
+        # asyncio's own loops keep time.monotonic(): read it without a Python frame
+        now = _monotonic() if type(loop).time is _BASE_TIME else loop.time()
+        return bool(scheduled[0].when() <= now)
 
     def _arm_deadline(self) -> None:
         """One timer per run (not one per stage): when ``timeout_s`` runs out it marks the
