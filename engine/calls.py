@@ -66,7 +66,7 @@ def _wait(call: ToolCall, kind: Any, detail: str, key: str | None = None) -> Pen
     return PendingRequest(call_id=call.id, tool=call.name, args=call.args, kind=kind, detail=detail, credential_key=key)
 
 
-async def _gated(call: ToolCall, ctx: RunContext) -> CallOutcome | None:
+def _gated(call: ToolCall, ctx: RunContext) -> CallOutcome | None:
     """What the vetoes and the features' gates say of ``call`` before it runs (None: run it)."""
     rs = ctx.run_state
     vetoed = rs.vetoes.get(call.id)
@@ -96,15 +96,16 @@ async def _before_tool(call: ToolCall, ctx: RunContext) -> ToolResult | None:
 async def execute(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome:
     """One tool call, through vetoes, gates, validation, the confirmation check, before_tool and
     the tool (with its timeout). ``approved``: a person approved it (or supplied its credential)."""
-    said = await _gated(call, ctx)
+    said = _gated(call, ctx)
     if said is not None:
         return said
     checked = _check(call, ctx, approved)
     if not isinstance(checked, tuple):
         return checked
-    replaced = await _before_tool(call, ctx)
-    if replaced is not None:
-        return replaced
+    if ctx.agent.before_tool is not None:  # no coroutine on the hot path when there is none
+        replaced = await _before_tool(call, ctx)
+        if replaced is not None:
+            return replaced
     return await _invoke(call, *checked, ctx)
 
 
