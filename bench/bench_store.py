@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, ScriptedModel, ToolCall, tool
-from loopwright.stores import Checkpoint, RunStore, SQLiteStore
+from loopwright.stores import Checkpoint, RunStore, SQLiteStore, StoreWrapper
 
 TARGET_US = 250.0
 TARGET_FLAT = 1.2
@@ -126,15 +126,13 @@ class _Crash(BaseException):
     pass
 
 
-class _Timed:
-    """A store that crashes at save ``at`` and notes when the first save after that comes."""
+class _Timed(StoreWrapper):
+    """A store that crashes at save ``at`` and notes when the first save after that comes
+    (closing it leaves the shared store open)."""
 
     def __init__(self, inner: RunStore, at: int | None) -> None:
-        self.inner, self.at, self.saves, self.first_after = inner, at, 0, 0.0
-        self.url = inner.url
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        super().__init__(inner)
+        self.at, self.saves, self.first_after = at, 0, 0.0
 
     async def save(self, checkpoint: Checkpoint, version: int, owner: str) -> int:
         self.saves += 1
@@ -143,27 +141,6 @@ class _Timed:
         if not self.first_after:
             self.first_after = time.perf_counter()
         return await self.inner.save(checkpoint, version, owner)
-
-    async def take(self, run_id: str, version: int, owner: str) -> int:
-        return await self.inner.take(run_id, version, owner)
-
-    async def load(self, run_id: str) -> Any:
-        return await self.inner.load(run_id)
-
-    async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> Any:
-        return await self.inner.claim(run_id, suspension, owner, decisions)
-
-    async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
-        await self.inner.save_result(run_id, call_id, seq, body)
-
-    async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
-        return await self.inner.results(run_id, after_seq)
-
-    async def events(self, run_id: str) -> list[bytes]:
-        return await self.inner.events(run_id)
-
-    async def runs(self, limit: int = 100) -> Any:
-        return await self.inner.runs(limit)
 
     async def close(self) -> None:
         pass

@@ -9,17 +9,17 @@ from typing import Any
 
 from loopwright import Agent, Runner, approve
 from loopwright.result import RunResult
-from loopwright.stores import Checkpoint, RunStore
+from loopwright.stores import Checkpoint, RunStore, StoreWrapper
 
 from .store_app import Crash
 
 
-class CrashingStore:
+class CrashingStore(StoreWrapper):
     """Delegates to ``inner``; its ``at``-th save (counted in ``counter``, shared by the stores
     of one driven run) raises :class:`Crash` instead of saving. Keeps every checkpoint."""
 
     def __init__(self, inner: RunStore, at: int | None = None, counter: list[int] | None = None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.at = at
         self.counter = counter if counter is not None else [0]
         self.checkpoints: list[Checkpoint] = []
@@ -28,44 +28,12 @@ class CrashingStore:
     def saves(self) -> int:
         return self.counter[0]
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
     async def save(self, checkpoint: Checkpoint, version: int, owner: str) -> int:
         self.counter[0] += 1
         if self.counter[0] == self.at:
             raise Crash(f"checkpoint {self.at}")
         self.checkpoints.append(checkpoint)
         return await self.inner.save(checkpoint, version, owner)
-
-    # the protocol's other methods, spelled out so isinstance(store, RunStore) holds
-    async def take(self, run_id: str, version: int, owner: str) -> int:
-        return await self.inner.take(run_id, version, owner)
-
-    async def load(self, run_id: str) -> Any:
-        return await self.inner.load(run_id)
-
-    async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> Any:
-        return await self.inner.claim(run_id, suspension, owner, decisions)
-
-    async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
-        await self.inner.save_result(run_id, call_id, seq, body)
-
-    async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
-        return await self.inner.results(run_id, after_seq)
-
-    async def events(self, run_id: str) -> list[bytes]:
-        return await self.inner.events(run_id)
-
-    async def runs(self, limit: int = 100) -> Any:
-        return await self.inner.runs(limit)
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-    @property
-    def url(self) -> str:
-        return self.inner.url
 
 
 async def drive(

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
-from .base import STORE_SCHEMA, Checkpoint, RunStore, RunSummary, SavedRun
+from .base import STORE_SCHEMA, Checkpoint, RunStore, RunSummary, SavedRun, StoreWrapper
 from .sqlite import SQLiteStore
 
 if TYPE_CHECKING:
@@ -59,5 +59,6 @@ __all__ = [
     "RunSummary",
     "SQLiteStore",
     "SavedRun",
+    "StoreWrapper",
     "open_store",
 ]

@@ -149,3 +149,39 @@ class RunStore(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class StoreWrapper:
+    """A :class:`RunStore` that hands every call to ``inner``: subclass it and override what
+    you watch or change (count or time the saves, fail one on purpose in a test)."""
+
+    def __init__(self, inner: RunStore) -> None:
+        self.inner = inner
+        self.url = inner.url
+
+    async def save(self, checkpoint: Checkpoint, version: int, owner: str) -> int:
+        return await self.inner.save(checkpoint, version, owner)
+
+    async def take(self, run_id: str, version: int, owner: str) -> int:
+        return await self.inner.take(run_id, version, owner)
+
+    async def load(self, run_id: str) -> SavedRun | None:
+        return await self.inner.load(run_id)
+
+    async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
+        return await self.inner.claim(run_id, suspension, owner, decisions)
+
+    async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
+        await self.inner.save_result(run_id, call_id, seq, body)
+
+    async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
+        return await self.inner.results(run_id, after_seq)
+
+    async def events(self, run_id: str) -> list[bytes]:
+        return await self.inner.events(run_id)
+
+    async def runs(self, limit: int = 100) -> list[RunSummary]:
+        return await self.inner.runs(limit)
+
+    async def close(self) -> None:
+        await self.inner.close()
