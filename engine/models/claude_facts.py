@@ -86,8 +86,3 @@ def base_id(model: str) -> str:
 def facts_for(model: str) -> ModelFacts:
     """The facts for ``model`` (any spelling), or :data:`UNKNOWN`."""
     return _TABLE.get(base_id(model), UNKNOWN)
-
-
-def known_models() -> list[str]:
-    """The ids the table knows, newest line first."""
-    return list(_TABLE)
