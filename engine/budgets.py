@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, le, lt
 from typing import Any, Literal
 
 from .errors import MachineError
@@ -98,22 +98,24 @@ def _guard_for(budget: Budget) -> Guard:
     assert used is not None
     inclusive = budget.inclusive
 
-    def fits(count: float, cap: Any) -> bool:
-        return cap is None or (count <= cap if inclusive else count < cap)
+    fits = le if inclusive else lt  # (count, cap)
 
     def run_guard(rs: RunState) -> bool:
-        return fits(used(rs), getattr(rs.limits, name, limit))
+        cap = getattr(rs.limits, name, limit)
+        return cap is None or fits(used(rs), cap)  # an uncapped budget is not even counted
 
     def pass_guard(rs: RunState) -> bool:
-        return fits(used(rs), getattr(rs.turn_limits or rs.limits, name, limit))
+        cap = getattr(rs.turn_limits or rs.limits, name, limit)
+        return cap is None or fits(used(rs), cap)
 
     def turn_guard(rs: RunState) -> bool:
-        count = used(rs)
-        if not fits(count, getattr(rs.limits, name, limit)):
-            return False
+        cap = getattr(rs.limits, name, limit)
         own = rs.turn_limits
         if own is None:
-            return True
+            return cap is None or fits(used(rs), cap)
+        count = used(rs)
+        if cap is not None and not fits(count, cap):
+            return False
         own_cap = getattr(own, name, None)
         return own_cap is None or count - rs.turn_start.get(name, 0) < own_cap
 

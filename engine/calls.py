@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from .context import CURRENT_CALL, RunContext
 from .errors import CredentialRequired, redact
 from .events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
-from .limits import Expired, within
+from .limits import watch
 from .model_call import known_secrets
-from .nesting import enter_tools, leave_tools
+from .nesting import enter_tools, leave_tools, link
 from .observers import enter_scopes
 from .run_state import RunState
 from .tools import ArgumentsError, Pending, Tool, ToolContext, ToolValueError, capped, to_json_value
@@ -27,6 +27,7 @@ from .tools import ArgumentsError, Pending, Tool, ToolContext, ToolValueError, c
 _perf = time.perf_counter
 CallOutcome = ToolResult | PendingRequest
 """What one call comes to in a pass: its result, or a request that makes it wait."""
+_OUTCOMES = (ToolResult, PendingRequest)
 Job = tuple[int, ToolCall, bool]
 """A call to run: its position in the reply, the call, and whether a person approved it."""
 
@@ -93,20 +94,28 @@ async def _before_tool(call: ToolCall, ctx: RunContext) -> ToolResult | None:
     return None if value is None else value_result(call, value, ctx)
 
 
-async def execute(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome:
+def execute(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | Awaitable[CallOutcome]:
     """One tool call, through vetoes, gates, validation, the confirmation check, before_tool and
-    the tool (with its timeout). ``approved``: a person approved it (or supplied its credential)."""
-    said = _gated(call, ctx)
-    if said is not None:
-        return said
+    the tool (with its timeout). ``approved``: a person approved it (or supplied its credential).
+    The outcome at once when the call ends before the tool would run, else what to await for it
+    (no coroutine of its own: the hot path's chain of frames stays short)."""
+    if ctx.run_state.vetoes or ctx.gates:
+        said = _gated(call, ctx)
+        if said is not None:
+            return said
     checked = _check(call, ctx, approved)
-    if not isinstance(checked, tuple):
-        return checked
-    if ctx.agent.before_tool is not None:  # no coroutine on the hot path when there is none
-        replaced = await _before_tool(call, ctx)
-        if replaced is not None:
-            return replaced
-    return await _invoke(call, *checked, ctx)
+    if type(checked) is not tuple:
+        return checked  # type: ignore[return-value]
+    if ctx.agent.before_tool is not None:
+        return _before_then_invoke(call, checked[0], checked[1], ctx)
+    return _invoke(call, checked[0], checked[1], ctx)
+
+
+async def _before_then_invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunContext) -> CallOutcome:
+    replaced = await _before_tool(call, ctx)
+    if replaced is not None:
+        return replaced
+    return await _invoke(call, tool, kwargs, ctx)
 
 
 def _check(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | tuple[Tool, dict[str, Any]]:
@@ -133,22 +142,36 @@ def _check(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | tup
 
 async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunContext) -> CallOutcome:
     timeout = tool.timeout_s or ctx.limits.tool_timeout_s
+    if tool.ctx_param is None and tool.is_async:
+        work = tool.fn(**kwargs)  # the usual tool: no wrapper in between
+    else:
+        work = tool.invoke(kwargs, ToolContext(ctx) if tool.ctx_param else ctx)
+    bound = watch(timeout) if timeout is not None else None
     try:
-        value = await within(timeout, tool.invoke(kwargs, ToolContext(ctx) if tool.ctx_param else ctx))
+        value = await work
+    except asyncio.CancelledError:
+        if bound is None or not bound.expired():
+            raise
+        return _timed_out(call, tool, timeout)  # type: ignore[arg-type]
     except CredentialRequired as exc:
         return _wait(call, "credential", exc.message, exc.key)
-    except Expired:
-        threaded = not tool.is_async and tool.blocking
-        still = "; it may still complete (its thread cannot be stopped)" if threaded else ""
-        return result(call, f"tool {call.name!r} timed out after {timeout:g} s{still}", True)
     except Exception as exc:
         return result(call, redact(f"tool {call.name!r} raised {type(exc).__name__}: {exc}", known_secrets(ctx)), True)
+    finally:
+        if bound is not None:
+            bound.close()
     kind = type(value)
     if kind is int or kind is float or kind is bool or value is None:  # JSON already, and short
         return result(call, value, False)
     if isinstance(value, Pending):
         return _wait(call, "result", value.detail or f"{call.name} is still running")
     return value_result(call, value, ctx)
+
+
+def _timed_out(call: ToolCall, tool: Tool, timeout: float) -> ToolResult:
+    threaded = not tool.is_async and tool.blocking
+    still = "; it may still complete (its thread cannot be stopped)" if threaded else ""
+    return result(call, f"tool {call.name!r} timed out after {timeout:g} s{still}", True)
 
 
 def value_result(call: ToolCall, value: Any, ctx: RunContext) -> ToolResult:
@@ -209,34 +232,39 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False, scoped
         return await _in_scopes(call, ctx, approved)
     started = _perf()
     token = CURRENT_CALL.set(call.id)
+    parent = enter_tools(ctx.link or _link(ctx))  # runs started by the tool are this run's children
     try:
-        return await _answer(call, ctx, approved, started)
+        try:
+            outcome = execute(call, ctx, approved)
+            if not isinstance(outcome, _OUTCOMES):
+                outcome = await outcome
+        except BaseException as exc:
+            outcome = _caught(call, ctx, exc, f"tool {call.name!r}")
+        if type(outcome) is PendingRequest:
+            return outcome
+        after = ctx.agent.after_tool
+        if after is not None:
+            outcome = await _after_tool(call, outcome, ctx)  # type: ignore[arg-type]
+        record(call, outcome, _perf() - started, ctx)  # type: ignore[arg-type]
+        if ctx.on_result is not None:  # a store keeps the result before the call counts as done
+            await ctx.on_result(call, outcome, ctx)
+        return outcome
     finally:
+        leave_tools(parent)
         CURRENT_CALL.reset(token)
 
 
-async def _answer(call: ToolCall, ctx: RunContext, approved: bool, started: float) -> CallOutcome:
+async def _after_tool(call: ToolCall, outcome: ToolResult, ctx: RunContext) -> ToolResult:
     try:
-        outcome = await execute(call, ctx, approved)
+        replaced = ctx.agent.after_tool(call, outcome, ctx)  # type: ignore[misc]
+        if asyncio.iscoroutine(replaced):
+            replaced = await replaced
+        if isinstance(replaced, ToolResult):
+            return replaced
+        if replaced is not None:
+            raise TypeError(f"it returned {type(replaced).__name__}; return None or a ToolResult")
     except BaseException as exc:
-        outcome = _caught(call, ctx, exc, f"tool {call.name!r}")
-    if isinstance(outcome, PendingRequest):
-        return outcome
-    after = ctx.agent.after_tool
-    if after is not None:
-        try:
-            replaced = after(call, outcome, ctx)
-            if asyncio.iscoroutine(replaced):
-                replaced = await replaced
-            if isinstance(replaced, ToolResult):
-                outcome = replaced
-            elif replaced is not None:
-                raise TypeError(f"it returned {type(replaced).__name__}; return None or a ToolResult")
-        except BaseException as exc:
-            outcome = _caught(call, ctx, exc, "the after_tool callback")
-    record(call, outcome, _perf() - started, ctx)
-    if ctx.on_result is not None:  # a store keeps the result before the call counts as done
-        await ctx.on_result(call, outcome, ctx)
+        return _caught(call, ctx, exc, "the after_tool callback")
     return outcome
 
 
@@ -252,15 +280,16 @@ def record(call: ToolCall, answered: ToolResult, duration: float, ctx: RunContex
 async def run_jobs(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, CallOutcome]) -> None:
     """Run ``jobs`` concurrently (a lone job without a task), each outcome into ``outcomes`` by
     position as it completes, so an interrupted pass keeps what finished."""
-    token = enter_tools(ctx.run_state)  # runs started by these tools are this run's children
-    try:
-        if len(jobs) == 1:  # the common case: no task, no group
-            i, call, approved = jobs[0]
-            outcomes[i] = await answer(call, ctx, approved)
-        else:
-            await _run_group(jobs, ctx, outcomes)
-    finally:
-        leave_tools(token)
+    if len(jobs) == 1:  # the common case: no task, no group
+        i, call, approved = jobs[0]
+        outcomes[i] = await answer(call, ctx, approved)
+    else:
+        await _run_group(jobs, ctx, outcomes)
+
+
+def _link(ctx: RunContext) -> Any:
+    ctx.link = link(ctx.run_state)
+    return ctx.link
 
 
 async def _run_group(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, CallOutcome]) -> None:

@@ -152,6 +152,7 @@ class RunContext:
         "holds",
         "interrupt",
         "limits",
+        "link",
         "log",
         "model_scopes",
         "on_result",
@@ -161,6 +162,7 @@ class RunContext:
         "run_state",
         "state",
         "stream_deltas",
+        "tool_names",
         "tool_scopes",
         "tree",
         "watchers",
@@ -197,6 +199,10 @@ class RunContext:
         self.gates = found("gate")
         """The features' per-call gates (act asks them before running a call)."""
         self.holds = found("hold")
+        self.tool_names: tuple[Any, tuple[str, ...]] = (None, ())
+        """The latest request's tool specs and their names (``reason`` reuses the names)."""
+        self.link: Any = None
+        """This run as the parent of runs started in its tools (``nesting.link``, made at first use)."""
         self.interrupt: BaseException | None = None
         """A KeyboardInterrupt a tool raised: the run ends cancelled, then the runner re-raises it."""
         """The features that may keep a step whose calls wait."""

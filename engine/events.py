@@ -61,7 +61,7 @@ def trusted(cls: type[M], **fields: Any) -> M:
     """
     obj = _new(cls)
     _set(obj, "__dict__", fields)
-    _set(obj, "__pydantic_fields_set__", all_fields(cls))
+    _set(obj, "__pydantic_fields_set__", _FIELDS_SET.get(cls) or all_fields(cls))
     _set(obj, "__pydantic_extra__", None)
     _set(obj, "__pydantic_private__", None)
     return obj
@@ -239,6 +239,10 @@ class Usage(BaseModel):
         )
 
 
+ZERO_USAGE = Usage()
+"""The usage of a reply that reports none (shared: a Usage is frozen)."""
+
+
 class Instruction(BaseModel):
     """A block of system instruction. ``cache`` marks a static prefix a provider may cache."""
 
@@ -284,7 +288,7 @@ class ModelResponse(BaseModel):
 
     model_config = _FROZEN
     parts: tuple[TextPart | ThoughtPart | ToolCall | ProviderPart, ...] = ()
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = ZERO_USAGE
     stop_reason: StopReason | None = None
     model: str | None = None
     details: dict[str, JsonValue] = Field(default_factory=dict)

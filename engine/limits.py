@@ -165,11 +165,37 @@ microsecond a call, at most ``TICK_S`` late); shorter ones get a timer of their 
 TICK_S = 0.25
 
 
-class _Watched:
-    __slots__ = ("before", "deadline", "fired", "task")
+class Watched:
+    """One awaited call under a time bound (see :func:`watch`): ``expired()`` after a
+    ``CancelledError`` says whether it was the bound's own cancellation (then taken back),
+    ``close()`` when the call is over, however it ended."""
 
-    def __init__(self, deadline: float, task: asyncio.Task[Any]) -> None:
-        self.deadline, self.task, self.before, self.fired = deadline, task, task.cancelling(), False
+    __slots__ = ("before", "deadline", "fired", "handle", "task", "watch")
+
+    def __init__(self, deadline: float, task: asyncio.Task[Any], watch: _Watch | None) -> None:
+        self.deadline, self.task, self.watch = deadline, task, watch
+        self.before, self.fired = task.cancelling(), False
+        self.handle: asyncio.TimerHandle | None = None
+
+    def fire(self) -> None:
+        self.fired = True
+        self.task.cancel()
+
+    def expired(self) -> bool:
+        """The ``CancelledError`` being handled is this bound's alone (taken back: the caller
+        reports a timeout); False: someone else cancelled the task too (re-raise it)."""
+        if self.fired:
+            self.fired = False
+            return self.task.uncancel() <= self.before
+        return False
+
+    def close(self) -> None:
+        if self.watch is not None:
+            self.watch.live.discard(self)
+        elif self.handle is not None:
+            self.handle.cancel()
+        if self.fired:  # it fired, but the call finished anyway
+            self.task.uncancel()
 
 
 class _Watch:
@@ -179,10 +205,10 @@ class _Watch:
     __slots__ = ("handle", "live", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop, self.live = loop, set[_Watched]()
+        self.loop, self.live = loop, set[Watched]()
         self.handle: asyncio.TimerHandle | None = None
 
-    def add(self, watched: _Watched) -> None:
+    def add(self, watched: Watched) -> None:
         self.live.add(watched)
         if self.handle is None:
             self.handle = self.loop.call_later(TICK_S, self.tick)
@@ -190,69 +216,53 @@ class _Watch:
     def tick(self) -> None:
         now = self.loop.time()
         for watched in [w for w in self.live if w.deadline <= now and not w.fired]:
-            watched.fired = True
-            watched.task.cancel()
+            watched.fire()
         self.handle = self.loop.call_later(TICK_S, self.tick) if self.live else None
 
 
-def _watch(loop: asyncio.AbstractEventLoop) -> _Watch:
-    found: _Watch | None = getattr(loop, "_loopwright_watch", None)
-    if found is None:
-        found = _Watch(loop)
-        loop._loopwright_watch = found  # type: ignore[attr-defined]
-    return found
+def watch(seconds: float) -> Watched:
+    """Bound the call the current task is about to await by ``seconds``: past them, the task
+    is cancelled. Timeouts of ``COARSE_FROM_S`` or more share one watch per loop (kept to
+    within ``TICK_S``: about a microsecond a call); shorter ones get a timer of their own.
+    Use as :func:`within` does (no coroutine of its own: the caller's frame does the rest)::
+
+        bound = watch(seconds)
+        try:
+            value = await call
+        except asyncio.CancelledError:
+            if bound.expired(): ...  # timed out
+            raise
+        finally:
+            bound.close()
+    """
+    task = asyncio.current_task()
+    assert task is not None, "watch() runs inside a task"
+    loop = task.get_loop()
+    if seconds < COARSE_FROM_S:
+        watched = Watched(0.0, task, None)
+        watched.handle = loop.call_later(seconds, watched.fire)
+        return watched
+    shared: _Watch | None = getattr(loop, "_loopwright_watch", None)
+    if shared is None:
+        shared = _Watch(loop)
+        loop._loopwright_watch = shared  # type: ignore[attr-defined]
+    watched = Watched(loop.time() + seconds, task, shared)
+    shared.add(watched)
+    return watched
 
 
 async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
     """``await awaitable``, or :class:`Expired` (a TimeoutError) after ``seconds`` (None: no
     bound). Like ``asyncio.timeout`` (a cancellation of the task from elsewhere still
-    propagates as ``CancelledError``), at a fraction of its cost: timeouts of
-    ``COARSE_FROM_S`` or more share one watch per loop (kept to within ``TICK_S``)."""
+    propagates as ``CancelledError``), at a fraction of its cost (see :func:`watch`)."""
     if seconds is None:
         return await awaitable
-    task = asyncio.current_task()
-    assert task is not None, "within() runs inside a task"
-    loop = task.get_loop()
-    if seconds < COARSE_FROM_S:
-        return await _precisely(seconds, awaitable, task, loop)
-    watch = _watch(loop)
-    watched = _Watched(loop.time() + seconds, task)
-    watch.add(watched)
+    bound = watch(seconds)
     try:
         return await awaitable
     except asyncio.CancelledError:
-        if watched.fired:
-            watched.fired = False
-            if task.uncancel() <= watched.before:
-                raise Expired(f"timed out after {seconds:g} s") from None
+        if bound.expired():
+            raise Expired(f"timed out after {seconds:g} s") from None
         raise
     finally:
-        watch.live.discard(watched)
-        if watched.fired:  # the watch fired, but the awaitable finished anyway
-            task.uncancel()
-
-
-async def _precisely(
-    seconds: float, awaitable: Awaitable[T], task: asyncio.Task[Any], loop: asyncio.AbstractEventLoop
-) -> T:
-    before = task.cancelling()
-    fired = False
-
-    def expire() -> None:
-        nonlocal fired
-        fired = True
-        task.cancel()
-
-    handle = loop.call_later(seconds, expire)
-    try:
-        return await awaitable
-    except asyncio.CancelledError:
-        if fired:
-            fired = False
-            if task.uncancel() <= before:
-                raise Expired(f"timed out after {seconds:g} s") from None
-        raise
-    finally:
-        handle.cancel()
-        if fired:  # the timer fired, but the awaitable finished anyway
-            task.uncancel()
+        bound.close()

@@ -36,10 +36,16 @@ _DEPTHS: dict[int, int] = {}
 """How deep each child run in progress is (by ``id`` of its RunState; top-level runs are not here)."""
 
 
-def enter_tools(rs: RunState) -> Token[Parent | None]:
-    """Tools of the run ``rs`` are about to run: runs started from them are its children (until
-    :func:`leave_tools`)."""
-    return _PARENT.set(Parent(rs, _DEPTHS.get(id(rs), 0)))
+def link(rs: RunState) -> Parent:
+    """What runs started in the tools of the run ``rs`` see as their parent (the same for the
+    whole run: its context keeps it)."""
+    return Parent(rs, _DEPTHS.get(id(rs), 0))
+
+
+def enter_tools(up: Parent) -> Token[Parent | None]:
+    """Tools of the run ``up`` (:func:`link`) are about to run: runs started from them are its
+    children (until :func:`leave_tools`)."""
+    return _PARENT.set(up)
 
 
 def leave_tools(token: Token[Parent | None]) -> None:

@@ -53,6 +53,7 @@ _perf = time.perf_counter
 _monotonic = time.monotonic
 _BASE_TIME = asyncio.BaseEventLoop.time
 _FINISHED = object()
+_OTHER_LOOP = object()
 _SLICE_S = 0.001
 """A run that never suspends still lets the event loop run at least this often (seconds)."""
 
@@ -450,18 +451,16 @@ class Run:
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-            self._yielded = _perf()
-        ready = getattr(loop, "_ready", None)
-        if ready is None or ready:
+            self._yielded = _monotonic()
+            if not hasattr(loop, "_ready") or type(loop).time is not _BASE_TIME:
+                loop = self._loop = _OTHER_LOOP  # not asyncio's own: yield at every transition
+        if loop is _OTHER_LOOP or loop._ready:
             return True
-        if _perf() - self._yielded > _SLICE_S:
+        now = _monotonic()  # asyncio's own loops keep time.monotonic(): read it without a Python frame
+        if now - self._yielded > _SLICE_S:
             return True
         scheduled = loop._scheduled
-        if not scheduled:
-            return False
-        # asyncio's own loops keep time.monotonic(): read it without a Python frame
-        now = _monotonic() if type(loop).time is _BASE_TIME else loop.time()
-        return bool(scheduled[0].when() <= now)
+        return bool(scheduled) and scheduled[0]._when <= now
 
     def _arm_deadline(self) -> None:
         """One timer per run (not one per stage): when ``timeout_s`` runs out it marks the
@@ -525,7 +524,7 @@ class Run:
         try:
             if len(rs.trace) > 1 and self._must_yield():
                 await asyncio.sleep(0)
-                self._yielded = _perf()
+                self._yielded = _monotonic()
             self._in_stage = True
             waits = self._handlers[stage](rs, ctx)
             if waits is not None:

@@ -16,6 +16,7 @@ import asyncio
 
 from loopwright.calls import (
     CallOutcome,
+    answer,
     answer_turn,
     budget_spent,
     fill,
@@ -45,7 +46,10 @@ async def act(rs: RunState, ctx: RunContext) -> None:
     rs.tool_calls_made += runs
     outcomes: dict[int, CallOutcome] = {}
     try:
-        await run_jobs([(i, calls[i], False) for i in range(runs)], ctx, outcomes)
+        if runs == 1:  # the common case: one call, no job list, no task
+            outcomes[0] = await answer(calls[0], ctx)
+        else:
+            await run_jobs([(i, calls[i], False) for i in range(runs)], ctx, outcomes)
     except (Exception, asyncio.CancelledError):
         # cancelled, or the run's deadline passed: still answer every call
         _fold(outcomes, results)

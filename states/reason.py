@@ -30,7 +30,10 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     request = rs.request
     if request is None:  # the table only routes here after preprocess
         raise RuntimeError("reason entered without a request; preprocess must run first")
-    ctx.emit(ModelRequested, rs.attempt, len(request.messages), tuple([t.name for t in request.tools]))
+    tools, names = request.tools, ctx.tool_names
+    if names[0] is not tools:  # the agent's tools change rarely: their names are kept, not rebuilt
+        names = ctx.tool_names = (tools, tuple([t.name for t in tools]))
+    ctx.emit(ModelRequested, rs.attempt, len(request.messages), names[1])
     try:
         response = await call_model(request, ctx)
     except Exception as exc:
