@@ -416,13 +416,9 @@ class Run:
         """Step until a terminal state (or a waiting one); the result."""
         self.task = asyncio.current_task()
         self._arm_deadline()
-        step = self._step
-        stops = self._stops
-        await step()  # a resumed run starts in its waiting state: its first step resumes it
-        while self.state.stage not in stops:
-            if self.pausing:
-                return self._pause_here()
-            await step()
+        await self._steps(to_end=True)
+        if self.pausing and self.state.stage not in self._stops:
+            return self._pause_here()
         return RunResult.of(self.state, self.ctx.log, self.machine)
 
     def _pause_here(self) -> RunResult:
@@ -443,11 +439,13 @@ class Run:
         still moves to ``cancelled`` (results kept) before ``CancelledError`` propagates."""
         self.task = asyncio.current_task()
         self._arm_deadline()
-        return await self._step()
+        return await self._steps(to_end=False)
 
     def _must_yield(self) -> bool:
-        """Whether to let the event loop run before the next stage: something else is ready
-        or due, or this run has not let it run for a time slice."""
+        """Whether to let the event loop run before the next stage (not before the run's
+        first): something else is ready or due, or this run has not let it run for a time slice."""
+        if len(self.state.trace) < 2:
+            return False
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
@@ -513,40 +511,59 @@ class Run:
             return True
         return False
 
-    async def _step(self) -> Row | None:
+    async def _steps(self, to_end: bool) -> Row | None:
+        """Do the current stage's work, then take one transition; with ``to_end``, go on until
+        a terminal or waiting state (or ``Runner.pause``) — the first step always runs: a
+        resumed run starts in its waiting state, and its first step resumes it. The last row
+        taken (None if the run had already ended). One frame for the whole run: the hot path."""
         rs, ctx = self.state, self.ctx
-        stage = rs.stage
-        if stage in self._terminals:
-            return None
-        task = self.task
-        cancelled_from_outside = False
-        raised: BaseException | None = None
-        try:
-            if len(rs.trace) > 1 and self._must_yield():
-                await asyncio.sleep(0)
-                self._yielded = _monotonic()
-            self._in_stage = True
-            waits = self._handlers[stage](rs, ctx)
-            if waits is not None:
-                await waits
-        except asyncio.CancelledError:
-            cancelled_from_outside = self._cancelled_from_outside(task)
-        except KeyboardInterrupt:  # the run ends cancelled first
-            self._interrupted(stage)
-            raise
-        except BaseException as exc:  # SystemExit, GeneratorExit too: a stage never stops the loop
-            raised = self._answerable(exc)
-        finally:
-            self._in_stage = False
-        if rs.deadline is not None:
+        handlers, terminals, stops = self._handlers, self._terminals, self._stops
+        row: Row | None = None
+        while True:
+            stage = rs.stage
+            if stage in terminals:
+                return row
+            task = self.task
+            cancelled_from_outside = False
+            raised: BaseException | None = None
+            try:
+                if self._must_yield():
+                    await asyncio.sleep(0)
+                    self._yielded = _monotonic()
+                self._in_stage = True
+                waits = handlers[stage](rs, ctx)
+                if waits is not None:
+                    await waits
+            except asyncio.CancelledError:
+                cancelled_from_outside = self._cancelled_from_outside(task)
+            except KeyboardInterrupt:  # the run ends cancelled first
+                self._interrupted(stage)
+                raise
+            except BaseException as exc:  # SystemExit, GeneratorExit too: a stage never stops the loop
+                raised = self._answerable(exc)
+            finally:
+                self._in_stage = False
+            row = self._transition(stage, raised, task)
+            if self._save is not None or cancelled_from_outside:
+                await self._saved(row, cancelled_from_outside)
+            if not to_end or rs.stage in stops or self.pausing:
+                return row
+
+    def _transition(self, stage: str, raised: BaseException | None, task: asyncio.Task[Any] | None) -> Row:
+        """After ``stage``'s work: the row the table chooses (the abort edge if the stage
+        raised ``raised``), taken."""
+        if self.state.deadline is not None:
             self._check_deadline(task)
         row = self._abort(stage, "stage", raised) if raised is not None else self._choose(stage)
         self._take(row)
+        return row
+
+    async def _saved(self, row: Row, cancelled_from_outside: bool) -> None:
+        """After a transition: the store keeps it; then a cancellation from outside goes on up."""
         if self._save is not None:
             await self._save(row)
         if cancelled_from_outside:
             raise asyncio.CancelledError
-        return row
 
     def _answerable(self, exc: BaseException) -> BaseException:
         """What a stage raised, for the abort edge; any other BaseException than those

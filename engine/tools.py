@@ -183,7 +183,9 @@ class Tool:
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """The validated keyword arguments, or :class:`ArgumentsError` saying what was wrong."""
         try:
-            return dict(self.input_model.model_validate(args).__dict__)
+            # the validator itself (not model_validate's wrapper); the instance is thrown away, so
+            # its __dict__ is the caller's to keep and change (invoke adds ``ctx`` to it)
+            return self.input_model.__pydantic_validator__.validate_python(args).__dict__  # type: ignore[no-any-return]
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or '(arguments)'}: {err['msg']}"
