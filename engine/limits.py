@@ -208,11 +208,6 @@ class _Watch:
         self.loop, self.live = loop, set[Watched]()
         self.handle: asyncio.TimerHandle | None = None
 
-    def add(self, watched: Watched) -> None:
-        self.live.add(watched)
-        if self.handle is None:
-            self.handle = self.loop.call_later(TICK_S, self.tick)
-
     def tick(self) -> None:
         now = self.loop.time()
         for watched in [w for w in self.live if w.deadline <= now and not w.fired]:
@@ -247,7 +242,9 @@ def watch(seconds: float) -> Watched:
         shared = _Watch(loop)
         loop._loopwright_watch = shared  # type: ignore[attr-defined]
     watched = Watched(loop.time() + seconds, task, shared)
-    shared.add(watched)
+    shared.live.add(watched)
+    if shared.handle is None:
+        shared.handle = loop.call_later(TICK_S, shared.tick)
     return watched
 
 

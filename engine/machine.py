@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from transitions import Machine
@@ -283,6 +284,18 @@ def abort_row(state: str) -> Row:
     return row
 
 
+_ONE_ATTRIBUTE: dict[Guard, Guard] = {
+    cancel_requested: attrgetter("cancel_requested"),
+    deadline_passed: attrgetter("deadline_hit"),
+}
+
+
+def _fast(guard: Guard) -> Guard:
+    """The core guards that return one attribute of the run state, as a C attrgetter (no
+    Python frame: ``cancel_requested`` is tested at every transition); others as they are."""
+    return _ONE_ATTRIBUTE.get(guard, guard)
+
+
 class LoopMachine:
     """A checked transition table and the ``transitions.Machine`` built from it.
 
@@ -351,7 +364,7 @@ class LoopMachine:
             entries = []
             for row, tr in zip(rows, transitions, strict=True):
                 assert tr.dest == row.dest
-                guards = tuple(cast(Guard, c.func) for c in tr.conditions)
+                guards = tuple(_fast(cast(Guard, c.func)) for c in tr.conditions)
                 entries.append((row, guards, self.budgets[row.bounded_by] if row.bounded_by else None))
             compiled[state] = tuple(entries)
         return compiled

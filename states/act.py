@@ -47,7 +47,10 @@ async def act(rs: RunState, ctx: RunContext) -> None:
     outcomes: dict[int, CallOutcome] = {}
     try:
         if runs == 1:  # the common case: one call, no job list, no task
-            outcomes[0] = await answer(calls[0], ctx)
+            outcome = outcomes[0] = await answer(calls[0], ctx)
+            if type(outcome) is ToolResult and len(calls) == 1 and ctx.interrupt is None:
+                answer_turn(rs, (outcome,))
+                return
         else:
             await run_jobs([(i, calls[i], False) for i in range(runs)], ctx, outcomes)
     except (Exception, asyncio.CancelledError):
