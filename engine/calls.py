@@ -274,7 +274,7 @@ async def _in_scopes(call: ToolCall, ctx: RunContext, approved: bool) -> CallOut
 
 
 def record(call: ToolCall, answered: ToolResult, duration: float, ctx: RunContext) -> None:
-    ctx.emit(ToolAnswered, call.id, call.name, answered.content, answered.is_error, duration)
+    ctx.record(ToolAnswered, call.id, call.name, answered.content, answered.is_error, duration)
 
 
 async def run_jobs(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, CallOutcome]) -> None:

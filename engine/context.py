@@ -261,14 +261,20 @@ class RunContext:
         """Record one event of ``cls``, stamped with the run's next seq, the time, stage,
         iteration and active agent; hand it to the watchers, if any, as a built event.
 
-        Its own fields are given by name, or (on the hot path: no dict is built) positionally,
-        all of them in ``EVENT_FIELDS[cls]`` order: ``ctx.emit(ToolCalled, call.id, call.name,
-        call.args)``."""
+        Its own fields are given by name, or positionally, all of them in ``EVENT_FIELDS[cls]``
+        order: ``ctx.emit(ToolCalled, call.id, call.name, call.args)`` (a wrong count is a
+        TypeError naming the fields)."""
         own = EVENT_FIELDS[cls]
         if fields or len(values) != len(own):
             if values:
                 raise TypeError(f"emit({cls.__name__}, ...): give all of {list(own)} in order, or names")
             values = tuple([fields[k] for k in own]) if fields.keys() == set(own) else event_values(cls, fields)
+        self.record(cls, *values)
+
+    def record(self, cls: type[EventBase], *values: Any) -> None:
+        """:meth:`emit` on the hot path: every one of the event's own fields, positionally, in
+        ``EVENT_FIELDS[cls]`` order, unchecked (no keyword dict is built; the event-log property
+        test builds every event the engine records this way)."""
         rs, log = self.run_state, self.log
         rs.seq += 1
         if rs.stage == log.stage and rs.iteration == log.iteration and rs.active_agent == log.agent:

@@ -40,7 +40,7 @@ NO_WAITING = (
 async def act(rs: RunState, ctx: RunContext) -> None:
     calls = tool_calls(rs)
     for call in calls:
-        ctx.emit(ToolCalled, call.id, call.name, call.args)
+        ctx.record(ToolCalled, call.id, call.name, call.args)
     results: list[ToolResult | None] = [None] * len(calls)
     runs = _within_budget(rs, ctx, calls, results)
     rs.tool_calls_made += runs

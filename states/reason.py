@@ -33,7 +33,7 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     tools, names = request.tools, ctx.tool_names
     if names[0] is not tools:  # the agent's tools change rarely: their names are kept, not rebuilt
         names = ctx.tool_names = (tools, tuple([t.name for t in tools]))
-    ctx.emit(ModelRequested, rs.attempt, len(request.messages), names[1])
+    ctx.record(ModelRequested, rs.attempt, len(request.messages), names[1])
     try:
         response = await call_model(request, ctx)
     except Exception as exc:
@@ -41,4 +41,4 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
         ctx.emit(ErrorOccurred, error=rs.model_error)
         return
     rs.response = response
-    ctx.emit(ModelResponded, response)
+    ctx.record(ModelResponded, response)
