@@ -33,13 +33,12 @@ LogEntry = Any
 - a ``Row``: the transition taken (a ``StateEntered`` into ``row.dest``), at the iteration and
   agent of the entry before it;
 - ``(row, iteration, agent)``: a transition where either changed;
-- ``(cls, values)``: any other event, its own field values in ``EVENT_FIELDS[cls]`` order, at
-  the stage, iteration and agent of the entry before it;
-- ``(cls, values, stage, iteration, agent)``: the same where any of those changed.
+- ``(cls, *values)``: any other event, its own field values in ``EVENT_FIELDS[cls]`` order,
+  at the stage, iteration and agent of the entry before it;
+- ``((stage, iteration, agent), cls, *values)``: the same where any of those changed.
 
 The times are kept apart, one float each in an array. So a transition costs the log 16 bytes,
-another event a pair and the tuple of its values, and events() rebuilds every field exactly in
-one pass.
+another event one flat tuple, and events() rebuilds every field exactly in one pass.
 """
 
 
@@ -116,20 +115,25 @@ class EventLog:
                 stage, iteration, agent = entry.state, entry.iteration, entry.agent
             elif not isinstance(entry, tuple):
                 stage = entry.dest
-            elif len(entry) == 5:
-                stage, iteration, agent = entry[2], entry[3], entry[4]
-            elif len(entry) == 3:
-                stage, iteration, agent = entry[0].dest, entry[1], entry[2]
+            else:
+                first = entry[0]
+                if type(first) is tuple:  # an event where the stage, iteration or agent changed
+                    stage, iteration, agent = first
+                elif not isinstance(first, type):  # a transition where the iteration or agent changed
+                    stage, iteration, agent = first.dest, entry[1], entry[2]
             yield i, entry, stage, iteration, agent
 
     def _parts(self, i: int, entry: LogEntry, stage: str, iteration: int, agent: str) -> tuple[Any, ...]:
         """``make_event``'s arguments for entry ``i`` (not a built event)."""
         seq, at = self.base + i + 1, self.times[i]
-        if not isinstance(entry, tuple) or len(entry) == 3:
-            row = entry[0] if isinstance(entry, tuple) else entry
-            fields = {"source": row.source, "guard": row.label}
-            return StateEntered, self.run_id, seq, at, row.dest, iteration, agent, fields
-        cls, values = entry[0], entry[1]
+        first = entry[0] if isinstance(entry, tuple) else entry
+        if type(first) is tuple:
+            cls, values = entry[1], entry[2:]
+        elif isinstance(first, type):
+            cls, values = first, entry[1:]
+        else:
+            fields = {"source": first.source, "guard": first.label}
+            return StateEntered, self.run_id, seq, at, first.dest, iteration, agent, fields
         return cls, self.run_id, seq, at, stage, iteration, agent, dict(zip(EVENT_FIELDS[cls], values, strict=True))
 
 
@@ -278,10 +282,10 @@ class RunContext:
         rs, log = self.run_state, self.log
         rs.seq += 1
         if rs.stage == log.stage and rs.iteration == log.iteration and rs.active_agent == log.agent:
-            log.entries.append((cls, values))
+            log.entries.append((cls, *values))
         else:
-            log.entries.append((cls, values, rs.stage, rs.iteration, rs.active_agent))
-            log.stage, log.iteration, log.agent = rs.stage, rs.iteration, rs.active_agent
+            where = log.stage, log.iteration, log.agent = rs.stage, rs.iteration, rs.active_agent
+            log.entries.append((where, cls, *values))
         log.times.append(_clock())
         if self.watchers:
             self._tell(log.latest())

@@ -14,7 +14,7 @@ and the continuation's text is appended to ``text``.
 from __future__ import annotations
 
 from loopwright.context import RunContext
-from loopwright.events import ZERO_USAGE, ErrorInfo, ErrorOccurred, Message, TextPart, ToolCall, trusted
+from loopwright.events import ZERO_USAGE, ErrorInfo, ErrorOccurred, Message, TextPart, ToolCall, kept, trusted
 from loopwright.guards import TRUNCATED
 from loopwright.run_state import RunState
 
@@ -25,6 +25,7 @@ def postprocess(rs: RunState, ctx: RunContext) -> None:
         return
     for process in ctx.response_hooks:
         response = rs.response = process(response, rs, ctx)
+    kept(response)
     if response.usage is not ZERO_USAGE:  # (a reply that reports no usage adds none)
         rs.usage = rs.usage + response.usage
     rs.messages.append(trusted(Message, role="assistant", parts=response.parts, agent=rs.active_agent))
