@@ -7,7 +7,8 @@
         waiting?  status event "suspended", decisions = recv("decisions")   (durable wait)
         out = step "loopwright.stage"(run_id, stage, decisions)
               │  the stage's handler does the work (model call, tool calls);
-              │  its recorded output is the RunState after the handler + its events
+              │  its recorded output is what it added: the state's head (no history),
+              │  the new messages, its events (the state = the fold of the outputs)
         row = machine.choose(stage, recorded state)      guards read only recorded outputs
         take(row)                                        the same transition on every replay
       status event "finished"; return the RunResult as JSON
@@ -47,16 +48,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import TypeAdapter
+from pydantic_core import to_json
+
 from .agent import Agent
 from .decisions import Approve, Deny
 from .errors import ConfigurationError, LoopwrightError, ResumeError
-from .events import EVENT_ADAPTER, ErrorInfo
+from .events import EVENT_ADAPTER, ErrorInfo, EventBase, Message
 from .machine import Row, abort_row
 from .result import RunResult
 from .run_state import RunState
 from .runner import Run, Runner
 from .stage import Stage
-from .stores.durable import new_owner, owner_alive
+from .stores.durable import head_json, new_owner, owner_alive
 
 try:
     from dbos import DBOS, DBOSClient, EnqueueOptions
@@ -74,6 +78,7 @@ TOPIC = "decisions"
 STATUS = "status"
 """The DBOS event a run sets when it suspends, is refused decisions, or ends."""
 
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 _RUNNERS: dict[str, Runner] = {}
 """This process's agents by name (:func:`register`)."""
 _LIVE: dict[str, _Live] = {}
@@ -135,8 +140,23 @@ def decode_decisions(data: Mapping[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------ the step
 
 
-def _events_json(run: Run, start: int) -> list[str]:
-    return [event.model_dump_json() for event in run.ctx.log.events()[start:]]
+def _event_json(record: Any) -> str:
+    """One logged event as JSON (a built event, or the plain dict ``EventLog.records`` gives)."""
+    return record.model_dump_json() if isinstance(record, EventBase) else to_json(record).decode()
+
+
+def _kept(before: list[Message], after: list[Message]) -> int:
+    """How many messages of ``before`` begin ``after`` (all of them, unless the stage rewrote
+    the history: compaction)."""
+    n = len(before)
+    if len(after) >= n and after[:n] == before:
+        return n
+    kept = 0
+    for old, new in zip(before, after, strict=False):
+        if old is not new and old != new:
+            break
+        kept += 1
+    return kept
 
 
 async def _work(handler: Any, rs: RunState, ctx: Any) -> None:
@@ -157,17 +177,20 @@ async def _work(handler: Any, rs: RunState, ctx: Any) -> None:
 
 @DBOS.step(name=STEP)
 async def stage_step(run_id: str, stage: str, decisions: dict[str, Any] | None) -> dict[str, Any]:
-    """One stage's work on the live run of this process; the recorded output is the run state
-    after the handler and the events it emitted."""
+    """One stage's work on the live run of this process. The recorded output is what the stage
+    added, so its size does not grow with the run: the state's head (everything but the history
+    and the trace), how many messages of the history it kept (all, unless it rewrote the history),
+    the messages it added, and the events it emitted. :func:`_fold` rebuilds the state from it."""
     live = _LIVE[run_id]
     run = live.run
     rs, ctx = run.state, run.ctx
-    start = len(ctx.log.entries)
+    log = ctx.log
+    before = list(rs.messages)
     if stage == Stage.REASON and rs.request is None:  # recovered: the request is not recorded, rebuild it
         attempt = rs.attempt
         await _work(run.runner._handlers[Stage.PREPROCESS], rs, ctx)
         rs.attempt = attempt
-        start = len(ctx.log.entries)
+    start, at = len(log.entries), (log.stage, log.iteration, log.agent)
     raised: str | None = None
     if decisions is not None:
         try:
@@ -186,13 +209,41 @@ async def stage_step(run_id: str, stage: str, decisions: dict[str, Any] | None) 
     if rs.deadline is not None and not rs.deadline_hit and time.time() >= rs.deadline:
         rs.deadline_hit = True
     live.executed = True
-    return {"stage": stage, "state": rs.to_json().decode(), "events": _events_json(run, start), "raised": raised}
+    after = rs.messages
+    keep = _kept(before, after)
+    records, _ = log.records(start, at)
+    return {
+        "stage": stage,
+        "head": head_json(rs).decode(),
+        "keep": keep,
+        "messages": [_MESSAGE.dump_json(m).decode() for m in after[keep:]],
+        "events": [_event_json(r) for r in records],
+        "raised": raised,
+    }
+
+
+def _fold(rs: RunState, out: Mapping[str, Any]) -> RunState:
+    """The run state after a recorded step, from the state before it (``rs``): the step's head,
+    the messages it kept and those it added; the trace is the workflow's own (transitions are
+    taken outside steps)."""
+    if "state" in out:  # recorded by loopwright before step outputs were append-only
+        return RunState.from_json(out["state"])
+    keep = out["keep"]
+    if keep > len(rs.messages):
+        raise ReplayDivergence(
+            f"the recorded step {out['stage']!r} kept {keep} messages of a history of {len(rs.messages)}: the "
+            "recorded steps do not follow one another (replay them all, in order, from the run's first)"
+        )
+    new = RunState.from_json(out["head"])
+    new.messages = [*rs.messages[:keep], *(_MESSAGE.validate_json(m) for m in out["messages"])]
+    new.trace = rs.trace
+    return new
 
 
 def _adopt(live: _Live, out: dict[str, Any]) -> None:
     """A step's output came from the record: continue from the recorded state."""
     old = live.run
-    rs = RunState.from_json(out["state"])
+    rs = _fold(old.state, out)
     old.runner._own_limits(rs)
     run = Run(old.runner, rs, register=False)
     run.ctx.log = log = old.ctx.log
@@ -410,8 +461,10 @@ class Client:
         return str(self._client.retrieve_workflow(run_id).get_status().status)
 
     def steps(self, run_id: str) -> list[dict[str, Any]]:
-        """The run's recorded stage steps, in order: ``stage``, ``state`` (after the handler),
-        ``events`` (JSON), ``raised``; readable while the run goes on."""
+        """The run's recorded stage steps, in order, readable while the run goes on: ``stage``,
+        ``head`` (the run state after the handler, without history and trace, JSON), ``keep``
+        (messages of the history kept), ``messages`` (added, JSON), ``events`` (JSON), ``raised``
+        (or ``stage`` and ``rejected``: decisions refused)."""
         steps = self._client.list_workflow_steps(run_id)
         return [dict(s["output"] or {}) for s in steps if s["function_name"] == STEP]
 
@@ -428,10 +481,12 @@ def replay(steps: Sequence[Mapping[str, Any]], agent: Agent, trace: Sequence[str
     to the run's end, ``trace[-1]``). Returns the replayed trace; ReplayDivergence if it differs."""
     runner = Runner(agent)
     replayed: list[str] = [trace[0]] if trace else []
+    rs = RunState(run_id="", agent=agent.name, input="")
     for i, out in enumerate(steps):
         if "rejected" in out:
             continue
-        rs = RunState.from_json(out["state"])
+        rs = _fold(rs, out)
+        rs.trace = list(replayed)
         runner._own_limits(rs)
         run = Run(runner, rs, register=False)
         row = _row_after(run, out["stage"], out)

@@ -13,6 +13,8 @@ from loopwright.dbos_runner import register
 from .store_app import by_turn, make_agent, pay, steps_script, work
 
 STEPS = 3
+LONG = 40
+"""Iterations of the ``long`` agent (the step-size test)."""
 CUTOFF = float("inf")
 """When ``past_cutoff`` (the clock-reading guard) starts to hold."""
 
@@ -40,9 +42,15 @@ def pay_agent() -> Agent:
     return Agent(name="payer", model=by_turn(script), tools=[work, pay], limits=Limits(retry_backoff_s=0))
 
 
+def long_agent(steps: int = LONG) -> Agent:
+    """``long``: ``steps`` replies with one instant ``work`` call each, then a text."""
+    limits = Limits(retry_backoff_s=0, max_iterations=steps + 5)
+    return Agent(name="long", model=by_turn(steps_script(steps)), tools=[work], limits=limits)
+
+
 def clock_agent() -> Agent:
     model = by_turn(steps_script(2))
     return Agent(name="clocked", model=model, tools=[work], limits=Limits(retry_backoff_s=0), extensions=[CLOCK])
 
 
-register(steps_agent(), pay_agent(), clock_agent())
+register(steps_agent(), pay_agent(), clock_agent(), long_agent())

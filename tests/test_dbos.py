@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sqlite3
 import sys
 import time
 import uuid
@@ -140,6 +141,57 @@ def test_dbos_replays_recorded_steps_and_stops_when_a_guard_reads_the_clock(
     monkeypatch.setattr(dbos_app, "CUTOFF", time.time())  # from now on the guard holds: replay diverges
     with pytest.raises(lw.ReplayDivergence, match="the machine chose state 'decide' where the recorded run had 'act'"):
         asyncio.run(fork())
+
+
+def _recorded(client: lw.Client, run_id: str) -> list[tuple[str, int]]:
+    """Each stage step of ``run_id`` as DBOS stored it: (stage, bytes of its output column)."""
+    path = client.db.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as db:
+        rows = db.execute(
+            "SELECT length(output) FROM operation_outputs WHERE workflow_uuid = ? AND function_name = ? "
+            "ORDER BY function_id",
+            (run_id, lw.STEP),
+        ).fetchall()
+    stages = [s["stage"] for s in client.steps(run_id)]
+    assert len(stages) == len(rows)
+    return [(stage, size) for stage, (size,) in zip(stages, rows, strict=True)]
+
+
+def test_recorded_step_outputs_stay_flat_over_a_long_run(client: lw.Client) -> None:
+    """A step records what its stage added, not the run's history: the bytes DBOS stores per
+    step do not grow with the run (over 40 iterations), and the run is the in-process one."""
+    run_id = _id()
+    result = asyncio.run(_start_and_wait("long", run_id))
+    reference = Runner(dbos_app.long_agent()).run_sync("go", run_id=run_id)
+    assert result.outcome == "final" and result.messages == reference.messages
+    assert result.trace == reference.trace and result.run_state.iteration == dbos_app.LONG + 1
+    by_stage: dict[str, list[int]] = {}
+    for stage, size in _recorded(client, run_id):
+        by_stage.setdefault(stage, []).append(size)
+    assert set(by_stage) >= {"preprocess", "reason", "postprocess", "act", "decide"}
+    for stage, sizes in by_stage.items():
+        if len(sizes) < dbos_app.LONG:
+            continue
+        # the second visit against the last: a few digits more (seq, ids), never the history
+        assert sizes[-1] <= sizes[1] + 64, (stage, sizes[1], sizes[-1])
+
+
+def test_a_workflow_forked_mid_run_folds_the_recorded_steps_and_ends_the_same(client: lw.Client) -> None:
+    """DBOS re-executes a workflow from the middle of its record (what recovery does): the
+    recorded steps are folded into the run state, the rest runs, the result is the same."""
+    run_id = _id()
+    result = asyncio.run(_start_and_wait("long", run_id))
+    steps = DBOS.list_workflow_steps(run_id)
+    middle = next(s["function_id"] for s in steps[len(steps) // 2 :] if s["function_name"] == lw.STEP)
+    store_app.EXECUTED.clear()
+
+    async def fork() -> RunResult:
+        handle = await DBOS.fork_workflow_async(run_id, middle)
+        return lw.result_from_json(await handle.get_result(polling_interval_sec=0.05))
+
+    forked = asyncio.run(fork())
+    assert forked.trace == result.trace and forked.messages == result.messages and forked.output == result.output
+    assert 0 < len(store_app.EXECUTED) < dbos_app.LONG  # only the calls past the fork point ran again
 
 
 def test_worker_command_says_what_is_wrong(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
