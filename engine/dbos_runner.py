@@ -54,7 +54,7 @@ from pydantic_core import to_json
 from .agent import Agent
 from .decisions import Approve, Deny
 from .errors import ConfigurationError, LoopwrightError, ResumeError
-from .events import EVENT_ADAPTER, ErrorInfo, EventBase, Message
+from .events import EVENT_ADAPTER, ErrorInfo, EventBase, Message, ToolCall, ToolResult
 from .machine import Row, abort_row
 from .result import RunResult
 from .run_state import RunState
@@ -77,8 +77,12 @@ TOPIC = "decisions"
 """The ``DBOS.send`` topic a suspended run receives its decisions on."""
 STATUS = "status"
 """The DBOS event a run sets when it suspends, is refused decisions, or ends."""
+RESULT = "loopwright.result"
+"""Each completed tool call's result is kept, as it completes, in the DBOS event
+``loopwright.result:<step id>:<call id>`` (set from inside the step)."""
 
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+_RESULT: TypeAdapter[ToolResult] = TypeAdapter(ToolResult)
 _RUNNERS: dict[str, Runner] = {}
 """This process's agents by name (:func:`register`)."""
 _LIVE: dict[str, _Live] = {}
@@ -94,6 +98,9 @@ class _Live:
     run: Run
     executed: bool = False
     """The latest step ran here (else DBOS returned its recorded output)."""
+    first: bool = True
+    """No step has run yet in this execution of the workflow: the next one to run may be the
+    one in flight when a worker died, and finds the results its calls kept."""
 
 
 def register(*agents: Agent) -> None:
@@ -191,6 +198,12 @@ async def stage_step(run_id: str, stage: str, decisions: dict[str, Any] | None) 
         await _work(run.runner._handlers[Stage.PREPROCESS], rs, ctx)
         rs.attempt = attempt
     start, at = len(log.entries), (log.stage, log.iteration, log.agent)
+    gates = ctx.gates
+    if live.first:
+        live.first = False
+        kept = await _kept_results(run_id)
+        if kept:
+            ctx.gates = (*gates, lambda call, rs, ctx: kept.pop(call.id, None))  # after the features' gates
     raised: str | None = None
     if decisions is not None:
         try:
@@ -206,6 +219,8 @@ async def stage_step(run_id: str, stage: str, decisions: dict[str, Any] | None) 
         await _work(handler, rs, ctx)
     except Exception as exc:
         raised = f"{type(exc).__name__}: {exc}"
+    finally:
+        ctx.gates = gates
     if rs.deadline is not None and not rs.deadline_hit and time.time() >= rs.deadline:
         rs.deadline_hit = True
     live.executed = True
@@ -220,6 +235,21 @@ async def stage_step(run_id: str, stage: str, decisions: dict[str, Any] | None) 
         "events": [_event_json(r) for r in records],
         "raised": raised,
     }
+
+
+async def _keep_result(call: ToolCall, answered: ToolResult, ctx: Any) -> None:
+    """``ctx.on_result``: a call of the step in progress completed; keep its result (a DBOS event
+    written from the step) before it counts as done, so a re-run of the step does not run it again."""
+    step = DBOS.step_id
+    if step is not None:
+        await DBOS.set_event_async(f"{RESULT}:{step}:{call.id}", _RESULT.dump_json(answered).decode())
+
+
+async def _kept_results(run_id: str) -> dict[str, ToolResult]:
+    """The results kept by an earlier execution of the step in progress (its worker died), by call id."""
+    prefix = f"{RESULT}:{DBOS.step_id}:"
+    events: dict[str, Any] = await DBOS.get_all_events_async(run_id)
+    return {key[len(prefix) :]: _RESULT.validate_json(value) for key, value in events.items() if key.startswith(prefix)}
 
 
 def _fold(rs: RunState, out: Mapping[str, Any]) -> RunState:
@@ -246,6 +276,7 @@ def _adopt(live: _Live, out: dict[str, Any]) -> None:
     rs = _fold(old.state, out)
     old.runner._own_limits(rs)
     run = Run(old.runner, rs, register=False)
+    run.ctx.on_result = _keep_result
     run.ctx.log = log = old.ctx.log
     for recorded in out["events"]:
         log.add(EVENT_ADAPTER.validate_json(recorded))
@@ -270,6 +301,7 @@ async def run_workflow(agent: str, input: str, state: dict[str, Any] | None = No
     assert run_id is not None
     runner = runner_for(agent)
     live = _LIVE[run_id] = _Live(Run(runner, runner.new_run(input, run_id=run_id, state=state), register=False))
+    live.run.ctx.on_result = _keep_result
     try:
         decisions: dict[str, Any] | None = None
         rejected: str | None = None

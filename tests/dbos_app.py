@@ -48,9 +48,24 @@ def long_agent(steps: int = LONG) -> Agent:
     return Agent(name="long", model=by_turn(steps_script(steps)), tools=[work], limits=limits)
 
 
+SLOW_S = 3.0
+"""How long the ``mixed`` agent's slow call takes."""
+
+
+def mixed_agent() -> Agent:
+    """``mixed``: one reply of three calls, two instant (``quick-a``, ``quick-b``) and one slow
+    (``slow``, ``SLOW_S``), then a text: a worker killed during its act stage has finished two."""
+    calls = [
+        ToolCall(id=f"c-{label}", name="work", args={"label": label, "seconds": 0.0})
+        for label in ("quick-a", "quick-b")
+    ]
+    calls.append(ToolCall(id="c-slow", name="work", args={"label": "slow", "seconds": SLOW_S}))
+    return Agent(name="mixed", model=by_turn([calls, "done"]), tools=[work], limits=Limits(retry_backoff_s=0))
+
+
 def clock_agent() -> Agent:
     model = by_turn(steps_script(2))
     return Agent(name="clocked", model=model, tools=[work], limits=Limits(retry_backoff_s=0), extensions=[CLOCK])
 
 
-register(steps_agent(), pay_agent(), clock_agent(), long_agent())
+register(steps_agent(), pay_agent(), clock_agent(), long_agent(), mixed_agent())

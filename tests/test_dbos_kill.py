@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -24,7 +25,7 @@ if not os.environ.get("CI"):  # under CI the DBOS tests must run (.ci/run instal
 from loopwright import approve
 from loopwright import dbos_runner as lw
 
-from .dbos_app import STEPS
+from .dbos_app import SLOW_S, STEPS
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = 200
@@ -189,6 +190,46 @@ def test_dbos_suspended_run_resumes_on_another_worker_after_its_worker_dies(pg_u
         assert [line.split("\t")[0] for line in log.read_text().splitlines()] == ["pay 500"]
         assert other.first("recovered the runs of") is not None
         assert inner.retrieve_workflow("wait-1").get_status().executor_id == ids[other]
+    finally:
+        client.close()
+        for w in workers:
+            w.stop()
+
+
+def _event_keys(db: str, run_id: str) -> list[str]:
+    """The DBOS event keys a run has set (read from the SQLite system database)."""
+    with sqlite3.connect(db.removeprefix("sqlite:///")) as conn:
+        return [key for (key,) in conn.execute("SELECT key FROM workflow_events WHERE workflow_uuid = ?", (run_id,))]
+
+
+def test_dbos_worker_killed_mid_act_reruns_only_the_calls_that_had_not_finished(tmp_path: Path) -> None:
+    """An act stage of three calls: two finish, the third is in flight when the worker is
+    SIGKILLed. Restarted, the worker answers the two from their recorded results and runs only
+    the third again; the run ends once, each call answered once."""
+    db = f"sqlite:///{tmp_path / 'dbos.sqlite'}"
+    log = tmp_path / "executions.log"
+    worker = Worker(db, log, executor_id="w1")
+    worker.wait_ready()
+    client = lw.Client(db)
+    workers = [worker]
+    try:
+        client.enqueue("mixed", "go", run_id="mid-act")
+        deadline = time.monotonic() + 60
+        while sum(key.endswith(("c-quick-a", "c-quick-b")) for key in _event_keys(db, "mid-act")) < 2:
+            assert time.monotonic() < deadline, f"the quick calls' results were never recorded: {_executions(log)}"
+            time.sleep(0.02)
+        assert "slow" in [line.split("\t")[0] for line in log.read_text().splitlines()]  # in flight
+        worker.kill()
+        worker = Worker(db, log, executor_id="w1")  # DBOS recovers its workflows at launch
+        workers.append(worker)
+        result = client.result("mid-act")
+        assert result.outcome == "final" and result.output == "done"
+        labels = Counter(line.split("\t")[0] for line in log.read_text().splitlines())
+        assert labels == {"quick-a": 1, "quick-b": 1, "slow": 2}
+        answers = [p for m in result.messages for p in m.parts if getattr(p, "type", "") == "tool_result"]
+        assert sorted(a.call_id for a in answers) == ["c-quick-a", "c-quick-b", "c-slow"]
+        assert all(not a.is_error for a in answers), answers
+        assert SLOW_S > 0
     finally:
         client.close()
         for w in workers:
