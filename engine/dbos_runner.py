@@ -77,6 +77,9 @@ TOPIC = "decisions"
 """The ``DBOS.send`` topic a suspended run receives its decisions on."""
 STATUS = "status"
 """The DBOS event a run sets when it suspends, is refused decisions, or ends."""
+CANCEL = "loopwright_cancel"
+"""The workflow attribute (and decisions message key) ``Client.cancel`` sets; each worker looks
+for it among its runs every ``cancel_poll_s`` and cancels them."""
 RESULT = "loopwright.result"
 """Each completed tool call's result is kept, as it completes, in the DBOS event
 ``loopwright.result:<step id>:<call id>`` (set from inside the step)."""
@@ -101,6 +104,12 @@ class _Live:
     first: bool = True
     """No step has run yet in this execution of the workflow: the next one to run may be the
     one in flight when a worker died, and finds the results its calls kept."""
+    cancel: bool = False
+    """``Client.cancel`` asked for this run: its next step (or the one in progress) cancels it."""
+    in_stage: bool = False
+    """A stage's handler is running (in ``task``, on ``loop``): a cancel interrupts it."""
+    task: asyncio.Task[Any] | None = None
+    loop: asyncio.AbstractEventLoop | None = None
 
 
 def register(*agents: Agent) -> None:
@@ -166,11 +175,28 @@ def _kept(before: list[Message], after: list[Message]) -> int:
     return kept
 
 
-async def _work(handler: Any, rs: RunState, ctx: Any) -> None:
-    """A stage's work (a handler may be a plain function), cut short by the run's deadline."""
+async def _work(handler: Any, rs: RunState, ctx: Any, live: _Live | None = None) -> None:
+    """A stage's work (a handler may be a plain function), cut short by the run's deadline and,
+    with ``live``, by a cancel (:func:`_cancel`: the run ends ``cancelled``, its calls answered)."""
     waits = handler(rs, ctx)
     if waits is None:
         return
+    if live is None:
+        await _within_deadline(waits, rs)
+        return
+    live.task, live.in_stage = asyncio.current_task(), True
+    try:
+        await _within_deadline(waits, rs)
+    except asyncio.CancelledError:
+        task = live.task
+        if not live.cancel or task is None or task.uncancel() > 0:
+            raise  # not (only) ours: whoever cancelled the task gets it
+        rs.cancel_requested = True
+    finally:
+        live.in_stage = False
+
+
+async def _within_deadline(waits: Any, rs: RunState) -> None:
     if rs.deadline is None:
         await waits
         return
@@ -180,6 +206,16 @@ async def _work(handler: Any, rs: RunState, ctx: Any) -> None:
             await waits
     except TimeoutError:
         rs.deadline_hit = True
+
+
+def _cancel(live: _Live) -> None:
+    """On the run's event loop: cancel it (the handler in progress is interrupted; between
+    stages, the next step cancels it). The run state changes only inside steps (recorded)."""
+    live.cancel = True
+    task = live.task
+    if live.in_stage and task is not None and not task.done():
+        live.run.state.cancel_requested = True
+        task.cancel()
 
 
 @DBOS.step(name=STEP)
@@ -193,30 +229,16 @@ async def stage_step(run_id: str, stage: str, decisions: dict[str, Any] | None) 
     rs, ctx = run.state, run.ctx
     log = ctx.log
     before = list(rs.messages)
-    if stage == Stage.REASON and rs.request is None:  # recovered: the request is not recorded, rebuild it
-        attempt = rs.attempt
-        await _work(run.runner._handlers[Stage.PREPROCESS], rs, ctx)
-        rs.attempt = attempt
+    gates = await _prepare(live, run_id, stage)
     start, at = len(log.entries), (log.stage, log.iteration, log.agent)
-    gates = ctx.gates
-    if live.first:
-        live.first = False
-        kept = await _kept_results(run_id)
-        if kept:
-            ctx.gates = (*gates, lambda call, rs, ctx: kept.pop(call.id, None))  # after the features' gates
     raised: str | None = None
-    if decisions is not None:
-        try:
-            for hook in run.machine.hooks("resume"):
-                hook(rs, ctx, decode_decisions(decisions))
-        except ResumeError as exc:
-            live.executed = True
-            return {"stage": stage, "rejected": str(exc)}
-        run.runner._own_limits(rs)
-        rs.outcome = None
+    cancel, rejected = _resume(live, decisions)
     try:
-        handler = run.runner._handlers[stage]
-        await _work(handler, rs, ctx)
+        if rejected is not None:
+            live.executed = True
+            return {"stage": stage, "rejected": rejected}
+        if not cancel or stage in run.machine.waiting:  # (a waiting state's handler settles its calls)
+            await _work(run.runner._handlers[stage], rs, ctx, live)
     except Exception as exc:
         raised = f"{type(exc).__name__}: {exc}"
     finally:
@@ -235,6 +257,46 @@ async def stage_step(run_id: str, stage: str, decisions: dict[str, Any] | None) 
         "events": [_event_json(r) for r in records],
         "raised": raised,
     }
+
+
+async def _prepare(live: _Live, run_id: str, stage: str) -> Any:
+    """Before the first step of a workflow's execution (a recovery, maybe): rebuild the request
+    (not recorded) for ``reason``; answer the calls whose results an execution that died kept.
+    Returns the run's gates as they were (restored after the step)."""
+    run = live.run
+    rs, ctx = run.state, run.ctx
+    if stage == Stage.REASON and rs.request is None:
+        attempt = rs.attempt
+        await _work(run.runner._handlers[Stage.PREPROCESS], rs, ctx)
+        rs.attempt = attempt
+    gates = ctx.gates
+    if live.first:
+        live.first = False
+        kept = await _kept_results(run_id)
+        if kept:
+            ctx.gates = (*gates, lambda call, rs, ctx: kept.pop(call.id, None))  # after the features' gates
+    return gates
+
+
+def _resume(live: _Live, decisions: dict[str, Any] | None) -> tuple[bool, str | None]:
+    """A waiting run's decisions (or Client.cancel's message) through the features' resume hooks;
+    whether the run is cancelled, and why the decisions were refused (None: they were not)."""
+    run = live.run
+    rs = run.state
+    cancel = live.cancel
+    if decisions is not None and CANCEL in decisions:  # Client.cancel reached a suspended run
+        cancel, decisions = True, {}
+    if decisions is not None:
+        try:
+            for hook in run.machine.hooks("resume"):
+                hook(rs, run.ctx, decode_decisions(decisions))
+        except ResumeError as exc:
+            return cancel, str(exc)
+        run.runner._own_limits(rs)
+        rs.outcome = None
+    if cancel:
+        rs.cancel_requested = True
+    return cancel, None
 
 
 async def _keep_result(call: ToolCall, answered: ToolResult, ctx: Any) -> None:
@@ -302,6 +364,7 @@ async def run_workflow(agent: str, input: str, state: dict[str, Any] | None = No
     runner = runner_for(agent)
     live = _LIVE[run_id] = _Live(Run(runner, runner.new_run(input, run_id=run_id, state=state), register=False))
     live.run.ctx.on_result = _keep_result
+    live.loop = asyncio.get_running_loop()
     try:
         decisions: dict[str, Any] | None = None
         rejected: str | None = None
@@ -379,11 +442,13 @@ def launch(
     queues: Mapping[str, int] | None = None,
     executor_id: str | None = None,
     polling_interval_s: float = 0.1,
+    cancel_poll_s: float = 0.25,
     **config: Any,
 ) -> None:
     """Start DBOS in this process on ``db`` (``sqlite:///path`` or ``postgresql://...``) and
     listen to ``queues`` (name -> this worker's concurrency; default ``{"loopwright": 8}``).
-    Workflows of a worker that died on this host are recovered here (see :func:`recover_dead`)."""
+    Workflows of a worker that died on this host are recovered here (see :func:`recover_dead`).
+    Every ``cancel_poll_s`` seconds the process looks for cancels (``Client.cancel``) of its runs."""
     queues = dict(queues) if queues is not None else {QUEUE: 8}
     DBOS(
         config={
@@ -401,6 +466,32 @@ def launch(
         DBOS.register_queue(
             name, worker_concurrency=concurrency, polling_interval_sec=polling_interval_s, on_conflict="always_update"
         )
+    if not _WATCHING:
+        watcher = threading.Thread(target=_watch_cancels, args=(cancel_poll_s,), name="loopwright-cancels", daemon=True)
+        watcher.start()
+        _WATCHING.append(watcher)
+
+
+_WATCHING: list[threading.Thread] = []
+
+
+def _watch_cancels(every_s: float) -> None:
+    """A daemon thread of each launched process: every ``every_s`` seconds, one query for the
+    runs in progress here that ``Client.cancel`` asked to cancel; each is cancelled on its loop."""
+    while True:
+        time.sleep(every_s)
+        live = dict(_LIVE)
+        if not live:
+            continue
+        try:
+            found = DBOS.list_workflows(workflow_ids=list(live), load_input=False, load_output=False)
+        except Exception:  # DBOS destroyed, or the database away for a moment: look again later
+            continue
+        for wf in found:  # (DBOS filters by attributes on PostgreSQL only)
+            one = live.get(wf.workflow_id) if (wf.attributes or {}).get(CANCEL) else None
+            if one is not None and not one.cancel and one.loop is not None:
+                with contextlib.suppress(RuntimeError):  # its loop has closed
+                    one.loop.call_soon_threadsafe(_cancel, one)
 
 
 def recover_dead(lease_s: float | None = None) -> list[str]:
@@ -483,6 +574,19 @@ class Client:
         """Send decisions to a suspended run; the worker that holds it resumes it."""
         self._client.send(run_id, encode_decisions(decisions), TOPIC)
 
+    def cancel(self, run_id: str) -> bool:
+        """Cancel a run: the stage in progress is interrupted (within the worker's
+        ``cancel_poll_s``), or a suspended run stops waiting; the run ends ``cancelled``, every
+        call answered, its RunResult readable here as any other. False if it had already ended."""
+        found = self._client.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
+        if not found:
+            raise ConfigurationError(f"no run {run_id!r} in {self.db}; the run id is the id it was enqueued with")
+        if str(found[0].status).rpartition(".")[2] in ("SUCCESS", "ERROR", "CANCELLED"):
+            return False
+        self._client.update_workflow_attributes(run_id, {CANCEL: True}, merge=True)
+        self._client.send(run_id, {CANCEL: True}, TOPIC)  # a run waiting in recv takes it at once
+        return True
+
     def result(self, run_id: str, poll_s: float = 0.1) -> RunResult:
         """The run's RunResult (waits for it to end, looking every ``poll_s`` seconds)."""
         handle: Any = self._client.retrieve_workflow(run_id)
@@ -557,12 +661,37 @@ def worker_parser() -> argparse.ArgumentParser:
     return worker
 
 
+def _cancel_main(argv: Sequence[str]) -> int:
+    """``loopwright worker cancel --db URL RUN_ID...``: :meth:`Client.cancel` each run."""
+    import sys
+
+    parser = argparse.ArgumentParser(prog="loopwright worker cancel", description="Cancel runs on DBOS.")
+    parser.add_argument("--db", required=True, help="DBOS system database: sqlite:///runs.sqlite or postgresql://...")
+    parser.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    args = parser.parse_args(argv)
+    client = Client(args.db)
+    try:
+        for run_id in args.run_ids:
+            try:
+                asked = client.cancel(run_id)
+            except ConfigurationError as exc:
+                print(f"loopwright worker cancel: {exc}", file=sys.stderr)
+                return 2
+            print(f"{run_id}: {'cancelling' if asked else 'already ended'}")
+    finally:
+        client.close()
+    return 0
+
+
 def worker_main(argv: Sequence[str]) -> int:
-    """``loopwright worker --db URL --app module``: serve until SIGTERM/SIGINT."""
+    """``loopwright worker --db URL --app module``: serve until SIGTERM/SIGINT (``loopwright
+    worker cancel --db URL RUN_ID``: cancel runs)."""
     import importlib
     import signal
     import sys
 
+    if list(argv[:1]) == ["cancel"]:
+        return _cancel_main(argv[1:])
     args = worker_parser().parse_args(argv)
 
     if args.concurrency < 1:

@@ -63,9 +63,15 @@ def mixed_agent() -> Agent:
     return Agent(name="mixed", model=by_turn([calls, "done"]), tools=[work], limits=Limits(retry_backoff_s=0))
 
 
+def stuck_agent() -> Agent:
+    """``stuck``: one call that takes a minute (a run to cancel while it acts), then a text."""
+    calls = [ToolCall(id="c-stuck", name="work", args={"label": "stuck", "seconds": 60.0})]
+    return Agent(name="stuck", model=by_turn([calls, "done"]), tools=[work], limits=Limits(retry_backoff_s=0))
+
+
 def clock_agent() -> Agent:
     model = by_turn(steps_script(2))
     return Agent(name="clocked", model=model, tools=[work], limits=Limits(retry_backoff_s=0), extensions=[CLOCK])
 
 
-register(steps_agent(), pay_agent(), clock_agent(), long_agent(), mixed_agent())
+register(steps_agent(), pay_agent(), clock_agent(), long_agent(), mixed_agent(), stuck_agent())

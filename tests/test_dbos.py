@@ -194,6 +194,75 @@ def test_a_workflow_forked_mid_run_folds_the_recorded_steps_and_ends_the_same(cl
     assert 0 < len(store_app.EXECUTED) < dbos_app.LONG  # only the calls past the fork point ran again
 
 
+def _answers(result: RunResult) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for m in result.messages:
+        for p in m.parts:
+            if getattr(p, "type", "") == "tool_result":
+                out.setdefault(p.call_id, []).append(str(p.content))  # type: ignore[union-attr]
+    return out
+
+
+def _until_executed(timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not store_app.EXECUTED:
+        assert time.monotonic() < deadline, "no tool call started"
+        time.sleep(0.02)
+
+
+def test_cancel_interrupts_a_running_run_and_it_ends_cancelled(client: lw.Client) -> None:
+    """``Client.cancel`` stops a run in the middle of a minute-long tool call: it ends
+    ``cancelled`` at once, the call answered, the result readable by any client, replay the same."""
+    run_id = _id()
+    store_app.EXECUTED.clear()
+
+    async def go() -> RunResult:
+        await lw.start("stuck", "go", run_id=run_id)
+        await asyncio.to_thread(_until_executed)
+        assert await asyncio.to_thread(client.cancel, run_id) is True
+        return await lw.result(run_id)
+
+    started = time.monotonic()
+    result = asyncio.run(go())
+    assert time.monotonic() - started < 30  # the 60 s call was interrupted
+    assert result.outcome == "cancelled" and result.trace[-2:] == ["act", "cancelled"]
+    assert _answers(result) == {"c-stuck": ["tool 'work' did not finish: the run was cancelled"]}
+    assert client.result(run_id).outcome == "cancelled"
+    assert client.status(run_id) == {"outcome": "cancelled", "trace": result.trace}
+    assert client.state(run_id) in ("SUCCESS", "WorkflowStatusString.SUCCESS")
+    assert lw.replay(client.steps(run_id), dbos_app.stuck_agent(), result.trace) == result.trace
+    assert client.cancel(run_id) is False  # it has ended
+
+
+def test_cancel_ends_a_suspended_run_waiting_for_decisions(
+    client: lw.Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``loopwright worker cancel`` (``Client.cancel``) ends a run waiting in recv for decisions:
+    ``cancelled``, its pending call answered, never run."""
+    from loopwright.cli import main
+
+    run_id = _id()
+    store_app.EXECUTED.clear()
+
+    async def go() -> RunResult:
+        await lw.start("payer", "pay", run_id=run_id)
+        await asyncio.to_thread(_until_suspended, client, run_id)
+        assert await asyncio.to_thread(main, ["worker", "cancel", "--db", client.db, run_id]) == 0
+        assert f"{run_id}: cancelling" in capsys.readouterr().out
+        return await lw.result(run_id)
+
+    result = asyncio.run(go())
+    assert result.outcome == "cancelled" and result.trace[-2:] == ["suspended", "cancelled"]
+    assert main(["worker", "cancel", "--db", client.db, run_id]) == 0  # the command line says it has ended
+    assert f"{run_id}: already ended" in capsys.readouterr().out
+    assert main(["worker", "cancel", "--db", client.db, "no-such-run"]) == 2
+    assert "no run 'no-such-run' in sqlite:///" in capsys.readouterr().err
+    assert store_app.EXECUTED == []  # the payment never ran
+    (answer,) = _answers(result)["p1"]
+    assert "not run" in answer or "did not finish" in answer, answer
+    assert client.result(run_id).outcome == "cancelled"
+
+
 def test_worker_command_says_what_is_wrong(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from loopwright.cli import main
 
