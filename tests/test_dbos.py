@@ -263,6 +263,12 @@ def test_cancel_ends_a_suspended_run_waiting_for_decisions(
     assert client.result(run_id).outcome == "cancelled"
 
 
+def test_a_sqlite_system_database_is_put_in_wal_mode(client: lw.Client) -> None:
+    """DBOS on SQLite commits each step: in WAL mode a commit is one append (2-3x the runs/s)."""
+    with sqlite3.connect(client.db.removeprefix("sqlite:///")) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
 def test_worker_command_says_what_is_wrong(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from loopwright.cli import main
 
