@@ -260,9 +260,10 @@ async def stage_step(run_id: str, stage: str, decisions: dict[str, Any] | None) 
 
 
 async def _prepare(live: _Live, run_id: str, stage: str) -> Any:
-    """Before the first step of a workflow's execution (a recovery, maybe): rebuild the request
-    (not recorded) for ``reason``; answer the calls whose results an execution that died kept.
-    Returns the run's gates as they were (restored after the step)."""
+    """Before a step: rebuild the request (not recorded) for ``reason``. Before the first step of
+    a workflow's execution (a recovery, maybe): answer the calls whose results an execution that
+    died kept; note a cancel asked before. Returns the run's gates as they were (restored after
+    the step)."""
     run = live.run
     rs, ctx = run.state, run.ctx
     if stage == Stage.REASON and rs.request is None:
@@ -275,7 +276,13 @@ async def _prepare(live: _Live, run_id: str, stage: str) -> Any:
         kept = await _kept_results(run_id)
         if kept:
             ctx.gates = (*gates, lambda call, rs, ctx: kept.pop(call.id, None))  # after the features' gates
+        live.cancel = live.cancel or await _cancel_asked(run_id)  # (cancelled while queued, or its worker dead)
     return gates
+
+
+async def _cancel_asked(run_id: str) -> bool:
+    found = await asyncio.to_thread(DBOS.list_workflows, workflow_ids=[run_id], load_input=False, load_output=False)
+    return bool(found and (found[0].attributes or {}).get(CANCEL))
 
 
 def _resume(live: _Live, decisions: dict[str, Any] | None) -> tuple[bool, str | None]:

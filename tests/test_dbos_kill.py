@@ -35,11 +35,13 @@ CONCURRENCY = 16
 class Worker:
     """``loopwright worker`` in a subprocess; its stdout lines are kept with their times."""
 
-    def __init__(self, db: str, log: Path, executor_id: str | None = None) -> None:
+    def __init__(self, db: str, log: Path, executor_id: str | None = None, queue: str | None = None) -> None:
         command = [sys.executable, "-c", "from loopwright.cli import main; raise SystemExit(main())", "worker"]
         command += ["--db", db, "--app", "tests.dbos_app", "--concurrency", str(CONCURRENCY)]
         if executor_id:
             command += ["--executor-id", executor_id]
+        if queue:
+            command += ["--queue", queue]
         env = {**os.environ, "LOOPWRIGHT_TEST_LOG": str(log), "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.lines: list[tuple[float, str]] = []
@@ -230,6 +232,28 @@ def test_dbos_worker_killed_mid_act_reruns_only_the_calls_that_had_not_finished(
         assert sorted(a.call_id for a in answers) == ["c-quick-a", "c-quick-b", "c-slow"]
         assert all(not a.is_error for a in answers), answers
         assert SLOW_S > 0
+    finally:
+        client.close()
+        for w in workers:
+            w.stop()
+
+
+def test_dbos_run_cancelled_while_queued_ends_cancelled_without_running(tmp_path: Path) -> None:
+    """``Client.cancel`` of a run no worker has taken yet: the worker that takes it ends it
+    ``cancelled`` at its first step; no tool runs."""
+    db = f"sqlite:///{tmp_path / 'dbos.sqlite'}"
+    log = tmp_path / "executions.log"
+    workers = [Worker(db, log)]  # on another queue; its launch makes DBOS's tables
+    workers[0].wait_ready()
+    client = lw.Client(db)
+    try:
+        client.enqueue("durable", "go", run_id="queued-1", queue="later")
+        assert client.state("queued-1").rpartition(".")[2] == "ENQUEUED"
+        assert client.cancel("queued-1") is True
+        workers.append(Worker(db, log, queue="later"))
+        result = client.result("queued-1")
+        assert result.outcome == "cancelled" and result.trace == ["start", "preprocess", "cancelled"]
+        assert _executions(log) == []
     finally:
         client.close()
         for w in workers:
