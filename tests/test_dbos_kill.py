@@ -258,3 +258,31 @@ def test_dbos_run_cancelled_while_queued_ends_cancelled_without_running(tmp_path
         client.close()
         for w in workers:
             w.stop()
+
+
+def test_dbos_cancel_on_postgres_interrupts_a_run_on_a_worker(pg_url: str, tmp_path: Path) -> None:
+    """``Client.cancel`` from another process, PostgreSQL: the worker interrupts the minute-long
+    call of the run it holds; the run ends ``cancelled``, the call answered."""
+    log = tmp_path / "executions.log"
+    worker = Worker(pg_url, log)
+    worker.wait_ready()
+    client = lw.Client(pg_url)
+    try:
+        client.enqueue("stuck", "go", run_id="stuck-1")
+        deadline = time.monotonic() + 60
+        while not _executions(log):
+            assert time.monotonic() < deadline, "the run's call never started"
+            time.sleep(0.05)
+        started = time.monotonic()
+        assert client.cancel("stuck-1") is True
+        result = client.result("stuck-1")
+        assert time.monotonic() - started < 30  # not the call's 60 s
+        assert result.outcome == "cancelled" and result.trace[-2:] == ["act", "cancelled"]
+        answers = [p for m in result.messages for p in m.parts if getattr(p, "type", "") == "tool_result"]
+        assert [(a.call_id, a.content) for a in answers] == [
+            ("c-stuck", "tool 'work' did not finish: the run was cancelled")
+        ]
+        assert client.cancel("stuck-1") is False
+    finally:
+        client.close()
+        worker.stop()
