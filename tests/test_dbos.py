@@ -281,3 +281,28 @@ def test_worker_command_says_what_is_wrong(capsys: pytest.CaptureFixture[str], t
         lw.register("support")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="no agent named 'nobody' is registered"):
         lw.runner_for("nobody")
+
+
+def test_a_step_that_rewrites_the_history_records_the_new_history_and_folds_back() -> None:
+    """A stage that replaces older turns (compaction) keeps none of the old prefix: its step
+    records the new history from where it changed, and the fold gives exactly that history."""
+    from loopwright import Message, RunState, TextPart
+    from loopwright.stores.durable import head_json
+
+    def say(role: str, text: str) -> Message:
+        return Message(role=role, parts=(TextPart(text=text),))  # type: ignore[arg-type]
+
+    old = [say("user", "hi"), say("assistant", "a"), say("user", "b"), say("assistant", "c")]
+    before = RunState(run_id="r", agent="x", input="hi", messages=list(old))
+    rs = RunState(run_id="r", agent="x", input="hi", messages=list(old), iteration=3)
+    rs.messages[:] = [say("user", "hi [summary]"), *old[2:]]  # compaction, in place
+    keep = lw._kept(old, rs.messages)
+    assert keep == 0
+    out = {"stage": "compact", "head": head_json(rs).decode(), "keep": keep, "events": [], "raised": None}
+    out["messages"] = [lw._MESSAGE.dump_json(m).decode() for m in rs.messages[keep:]]
+    folded = lw._fold(before, out)
+    assert folded.messages == rs.messages and folded.iteration == 3
+    rs.messages.append(say("user", "d"))  # and a plain append keeps the whole prefix
+    assert lw._kept(list(rs.messages[:-1]), rs.messages) == 3
+    with pytest.raises(lw.ReplayDivergence, match="do not follow one another"):
+        lw._fold(RunState(run_id="r", agent="x", input="hi"), {**out, "keep": 2})
