@@ -10,7 +10,12 @@
 The DBOS variants run after the others (DBOS is one instance per process: launched on SQLite,
 destroyed, launched on PostgreSQL).
 
+(c) ``--step-bytes N``: instead, one run of N iterations on DBOS+SQLite, and the bytes DBOS stored
+    for its stage steps (the ``output`` column): per step of the second and of the last iteration,
+    the largest step, the total.
+
 Usage:  python bench/bench_dbos.py [--repeats 20] [--runs 50] [--pg postgresql://...] [--json out.json]
+        python bench/bench_dbos.py --step-bytes 40
 """
 
 from __future__ import annotations
@@ -91,6 +96,41 @@ def dbos_variant(db: str, args: argparse.Namespace) -> dict[str, float]:
         DBOS.destroy()
 
 
+def step_bytes(iterations: int) -> dict[str, Any]:
+    """One run of ``iterations`` on DBOS+SQLite: the stored bytes of its stage steps."""
+    import sqlite3
+
+    from dbos import DBOS
+
+    from loopwright import dbos_runner
+
+    path = Path(tempfile.mkdtemp(prefix="bench-dbos-")) / "dbos.sqlite"
+    dbos_runner.register(agent(iterations))
+    dbos_runner.launch(f"sqlite:///{path}")
+    try:
+        run_id = uuid.uuid4().hex
+        asyncio.run(on_dbos()(run_id))
+        stages = [
+            s["output"]["stage"] for s in DBOS.list_workflow_steps(run_id) if s["function_name"] == "loopwright.stage"
+        ]
+    finally:
+        DBOS.destroy()
+    with sqlite3.connect(path) as db:
+        sizes = [n for (n,) in db.execute(
+            "SELECT length(output) FROM operation_outputs WHERE workflow_uuid = ? AND function_name = ? "
+            "ORDER BY function_id", (run_id, "loopwright.stage"))]  # fmt: skip
+    starts = [i for i, stage in enumerate(stages) if stage == "preprocess"]
+    second, last = sizes[starts[1] : starts[2]], sizes[starts[-2] : starts[-1]]
+    return {
+        "iterations": iterations,
+        "steps": len(sizes),
+        "second_iteration": dict(zip(stages[starts[1] : starts[2]], second, strict=True)),
+        "last_iteration": dict(zip(stages[starts[-2] : starts[-1]], last, strict=True)),
+        "largest_step": max(sizes),
+        "total": sum(sizes),
+    }
+
+
 def main(args: argparse.Namespace) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="bench-dbos-"))
     out: dict[str, Any] = {"k": K, "repeats": args.repeats, "runs": args.runs, "cores": os.cpu_count()}
@@ -112,6 +152,11 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--pg", default=os.environ.get("LOOPWRIGHT_PG_DSN"), help="a PostgreSQL URL (a fresh database)")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--step-bytes", type=int, default=None, metavar="N", help="measure step output bytes only")
+    if parser.parse_args().step_bytes:
+        measured = step_bytes(parser.parse_args().step_bytes)
+        print(json.dumps(measured, indent=2))
+        raise SystemExit(0)
     figures = main(parser.parse_args())
     print(f"K={K}, {figures['repeats']} repeats, {figures['runs']} concurrent runs, {figures['cores']} cores")
     print(f"{'variant':<22} {'us/iteration':>14} {'runs/s':>10}")

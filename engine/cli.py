@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .runs_cli import add_runs_parser
 
     add_runs_parser(sub)  # loopwright runs list|show|resume|diagram --store URL
-    sub.add_parser("worker", help="run agents' runs from DBOS queues (pip install 'loopwright[dbos]')", add_help=False)
+    worker = "run agents' runs from DBOS queues; `worker cancel`: cancel runs (pip install 'loopwright[dbos]')"
+    sub.add_parser("worker", help=worker, add_help=False)
     return parser
 
 

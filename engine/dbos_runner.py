@@ -7,7 +7,8 @@
         waiting?  status event "suspended", decisions = recv("decisions")   (durable wait)
         out = step "loopwright.stage"(run_id, stage, decisions)
               │  the stage's handler does the work (model call, tool calls);
-              │  its recorded output is the RunState after the handler + its events
+              │  its recorded output is what it added: the state's head (no history),
+              │  the new messages, its events (the state = the fold of the outputs)
         row = machine.choose(stage, recorded state)      guards read only recorded outputs
         take(row)                                        the same transition on every replay
       status event "finished"; return the RunResult as JSON
@@ -47,16 +48,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import TypeAdapter
+from pydantic_core import to_json
+
 from .agent import Agent
 from .decisions import Approve, Deny
 from .errors import ConfigurationError, LoopwrightError, ResumeError
-from .events import EVENT_ADAPTER, ErrorInfo
+from .events import EVENT_ADAPTER, ErrorInfo, EventBase, Message, ToolCall, ToolResult
 from .machine import Row, abort_row
 from .result import RunResult
 from .run_state import RunState
 from .runner import Run, Runner
 from .stage import Stage
-from .stores.durable import new_owner, owner_alive
+from .stores.durable import head_json, new_owner, owner_alive
 
 try:
     from dbos import DBOS, DBOSClient, EnqueueOptions
@@ -73,7 +77,15 @@ TOPIC = "decisions"
 """The ``DBOS.send`` topic a suspended run receives its decisions on."""
 STATUS = "status"
 """The DBOS event a run sets when it suspends, is refused decisions, or ends."""
+CANCEL = "loopwright_cancel"
+"""The workflow attribute (and decisions message key) ``Client.cancel`` sets; each worker looks
+for it among its runs every ``cancel_poll_s`` and cancels them."""
+RESULT = "loopwright.result"
+"""Each completed tool call's result is kept, as it completes, in the DBOS event
+``loopwright.result:<step id>:<call id>`` (set from inside the step)."""
 
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+_RESULT: TypeAdapter[ToolResult] = TypeAdapter(ToolResult)
 _RUNNERS: dict[str, Runner] = {}
 """This process's agents by name (:func:`register`)."""
 _LIVE: dict[str, _Live] = {}
@@ -89,6 +101,15 @@ class _Live:
     run: Run
     executed: bool = False
     """The latest step ran here (else DBOS returned its recorded output)."""
+    first: bool = True
+    """No step has run yet in this execution of the workflow: the next one to run may be the
+    one in flight when a worker died, and finds the results its calls kept."""
+    cancel: bool = False
+    """``Client.cancel`` asked for this run: its next step (or the one in progress) cancels it."""
+    in_stage: bool = False
+    """A stage's handler is running (in ``task``, on ``loop``): a cancel interrupts it."""
+    task: asyncio.Task[Any] | None = None
+    loop: asyncio.AbstractEventLoop | None = None
 
 
 def register(*agents: Agent) -> None:
@@ -135,15 +156,47 @@ def decode_decisions(data: Mapping[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------ the step
 
 
-def _events_json(run: Run, start: int) -> list[str]:
-    return [event.model_dump_json() for event in run.ctx.log.events()[start:]]
+def _event_json(record: Any) -> str:
+    """One logged event as JSON (a built event, or the plain dict ``EventLog.records`` gives)."""
+    return record.model_dump_json() if isinstance(record, EventBase) else to_json(record).decode()
 
 
-async def _work(handler: Any, rs: RunState, ctx: Any) -> None:
-    """A stage's work (a handler may be a plain function), cut short by the run's deadline."""
+def _kept(before: list[Message], after: list[Message]) -> int:
+    """How many messages of ``before`` begin ``after`` (all of them, unless the stage rewrote
+    the history: compaction)."""
+    n = len(before)
+    if len(after) >= n and after[:n] == before:
+        return n
+    kept = 0
+    for old, new in zip(before, after, strict=False):
+        if old is not new and old != new:
+            break
+        kept += 1
+    return kept
+
+
+async def _work(handler: Any, rs: RunState, ctx: Any, live: _Live | None = None) -> None:
+    """A stage's work (a handler may be a plain function), cut short by the run's deadline and,
+    with ``live``, by a cancel (:func:`_cancel`: the run ends ``cancelled``, its calls answered)."""
     waits = handler(rs, ctx)
     if waits is None:
         return
+    if live is None:
+        await _within_deadline(waits, rs)
+        return
+    live.task, live.in_stage = asyncio.current_task(), True
+    try:
+        await _within_deadline(waits, rs)
+    except asyncio.CancelledError:
+        task = live.task
+        if not live.cancel or task is None or task.uncancel() > 0:
+            raise  # not (only) ours: whoever cancelled the task gets it
+        rs.cancel_requested = True
+    finally:
+        live.in_stage = False
+
+
+async def _within_deadline(waits: Any, rs: RunState) -> None:
     if rs.deadline is None:
         await waits
         return
@@ -155,46 +208,144 @@ async def _work(handler: Any, rs: RunState, ctx: Any) -> None:
         rs.deadline_hit = True
 
 
+def _cancel(live: _Live) -> None:
+    """On the run's event loop: cancel it (the handler in progress is interrupted; between
+    stages, the next step cancels it). The run state changes only inside steps (recorded)."""
+    live.cancel = True
+    task = live.task
+    if live.in_stage and task is not None and not task.done():
+        live.run.state.cancel_requested = True
+        task.cancel()
+
+
 @DBOS.step(name=STEP)
 async def stage_step(run_id: str, stage: str, decisions: dict[str, Any] | None) -> dict[str, Any]:
-    """One stage's work on the live run of this process; the recorded output is the run state
-    after the handler and the events it emitted."""
+    """One stage's work on the live run of this process. The recorded output is what the stage
+    added, so its size does not grow with the run: the state's head (everything but the history
+    and the trace), how many messages of the history it kept (all, unless it rewrote the history),
+    the messages it added, and the events it emitted. :func:`_fold` rebuilds the state from it."""
     live = _LIVE[run_id]
     run = live.run
     rs, ctx = run.state, run.ctx
-    start = len(ctx.log.entries)
-    if stage == Stage.REASON and rs.request is None:  # recovered: the request is not recorded, rebuild it
-        attempt = rs.attempt
-        await _work(run.runner._handlers[Stage.PREPROCESS], rs, ctx)
-        rs.attempt = attempt
-        start = len(ctx.log.entries)
+    log = ctx.log
+    before = list(rs.messages)
+    gates = await _prepare(live, run_id, stage)
+    start, at = len(log.entries), (log.stage, log.iteration, log.agent)
     raised: str | None = None
-    if decisions is not None:
-        try:
-            for hook in run.machine.hooks("resume"):
-                hook(rs, ctx, decode_decisions(decisions))
-        except ResumeError as exc:
-            live.executed = True
-            return {"stage": stage, "rejected": str(exc)}
-        run.runner._own_limits(rs)
-        rs.outcome = None
+    cancel, rejected = _resume(live, decisions)
     try:
-        handler = run.runner._handlers[stage]
-        await _work(handler, rs, ctx)
+        if rejected is not None:
+            live.executed = True
+            return {"stage": stage, "rejected": rejected}
+        if not cancel or stage in run.machine.waiting:  # (a waiting state's handler settles its calls)
+            await _work(run.runner._handlers[stage], rs, ctx, live)
     except Exception as exc:
         raised = f"{type(exc).__name__}: {exc}"
+    finally:
+        ctx.gates = gates
     if rs.deadline is not None and not rs.deadline_hit and time.time() >= rs.deadline:
         rs.deadline_hit = True
     live.executed = True
-    return {"stage": stage, "state": rs.to_json().decode(), "events": _events_json(run, start), "raised": raised}
+    after = rs.messages
+    keep = _kept(before, after)
+    records, _ = log.records(start, at)
+    return {
+        "stage": stage,
+        "head": head_json(rs).decode(),
+        "keep": keep,
+        "messages": [_MESSAGE.dump_json(m).decode() for m in after[keep:]],
+        "events": [_event_json(r) for r in records],
+        "raised": raised,
+    }
+
+
+async def _prepare(live: _Live, run_id: str, stage: str) -> Any:
+    """Before a step: rebuild the request (not recorded) for ``reason``. Before the first step of
+    a workflow's execution (a recovery, maybe): answer the calls whose results an execution that
+    died kept; note a cancel asked before. Returns the run's gates as they were (restored after
+    the step)."""
+    run = live.run
+    rs, ctx = run.state, run.ctx
+    if stage == Stage.REASON and rs.request is None:
+        attempt = rs.attempt
+        await _work(run.runner._handlers[Stage.PREPROCESS], rs, ctx)
+        rs.attempt = attempt
+    gates = ctx.gates
+    if live.first:
+        live.first = False
+        kept = await _kept_results(run_id)
+        if kept:
+            ctx.gates = (*gates, lambda call, rs, ctx: kept.pop(call.id, None))  # after the features' gates
+        live.cancel = live.cancel or await _cancel_asked(run_id)  # (cancelled while queued, or its worker dead)
+    return gates
+
+
+async def _cancel_asked(run_id: str) -> bool:
+    found = await asyncio.to_thread(DBOS.list_workflows, workflow_ids=[run_id], load_input=False, load_output=False)
+    return bool(found and (found[0].attributes or {}).get(CANCEL))
+
+
+def _resume(live: _Live, decisions: dict[str, Any] | None) -> tuple[bool, str | None]:
+    """A waiting run's decisions (or Client.cancel's message) through the features' resume hooks;
+    whether the run is cancelled, and why the decisions were refused (None: they were not)."""
+    run = live.run
+    rs = run.state
+    cancel = live.cancel
+    if decisions is not None and CANCEL in decisions:  # Client.cancel reached a suspended run
+        cancel, decisions = True, {}
+    if decisions is not None:
+        try:
+            for hook in run.machine.hooks("resume"):
+                hook(rs, run.ctx, decode_decisions(decisions))
+        except ResumeError as exc:
+            return cancel, str(exc)
+        run.runner._own_limits(rs)
+        rs.outcome = None
+    if cancel:
+        rs.cancel_requested = True
+    return cancel, None
+
+
+async def _keep_result(call: ToolCall, answered: ToolResult, ctx: Any) -> None:
+    """``ctx.on_result``: a call of the step in progress completed; keep its result (a DBOS event
+    written from the step) before it counts as done, so a re-run of the step does not run it again."""
+    step = DBOS.step_id
+    if step is not None:
+        await DBOS.set_event_async(f"{RESULT}:{step}:{call.id}", _RESULT.dump_json(answered).decode())
+
+
+async def _kept_results(run_id: str) -> dict[str, ToolResult]:
+    """The results kept by an earlier execution of the step in progress (its worker died), by call id."""
+    prefix = f"{RESULT}:{DBOS.step_id}:"
+    events: dict[str, Any] = await DBOS.get_all_events_async(run_id)
+    return {key[len(prefix) :]: _RESULT.validate_json(value) for key, value in events.items() if key.startswith(prefix)}
+
+
+def _fold(rs: RunState, out: Mapping[str, Any]) -> RunState:
+    """The run state after a recorded step, from the state before it (``rs``): the step's head,
+    the messages it kept and those it added; the trace is the workflow's own (transitions are
+    taken outside steps)."""
+    if "state" in out:  # recorded by loopwright before step outputs were append-only
+        return RunState.from_json(out["state"])
+    keep = out["keep"]
+    if keep > len(rs.messages):
+        raise ReplayDivergence(
+            f"the recorded step {out['stage']!r} kept {keep} messages of a history of {len(rs.messages)}: the "
+            "recorded steps do not follow one another (replay them all, in order, from the run's first)"
+        )
+    new = RunState.from_json(out["head"])
+    new.messages = [*rs.messages[:keep], *(_MESSAGE.validate_json(m) for m in out["messages"])]
+    new.trace = rs.trace
+    return new
 
 
 def _adopt(live: _Live, out: dict[str, Any]) -> None:
     """A step's output came from the record: continue from the recorded state."""
     old = live.run
-    rs = RunState.from_json(out["state"])
+    rs = _fold(old.state, out)
     old.runner._own_limits(rs)
     run = Run(old.runner, rs, register=False)
+    run.ctx.on_result = _keep_result
     run.ctx.log = log = old.ctx.log
     for recorded in out["events"]:
         log.add(EVENT_ADAPTER.validate_json(recorded))
@@ -219,6 +370,8 @@ async def run_workflow(agent: str, input: str, state: dict[str, Any] | None = No
     assert run_id is not None
     runner = runner_for(agent)
     live = _LIVE[run_id] = _Live(Run(runner, runner.new_run(input, run_id=run_id, state=state), register=False))
+    live.run.ctx.on_result = _keep_result
+    live.loop = asyncio.get_running_loop()
     try:
         decisions: dict[str, Any] | None = None
         rejected: str | None = None
@@ -296,12 +449,15 @@ def launch(
     queues: Mapping[str, int] | None = None,
     executor_id: str | None = None,
     polling_interval_s: float = 0.1,
+    cancel_poll_s: float = 0.25,
     **config: Any,
 ) -> None:
     """Start DBOS in this process on ``db`` (``sqlite:///path`` or ``postgresql://...``) and
     listen to ``queues`` (name -> this worker's concurrency; default ``{"loopwright": 8}``).
-    Workflows of a worker that died on this host are recovered here (see :func:`recover_dead`)."""
+    Workflows of a worker that died on this host are recovered here (see :func:`recover_dead`).
+    Every ``cancel_poll_s`` seconds the process looks for cancels (``Client.cancel``) of its runs."""
     queues = dict(queues) if queues is not None else {QUEUE: 8}
+    write_ahead(db)
     DBOS(
         config={
             "name": APP,
@@ -318,6 +474,46 @@ def launch(
         DBOS.register_queue(
             name, worker_concurrency=concurrency, polling_interval_sec=polling_interval_s, on_conflict="always_update"
         )
+    if not _WATCHING:
+        watcher = threading.Thread(target=_watch_cancels, args=(cancel_poll_s,), name="loopwright-cancels", daemon=True)
+        watcher.start()
+        _WATCHING.append(watcher)
+
+
+_WATCHING: list[threading.Thread] = []
+
+
+def _watch_cancels(every_s: float) -> None:
+    """A daemon thread of each launched process: every ``every_s`` seconds, one query for the
+    runs in progress here that ``Client.cancel`` asked to cancel; each is cancelled on its loop."""
+    while True:
+        time.sleep(every_s)
+        live = dict(_LIVE)
+        if not live:
+            continue
+        try:
+            found = DBOS.list_workflows(workflow_ids=list(live), load_input=False, load_output=False)
+        except Exception:  # DBOS destroyed, or the database away for a moment: look again later
+            continue
+        for wf in found:  # (DBOS filters by attributes on PostgreSQL only)
+            one = live.get(wf.workflow_id) if (wf.attributes or {}).get(CANCEL) else None
+            if one is not None and not one.cancel and one.loop is not None:
+                with contextlib.suppress(RuntimeError):  # its loop has closed
+                    one.loop.call_soon_threadsafe(_cancel, one)
+
+
+def write_ahead(db: str) -> None:
+    """Put a SQLite system database in WAL mode (kept in the file): a commit is one append to the
+    log instead of a rollback journal written, synced and deleted, and readers do not block the
+    writer — DBOS on SQLite runs 2-3x as many runs/s here. Workers must share the file on one
+    host (WAL needs shared memory: not on a network file system). Not SQLite: nothing to do."""
+    if not db.startswith("sqlite:///"):
+        return
+    import sqlite3
+
+    path = db.removeprefix("sqlite:///").partition("?")[0]
+    with contextlib.closing(sqlite3.connect(path, timeout=30)) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
 
 
 def recover_dead(lease_s: float | None = None) -> list[str]:
@@ -378,6 +574,7 @@ class Client:
 
     def __init__(self, db: str) -> None:
         self.db = db
+        write_ahead(db)
         self._client = DBOSClient(system_database_url=db, application_name=APP)
 
     def enqueue(
@@ -400,6 +597,19 @@ class Client:
         """Send decisions to a suspended run; the worker that holds it resumes it."""
         self._client.send(run_id, encode_decisions(decisions), TOPIC)
 
+    def cancel(self, run_id: str) -> bool:
+        """Cancel a run: the stage in progress is interrupted (within the worker's
+        ``cancel_poll_s``), or a suspended run stops waiting; the run ends ``cancelled``, every
+        call answered, its RunResult readable here as any other. False if it had already ended."""
+        found = self._client.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
+        if not found:
+            raise ConfigurationError(f"no run {run_id!r} in {self.db}; the run id is the id it was enqueued with")
+        if str(found[0].status).rpartition(".")[2] in ("SUCCESS", "ERROR", "CANCELLED"):
+            return False
+        self._client.update_workflow_attributes(run_id, {CANCEL: True}, merge=True)
+        self._client.send(run_id, {CANCEL: True}, TOPIC)  # a run waiting in recv takes it at once
+        return True
+
     def result(self, run_id: str, poll_s: float = 0.1) -> RunResult:
         """The run's RunResult (waits for it to end, looking every ``poll_s`` seconds)."""
         handle: Any = self._client.retrieve_workflow(run_id)
@@ -410,8 +620,10 @@ class Client:
         return str(self._client.retrieve_workflow(run_id).get_status().status)
 
     def steps(self, run_id: str) -> list[dict[str, Any]]:
-        """The run's recorded stage steps, in order: ``stage``, ``state`` (after the handler),
-        ``events`` (JSON), ``raised``; readable while the run goes on."""
+        """The run's recorded stage steps, in order, readable while the run goes on: ``stage``,
+        ``head`` (the run state after the handler, without history and trace, JSON), ``keep``
+        (messages of the history kept), ``messages`` (added, JSON), ``events`` (JSON), ``raised``
+        (or ``stage`` and ``rejected``: decisions refused)."""
         steps = self._client.list_workflow_steps(run_id)
         return [dict(s["output"] or {}) for s in steps if s["function_name"] == STEP]
 
@@ -428,10 +640,12 @@ def replay(steps: Sequence[Mapping[str, Any]], agent: Agent, trace: Sequence[str
     to the run's end, ``trace[-1]``). Returns the replayed trace; ReplayDivergence if it differs."""
     runner = Runner(agent)
     replayed: list[str] = [trace[0]] if trace else []
+    rs = RunState(run_id="", agent=agent.name, input="")
     for i, out in enumerate(steps):
         if "rejected" in out:
             continue
-        rs = RunState.from_json(out["state"])
+        rs = _fold(rs, out)
+        rs.trace = list(replayed)
         runner._own_limits(rs)
         run = Run(runner, rs, register=False)
         row = _row_after(run, out["stage"], out)
@@ -470,12 +684,37 @@ def worker_parser() -> argparse.ArgumentParser:
     return worker
 
 
+def _cancel_main(argv: Sequence[str]) -> int:
+    """``loopwright worker cancel --db URL RUN_ID...``: :meth:`Client.cancel` each run."""
+    import sys
+
+    parser = argparse.ArgumentParser(prog="loopwright worker cancel", description="Cancel runs on DBOS.")
+    parser.add_argument("--db", required=True, help="DBOS system database: sqlite:///runs.sqlite or postgresql://...")
+    parser.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    args = parser.parse_args(argv)
+    client = Client(args.db)
+    try:
+        for run_id in args.run_ids:
+            try:
+                asked = client.cancel(run_id)
+            except ConfigurationError as exc:
+                print(f"loopwright worker cancel: {exc}", file=sys.stderr)
+                return 2
+            print(f"{run_id}: {'cancelling' if asked else 'already ended'}")
+    finally:
+        client.close()
+    return 0
+
+
 def worker_main(argv: Sequence[str]) -> int:
-    """``loopwright worker --db URL --app module``: serve until SIGTERM/SIGINT."""
+    """``loopwright worker --db URL --app module``: serve until SIGTERM/SIGINT (``loopwright
+    worker cancel --db URL RUN_ID``: cancel runs)."""
     import importlib
     import signal
     import sys
 
+    if list(argv[:1]) == ["cancel"]:
+        return _cancel_main(argv[1:])
     args = worker_parser().parse_args(argv)
 
     if args.concurrency < 1:

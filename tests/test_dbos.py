@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sqlite3
 import sys
 import time
 import uuid
@@ -142,6 +143,132 @@ def test_dbos_replays_recorded_steps_and_stops_when_a_guard_reads_the_clock(
         asyncio.run(fork())
 
 
+def _recorded(client: lw.Client, run_id: str) -> list[tuple[str, int]]:
+    """Each stage step of ``run_id`` as DBOS stored it: (stage, bytes of its output column)."""
+    path = client.db.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as db:
+        rows = db.execute(
+            "SELECT length(output) FROM operation_outputs WHERE workflow_uuid = ? AND function_name = ? "
+            "ORDER BY function_id",
+            (run_id, lw.STEP),
+        ).fetchall()
+    stages = [s["stage"] for s in client.steps(run_id)]
+    assert len(stages) == len(rows)
+    return [(stage, size) for stage, (size,) in zip(stages, rows, strict=True)]
+
+
+def test_recorded_step_outputs_stay_flat_over_a_long_run(client: lw.Client) -> None:
+    """A step records what its stage added, not the run's history: the bytes DBOS stores per
+    step do not grow with the run (over 40 iterations), and the run is the in-process one."""
+    run_id = _id()
+    result = asyncio.run(_start_and_wait("long", run_id))
+    reference = Runner(dbos_app.long_agent()).run_sync("go", run_id=run_id)
+    assert result.outcome == "final" and result.messages == reference.messages
+    assert result.trace == reference.trace and result.run_state.iteration == dbos_app.LONG + 1
+    by_stage: dict[str, list[int]] = {}
+    for stage, size in _recorded(client, run_id):
+        by_stage.setdefault(stage, []).append(size)
+    assert set(by_stage) >= {"preprocess", "reason", "postprocess", "act", "decide"}
+    for stage, sizes in by_stage.items():
+        if len(sizes) < dbos_app.LONG:
+            continue
+        # the second visit against the last: a few digits more (seq, ids), never the history
+        assert sizes[-1] <= sizes[1] + 64, (stage, sizes[1], sizes[-1])
+
+
+def test_a_workflow_forked_mid_run_folds_the_recorded_steps_and_ends_the_same(client: lw.Client) -> None:
+    """DBOS re-executes a workflow from the middle of its record (what recovery does): the
+    recorded steps are folded into the run state, the rest runs, the result is the same."""
+    run_id = _id()
+    result = asyncio.run(_start_and_wait("long", run_id))
+    steps = DBOS.list_workflow_steps(run_id)
+    middle = next(s["function_id"] for s in steps[len(steps) // 2 :] if s["function_name"] == lw.STEP)
+    store_app.EXECUTED.clear()
+
+    async def fork() -> RunResult:
+        handle = await DBOS.fork_workflow_async(run_id, middle)
+        return lw.result_from_json(await handle.get_result(polling_interval_sec=0.05))
+
+    forked = asyncio.run(fork())
+    assert forked.trace == result.trace and forked.messages == result.messages and forked.output == result.output
+    assert 0 < len(store_app.EXECUTED) < dbos_app.LONG  # only the calls past the fork point ran again
+
+
+def _answers(result: RunResult) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for m in result.messages:
+        for p in m.parts:
+            if getattr(p, "type", "") == "tool_result":
+                out.setdefault(p.call_id, []).append(str(p.content))  # type: ignore[union-attr]
+    return out
+
+
+def _until_executed(timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not store_app.EXECUTED:
+        assert time.monotonic() < deadline, "no tool call started"
+        time.sleep(0.02)
+
+
+def test_cancel_interrupts_a_running_run_and_it_ends_cancelled(client: lw.Client) -> None:
+    """``Client.cancel`` stops a run in the middle of a minute-long tool call: it ends
+    ``cancelled`` at once, the call answered, the result readable by any client, replay the same."""
+    run_id = _id()
+    store_app.EXECUTED.clear()
+
+    async def go() -> RunResult:
+        await lw.start("stuck", "go", run_id=run_id)
+        await asyncio.to_thread(_until_executed)
+        assert await asyncio.to_thread(client.cancel, run_id) is True
+        return await lw.result(run_id)
+
+    started = time.monotonic()
+    result = asyncio.run(go())
+    assert time.monotonic() - started < 30  # the 60 s call was interrupted
+    assert result.outcome == "cancelled" and result.trace[-2:] == ["act", "cancelled"]
+    assert _answers(result) == {"c-stuck": ["tool 'work' did not finish: the run was cancelled"]}
+    assert client.result(run_id).outcome == "cancelled"
+    assert client.status(run_id) == {"outcome": "cancelled", "trace": result.trace}
+    assert client.state(run_id) in ("SUCCESS", "WorkflowStatusString.SUCCESS")
+    assert lw.replay(client.steps(run_id), dbos_app.stuck_agent(), result.trace) == result.trace
+    assert client.cancel(run_id) is False  # it has ended
+
+
+def test_cancel_ends_a_suspended_run_waiting_for_decisions(
+    client: lw.Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``loopwright worker cancel`` (``Client.cancel``) ends a run waiting in recv for decisions:
+    ``cancelled``, its pending call answered, never run."""
+    from loopwright.cli import main
+
+    run_id = _id()
+    store_app.EXECUTED.clear()
+
+    async def go() -> RunResult:
+        await lw.start("payer", "pay", run_id=run_id)
+        await asyncio.to_thread(_until_suspended, client, run_id)
+        assert await asyncio.to_thread(main, ["worker", "cancel", "--db", client.db, run_id]) == 0
+        assert f"{run_id}: cancelling" in capsys.readouterr().out
+        return await lw.result(run_id)
+
+    result = asyncio.run(go())
+    assert result.outcome == "cancelled" and result.trace[-2:] == ["suspended", "cancelled"]
+    assert main(["worker", "cancel", "--db", client.db, run_id]) == 0  # the command line says it has ended
+    assert f"{run_id}: already ended" in capsys.readouterr().out
+    assert main(["worker", "cancel", "--db", client.db, "no-such-run"]) == 2
+    assert "no run 'no-such-run' in sqlite:///" in capsys.readouterr().err
+    assert store_app.EXECUTED == []  # the payment never ran
+    (answer,) = _answers(result)["p1"]
+    assert "not run" in answer or "did not finish" in answer, answer
+    assert client.result(run_id).outcome == "cancelled"
+
+
+def test_a_sqlite_system_database_is_put_in_wal_mode(client: lw.Client) -> None:
+    """DBOS on SQLite commits each step: in WAL mode a commit is one append (2-3x the runs/s)."""
+    with sqlite3.connect(client.db.removeprefix("sqlite:///")) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
 def test_worker_command_says_what_is_wrong(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from loopwright.cli import main
 
@@ -154,3 +281,28 @@ def test_worker_command_says_what_is_wrong(capsys: pytest.CaptureFixture[str], t
         lw.register("support")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="no agent named 'nobody' is registered"):
         lw.runner_for("nobody")
+
+
+def test_a_step_that_rewrites_the_history_records_the_new_history_and_folds_back() -> None:
+    """A stage that replaces older turns (compaction) keeps none of the old prefix: its step
+    records the new history from where it changed, and the fold gives exactly that history."""
+    from loopwright import Message, RunState, TextPart
+    from loopwright.stores.durable import head_json
+
+    def say(role: str, text: str) -> Message:
+        return Message(role=role, parts=(TextPart(text=text),))  # type: ignore[arg-type]
+
+    old = [say("user", "hi"), say("assistant", "a"), say("user", "b"), say("assistant", "c")]
+    before = RunState(run_id="r", agent="x", input="hi", messages=list(old))
+    rs = RunState(run_id="r", agent="x", input="hi", messages=list(old), iteration=3)
+    rs.messages[:] = [say("user", "hi [summary]"), *old[2:]]  # compaction, in place
+    keep = lw._kept(old, rs.messages)
+    assert keep == 0
+    out = {"stage": "compact", "head": head_json(rs).decode(), "keep": keep, "events": [], "raised": None}
+    out["messages"] = [lw._MESSAGE.dump_json(m).decode() for m in rs.messages[keep:]]
+    folded = lw._fold(before, out)
+    assert folded.messages == rs.messages and folded.iteration == 3
+    rs.messages.append(say("user", "d"))  # and a plain append keeps the whole prefix
+    assert lw._kept(list(rs.messages[:-1]), rs.messages) == 3
+    with pytest.raises(lw.ReplayDivergence, match="do not follow one another"):
+        lw._fold(RunState(run_id="r", agent="x", input="hi"), {**out, "keep": 2})
