@@ -72,11 +72,12 @@ def kept(response: ModelResponse) -> ModelResponse:
     """``response`` as the history keeps it: its own, its usage's and its parts' fields sets
     (a ``set`` of 216 bytes in each validated instance) swapped for shared immutable ones with
     the same names — the same values, a third less memory for a kept reply."""
-    _share_fields_set(response)
-    if response.usage is not ZERO_USAGE:
-        _share_fields_set(response.usage)
-    for part in response.parts:
-        _share_fields_set(part)
+    if type(response.__pydantic_fields_set__) is set:  # else: kept already (a reply replayed)
+        _share_fields_set(response)
+        if response.usage is not ZERO_USAGE:
+            _share_fields_set(response.usage)
+        for part in response.parts:
+            _share_fields_set(part)
     return response
 
 
