@@ -282,7 +282,7 @@ class RunContext:
         rs, log = self.run_state, self.log
         rs.seq += 1
         if rs.stage == log.stage and rs.iteration == log.iteration and rs.active_agent == log.agent:
-            log.entries.append((cls,) + values)
+            log.entries.append((cls,) + values)  # noqa: RUF005 (cheaper than unpacking: no list built)
         else:
             where = log.stage, log.iteration, log.agent = rs.stage, rs.iteration, rs.active_agent
             log.entries.append((where, cls, *values))

@@ -97,7 +97,7 @@ def count_repeats(call: ToolCall, rs: RunState, ctx: RunContext) -> ToolResult |
     the reply with the nudge instead of running it (past the cap, with a note that the run stops)."""
     if rs.stage != ACT:
         return None  # a call that waited, run now (approved): counted, and let through, in act already
-    r = repeats(rs)
+    r = rs.features[NAME]
     here = len(rs.messages) - 1  # act runs right after postprocess appended the reply
     if r.at != here:
         previous = rs.messages[r.at] if 0 <= r.at < here else None
