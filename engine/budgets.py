@@ -77,7 +77,8 @@ class Budget:
     def charged_out(self, rs: RunState) -> bool:
         """The engine's own count of rows bounded by this budget has reached its cap."""
         limits = (rs.turn_limits or rs.limits) if self.scope == "pass" else rs.limits  # (self.cap, inline)
-        return bool(rs.charges.get(self.name, 0) >= getattr(limits, self.name, self.limit))
+        cap: Any = getattr(limits, self.name, self.limit)
+        return bool(rs.charges.get(self.name, 0) >= cap)
 
     def binding(self, rs: RunState) -> tuple[float, Any]:
         """(used, cap) of the bound that binds now: for a turn budget whose active agent has

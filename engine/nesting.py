@@ -15,6 +15,7 @@ runs started in a tool's own task, in tasks it creates, and in a sync tool's thr
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import Any, NamedTuple
 
@@ -42,14 +43,10 @@ def link(rs: RunState) -> Parent:
     return Parent(rs, _DEPTHS.get(id(rs), 0))
 
 
-def enter_tools(up: Parent) -> Token[Parent | None]:
-    """Tools of the run ``up`` (:func:`link`) are about to run: runs started from them are its
-    children (until :func:`leave_tools`)."""
-    return _PARENT.set(up)
-
-
-def leave_tools(token: Token[Parent | None]) -> None:
-    _PARENT.reset(token)
+enter_tools: Callable[[Parent], Token[Parent | None]] = _PARENT.set
+"""``enter_tools(link(rs))``: tools of the run ``rs`` are about to run; runs started from them
+are its children (until ``leave_tools(token)``). The context variable's own methods: no frame."""
+leave_tools: Callable[[Token[Parent | None]], None] = _PARENT.reset
 
 
 def parent() -> Parent | None:
