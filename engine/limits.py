@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import _asyncio
 import asyncio
+import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -215,6 +217,22 @@ class _Watch:
         self.handle = self.loop.call_later(TICK_S, self.tick) if self.live else None
 
 
+_running_loop = asyncio.get_running_loop
+_monotonic = time.monotonic
+_BASE_TIME = asyncio.BaseEventLoop.time
+_c_current_task = getattr(_asyncio, "current_task", None)  # Python 3.12+
+_tasks_by_loop: dict[Any, Any] | None = getattr(asyncio.tasks, "_current_tasks", None)
+
+
+def _task_of(loop: asyncio.AbstractEventLoop) -> asyncio.Task[Any] | None:
+    """``asyncio.current_task()`` without its Python frame where the C parts allow it."""
+    if _c_current_task is not None:
+        return _c_current_task(loop)  # type: ignore[no-any-return]
+    if _tasks_by_loop is not None:
+        return _tasks_by_loop.get(loop)
+    return asyncio.current_task(loop)
+
+
 def watch(seconds: float) -> Watched:
     """Bound the call the current task is about to await by ``seconds``: past them, the task
     is cancelled. Timeouts of ``COARSE_FROM_S`` or more share one watch per loop (kept to
@@ -230,9 +248,9 @@ def watch(seconds: float) -> Watched:
         finally:
             bound.close()
     """
-    task = asyncio.current_task()
+    loop = _running_loop()
+    task = _task_of(loop)
     assert task is not None, "watch() runs inside a task"
-    loop = task.get_loop()
     if seconds < COARSE_FROM_S:
         watched = Watched(0.0, task, None)
         watched.handle = loop.call_later(seconds, watched.fire)
@@ -241,7 +259,8 @@ def watch(seconds: float) -> Watched:
     if shared is None:
         shared = _Watch(loop)
         loop._loopwright_watch = shared  # type: ignore[attr-defined]
-    watched = Watched(loop.time() + seconds, task, shared)
+    now = _monotonic() if type(loop).time is _BASE_TIME else loop.time()  # asyncio's clock, without its frame
+    watched = Watched(now + seconds, task, shared)
     shared.live.add(watched)
     if shared.handle is None:
         shared.handle = loop.call_later(TICK_S, shared.tick)
