@@ -233,6 +233,8 @@ class Runner:
             if at is not None and rs.deadline is not None:  # the clock stopped while it was paused
                 rs.deadline += _clock() - at
             run.ctx.emit(Resumed, decided=(), timed_out=False)
+            if self._durable is not None:
+                await self._durable.continue_paused(run)
         else:
             for hook in self.machine.hooks("resume"):
                 hook(rs, run.ctx, decisions or {})
@@ -543,8 +545,8 @@ class Run:
             self._check_deadline(task)
         row = self._abort(stage, "stage", raised) if raised is not None else self._choose(stage)
         self._take(row)
-        if self._save is not None:
-            await self._save(row)
+        if self._save is not None and (flush := self._save(row)) is not None:
+            await flush  # a store writes before the stages that have side effects
         if cancelled_from_outside:
             raise asyncio.CancelledError
         return row

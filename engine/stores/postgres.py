@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from ..errors import ConfigurationError, RunBusy
-from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun, decode_bodies, encode_body
+from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun, decode_bodies, merge_heads
 
 try:
     from psycopg import AsyncConnection
@@ -37,6 +37,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE TABLE lw_claims (run_id TEXT NOT NULL, suspension TEXT NOT NULL, owner TEXT NOT NULL,"
         " decisions BYTEA NOT NULL, claimed DOUBLE PRECISION NOT NULL, PRIMARY KEY (run_id, suspension))",
     ),
+    2: (),  # the rows' format (heads of changes, events without run ids): the tables are the same
 }
 _LOCK = 0x6C77_7374  # the advisory lock held while the tables are created or migrated
 
@@ -81,9 +82,8 @@ class PostgresStore:
         async with pool.connection() as conn:
             cur = await conn.execute(
                 "INSERT INTO lw_log VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (cp.run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
-                 encode_body(cp)),
-            )  # fmt: skip
+                (cp.run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head, cp.body),
+            )
             if cur.rowcount == 1:
                 return version + 1
         if version == 0:
@@ -116,9 +116,10 @@ class PostgresStore:
             rows = await cur.fetchall()
         if not rows:
             return None
-        agent, stage, outcome, version, owner, updated, head, _body = rows[-1]
-        messages, trace, _events = decode_bodies(bytes(r[7]) for r in rows)
-        return SavedRun(run_id, agent, stage, outcome, version, owner, updated, bytes(head), messages, trace)
+        agent, stage, outcome, version, owner, updated, _head, _body = rows[-1]
+        head = merge_heads([bytes(r[6]) for r in rows])
+        messages, trace, _events = decode_bodies((bytes(r[7]) for r in rows), run_id)
+        return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
         pool = await self._ready()
@@ -158,7 +159,7 @@ class PostgresStore:
         async with pool.connection() as conn:
             cur = await conn.execute("SELECT body FROM lw_log WHERE run_id = %s ORDER BY version", (run_id,))
             bodies = [bytes(r[0]) for r in await cur.fetchall()]
-        return [json.dumps(e).encode() for e in decode_bodies(bodies)[2]]
+        return [json.dumps(e).encode() for e in decode_bodies(bodies, run_id)[2]]
 
     async def runs(self, limit: int = 100) -> list[RunSummary]:
         pool = await self._ready()
