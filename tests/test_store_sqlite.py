@@ -407,3 +407,21 @@ def test_a_paused_run_is_written_and_resumes_with_its_store(tmp_path: Path) -> N
     assert done.outcome == "final" and labels() == Counter({"s0c0": 1, "s1c0": 1, "s2c0": 1})
     assert saved is not None and saved.outcome == "final"
     assert rebuild(saved).messages == done.messages and saved.trace == done.trace
+
+
+def test_the_store_keeps_every_event_of_a_run_with_transfers_and_a_suspension(tmp_path: Path) -> None:
+    """Events are kept as lists read straight from the run's compact log: they load back equal
+    to the run's own events, across agents (transfers), a suspension and its resume."""
+
+    def go(target: str, i: int) -> list[ToolCall]:
+        return [ToolCall(id=f"t{i}", name="transfer_to_agent", args={"agent_name": target, "task": "on"})]
+
+    pay = [ToolCall(id="p", name="pay", args={"amount": 500}), ToolCall(id="w", name="work", args={"label": "w"})]
+    script = [go("helper", 0), pay, go("root", 1), "all done"]
+    db = tmp_path / "runs.db"
+    first = asyncio.run(Runner(tree_agent(script), store=SQLiteStore(db)).run("go", run_id="r1"))
+    assert first.outcome == "suspended"
+    done = asyncio.run(Runner(tree_agent(script), store=SQLiteStore(db)).resume("r1", {"p": approve()}))
+    assert done.outcome == "final" and done.trace.count("transfer") == 2
+    kept = [json.loads(e) for e in asyncio.run(SQLiteStore(db).events("r1"))]
+    assert kept == [json.loads(e.model_dump_json()) for e in [*first.events, *done.events]]

@@ -9,7 +9,9 @@ and its version (1, 2, 3, ...):
   only the fields that changed (a JSON object marked ``"~"``), so a checkpoint stays small.
   The run's state is the last whole head with the changes after it applied (:func:`merge_heads`);
 - the *body*: only what is new since the previous checkpoint (messages, trace entries,
-  events, as ``{"m": [...], "t": [...], "e": [...]}``); the history is the bodies in order,
+  events, as ``{"m": [...], "t": [...], "e": [...], "k": {...}}``: each event a list of its
+  type, seq, time, state, iteration, agent and own fields, ``k`` naming the own fields of each
+  type); the history is the bodies in order,
   never rewritten, so a checkpoint is one insert that costs the same at iteration 1000 as at
   iteration 1;
 - and beside the log: tool results of calls that ran beside others, as each completes (a
@@ -34,7 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 STORE_SCHEMA = 2
 """The version of the stores' tables and rows; a store refuses to open tables of a newer
 version and migrates older ones when it opens them (2: heads may hold only what changed, events
-are kept without their run id)."""
+are kept as lists of their values)."""
 
 FULL_HEAD_EVERY = 32
 """A worker writes the whole head at its first checkpoint and at every 32nd after it, so a
@@ -57,7 +59,7 @@ class Checkpoint:
     """The run's state without its history, or only the fields changed since the previous
     checkpoint (begins with :data:`DELTA`)."""
     body: bytes
-    """``{"m": new messages, "t": new trace entries, "e": new events}`` as JSON."""
+    """``{"m": new messages, "t": new trace entries, "e": new events, "k": their fields}`` as JSON."""
 
 
 @dataclass(slots=True)
@@ -101,9 +103,13 @@ def decode_bodies(bodies: Iterable[bytes], run_id: str) -> tuple[list[Any], list
             part = json.loads(body)
             messages += part["m"]
             trace += part["t"]
+            kinds = part.get("k", {})
             for event in part["e"]:
-                if "run_id" not in event:
-                    event = {"type": event.pop("type"), "run_id": run_id, **event}
+                if type(event) is list:  # [type, seq, time, state, iteration, agent, *own fields]
+                    kind, seq, at, state, iteration, agent, *values = event
+                    own = dict(zip(kinds[kind], values, strict=True))
+                    event = {"type": kind, "run_id": run_id, "seq": seq, "time": at, "state": state,
+                             "iteration": iteration, "agent": agent, **own}  # fmt: skip
                 events.append(event)
     return messages, trace, events
 

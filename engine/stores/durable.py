@@ -41,14 +41,14 @@ from pydantic_core import to_json
 from .. import features as _features  # the built-in features' run-state slices, to load saved states
 from ..decisions import Approve, Deny
 from ..errors import ConfigurationError, ResumeError, RunBusy
-from ..events import Message, ToolCall, ToolResult
+from ..events import EVENT_CLASSES, EVENT_FIELDS, EventBase, Message, ToolCall, ToolResult
 from ..run_state import _SAVED, RunState, _slice_adapter
 from ..stage import Stage
 from ..trust import check_saved_state
 from .base import FULL_HEAD_EVERY, Checkpoint, RunStore, SavedRun
 
 if TYPE_CHECKING:
-    from ..context import RunContext
+    from ..context import EventLog, RunContext, Where
     from ..machine import Row
     from ..result import RunResult
 
@@ -302,6 +302,42 @@ class Durable:
             raise
 
 
+_ENTERED = ("source", "guard")
+
+
+def compact_events(log: EventLog, start: int, at: Where) -> tuple[list[Any], dict[str, tuple[str, ...]], Where]:
+    """The log's events from entry ``start`` as the store keeps them, read straight from the
+    compact entries (:data:`loopwright.context.LogEntry`; nothing is built): each event a list
+    ``[type, seq, time, state, iteration, agent, *its own field values]`` (a built event as
+    itself), the names of those fields by type, and where the run was after the last entry.
+    ``at`` is where it was before ``start`` (what the previous call returned)."""
+    stage, iteration, agent = at
+    entries, times, base = log.entries, log.times, log.base
+    out: list[Any] = []
+    kinds: dict[str, tuple[str, ...]] = {}
+    for i in range(start, len(entries)):
+        entry = entries[i]
+        if isinstance(entry, EventBase):
+            stage, iteration, agent = entry.state, entry.iteration, entry.agent
+            out.append(entry)
+            continue
+        if type(entry) is not tuple or len(entry) == 3:  # a transition
+            row = entry[0] if type(entry) is tuple else entry
+            if type(entry) is tuple:
+                iteration, agent = entry[1], entry[2]
+            stage = row.dest
+            out.append(["state_entered", base + i + 1, times[i], stage, iteration, agent, row.source, row.label])
+            kinds["state_entered"] = _ENTERED
+            continue
+        cls = entry[0]
+        if len(entry) == 5:
+            stage, iteration, agent = entry[2], entry[3], entry[4]
+        kind = EVENT_CLASSES[cls][0]
+        out.append([kind, base + i + 1, times[i], stage, iteration, agent, *entry[1]])
+        kinds[kind] = EVENT_FIELDS[cls]
+    return out, kinds, (stage, iteration, agent)
+
+
 PURE_STAGES: frozenset[str] = frozenset({Stage.PREPROCESS, Stage.POSTPROCESS, Stage.DECIDE})
 """The stages without a side effect a checkpoint protects: they build the request, check the
 reply and choose the next step (request processors and output checks run again on a resume).
@@ -404,10 +440,7 @@ class Checkpointer:
         log = run.ctx.log
         messages, trace = rs.messages, rs.trace
         n_events = len(log.entries)
-        records, self.log_at = log.records(self.n_events, self.log_at or log.start)
-        for record in records:
-            if type(record) is dict:
-                del record["run_id"]  # the row's key
+        events, kinds, self.log_at = compact_events(log, self.n_events, self.log_at or log.start)
         cp = Checkpoint(
             rs.run_id,
             rs.agent,
@@ -415,7 +448,7 @@ class Checkpointer:
             rs.outcome,
             rs.seq,
             self._head(rs),
-            to_json({"m": messages[self.n_messages :], "t": trace[self.n_trace :], "e": records}),
+            to_json({"m": messages[self.n_messages :], "t": trace[self.n_trace :], "e": events, "k": kinds}),
         )
         self.n_messages, self.n_trace, self.n_events = len(messages), len(trace), n_events
         return cp

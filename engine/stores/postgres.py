@@ -37,7 +37,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE TABLE lw_claims (run_id TEXT NOT NULL, suspension TEXT NOT NULL, owner TEXT NOT NULL,"
         " decisions BYTEA NOT NULL, claimed DOUBLE PRECISION NOT NULL, PRIMARY KEY (run_id, suspension))",
     ),
-    2: (),  # the rows' format (heads of changes, events without run ids): the tables are the same
+    2: (),  # the rows' format (heads of the changed fields, events as lists): the tables are the same
 }
 _LOCK = 0x6C77_7374  # the advisory lock held while the tables are created or migrated
 

@@ -39,7 +39,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE TABLE lw_claims (run_id TEXT NOT NULL, suspension TEXT NOT NULL, owner TEXT NOT NULL,"
         " decisions BLOB NOT NULL, claimed REAL NOT NULL, PRIMARY KEY (run_id, suspension)) WITHOUT ROWID",
     ),
-    2: (),  # the rows' format (heads of changes, events without run ids): the tables are the same
+    2: (),  # the rows' format (heads of the changed fields, events as lists): the tables are the same
 }
 """The statements that bring the tables from version ``n - 1`` to ``n``."""
 
