@@ -93,25 +93,26 @@ class RunSummary:
     version: int
 
 
-def decode_bodies(bodies: Iterable[bytes], run_id: str) -> tuple[list[Any], list[str], list[Any]]:
-    """The messages, trace and events of a run's bodies, in order (each event with its run id)."""
+def decode_bodies(bodies: Iterable[bytes], run_id: str, events: bool = True) -> tuple[list[Any], list[str], list[Any]]:
+    """The messages, trace and (unless ``events`` is False) events of a run's bodies, in order
+    (each event with its run id)."""
     messages: list[Any] = []
     trace: list[str] = []
-    events: list[Any] = []
+    out: list[Any] = []
     for body in bodies:
         if body:
             part = json.loads(body)
             messages += part["m"]
             trace += part["t"]
             kinds = part.get("k", {})
-            for event in part["e"]:
+            for event in part["e"] if events else ():
                 if type(event) is list:  # [type, seq, time, state, iteration, agent, *own fields]
                     kind, seq, at, state, iteration, agent, *values = event
                     own = dict(zip(kinds[kind], values, strict=True))
                     event = {"type": kind, "run_id": run_id, "seq": seq, "time": at, "state": state,
                              "iteration": iteration, "agent": agent, **own}  # fmt: skip
-                events.append(event)
-    return messages, trace, events
+                out.append(event)
+    return messages, trace, out
 
 
 def merge_heads(heads: Sequence[bytes]) -> bytes:
