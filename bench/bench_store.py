@@ -5,11 +5,13 @@ run and a hand-written loop, in one process.
     wall time and (in brackets) this process's CPU time, which a loaded machine distorts less,
     K = 10 and 100, for: the hand loop; loopwright in memory; loopwright with SQLiteStore at
     each durability (transition = the default, iteration, exit); with ``--pg DSN`` (or
-    ``LOOPWRIGHT_PG_DSN``) loopwright with PostgresStore too. The variants run interleaved, run
+    ``LOOPWRIGHT_PG_DSN``) loopwright with PostgresStore too (commits that wait for the disk,
+    the default, and ``synchronous_commit=False``). The variants run interleaved, run
     after run; median of ``--repeats``. Flat = K=100 within 1.2x of K=10 (a checkpoint appends,
     it never re-writes the history). Targets (issue 13): SQLite at the default <= 250 us/iter
     and flat.
-(b) resume latency after a crash: a run of K=100 killed at its middle checkpoint; the time from
+(b) resume latency after a crash: a run of K=100 killed at its middle checkpoint (the middle of
+    the checkpoints an uninterrupted run writes); the time from
     ``runner.resume(run_id)`` to its first new checkpoint (load, rebuild, check, claim, one
     stage), median of ``--repeats``; SQLite (and PostgreSQL with --pg).
 
@@ -179,7 +181,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         from loopwright.stores.postgres import PostgresStore
 
         pg = await PostgresStore.open(dsn)
+        pg_async = await PostgresStore.open(dsn, synchronous_commit=False)
         variants["PostgresStore, every transition"] = engine(pg)
+        variants["PostgresStore, synchronous_commit=False"] = engine(pg_async)
     out: dict[str, Any] = {"python": sys.version.split()[0], "cores": os.cpu_count(), "a": {}, "b": {}}
     for k in (10, 100):
         out["a"][k] = await per_iteration(variants, k, args.repeats if k == 10 else max(5, args.repeats // 3))
@@ -187,6 +191,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     if pg is not None:
         out["b"]["PostgresStore"] = await resume_latency(pg, 100, max(5, args.repeats // 3))
         await pg.close()
+        await pg_async.close()
     await sqlite.close()
     shutil.rmtree(folder, ignore_errors=True)
     return out

@@ -136,3 +136,24 @@ def test_postgres_schema_versions_and_urls(pg_url: str) -> None:
         conn.execute("UPDATE lw_meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(ConfigurationError, match="schema version 99, newer than this loopwright's 2"):
         asyncio.run(PostgresStore.open(pg_url))
+
+
+def test_a_store_that_does_not_wait_for_the_disk(pg_url: str) -> None:
+    """``synchronous_commit=False``: the store's sessions commit without waiting for the flush
+    (the server's default is to wait); runs and resumes are the same."""
+
+    async def go() -> tuple[Any, Any, str]:
+        store = PostgresStore(pg_url, synchronous_commit=False)
+        result = await Runner(make_agent(steps_script(2)), store=store).run("go", run_id="r1")
+        pool = await store._ready()
+        async with pool.connection() as conn:
+            cur = await conn.execute("SHOW synchronous_commit")
+            row = await cur.fetchone()
+        saved = await store.load("r1")
+        await store.close()
+        assert row is not None
+        return result, saved, row[0]
+
+    result, saved, setting = asyncio.run(go())
+    assert setting == "off" and result.outcome == "final"
+    assert saved is not None and rebuild(saved).messages == result.messages
