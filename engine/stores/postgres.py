@@ -3,9 +3,9 @@
 ``pip install 'loopwright[postgres]'``. ``PostgresStore(dsn)`` opens its pool and checks (or
 creates, or migrates) its tables on first use; ``await PostgresStore.open(dsn)`` does it at once.
 The tables are the SQLite store's (:mod:`loopwright.stores.sqlite`), prefixed ``lw_``: a
-checkpoint is one ``INSERT`` into the run's log (one round trip, its own transaction) on a
-pooled connection, and the log's key ``(run_id, version)`` makes two workers on two machines
-safe: the second to write a version gets :class:`~loopwright.errors.RunBusy`.
+checkpoint is one ``INSERT`` into the run's log (one round trip, its own transaction: the
+pooled connections are in autocommit mode) and the log's key ``(run_id, version)`` makes two
+workers on two machines safe: the second to write a version gets :class:`~loopwright.errors.RunBusy`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,10 @@ class PostgresStore:
         self.url = dsn
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._sizes = (min_size, max_size)
-        self._options = {} if synchronous_commit else {"options": "-c synchronous_commit=off"}
+        # one statement per call, each its own transaction: autocommit saves the COMMIT round trip
+        self._options: dict[str, Any] = {"autocommit": True}
+        if not synchronous_commit:
+            self._options["options"] = "-c synchronous_commit=off"
         self._opening: asyncio.Lock | None = None
 
     @classmethod
@@ -192,7 +195,7 @@ class PostgresStore:
 
 
 async def _migrate(pool: AsyncConnectionPool[AsyncConnection[Any]], url: str) -> None:
-    async with pool.connection() as conn:
+    async with pool.connection() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
         await conn.execute("CREATE TABLE IF NOT EXISTS lw_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         cur = await conn.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'")
