@@ -370,7 +370,7 @@ def test_resume_after_a_crash_at_every_checkpoint_of_a_run_with_transfers(tmp_pa
 
 
 def test_streamed_and_hand_driven_runs_are_checkpointed_too(tmp_path: Path) -> None:
-    async def go() -> tuple[Any, Any, Any]:
+    async def go() -> tuple[Any, Any, Any, list[Any]]:
         store = SQLiteStore(tmp_path / "runs.db")
         runner = Runner(make_agent(steps_script(1)), store=store)
         stream = runner.stream("go", run_id="streamed")
@@ -379,11 +379,13 @@ def test_streamed_and_hand_driven_runs_are_checkpointed_too(tmp_path: Path) -> N
         run = Runner(make_agent(steps_script(1)), store=store).start("go", run_id="stepped")
         await run.step()
         await run.step()
-        return stream.result, await store.load("streamed"), await store.load("stepped")
+        events = [json.loads(e) for e in await store.events("streamed")]
+        return stream.result, await store.load("streamed"), await store.load("stepped"), events
 
-    result, streamed, stepped = asyncio.run(go())
+    result, streamed, stepped, events = asyncio.run(go())
     assert streamed is not None and streamed.outcome == "final" and streamed.trace == result.trace
     assert stepped is not None and stepped.trace == ["start", "preprocess", "reason"]
+    assert events == [json.loads(e.model_dump_json()) for e in result.events]  # built as they streamed
 
 
 def test_a_paused_run_is_written_and_resumes_with_its_store(tmp_path: Path) -> None:
