@@ -192,6 +192,23 @@ def test_resume_after_a_crash_at_every_checkpoint(tmp_path: Path) -> None:
         assert labels() == expected, (k, EXECUTED)
 
 
+def test_a_checkpoint_every_iteration_resumes_after_a_crash_at_each(tmp_path: Path) -> None:
+    """``durability="iteration"``: a checkpoint as each iteration begins and at the stop; a
+    crash at any of them repeats the iteration's stages, never a call whose result was kept."""
+    script = steps_script(3, calls=2)
+    counting = CrashingStore(SQLiteStore(tmp_path / "plain.db"))
+    plain = asyncio.run(Runner(make_agent(script), store=counting, durability="iteration").run("go", run_id="r1"))
+    expected = labels()
+    assert [cp.stage for cp in counting.checkpoints] == ["preprocess"] * 4 + ["done"]
+    for k in range(1, counting.saves + 1):
+        EXECUTED.clear()
+        result, crashes = asyncio.run(
+            drive(lambda: make_agent(script), tmp_path / f"k{k}.db", crash_at=k, durability="iteration")
+        )
+        assert crashes == 1 and result.trace == plain.trace and result.messages == plain.messages, k
+        assert labels() == expected, (k, EXECUTED)
+
+
 def test_a_resumed_step_reruns_only_the_calls_that_did_not_finish(tmp_path: Path) -> None:
     """The process dies while one call of a step is in flight (it did its work, its result was
     not kept): the call that finished is answered from the store, the one in flight runs again
