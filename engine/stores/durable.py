@@ -1,8 +1,9 @@
-"""Durable runs: the checkpoint after each transition, and resuming from a store.
+"""Durable runs: every transition kept, written before each side effect; resuming from a store.
 
 ``Runner(agent, store=SQLiteStore("runs.db"))`` gives each run a :class:`Checkpointer` (the
-runner's one store hook, awaited after each transition). What it saves is append-only: the
-run's head (state without history) is replaced, the new messages, trace entries and events are
+runner's one store hook, called after each transition; it hands back a write to await before
+the stages that have side effects, see the class). What it saves is append-only: the run's
+head (state without history) is replaced, the new messages, trace entries and events are
 appended, so a checkpoint's cost does not grow with the run. Each tool result is kept as its
 call completes.
 
