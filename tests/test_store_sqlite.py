@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -444,3 +445,42 @@ def test_the_store_keeps_every_event_of_a_run_with_transfers_and_a_suspension(tm
     assert done.outcome == "final" and done.trace.count("transfer") == 2
     kept = [json.loads(e) for e in asyncio.run(SQLiteStore(db).events("r1"))]
     assert kept == [json.loads(e.model_dump_json()) for e in [*first.events, *done.events]]
+
+
+def test_a_model_call_retried_after_a_step_resumes_after_a_crash_at_each_checkpoint(tmp_path: Path) -> None:
+    """The model call after a step of tools writes nothing, but its retry does (the step's
+    replay covers one model call, not two): a crash at any checkpoint of a run whose second
+    model call fails once resumes to the same end, each tool once."""
+    from loopwright.errors import ModelError
+
+    failed: list[int] = []
+
+    def flaky(script: list[Any]) -> Agent:
+        replies = [to_response(item, i) for i, item in enumerate(script)]
+
+        def reply(request: ModelRequest) -> ModelResponse:
+            done = sum(1 for m in request.messages if m.role == "assistant")
+            if done == 1 and not failed:
+                failed.append(1)
+                raise ModelError("overloaded", status=529)
+            answer = replies[done]
+            assert isinstance(answer, ModelResponse)
+            return answer
+
+        from .store_app import pay, work
+
+        return Agent(name="durable", model=ScriptedModel(reply), tools=[work, pay], limits=Limits(retry_backoff_s=0))
+
+    script = steps_script(2)
+    counting = CrashingStore(SQLiteStore(tmp_path / "plain.db"))
+    plain = asyncio.run(Runner(flaky(script), store=counting).run("go", run_id="r1"))
+    assert plain.outcome == "final" and ("reason", "reason") in pairwise(plain.trace)
+    stages = [cp.stage for cp in counting.checkpoints]
+    assert stages == ["reason", "act", "reason", "act", "done"]  # the retry's entry into reason is written
+    expected = labels()
+    for k in range(1, counting.saves + 1):
+        EXECUTED.clear()
+        failed.clear()
+        result, crashes = asyncio.run(drive(lambda: flaky(script), tmp_path / f"k{k}.db", crash_at=k))
+        assert crashes == 1 and result.outcome == "final" and result.messages == plain.messages, k
+        assert labels() == expected, (k, EXECUTED)
