@@ -479,7 +479,8 @@ class Checkpointer:
 
     async def on_result(self, call: ToolCall, answered: ToolResult, ctx: RunContext) -> None:
         """A call ran: keep its result before the call counts as done."""
-        await self.store.save_result(ctx.run_id, call.id, ctx.run_state.seq, _RESULT.dump_json(answered))
+        body = answered.__pydantic_serializer__.to_json(answered)
+        await self.store.save_result(ctx.run_id, call.id, ctx.run_state.seq, body)
 
     async def replay_results(self, after_seq: int) -> None:
         """A resumed run: calls of the interrupted step that completed are answered from the store."""

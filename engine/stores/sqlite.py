@@ -111,6 +111,9 @@ class SQLiteStore:
     # ------------------------------------------------------------------ RunStore
 
     async def save(self, checkpoint: Checkpoint, version: int, owner: str) -> int:
+        if self._pool is None:  # the hot path: inline, no extra await
+            with self._lock:
+                return _save(self._db, checkpoint, version, owner)
         return await self._do(_save, self._db, checkpoint, version, owner)
 
     async def take(self, run_id: str, version: int, owner: str) -> int:
@@ -141,6 +144,9 @@ class SQLiteStore:
         return await self._do(self._write, _claim, run_id, suspension, owner, decisions)
 
     async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
+        if self._pool is None:
+            with self._lock:
+                return _save_result(self._db, run_id, call_id, seq, body)
         await self._do(_save_result, self._db, run_id, call_id, seq, body)
 
     async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
