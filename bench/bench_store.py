@@ -5,11 +5,14 @@ run and a hand-written loop, in one process.
     wall time and (in brackets) this process's CPU time, which a loaded machine distorts less,
     K = 10 and 100, for: the hand loop; loopwright in memory; loopwright with SQLiteStore at
     each durability (transition = the default, iteration, exit); with ``--pg DSN`` (or
-    ``LOOPWRIGHT_PG_DSN``) loopwright with PostgresStore too. The variants run interleaved, run
+    ``LOOPWRIGHT_PG_DSN``) loopwright with PostgresStore too (commits that wait for the disk,
+    the default, and ``synchronous_commit=False``). The variants run interleaved, run
     after run; median of ``--repeats``. Flat = K=100 within 1.2x of K=10 (a checkpoint appends,
     it never re-writes the history). Targets (issue 13): SQLite at the default <= 250 us/iter
-    and flat.
-(b) resume latency after a crash: a run of K=100 killed at its middle checkpoint; the time from
+    and flat, judged on wall and on CPU time (on a shared machine a K=100 run, ten times
+    longer, is preempted more often than a K=10 one: its wall time grows for reasons of its own).
+(b) resume latency after a crash: a run of K=100 killed at its middle checkpoint (the middle of
+    the checkpoints an uninterrupted run writes); the time from
     ``runner.resume(run_id)`` to its first new checkpoint (load, rebuild, check, claim, one
     stage), median of ``--repeats``; SQLite (and PostgreSQL with --pg).
 
@@ -148,9 +151,11 @@ class _Timed(StoreWrapper):
 
 async def resume_latency(store: RunStore, k: int, repeats: int) -> float:
     out: list[float] = []
+    counting = _Timed(store, at=None)
+    await Runner(agent(k), store=counting).run("go", run_id=uuid.uuid4().hex)
     for _ in range(repeats):
         run_id = uuid.uuid4().hex
-        crashing = _Timed(store, at=(5 * k) // 2)
+        crashing = _Timed(store, at=counting.saves // 2)
         with contextlib.suppress(_Crash):
             await asyncio.create_task(Runner(agent(k), store=crashing).run("go", run_id=run_id))
         timed = _Timed(store, at=None)
@@ -177,7 +182,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         from loopwright.stores.postgres import PostgresStore
 
         pg = await PostgresStore.open(dsn)
+        pg_async = await PostgresStore.open(dsn, synchronous_commit=False)
         variants["PostgresStore, every transition"] = engine(pg)
+        variants["PostgresStore, synchronous_commit=False"] = engine(pg_async)
     out: dict[str, Any] = {"python": sys.version.split()[0], "cores": os.cpu_count(), "a": {}, "b": {}}
     for k in (10, 100):
         out["a"][k] = await per_iteration(variants, k, args.repeats if k == 10 else max(5, args.repeats // 3))
@@ -185,6 +192,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     if pg is not None:
         out["b"]["PostgresStore"] = await resume_latency(pg, 100, max(5, args.repeats // 3))
         await pg.close()
+        await pg_async.close()
     await sqlite.close()
     shutil.rmtree(folder, ignore_errors=True)
     return out
@@ -198,12 +206,14 @@ def report(out: dict[str, Any]) -> None:
         (w10, c10), (w100, c100) = a10[name], a100[name]
         print(f"{name:<42} {w10:>8.0f} ({c10:>5.0f}) {w100:>8.0f} ({c100:>5.0f}) {w100 / w10:>9.2f}")
     default = "SQLiteStore, every transition (default)"
-    worst = max(a10[default][0], a100[default][0])
-    flat = a100[default][0] / a10[default][0]
-    print(
-        f"target: SQLite default <= {TARGET_US:g} µs/iter: {'met' if worst <= TARGET_US else 'NOT met'} ({worst:.0f}); "
-        f"flat (K=100 <= {TARGET_FLAT}x K=10): {'met' if flat <= TARGET_FLAT else 'NOT met'} ({flat:.2f})"
-    )
+    for i, what in ((0, "wall"), (1, "CPU")):
+        worst = max(a10[default][i], a100[default][i])
+        flat = a100[default][i] / a10[default][i]
+        print(
+            f"target ({what}): SQLite default <= {TARGET_US:g} µs/iter: "
+            f"{'met' if worst <= TARGET_US else 'NOT met'} ({worst:.0f}); "
+            f"flat (K=100 <= {TARGET_FLAT}x K=10): {'met' if flat <= TARGET_FLAT else 'NOT met'} ({flat:.2f})"
+        )
     for name, ms in out["b"].items():
         print(f"(b) resume after a crash, {name}: {ms:.2f} ms to the first new checkpoint (K=100, crashed mid-run)")
 

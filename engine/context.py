@@ -105,6 +105,23 @@ class EventLog:
                         "iteration": iteration, "agent": agent, **fields})  # fmt: skip
         return out, at
 
+    def flat(self, start: int, at: Where) -> Iterator[tuple[int, Any, str, int, str, tuple[Any, ...]]]:
+        """The entries from ``start`` as ``(i, cls, stage, iteration, agent, values)``, its
+        own field values in ``EVENT_FIELDS[cls]`` order (``("source", "guard")`` for a
+        ``StateEntered``); an event built already as ``(i, event, ...)`` with values ``()``.
+        Nothing is built: what a store writes as it goes. ``at`` as for :meth:`records`."""
+        for i, entry, stage, iteration, agent in self._walk(start, at):
+            if isinstance(entry, EventBase):
+                yield i, entry, stage, iteration, agent, ()
+                continue
+            first = entry[0] if isinstance(entry, tuple) else entry
+            if type(first) is tuple:
+                yield i, entry[1], stage, iteration, agent, entry[2:]
+            elif isinstance(first, type):
+                yield i, first, stage, iteration, agent, entry[1:]
+            else:
+                yield i, StateEntered, stage, iteration, agent, (first.source, first.label)
+
     def _walk(self, start: int, at: Where) -> Iterator[tuple[int, LogEntry, str, int, str]]:
         """Each entry from ``start`` with the stage, iteration and agent it was recorded at."""
         stage, iteration, agent = at

@@ -13,9 +13,12 @@ nothing of the engine above it.
    bound), so some row always matches and no run can get stuck. A bounded row is skipped once
    its budget is spent, so it is never the fallback;
 5. :func:`names`: every state, guard and budget the table names exists, and a terminal has
-   no rows.
+   no rows;
+6. :func:`held_calls_wait` (tables with waiting states only): every way out of ``act`` meets
+   the row that sends held calls to wait (``decide -> suspended``, guarded by
+   ``has_pending_requests``) before the loop goes on to another core stage.
 
-:func:`check` runs all five in that order; :func:`structural` runs only 4 and 5, what a
+:func:`check` runs all six in that order; :func:`structural` runs only 4 and 5, what a
 machine must satisfy before it can be built at all (rules 1-3 are about the graph as a whole:
 ``loopwright check`` reports them).
 """
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, TypeVar
 
 from .errors import MachineError
+from .stage import Stage
 
 GuardFn: TypeAlias = Callable[[Any], bool]
 """A guard function, ``(RunState) -> bool`` (this layer does not know RunState)."""
@@ -56,6 +60,7 @@ RULES: dict[int, str] = {
     3: "every cycle passes through a bounded edge, so every run terminates",
     4: "every working state ends in one fallback row, so no run gets stuck",
     5: "every state, guard and budget the table names exists",
+    6: "calls held by act wait before the loop goes on",
 }
 """Each rule's one-line title, as the report prints it."""
 
@@ -84,6 +89,8 @@ class Table:
     initial: str
     budgets: frozenset[str]
     guards: Mapping[str, GuardFn] = field(default_factory=dict, hash=False)
+    waiting: frozenset[str] = frozenset()
+    """The states that pause a run until it is resumed (rule 6 applies when there are some)."""
 
     @classmethod
     def of(
@@ -95,6 +102,7 @@ class Table:
         initial: str,
         budgets: Iterable[str],
         guards: Mapping[str, GuardFn] | None = None,
+        waiting: Iterable[str] = (),
     ) -> Table:
         """A table from any iterables (names made plain strings, duplicate states dropped)."""
         return cls(
@@ -104,6 +112,7 @@ class Table:
             initial=str(initial),
             budgets=frozenset(budgets),
             guards=dict(guards or {}),
+            waiting=frozenset(str(w) for w in waiting),
         )
 
     @property
@@ -235,12 +244,64 @@ def names(table: Table) -> list[Violation]:
     return out
 
 
+_CORE = frozenset(Stage)
+HOLDS_CALLS = "has_pending_requests"
+"""The guard of the row that sends a step's held calls to wait (the waiting feature's)."""
+
+
+def held_calls_wait(table: Table) -> list[Violation]:
+    """Rule 6 (tables with waiting states): from ``act``, every path meets a row into a waiting
+    state guarded by ``has_pending_requests`` before it reaches another core stage. A state
+    on act's exit (an extension's) that goes back to ``preprocess`` or ``reason`` would carry
+    the run past its held calls: the held step would no longer answer the last reply, and
+    resume refuses such a state."""
+    if not table.waiting or Stage.ACT not in table.states:
+        return []
+    holders = [r for r in table.rows if str(r.dest) in table.waiting and HOLDS_CALLS in map(guard_name, r.guards)]
+    if not holders:
+        return []
+    waits_at = {str(r.source) for r in holders}
+    stop = waits_at | table.waiting | table.terminals
+    by_source = _by_source(table)
+    out: list[Violation] = []
+    seen, todo = {str(Stage.ACT)}, [str(Stage.ACT)]
+    while todo:
+        state = todo.pop()
+        for row in by_source.get(state, []):
+            dest = str(row.dest)
+            if dest in stop:
+                continue
+            if dest in _CORE:
+                out.append(_skips_the_wait(row, holders))
+            elif dest not in seen:
+                seen.add(dest)
+                todo.append(dest)
+    return out
+
+
+def _skips_the_wait(row: RowLike, holders: Sequence[RowLike]) -> Violation:
+    first = holders[0]
+    where = str(first.source)
+    return Violation(
+        6,
+        "held_calls_skipped",
+        f"row {describe_row(row)} takes a run from act's step of tools to {str(row.dest)!r} without passing "
+        f"{describe_row(first)}: calls that act holds (waiting for an approval, a credential or a later result) "
+        f"would be left behind, the held step would no longer answer the last reply, and resume would refuse the "
+        f"run. End {str(row.source)!r}'s way with a row to {where!r} (the loop goes back from there once nothing "
+        f"waits), or put the loop back on a state after {where!r}",
+        (str(row.source),),
+        (describe_row(row),),
+    )
+
+
 CHECKS: dict[int, Callable[[Table], list[Violation]]] = {
     1: reachable,
     2: can_end,
     3: bounded_cycles,
     4: fallbacks,
     5: names,
+    6: held_calls_wait,
 }
 """Each rule's function, by rule number."""
 

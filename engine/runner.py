@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
 from pydantic import JsonValue
@@ -234,6 +234,8 @@ class Runner:
             if at is not None and rs.deadline is not None:  # the clock stopped while it was paused
                 rs.deadline += _clock() - at
             run.ctx.emit(Resumed, decided=(), timed_out=False)
+            if self._durable is not None:
+                await self._durable.continue_paused(run)
         else:
             for hook in self.machine.hooks("resume"):
                 hook(rs, run.ctx, decisions or {})
@@ -544,8 +546,9 @@ class Run:
             finally:
                 self._in_stage = False
             row = self._transition(stage, raised, task)
-            if self._save is not None or cancelled_from_outside:
-                await self._saved(row, cancelled_from_outside)
+            flush = self._save(row) if self._save is not None else None
+            if flush is not None or cancelled_from_outside:
+                await self._saved(flush, cancelled_from_outside)
             if not to_end or rs.stage in stops or self.pausing:
                 return row
 
@@ -558,10 +561,11 @@ class Run:
         self._take(row)
         return row
 
-    async def _saved(self, row: Row, cancelled_from_outside: bool) -> None:
-        """After a transition: the store keeps it; then a cancellation from outside goes on up."""
-        if self._save is not None:
-            await self._save(row)
+    async def _saved(self, flush: Awaitable[None] | None, cancelled_from_outside: bool) -> None:
+        """After a transition: the store's write, if it has one to make (it writes before the
+        stages that have side effects); then a cancellation from outside goes on up."""
+        if flush is not None:
+            await flush
         if cancelled_from_outside:
             raise asyncio.CancelledError
 

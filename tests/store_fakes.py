@@ -44,6 +44,7 @@ async def drive(
     run_id: str = "r1",
     text: str = "go",
     counter: list[int] | None = None,
+    durability: str = "transition",
 ) -> tuple[RunResult, int]:
     """Run to the end, approving every pending call, with a crash at save ``crash_at``; after a
     crash a new runner on a new store connection (``store``: a path for SQLite, or a function
@@ -59,7 +60,7 @@ async def drive(
     result: RunResult | None = None
     started = False
     while result is None or result.outcome == "suspended":
-        runner = Runner(make_agent(), store=CrashingStore(connect(), crash_at, counter))
+        runner = Runner(make_agent(), store=CrashingStore(connect(), crash_at, counter), durability=durability)
         try:  # each attempt in a task of its own, as a process of its own: a crashed one has ended
             if not started or await runner.store.load(run_id) is None:
                 started = True

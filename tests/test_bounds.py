@@ -35,6 +35,7 @@ from loopwright import (
     verify,
 )
 from loopwright.features import machine_for
+from loopwright.rules import describe_row
 
 from .helpers import add
 
@@ -226,10 +227,9 @@ def extensions(draw: st.DrawFn, budgets: list[str], calls: Calls, waits: bool = 
     """The arguments of one ``extend`` call: 1-3 new states chained after ``entry``, each with
     a self-loop and/or a bounded row back to an earlier core state.
 
-    With waiting tools, act's exit is not an entry: a state there that loops back to
-    preprocess would take the run past ``decide -> suspended`` with calls still held, and the
-    held step would no longer answer the last reply (resume refuses such a state; verify does
-    not yet reject the machine: see the issue 13 note)."""
+    With waiting tools, a state on act's exit that loops back to preprocess would take the
+    run past ``decide -> suspended`` with calls still held: verify rejects that machine (rule
+    6), and the test checks it does."""
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
     n = draw(st.integers(1, 3))
     names = [f"x{i}" for i in range(n)]
@@ -249,7 +249,7 @@ def extensions(draw: st.DrawFn, budgets: list[str], calls: Calls, waits: bool = 
             guard = make_guard(draw(st.sampled_from(GUARD_KINDS)), f"g_{state}_{j}", rng, calls)
             rows.append(Row(state, dest, (guard,), bounded_by=draw(st.sampled_from(choices))))
         rows.append(Rule(state, names[i + 1] if i + 1 < n else "decide"))
-    entry = draw(st.sampled_from(ENTRIES[1:] if waits else ENTRIES))
+    entry = draw(st.sampled_from(ENTRIES))
     return {
         "name": "generated",
         "states": dict.fromkeys(names, spin),
@@ -257,6 +257,14 @@ def extensions(draw: st.DrawFn, budgets: list[str], calls: Calls, waits: bool = 
         "rows": rows,
         "budgets": own,
     }
+
+
+def skips_the_wait(spec: dict[str, object]) -> bool:
+    """The extension puts states on act's exit, and one of them goes back into the loop."""
+    redirect = spec["redirect"]
+    rows = spec["rows"]
+    assert isinstance(redirect, dict) and isinstance(rows, list)
+    return ("act", "decide") in redirect and any(row.dest in LOOP_BACK for row in rows)
 
 
 async def run_to_the_end(runner: Runner) -> RunResult:
@@ -282,6 +290,15 @@ def test_any_verified_extension_ends_within_its_caps(data: st.DataObject) -> Non
     base = base_agent(model, data.draw(st.booleans(), label="tree"), waits, limits)
     cycle_budgets = [b.name for b in machine_for(base).budgets.values() if b.cycle]
     spec = data.draw(extensions(cycle_budgets, calls, waits), label="extension")
+    if waits and skips_the_wait(spec):
+        report = verify(extend(base, **spec, check=False))  # type: ignore[arg-type]
+        back = [r for r in spec["rows"] if r.dest in LOOP_BACK]  # type: ignore[attr-defined]
+        assert [v.rows for v in report.violations] == [(describe_row(r),) for r in back]
+        assert all(v.rule == 6 and "decide -> suspended" in v.message for v in report.violations)
+        with pytest.raises(MachineError, match="FAIL 6"):
+            extend(base, **spec)  # type: ignore[arg-type]
+        event("rejected: a state on act's exit loops back while calls wait")
+        return
     try:
         machine = extend(base, **spec)  # type: ignore[arg-type]
     except MachineError:

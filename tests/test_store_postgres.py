@@ -41,17 +41,24 @@ def test_every_transition_is_checkpointed_in_postgres(pg_url: str) -> None:
         return result, saved, events, store
 
     result, saved, events, store = asyncio.run(go())
-    assert result.outcome == "final" and store.saves == len(result.trace) - 1
+    assert result.outcome == "final" and [cp.stage for cp in store.checkpoints] == [
+        "reason",
+        "act",
+        "act",
+        "act",
+        "done",
+    ]
     again = rebuild(saved)
     assert again.trace == result.trace and again.messages == result.messages
+    assert again.to_json() == result.run_state.to_json()
     assert [json.loads(e) for e in events] == [json.loads(e.model_dump_json()) for e in result.events]
 
 
-def test_resume_after_a_crash_at_every_transition_in_postgres(pg_url: str) -> None:
+def test_resume_after_a_crash_at_every_checkpoint_in_postgres(pg_url: str) -> None:
     script = steps_script(2, calls=2)
     plain = asyncio.run(Runner(make_agent(script)).run("go", run_id="r"))
     expected = labels()
-    for k in range(1, len(plain.trace)):
+    for k in range(1, 4 + 1):  # reason, act, act, done
         EXECUTED.clear()
         result, crashes = asyncio.run(
             drive(lambda: make_agent(script), lambda: PostgresStore(pg_url), crash_at=k, run_id=f"r{k}")
@@ -127,5 +134,26 @@ def test_postgres_schema_versions_and_urls(pg_url: str) -> None:
     asyncio.run(go())
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("UPDATE lw_meta SET value = '99' WHERE key = 'schema_version'")
-    with pytest.raises(ConfigurationError, match="schema version 99, newer than this loopwright's 1"):
+    with pytest.raises(ConfigurationError, match="schema version 99, newer than this loopwright's 2"):
         asyncio.run(PostgresStore.open(pg_url))
+
+
+def test_a_store_that_does_not_wait_for_the_disk(pg_url: str) -> None:
+    """``synchronous_commit=False``: the store's sessions commit without waiting for the flush
+    (the server's default is to wait); runs and resumes are the same."""
+
+    async def go() -> tuple[Any, Any, str]:
+        store = PostgresStore(pg_url, synchronous_commit=False)
+        result = await Runner(make_agent(steps_script(2)), store=store).run("go", run_id="r1")
+        pool = await store._ready()
+        async with pool.connection() as conn:
+            cur = await conn.execute("SHOW synchronous_commit")
+            row = await cur.fetchone()
+        saved = await store.load("r1")
+        await store.close()
+        assert row is not None
+        return result, saved, row[0]
+
+    result, saved, setting = asyncio.run(go())
+    assert setting == "off" and result.outcome == "final"
+    assert saved is not None and rebuild(saved).messages == result.messages

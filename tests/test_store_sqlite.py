@@ -6,14 +6,31 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from loopwright import ConfigurationError, ResumeError, Runner, RunState, ToolCall, approve
+from loopwright import (
+    Agent,
+    ConfigurationError,
+    Limits,
+    ModelRequest,
+    ModelResponse,
+    ResumeError,
+    Runner,
+    RunState,
+    ScriptedModel,
+    ToolCall,
+    approve,
+    tool,
+)
 from loopwright.errors import RunBusy
-from loopwright.stores import SQLiteStore, open_store
+from loopwright.models.scripted import to_response
+from loopwright.stores import Checkpoint, SQLiteStore, open_store
+from loopwright.stores.base import DELTA, FULL_HEAD_EVERY
 from loopwright.stores.durable import rebuild
 
 from .store_app import CRASH_AFTER, EXECUTED, Crash, make_agent, steps_script, tree_agent
@@ -38,32 +55,116 @@ def labels() -> Counter[str]:
     return Counter(label for label, _key in EXECUTED)
 
 
+class Counting(CrashingStore):
+    """Counts the tool results kept too."""
+
+    results = 0
+
+    async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
+        self.results += 1
+        await self.inner.save_result(run_id, call_id, seq, body)
+
+
+def body(cp: Checkpoint) -> dict[str, Any]:
+    """A checkpoint's body: new messages ``m``, trace entries ``t`` and events ``e``."""
+    return json.loads(cp.body)  # type: ignore[no-any-return]
+
+
 def test_every_transition_is_checkpointed_and_the_store_holds_the_whole_run(tmp_path: Path) -> None:
+    """Every transition is kept; a checkpoint is written as the run enters a stage with side
+    effects (reason, act) or stops, holding the transitions since the previous one."""
     store = CrashingStore(SQLiteStore(tmp_path / "runs.db"))
     result = asyncio.run(Runner(make_agent(steps_script(3, calls=2)), store=store).run("go", run_id="r1"))
     assert result.outcome == "final"
-    assert store.saves == len(result.trace) - 1  # one checkpoint per transition
+    assert [cp.stage for cp in store.checkpoints] == ["reason", "act", "act", "act", "done"]
+    assert [s for cp in store.checkpoints for s in body(cp)["t"]] == result.trace
     saved = asyncio.run(store.load("r1"))
     assert saved is not None and saved.stage == "done" and saved.outcome == "final"
     again = rebuild(saved)
     assert again.trace == result.trace
     assert again.messages == result.messages
+    assert again.to_json() == result.run_state.to_json()
     assert [json.loads(e) for e in asyncio.run(store.events("r1"))] == [
         json.loads(e.model_dump_json()) for e in result.events
     ]
 
 
+def test_a_tool_step_costs_one_checkpoint_and_one_result_per_call(tmp_path: Path) -> None:
+    """One checkpoint before the tool calls (the reply is in it), each result as its call
+    completes, and nothing more: the model call after them replays from the store."""
+    store = Counting(SQLiteStore(tmp_path / "runs.db"))
+    result = asyncio.run(Runner(make_agent(steps_script(10, calls=2)), store=store).run("go", run_id="r1"))
+    assert result.outcome == "final" and len(result.trace) == 1 + 5 * 10 + 5
+    assert store.saves == 1 + 10 + 1 and store.results == 2 * 10  # the first model call, each act, the stop
+
+
+def test_each_write_is_in_the_store_before_the_side_effect_it_protects(tmp_path: Path) -> None:
+    """Read from a second connection while the model is called and while each tool runs: the
+    store already holds every tool result the model is shown (in the history, or kept as its
+    call completed), and the reply whose call runs."""
+    db = tmp_path / "runs.db"
+    seen: list[tuple[str, bool]] = []
+    reader = ThreadPoolExecutor(1)
+
+    def stored() -> tuple[list[Any], set[str]]:
+        async def load() -> tuple[Any, dict[str, bytes]]:
+            store = SQLiteStore(db)
+            try:
+                saved = await store.load("r1")
+                assert saved is not None
+                return rebuild(saved), await store.results("r1", rebuild(saved).seq)
+            finally:
+                await store.close()
+
+        state, kept = reader.submit(asyncio.run, load()).result()
+        return state.messages, set(kept)
+
+    def results(messages: Any) -> set[str]:
+        return {p.call_id for m in messages for p in m.parts if getattr(p, "type", "") == "tool_result"}
+
+    replies = [to_response(item, i) for i, item in enumerate(steps_script(3, calls=2))]
+
+    def model(request: ModelRequest) -> ModelResponse:
+        history, kept = stored()
+        shown = list(request.messages)
+        covered = history == shown[: len(history)] and results(shown) <= results(history) | kept
+        seen.append(("model", covered and all(m.role == "user" for m in shown[len(history) :])))
+        reply = replies[sum(1 for m in request.messages if m.role == "assistant")]
+        assert isinstance(reply, ModelResponse)
+        return reply
+
+    @tool
+    async def work(label: str, seconds: float = 0.0) -> str:
+        """Work."""
+        last = stored()[0][-1]
+        seen.append((label, last.role == "assistant" and label in [getattr(p, "id", None) for p in last.parts]))
+        return label
+
+    agent = Agent(name="durable", model=ScriptedModel(model), tools=[work], limits=Limits(retry_backoff_s=0))
+    result = asyncio.run(Runner(agent, store=SQLiteStore(db)).run("go", run_id="r1"))
+    reader.shutdown()
+    assert result.outcome == "final", result.error
+    assert [what for what, _ in seen].count("model") == 4 and len(seen) == 4 + 6
+    assert all(kept for _, kept in seen), seen
+
+
 def test_checkpoints_append_and_never_rewrite_the_history(tmp_path: Path) -> None:
-    """Each checkpoint carries only what is new: at most one message and one trace entry, and a
-    head whose size does not grow with the run (iteration 2 and iteration 40 cost the same)."""
+    """Each checkpoint carries only what is new: at most one step's messages and transitions,
+    and a head of the fields that changed; the whole head, written every FULL_HEAD_EVERY
+    checkpoints, does not grow with the run (iteration 2 and 70 cost the same)."""
     store = CrashingStore(SQLiteStore(tmp_path / "runs.db"))
-    result = asyncio.run(Runner(make_agent(steps_script(40)), store=store).run("go", run_id="r1"))
-    assert result.outcome == "final" and len(result.messages) == 82
-    later = store.checkpoints[1:]
-    assert all(len(cp.messages) <= 1 and len(cp.trace) == 1 for cp in later)
-    assert sum(len(cp.messages) for cp in store.checkpoints) == len(result.messages)
-    acts = [len(cp.head) for cp in store.checkpoints if cp.stage == "act"]
-    assert len(acts) == 40 and max(acts[1:]) - min(acts[1:]) < 16  # a few digits of counters, not the history
+    result = asyncio.run(Runner(make_agent(steps_script(70), max_iterations=80), store=store).run("go", run_id="r1"))
+    assert result.outcome == "final" and len(result.messages) == 142
+    later = [body(cp) for cp in store.checkpoints[1:]]
+    assert all(len(b["m"]) <= 2 and 1 <= len(b["t"]) <= 6 for b in later)  # one step: its results and reply
+    assert sum(len(body(cp)["m"]) for cp in store.checkpoints) == len(result.messages)
+    whole = [len(cp.head) for cp in store.checkpoints if not cp.head.startswith(DELTA)]
+    assert len(whole) == -(-len(store.checkpoints) // FULL_HEAD_EVERY) >= 3
+    assert max(whole[1:]) - min(whole[1:]) < 16  # a few digits of counters, not the history
+    changes = [len(cp.head) for cp in store.checkpoints if cp.head.startswith(DELTA)]
+    assert max(changes) < min(whole[1:]) * 0.75
+    saved = asyncio.run(store.load("r1"))
+    assert saved is not None and rebuild(saved).to_json() == result.run_state.to_json()
 
 
 def test_a_run_id_already_in_the_store_is_refused(tmp_path: Path) -> None:
@@ -73,14 +174,15 @@ def test_a_run_id_already_in_the_store_is_refused(tmp_path: Path) -> None:
         asyncio.run(runner.run("go", run_id="r1"))
 
 
-def test_resume_after_a_crash_at_every_transition(tmp_path: Path) -> None:
-    """Crash the run at each transition k in turn (its checkpoint is lost) and resume it with a
-    new runner on a new connection: the same outcome, history and trace, every tool once."""
+def test_resume_after_a_crash_at_every_checkpoint(tmp_path: Path) -> None:
+    """Crash the run at each checkpoint k in turn (it is lost) and resume it with a new runner
+    on a new connection: the same outcome, history and trace, every tool once."""
     script = steps_script(3, calls=2)
-    plain = asyncio.run(Runner(make_agent(script)).run("go", run_id="r1"))
+    counting = CrashingStore(SQLiteStore(tmp_path / "plain.db"))
+    plain = asyncio.run(Runner(make_agent(script), store=counting).run("go", run_id="r1"))
     expected = labels()
-    assert sum(expected.values()) == 6
-    for k in range(1, len(plain.trace)):
+    assert sum(expected.values()) == 6 and counting.saves == 5
+    for k in range(1, counting.saves + 1):
         EXECUTED.clear()
         path = tmp_path / f"k{k}.db"
         result, crashes = asyncio.run(drive(lambda: make_agent(script), path, crash_at=k))
@@ -88,6 +190,23 @@ def test_resume_after_a_crash_at_every_transition(tmp_path: Path) -> None:
         assert result.outcome == "final" and result.output == plain.output, k
         assert result.trace == plain.trace, k
         assert result.messages == plain.messages, k
+        assert labels() == expected, (k, EXECUTED)
+
+
+def test_a_checkpoint_every_iteration_resumes_after_a_crash_at_each(tmp_path: Path) -> None:
+    """``durability="iteration"``: a checkpoint as each iteration begins and at the stop; a
+    crash at any of them repeats the iteration's stages, never a call whose result was kept."""
+    script = steps_script(3, calls=2)
+    counting = CrashingStore(SQLiteStore(tmp_path / "plain.db"))
+    plain = asyncio.run(Runner(make_agent(script), store=counting, durability="iteration").run("go", run_id="r1"))
+    expected = labels()
+    assert [cp.stage for cp in counting.checkpoints] == ["preprocess"] * 4 + ["done"]
+    for k in range(1, counting.saves + 1):
+        EXECUTED.clear()
+        result, crashes = asyncio.run(
+            drive(lambda: make_agent(script), tmp_path / f"k{k}.db", crash_at=k, durability="iteration")
+        )
+        assert crashes == 1 and result.trace == plain.trace and result.messages == plain.messages, k
         assert labels() == expected, (k, EXECUTED)
 
 
@@ -231,7 +350,7 @@ def test_store_urls_and_schema_versions(tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / "a.db")
     db.execute("UPDATE lw_meta SET value = '99' WHERE key = 'schema_version'")
     db.commit()
-    with pytest.raises(ConfigurationError, match="schema version 99, newer than this loopwright's 1"):
+    with pytest.raises(ConfigurationError, match="schema version 99, newer than this loopwright's 2"):
         SQLiteStore(tmp_path / "a.db")
 
 
@@ -249,7 +368,7 @@ def test_the_store_can_write_off_the_event_loop(tmp_path: Path) -> None:
     assert result.outcome == "final" and saved is not None and rebuild(saved).messages == result.messages
 
 
-def test_resume_after_a_crash_at_every_transition_of_a_run_with_transfers(tmp_path: Path) -> None:
+def test_resume_after_a_crash_at_every_checkpoint_of_a_run_with_transfers(tmp_path: Path) -> None:
     """A transfer call answered before the crash is answered again by its feature (not from the
     store), so the transfer still happens after the resume."""
 
@@ -257,9 +376,11 @@ def test_resume_after_a_crash_at_every_transition_of_a_run_with_transfers(tmp_pa
         return [ToolCall(id=f"t{i}", name="transfer_to_agent", args={"agent_name": target, "task": "on"})]
 
     script = [go("helper", 0), [ToolCall(id="w", name="work", args={"label": "w"})], go("root", 1), "all done"]
-    plain = asyncio.run(Runner(tree_agent(script)).run("go", run_id="r1"))
+    counting = CrashingStore(SQLiteStore(tmp_path / "plain.db"))
+    plain = asyncio.run(Runner(tree_agent(script), store=counting).run("go", run_id="r1"))
     assert plain.trace.count("transfer") == 2
-    for k in range(1, len(plain.trace)):
+    EXECUTED.clear()
+    for k in range(1, counting.saves + 1):
         EXECUTED.clear()
         result, crashes = asyncio.run(drive(lambda: tree_agent(script), tmp_path / f"k{k}.db", crash_at=k))
         assert crashes == 1 and result.trace == plain.trace and result.messages == plain.messages, k
@@ -267,7 +388,7 @@ def test_resume_after_a_crash_at_every_transition_of_a_run_with_transfers(tmp_pa
 
 
 def test_streamed_and_hand_driven_runs_are_checkpointed_too(tmp_path: Path) -> None:
-    async def go() -> tuple[Any, Any, Any]:
+    async def go() -> tuple[Any, Any, Any, list[Any]]:
         store = SQLiteStore(tmp_path / "runs.db")
         runner = Runner(make_agent(steps_script(1)), store=store)
         stream = runner.stream("go", run_id="streamed")
@@ -276,8 +397,90 @@ def test_streamed_and_hand_driven_runs_are_checkpointed_too(tmp_path: Path) -> N
         run = Runner(make_agent(steps_script(1)), store=store).start("go", run_id="stepped")
         await run.step()
         await run.step()
-        return stream.result, await store.load("streamed"), await store.load("stepped")
+        events = [json.loads(e) for e in await store.events("streamed")]
+        return stream.result, await store.load("streamed"), await store.load("stepped"), events
 
-    result, streamed, stepped = asyncio.run(go())
+    result, streamed, stepped, events = asyncio.run(go())
     assert streamed is not None and streamed.outcome == "final" and streamed.trace == result.trace
     assert stepped is not None and stepped.trace == ["start", "preprocess", "reason"]
+    assert events == [json.loads(e.model_dump_json()) for e in result.events]  # built as they streamed
+
+
+def test_a_paused_run_is_written_and_resumes_with_its_store(tmp_path: Path) -> None:
+    """``runner.pause``: the store holds the run as it stopped; ``resume`` in the same process
+    carries on its log (it used to start a second log for the same run id and fail)."""
+
+    async def go() -> tuple[Any, Any, Any, Any]:
+        store = SQLiteStore(tmp_path / "runs.db")
+        runner = Runner(make_agent(steps_script(3, seconds=0.05)), store=store)
+        task = asyncio.create_task(runner.run("go", run_id="r1"))
+        await asyncio.sleep(0.02)  # the first tool call is running
+        assert runner.pause("r1")
+        paused = await task
+        at_pause = await store.load("r1")
+        done = await runner.resume("r1")
+        return paused, at_pause, done, await store.load("r1")
+
+    paused, at_pause, done, saved = asyncio.run(go())
+    assert paused.outcome == "paused" and at_pause is not None
+    assert rebuild(at_pause).messages == paused.messages and at_pause.trace == paused.trace
+    assert done.outcome == "final" and labels() == Counter({"s0c0": 1, "s1c0": 1, "s2c0": 1})
+    assert saved is not None and saved.outcome == "final"
+    assert rebuild(saved).messages == done.messages and saved.trace == done.trace
+
+
+def test_the_store_keeps_every_event_of_a_run_with_transfers_and_a_suspension(tmp_path: Path) -> None:
+    """Events are kept as lists read straight from the run's compact log: they load back equal
+    to the run's own events, across agents (transfers), a suspension and its resume."""
+
+    def go(target: str, i: int) -> list[ToolCall]:
+        return [ToolCall(id=f"t{i}", name="transfer_to_agent", args={"agent_name": target, "task": "on"})]
+
+    pay = [ToolCall(id="p", name="pay", args={"amount": 500}), ToolCall(id="w", name="work", args={"label": "w"})]
+    script = [go("helper", 0), pay, go("root", 1), "all done"]
+    db = tmp_path / "runs.db"
+    first = asyncio.run(Runner(tree_agent(script), store=SQLiteStore(db)).run("go", run_id="r1"))
+    assert first.outcome == "suspended"
+    done = asyncio.run(Runner(tree_agent(script), store=SQLiteStore(db)).resume("r1", {"p": approve()}))
+    assert done.outcome == "final" and done.trace.count("transfer") == 2
+    kept = [json.loads(e) for e in asyncio.run(SQLiteStore(db).events("r1"))]
+    assert kept == [json.loads(e.model_dump_json()) for e in [*first.events, *done.events]]
+
+
+def test_a_model_call_retried_after_a_step_resumes_after_a_crash_at_each_checkpoint(tmp_path: Path) -> None:
+    """The model call after a step of tools writes nothing, but its retry does (the step's
+    replay covers one model call, not two): a crash at any checkpoint of a run whose second
+    model call fails once resumes to the same end, each tool once."""
+    from loopwright.errors import ModelError
+
+    failed: list[int] = []
+
+    def flaky(script: list[Any]) -> Agent:
+        replies = [to_response(item, i) for i, item in enumerate(script)]
+
+        def reply(request: ModelRequest) -> ModelResponse:
+            done = sum(1 for m in request.messages if m.role == "assistant")
+            if done == 1 and not failed:
+                failed.append(1)
+                raise ModelError("overloaded", status=529)
+            answer = replies[done]
+            assert isinstance(answer, ModelResponse)
+            return answer
+
+        from .store_app import pay, work
+
+        return Agent(name="durable", model=ScriptedModel(reply), tools=[work, pay], limits=Limits(retry_backoff_s=0))
+
+    script = steps_script(2)
+    counting = CrashingStore(SQLiteStore(tmp_path / "plain.db"))
+    plain = asyncio.run(Runner(flaky(script), store=counting).run("go", run_id="r1"))
+    assert plain.outcome == "final" and ("reason", "reason") in pairwise(plain.trace)
+    stages = [cp.stage for cp in counting.checkpoints]
+    assert stages == ["reason", "act", "reason", "act", "done"]  # the retry's entry into reason is written
+    expected = labels()
+    for k in range(1, counting.saves + 1):
+        EXECUTED.clear()
+        failed.clear()
+        result, crashes = asyncio.run(drive(lambda: flaky(script), tmp_path / f"k{k}.db", crash_at=k))
+        assert crashes == 1 and result.outcome == "final" and result.messages == plain.messages, k
+        assert labels() == expected, (k, EXECUTED)

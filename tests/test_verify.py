@@ -259,3 +259,64 @@ def test_rule_4_the_table_always_yields_exactly_one_next_state(rs: RunState, var
         assert row.source == state and row.dest in machine.states
         if all(machine.has_room(r, rs) for r in machine.rows_from(state)):  # the engine's own check aside
             assert machine.choose_via_trigger(state, rs) == row.dest
+
+
+async def _noop_stage(rs: RunState, ctx: object) -> None:
+    """A state of the user's that does nothing."""
+
+
+def _over_budget(rs: RunState) -> bool:
+    return rs.iteration > 99
+
+
+def _agent_that_waits() -> object:
+    from loopwright import Agent, ScriptedModel, tool
+
+    @tool(requires_confirmation=True)
+    def wire(amount: int) -> str:
+        """Send money (asks a person first)."""
+        return f"sent {amount}"
+
+    return Agent(name="w", model=ScriptedModel(["done"]), tools=[wire])
+
+
+def test_a_state_on_acts_exit_looping_back_while_calls_wait_is_caught() -> None:
+    """Issue 13: with the waiting feature, a state of the user's between act and decide that
+    goes back to preprocess carries the run past its held calls; verify names the row and what
+    to do. The same state going on to decide is fine, as are the built-in machines that wait."""
+    from loopwright.extend import extend
+
+    back = Row("x0", "preprocess", (_over_budget,), bounded_by="max_iterations")
+    loops = extend(
+        _agent_that_waits(),  # type: ignore[arg-type]
+        name="loops",
+        states={"x0": _noop_stage},
+        redirect={("act", "decide"): "x0"},
+        rows=[Rule("x0", "cancelled", "cancel_requested"), back, Rule("x0", "decide")],
+        check=False,
+    )
+    report = verify(loops)
+    assert not report.ok and [v.rule for v in report.violations] == [6]
+    message = report.violations[0].message
+    assert "row x0 -> preprocess (_over_budget) [bounded: max_iterations]" in message
+    assert "decide -> suspended (has_pending_requests & within_suspension_budget)" in message
+    assert "End 'x0''s way with a row to 'decide'" in message
+    assert "FAIL 6. calls held by act wait before the loop goes on" in str(report)
+    with pytest.raises(MachineError, match="FAIL 6"):  # extend() checks the machine it builds
+        extend(
+            _agent_that_waits(),  # type: ignore[arg-type]
+            name="loops",
+            states={"x0": _noop_stage},
+            redirect={("act", "decide"): "x0"},
+            rows=[Rule("x0", "cancelled", "cancel_requested"), back, Rule("x0", "decide")],
+        )
+
+    goes_on = extend(
+        _agent_that_waits(),  # type: ignore[arg-type]
+        name="goes_on",
+        states={"x0": _noop_stage},
+        redirect={("act", "decide"): "x0"},
+        rows=[Rule("x0", "cancelled", "cancel_requested"), Rule("x0", "decide")],
+    )
+    assert verify(goes_on).ok
+    assert "6. calls held" not in str(verify(BUILT_IN_MACHINES["agent"]))  # a machine that does not wait

@@ -1,9 +1,9 @@
-"""Durable runs: a checkpoint at every transition, resume after a crash, approvals honoured once.
+"""Durable runs: every transition kept, resume after a crash, approvals honoured once.
 
 ::
 
     runner = Runner(agent, store=SQLiteStore("runs.db"))
-    await runner.run(text, run_id="r1")             # checkpointed after every transition
+    await runner.run(text, run_id="r1")             # every transition kept, written before each side effect
     await runner.resume("r1")                        # after a crash, in any process
     await runner.resume("r1", {"c1": approve()})     # a suspended run; the suspension is claimed once
 

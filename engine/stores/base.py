@@ -4,13 +4,19 @@ A store keeps each run as an append-only log of checkpoints, one row each, keyed
 and its version (1, 2, 3, ...):
 
 - the *head*: the run's state without its history (``RunState`` JSON with ``messages`` and
-  ``trace`` left out: counters, the latest reply, the features' slices), its size does not grow
-  with the run; the run's state is the last row's head;
+  ``trace`` left out: counters, the latest reply, the features' slices). The first checkpoint
+  of a worker, and every :data:`FULL_HEAD_EVERY`-th after it, holds the whole head; the others
+  only the fields that changed (a JSON object marked ``"~"``), so a checkpoint stays small.
+  The run's state is the last whole head with the changes after it applied (:func:`merge_heads`);
 - the *body*: only what is new since the previous checkpoint (messages, trace entries,
-  events); the history is the bodies in order, never rewritten, so a checkpoint is one insert
-  that costs the same at iteration 1000 as at iteration 1;
-- and beside the log: tool results as each call completes (a resumed ``act`` re-runs only the
-  calls that did not finish) and the claims of suspensions (a suspension is resumed once).
+  events, as ``{"m": [...], "t": [...], "e": [...], "k": {...}}``: each event a list of its
+  type, seq, time, state, iteration, agent and own fields, ``k`` naming the own fields of each
+  type); the history is the bodies in order,
+  never rewritten, so a checkpoint is one insert that costs the same at iteration 1000 as at
+  iteration 1;
+- and beside the log: tool results of calls that ran beside others, as each completes (a
+  resumed ``act`` re-runs only the calls that did not finish), and the claims of suspensions
+  (a suspension is resumed once).
 
 The key is the optimistic lock: a worker writes version ``n + 1`` after the ``n`` it holds; if
 another worker took the run (it wrote ``n + 1`` first), the insert collides and the first
@@ -23,15 +29,21 @@ and :class:`~loopwright.stores.PostgresStore` implement :class:`RunStore`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic_core import to_json
+STORE_SCHEMA = 2
+"""The version of the stores' tables and rows; a store refuses to open tables of a newer
+version and migrates older ones when it opens them (2: heads may hold only what changed, events
+are kept as lists of their values)."""
 
-STORE_SCHEMA = 1
-"""The version of the stores' tables; a store refuses to open tables of a newer version and
-migrates older ones when it opens them."""
+FULL_HEAD_EVERY = 32
+"""A worker writes the whole head at its first checkpoint and at every 32nd after it, so a
+load applies at most 31 changes to the last whole head."""
+
+DELTA = b'{"~":1'
+"""How a head that holds only the changed fields begins."""
 
 
 @dataclass(slots=True)
@@ -44,13 +56,10 @@ class Checkpoint:
     outcome: str | None
     seq: int
     head: bytes
-    first_message: int
-    """The index of ``messages[0]`` in the run's history."""
-    messages: list[bytes] = field(default_factory=list)
-    first_trace: int = 0
-    trace: list[str] = field(default_factory=list)
-    events: list[tuple[int, bytes]] = field(default_factory=list)
-    """``(seq, event JSON)`` of the events emitted since the previous checkpoint."""
+    """The run's state without its history, or only the fields changed since the previous
+    checkpoint (begins with :data:`DELTA`)."""
+    body: bytes
+    """``{"m": new messages, "t": new trace entries, "e": new events, "k": their fields}`` as JSON."""
 
 
 @dataclass(slots=True)
@@ -66,6 +75,7 @@ class SavedRun:
     updated: float
     """``time.time()`` of the last checkpoint."""
     head: bytes
+    """The run's whole head (the changes after the last whole head applied)."""
     messages: list[Any]
     """The history, each message as JSON bytes or as parsed JSON."""
     trace: list[str]
@@ -83,26 +93,43 @@ class RunSummary:
     version: int
 
 
-def encode_body(cp: Checkpoint) -> bytes:
-    """What a checkpoint appends, as one JSON object (``m`` messages, ``t`` trace, ``e`` events)."""
-    return b"".join(
-        (b'{"m":[', b",".join(cp.messages), b'],"t":', to_json(cp.trace), b',"e":[',
-         b",".join(e for _, e in cp.events), b"]}")
-    )  # fmt: skip
-
-
-def decode_bodies(bodies: Iterable[bytes]) -> tuple[list[Any], list[str], list[Any]]:
-    """The messages, trace and events of a run's bodies, in order."""
+def decode_bodies(bodies: Iterable[bytes], run_id: str, events: bool = True) -> tuple[list[Any], list[str], list[Any]]:
+    """The messages, trace and (unless ``events`` is False) events of a run's bodies, in order
+    (each event with its run id)."""
     messages: list[Any] = []
     trace: list[str] = []
-    events: list[Any] = []
+    out: list[Any] = []
     for body in bodies:
         if body:
             part = json.loads(body)
             messages += part["m"]
             trace += part["t"]
-            events += part["e"]
-    return messages, trace, events
+            kinds = part.get("k", {})
+            for event in part["e"] if events else ():
+                if type(event) is list:  # [type, seq, time, state, iteration, agent, *own fields]
+                    kind, seq, at, state, iteration, agent, *values = event
+                    own = dict(zip(kinds[kind], values, strict=True))
+                    event = {"type": kind, "run_id": run_id, "seq": seq, "time": at, "state": state,
+                             "iteration": iteration, "agent": agent, **own}  # fmt: skip
+                out.append(event)
+    return messages, trace, out
+
+
+def merge_heads(heads: Sequence[bytes]) -> bytes:
+    """The whole head of a run from its heads in version order: the last whole one, with the
+    changes written after it applied."""
+    last = len(heads) - 1
+    while last > 0 and heads[last].startswith(DELTA):
+        last -= 1
+    if last == len(heads) - 1:
+        return heads[last]
+    if heads[last].startswith(DELTA):
+        raise ValueError("the run's log holds no whole head")
+    merged = json.loads(heads[last])
+    for head in heads[last + 1 :]:
+        merged.update(json.loads(head))
+    del merged["~"]
+    return json.dumps(merged, separators=(",", ":")).encode()
 
 
 @runtime_checkable

@@ -1,8 +1,9 @@
-"""Durable runs: the checkpoint after each transition, and resuming from a store.
+"""Durable runs: every transition kept, written before each side effect; resuming from a store.
 
 ``Runner(agent, store=SQLiteStore("runs.db"))`` gives each run a :class:`Checkpointer` (the
-runner's one store hook, awaited after each transition). What it saves is append-only: the
-run's head (state without history) is replaced, the new messages, trace entries and events are
+runner's one store hook, called after each transition; it hands back a write to await before
+the stages that have side effects, see the class). What it saves is append-only: the run's
+head (state without history) is replaced, the new messages, trace entries and events are
 appended, so a checkpoint's cost does not grow with the run. Each tool result is kept as its
 call completes.
 
@@ -32,7 +33,7 @@ import socket
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import TypeAdapter
@@ -41,14 +42,14 @@ from pydantic_core import to_json
 from .. import features as _features  # the built-in features' run-state slices, to load saved states
 from ..decisions import Approve, Deny
 from ..errors import ConfigurationError, ResumeError, RunBusy
-from ..events import EventBase, Message, ToolCall, ToolResult
+from ..events import EVENT_CLASSES, EVENT_FIELDS, EventBase, Message, ToolCall, ToolResult
 from ..run_state import _SAVED, RunState, _slice_adapter
 from ..stage import Stage
 from ..trust import check_saved_state
-from .base import Checkpoint, RunStore, SavedRun
+from .base import FULL_HEAD_EVERY, Checkpoint, RunStore, SavedRun
 
 if TYPE_CHECKING:
-    from ..context import RunContext
+    from ..context import EventLog, RunContext, Where
     from ..machine import Row
     from ..result import RunResult
 
@@ -96,14 +97,22 @@ def _not_a_zombie(pid: int) -> bool:
 
 
 _saved_fields = operator.attrgetter(*_SAVED)
+_ALWAYS = frozenset({"state", "vetoes", "charges", "turn_start"})
+"""Head fields a run changes in place (dicts): a head of changes always carries them. The
+others are replaced when they change (strings, numbers, frozen models)."""
+_HISTORY = frozenset({"messages", "trace"})
 
 
 def head_json(rs: RunState) -> bytes:
     """The run's state without its history (``messages`` and ``trace`` empty)."""
     saved = dict(zip(_SAVED, _saved_fields(rs), strict=True))
     saved["messages"], saved["trace"] = [], []
-    saved["features"] = {name: _slice_adapter(name).dump_python(value) for name, value in rs.features.items()}
+    saved["features"] = _slices(rs)
     return to_json(saved)
+
+
+def _slices(rs: RunState) -> dict[str, Any]:
+    return {name: _slice_adapter(name).dump_python(value) for name, value in rs.features.items()}
 
 
 def rebuild(saved: SavedRun) -> RunState:
@@ -254,6 +263,20 @@ class Durable:
             )
         return decode_decisions(claimed, credential)
 
+    async def continue_paused(self, run: Any) -> None:
+        """Resuming a run paused in this process (its pause was written): its new worker
+        carries on the run's log."""
+        rs: RunState = run.state
+        cp: Checkpointer = run._save
+        try:
+            saved = await self.store.load(rs.run_id)
+            if saved is not None:
+                cp.version = await self.store.take(rs.run_id, saved.version, cp.owner)
+                cp.n_messages, cp.n_trace = len(saved.messages), len(saved.trace)
+        except BaseException:
+            cp.retire()
+            raise
+
     async def claim_copy(self, run: Any, decisions: Mapping[str, Any] | None) -> None:
         """Resuming a RunState/RunResult on a runner with a store: claim its suspension too, so
         a copy of the same saved state cannot be resumed twice."""
@@ -280,31 +303,65 @@ class Durable:
             raise
 
 
-def _event_json(record: Any) -> bytes:
-    """One logged event as JSON: a built event, or the plain dict ``EventLog.records`` gives
-    from its compact entry (no event object is built)."""
-    if isinstance(record, EventBase):
-        return record.model_dump_json().encode()
-    return to_json(record)
+def compact_events(log: EventLog, start: int, at: Where) -> tuple[list[Any], dict[str, tuple[str, ...]], Where]:
+    """The log's events from entry ``start`` as the store keeps them, read straight from the
+    compact entries (:data:`loopwright.context.LogEntry`; nothing is built): each event a list
+    ``[type, seq, time, state, iteration, agent, *its own field values]`` (a built event as
+    itself), the names of those fields by type, and where the run was after the last entry.
+    ``at`` is where it was before ``start`` (what the previous call returned)."""
+    times, base = log.times, log.base
+    out: list[Any] = []
+    kinds: dict[str, tuple[str, ...]] = {}
+    for i, cls, stage, iteration, agent, values in log.flat(start, at):
+        at = (stage, iteration, agent)
+        if isinstance(cls, EventBase):
+            out.append(cls)
+            continue
+        kind = EVENT_CLASSES[cls][0]
+        out.append([kind, base + i + 1, times[i], stage, iteration, agent, *values])
+        kinds[kind] = EVENT_FIELDS[cls]
+    return out, kinds, at
+
+
+PURE_STAGES: frozenset[str] = frozenset({Stage.PREPROCESS, Stage.POSTPROCESS, Stage.DECIDE})
+"""The stages without a side effect a checkpoint protects: they build the request, check the
+reply and choose the next step (request processors and output checks run again on a resume).
+A transition into one of them is written with the next checkpoint, in one transaction."""
 
 
 class Checkpointer:
-    """One run's checkpoints (the runner awaits it after each transition)."""
+    """One run's checkpoints (the runner calls it after each transition).
+
+    At the default durability every transition is kept, and written, in one transaction with
+    the transitions before it, when the run enters a stage that has side effects (``reason``
+    calls the model, ``act`` runs tools, any feature's state may do I/O) or stops: the write is
+    durable before the side effect starts. The transitions between two such writes only build
+    and check requests (:data:`PURE_STAGES`); a crash among them resumes from the write before,
+    and nothing that touched the world runs again (the model call whose reply was not yet
+    written is asked again, as the call in flight).
+
+    Each tool result is written as its call completes (``on_result``), so the step of tools
+    written on entering ``act`` replays from the store: the model call that follows it needs
+    no write of its own (a crash during it resumes at ``act``, every finished call answered
+    from the store). A tool step thus costs one checkpoint and one result per call."""
 
     __slots__ = (
         "__weakref__",
+        "before",
+        "defer",
         "durable",
-        "every",
         "log_at",
         "n_events",
         "n_messages",
         "n_trace",
         "owner",
+        "replayable",
         "run",
         "saved_results",
         "stops",
         "store",
         "version",
+        "wholes",
     )
 
     def __init__(self, durable: Durable, run: Any) -> None:
@@ -317,10 +374,17 @@ class Checkpointer:
         self.n_events = 0
         self.log_at: Any = None
         """Where the run was at the last event saved (``EventLog.records`` continues from it)."""
+        self.before: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+        """The head fields (and the slices, dumped) at the previous checkpoint."""
+        self.wholes = -1
+        self.replayable = False
+        """The last write was on entering ``act`` and only pure stages followed."""
+        """Checkpoints since the last whole head (modulo FULL_HEAD_EVERY)."""
         self.saved_results: dict[str, ToolResult] = {}
         machine = run.machine
         self.stops = machine.terminals | machine.waiting
-        self.every = durable.durability
+        self.defer = frozenset(s for s in machine.states if s not in self.stops and not _writes(durable.durability, s))
+        """The states whose entry is written with the next checkpoint."""
         _LIVE[self.owner] = self
         run.ctx.on_result = self.on_result
 
@@ -332,11 +396,21 @@ class Checkpointer:
         task = self.run.task
         return self.owner in _LIVE and (task is None or not task.done())
 
-    async def __call__(self, row: Row) -> None:
+    def __call__(self, row: Row) -> Awaitable[None] | None:
+        """After a transition: the checkpoint to await, or None when it goes with the next one
+        (a pausing run writes at once: it stops here)."""
         dest = row.dest
-        stop = dest in self.stops
-        if not stop and self.every != "transition" and (self.every == "exit" or dest != "preprocess"):
-            return
+        if self.run.pausing:
+            pass
+        elif dest in self.defer:
+            return None
+        elif dest == Stage.REASON and self.replayable:
+            self.replayable = False  # the model call after a step of tools needs no write: see the class
+            return None
+        self.replayable = dest == Stage.ACT
+        return self._write(dest in self.stops)
+
+    async def _write(self, stop: bool) -> None:
         try:
             self.version = await self.store.save(self._checkpoint(), self.version, self.owner)
         except BaseException:
@@ -351,28 +425,46 @@ class Checkpointer:
         log = run.ctx.log
         messages, trace = rs.messages, rs.trace
         n_events = len(log.entries)
-        records, self.log_at = log.records(self.n_events, self.log_at or log.start)
+        events, kinds, self.log_at = compact_events(log, self.n_events, self.log_at or log.start)
         cp = Checkpoint(
             rs.run_id,
             rs.agent,
             rs.stage,
             rs.outcome,
             rs.seq,
-            head_json(rs),
-            self.n_messages,
-            [_MESSAGE.dump_json(m) for m in messages[self.n_messages :]],
-            self.n_trace,
-            trace[self.n_trace :],
-            [(r["seq"] if type(r) is dict else r.seq, _event_json(r)) for r in records],
+            self._head(rs),
+            to_json({"m": messages[self.n_messages :], "t": trace[self.n_trace :], "e": events, "k": kinds}),
         )
         self.n_messages, self.n_trace, self.n_events = len(messages), len(trace), n_events
         return cp
+
+    def _head(self, rs: RunState) -> bytes:
+        """The whole head at this worker's first checkpoint and every FULL_HEAD_EVERY-th after
+        it; between those, the fields that changed since the previous checkpoint."""
+        values = _saved_fields(rs)
+        slices = _slices(rs)
+        before, self.before = self.before, (values, slices)
+        self.wholes = (self.wholes + 1) % FULL_HEAD_EVERY
+        if before is None or not self.wholes:
+            saved = dict(zip(_SAVED, values, strict=True))
+            saved["messages"], saved["trace"], saved["features"] = [], [], slices
+            return to_json(saved)
+        changed: dict[str, Any] = {"~": 1}
+        for name, value, was in zip(_SAVED, values, before[0], strict=True):
+            if (value is not was and name not in _HISTORY) or name in _ALWAYS:
+                changed[name] = value
+        if slices != before[1]:
+            changed["features"] = slices
+        else:
+            changed.pop("features", None)
+        return to_json(changed)
 
     # ------------------------------------------------------------------ tool results
 
     async def on_result(self, call: ToolCall, answered: ToolResult, ctx: RunContext) -> None:
         """A call ran: keep its result before the call counts as done."""
-        await self.store.save_result(ctx.run_id, call.id, ctx.run_state.seq, _RESULT.dump_json(answered))
+        body = answered.__pydantic_serializer__.to_json(answered)
+        await self.store.save_result(ctx.run_id, call.id, ctx.run_state.seq, body)
 
     async def replay_results(self, after_seq: int) -> None:
         """A resumed run: calls of the interrupted step that completed are answered from the store."""
@@ -385,6 +477,13 @@ class Checkpointer:
 
     def _replay(self, call: ToolCall, rs: RunState, ctx: RunContext) -> ToolResult | None:
         return self.saved_results.pop(call.id, None)
+
+
+def _writes(durability: str, state: str) -> bool:
+    """Whether entering ``state`` (not a stop) writes a checkpoint at ``durability``."""
+    if durability == "transition":
+        return state not in PURE_STAGES
+    return durability == "iteration" and state == Stage.PREPROCESS
 
 
 MakeRun = Callable[[RunState], Any]

@@ -3,9 +3,9 @@
 ``pip install 'loopwright[postgres]'``. ``PostgresStore(dsn)`` opens its pool and checks (or
 creates, or migrates) its tables on first use; ``await PostgresStore.open(dsn)`` does it at once.
 The tables are the SQLite store's (:mod:`loopwright.stores.sqlite`), prefixed ``lw_``: a
-checkpoint is one ``INSERT`` into the run's log (one round trip, its own transaction) on a
-pooled connection, and the log's key ``(run_id, version)`` makes two workers on two machines
-safe: the second to write a version gets :class:`~loopwright.errors.RunBusy`.
+checkpoint is one ``INSERT`` into the run's log (one round trip, its own transaction: the
+pooled connections are in autocommit mode) and the log's key ``(run_id, version)`` makes two
+workers on two machines safe: the second to write a version gets :class:`~loopwright.errors.RunBusy`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from ..errors import ConfigurationError, RunBusy
-from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun, decode_bodies, encode_body
+from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun, decode_bodies, merge_heads
 
 try:
     from psycopg import AsyncConnection
@@ -37,22 +37,35 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE TABLE lw_claims (run_id TEXT NOT NULL, suspension TEXT NOT NULL, owner TEXT NOT NULL,"
         " decisions BYTEA NOT NULL, claimed DOUBLE PRECISION NOT NULL, PRIMARY KEY (run_id, suspension))",
     ),
+    2: (),  # the rows' format (heads of the changed fields, events as lists): the tables are the same
 }
 _LOCK = 0x6C77_7374  # the advisory lock held while the tables are created or migrated
 
 
 class PostgresStore:
-    """Durable runs in the PostgreSQL database at ``dsn`` (``postgresql://user@host:port/db``)."""
+    """Durable runs in the PostgreSQL database at ``dsn`` (``postgresql://user@host:port/db``).
 
-    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10) -> None:
+    Each commit waits for the server to flush it to disk (PostgreSQL's default). With
+    ``synchronous_commit=False`` the store's sessions do not wait (``SET synchronous_commit =
+    off``): a commit then survives this process dying, as SQLite's WAL does, but a crash of the
+    database server or its machine may lose the last few hundred milliseconds of checkpoints
+    (never a torn one); a resume then repeats that work."""
+
+    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10, synchronous_commit: bool = True) -> None:
         self.url = dsn
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._sizes = (min_size, max_size)
+        # one statement per call, each its own transaction: autocommit saves the COMMIT round trip
+        self._options: dict[str, Any] = {"autocommit": True}
+        if not synchronous_commit:
+            self._options["options"] = "-c synchronous_commit=off"
         self._opening: asyncio.Lock | None = None
 
     @classmethod
-    async def open(cls, dsn: str, *, min_size: int = 1, max_size: int = 10) -> PostgresStore:
-        store = cls(dsn, min_size=min_size, max_size=max_size)
+    async def open(
+        cls, dsn: str, *, min_size: int = 1, max_size: int = 10, synchronous_commit: bool = True
+    ) -> PostgresStore:
+        store = cls(dsn, min_size=min_size, max_size=max_size, synchronous_commit=synchronous_commit)
         await store._ready()
         return store
 
@@ -64,7 +77,9 @@ class PostgresStore:
             self._opening = asyncio.Lock()
         async with self._opening:
             if self._pool is None:
-                pool = AsyncConnectionPool(self.url, min_size=self._sizes[0], max_size=self._sizes[1], open=False)
+                pool = AsyncConnectionPool(
+                    self.url, min_size=self._sizes[0], max_size=self._sizes[1], kwargs=self._options, open=False
+                )
                 try:
                     await pool.open(wait=True, timeout=10)
                     await _migrate(pool, self.url)
@@ -81,9 +96,8 @@ class PostgresStore:
         async with pool.connection() as conn:
             cur = await conn.execute(
                 "INSERT INTO lw_log VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (cp.run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
-                 encode_body(cp)),
-            )  # fmt: skip
+                (cp.run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head, cp.body),
+            )
             if cur.rowcount == 1:
                 return version + 1
         if version == 0:
@@ -116,9 +130,10 @@ class PostgresStore:
             rows = await cur.fetchall()
         if not rows:
             return None
-        agent, stage, outcome, version, owner, updated, head, _body = rows[-1]
-        messages, trace, _events = decode_bodies(bytes(r[7]) for r in rows)
-        return SavedRun(run_id, agent, stage, outcome, version, owner, updated, bytes(head), messages, trace)
+        agent, stage, outcome, version, owner, updated, _head, _body = rows[-1]
+        head = merge_heads([bytes(r[6]) for r in rows])
+        messages, trace, _events = decode_bodies((bytes(r[7]) for r in rows), run_id, events=False)
+        return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
         pool = await self._ready()
@@ -158,7 +173,7 @@ class PostgresStore:
         async with pool.connection() as conn:
             cur = await conn.execute("SELECT body FROM lw_log WHERE run_id = %s ORDER BY version", (run_id,))
             bodies = [bytes(r[0]) for r in await cur.fetchall()]
-        return [json.dumps(e).encode() for e in decode_bodies(bodies)[2]]
+        return [json.dumps(e).encode() for e in decode_bodies(bodies, run_id)[2]]
 
     async def runs(self, limit: int = 100) -> list[RunSummary]:
         pool = await self._ready()
@@ -180,7 +195,7 @@ class PostgresStore:
 
 
 async def _migrate(pool: AsyncConnectionPool[AsyncConnection[Any]], url: str) -> None:
-    async with pool.connection() as conn:
+    async with pool.connection() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
         await conn.execute("CREATE TABLE IF NOT EXISTS lw_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         cur = await conn.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ConfigurationError, RunBusy
-from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun, decode_bodies, encode_body
+from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun, decode_bodies, merge_heads
 
 T = TypeVar("T")
 
@@ -39,6 +39,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE TABLE lw_claims (run_id TEXT NOT NULL, suspension TEXT NOT NULL, owner TEXT NOT NULL,"
         " decisions BLOB NOT NULL, claimed REAL NOT NULL, PRIMARY KEY (run_id, suspension)) WITHOUT ROWID",
     ),
+    2: (),  # the rows' format (heads of the changed fields, events as lists): the tables are the same
 }
 """The statements that bring the tables from version ``n - 1`` to ``n``."""
 
@@ -59,7 +60,7 @@ class SQLiteStore:
         if self.path != ":memory:":
             db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={synchronous.upper()}")
-        db.execute("PRAGMA wal_autocheckpoint=10000")  # fold the WAL back (and sync) less often
+        db.execute("PRAGMA wal_autocheckpoint=1000")  # fold the WAL back (and sync) less often
         self._migrate()
 
     # ------------------------------------------------------------------ schema
@@ -110,6 +111,9 @@ class SQLiteStore:
     # ------------------------------------------------------------------ RunStore
 
     async def save(self, checkpoint: Checkpoint, version: int, owner: str) -> int:
+        if self._pool is None:  # the hot path: inline, no extra await
+            with self._lock:
+                return _save(self._db, checkpoint, version, owner)
         return await self._do(_save, self._db, checkpoint, version, owner)
 
     async def take(self, run_id: str, version: int, owner: str) -> int:
@@ -122,24 +126,27 @@ class SQLiteStore:
         db = self._db
         db.execute("BEGIN")
         try:
-            row = db.execute(
-                "SELECT agent, stage, outcome, version, owner, updated, head FROM lw_log WHERE run_id = ?"
-                " ORDER BY version DESC LIMIT 1",
+            rows = db.execute(
+                "SELECT agent, stage, outcome, version, owner, updated, head, body FROM lw_log WHERE run_id = ?"
+                " ORDER BY version",
                 (run_id,),
-            ).fetchone()
-            bodies = [r[0] for r in db.execute("SELECT body FROM lw_log WHERE run_id = ? ORDER BY version", (run_id,))]
+            ).fetchall()
         finally:
             db.execute("COMMIT")
-        if row is None:
+        if not rows:
             return None
-        agent, stage, outcome, version, owner, updated, head = row
-        messages, trace, _events = decode_bodies(bodies)
-        return SavedRun(run_id, agent, stage, outcome, version, owner, updated, bytes(head), messages, trace)
+        agent, stage, outcome, version, owner, updated, _head, _body = rows[-1]
+        head = merge_heads([bytes(r[6]) for r in rows])
+        messages, trace, _events = decode_bodies((r[7] for r in rows), run_id, events=False)
+        return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
         return await self._do(self._write, _claim, run_id, suspension, owner, decisions)
 
     async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
+        if self._pool is None:
+            with self._lock:
+                return _save_result(self._db, run_id, call_id, seq, body)
         await self._do(_save_result, self._db, run_id, call_id, seq, body)
 
     async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
@@ -156,7 +163,7 @@ class SQLiteStore:
 
     def _events(self, run_id: str) -> list[bytes]:
         rows = self._db.execute("SELECT body FROM lw_log WHERE run_id = ? ORDER BY version", (run_id,))
-        return [json.dumps(e).encode() for e in decode_bodies(r[0] for r in rows)[2]]
+        return [json.dumps(e).encode() for e in decode_bodies((r[0] for r in rows), run_id)[2]]
 
     async def runs(self, limit: int = 100) -> list[RunSummary]:
         return await self._do(self._runs, limit)
@@ -184,9 +191,8 @@ def _save(db: sqlite3.Connection, cp: Checkpoint, version: int, owner: str) -> i
     try:
         db.execute(
             "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (cp.run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
-             encode_body(cp)),
-        )  # fmt: skip
+            (cp.run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head, cp.body),
+        )
     except sqlite3.IntegrityError:
         if version == 0:
             raise ConfigurationError(
