@@ -352,7 +352,8 @@ class EventBase(BaseModel):
 
 class RunStarted(EventBase):
     type: Literal["run_started"] = "run_started"
-    input: str
+    input: str | tuple[Part, ...]
+    """The user's message: text, or its parts (``loopwright.inputs.input_text`` gives one line)."""
 
 
 class StateEntered(EventBase):
