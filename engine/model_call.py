@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .context import RunContext
-from .errors import ModelError, redact
+from .errors import ModelError, TokenBudgetError, redact
 from .events import (
     ErrorInfo,
     ErrorOccurred,
@@ -253,7 +253,7 @@ def unique_call_ids(response: ModelResponse) -> ModelResponse:
 def error_info(exc: BaseException) -> ErrorInfo:
     if isinstance(exc, ModelError):
         return ErrorInfo(
-            kind="model",
+            kind="token_budget" if isinstance(exc, TokenBudgetError) else "model",
             message=exc.message,
             status=exc.status,
             retryable=exc.retryable,
