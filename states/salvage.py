@@ -19,6 +19,7 @@ from __future__ import annotations
 from loopwright.context import RunContext
 from loopwright.events import (
     ErrorOccurred,
+    History,
     Message,
     ModelRequest,
     ModelRequested,
@@ -50,7 +51,7 @@ async def salvage(rs: RunState, ctx: RunContext) -> None:
     cap = rs.limits.max_total_tokens
     request = ModelRequest(
         instructions=rs.request.instructions if rs.request is not None else agent.static_instructions,
-        messages=_unsent_results_left_out(rs.messages) if refused else rs.messages,
+        messages=_unsent_results_left_out(rs.messages) if refused else History(rs.messages),
         tools=agent.tool_specs,
         settings=agent.model_settings,
         tokens_left=cap - rs.usage.total_tokens if refused and cap is not None else None,
