@@ -145,6 +145,7 @@ class RunContext:
     __slots__ = (
         "agent",
         "budgets",
+        "call_ids",
         "credentials",
         "decisions",
         "features",
@@ -197,6 +198,8 @@ class RunContext:
         self.gates = found("gate")
         """The features' per-call gates (act asks them before running a call)."""
         self.holds = found("hold")
+        self.call_ids: set[str] | None = None
+        """Every tool call id of the run so far (made on first use: :mod:`loopwright.model_call`)."""
         self.interrupt: BaseException | None = None
         """A KeyboardInterrupt a tool raised: the run ends cancelled, then the runner re-raises it."""
         """The features that may keep a step whose calls wait."""

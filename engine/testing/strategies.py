@@ -295,11 +295,13 @@ def hostile_replies(
     draw: st.DrawFn, names: Sequence[str] = HOSTILE_KINDS, *, max_replies: int = 6, wide: int = 200
 ) -> list[Any]:
     """Scripts for :class:`HostileModel`: tool-use replies calling ``names`` (duplicate ids in
-    one reply, now and then very wide replies of up to ``wide`` calls), text replies, transient
-    exceptions (ConnectionResetError, TimeoutError, OSError), and malformed replies (parts or
-    usage None, a str part, negative usage, a call without an id)."""
+    one reply, ids an earlier reply used, now and then very wide replies of up to ``wide``
+    calls), text replies, transient exceptions (ConnectionResetError, TimeoutError, OSError),
+    and malformed replies (parts or usage None, a str part, negative usage, a call without an
+    id)."""
     script: list[Any] = []
     pool = list(names)
+    used: list[str] = []
     for _ in range(draw(st.integers(0, max_replies))):
         if _chance(draw, 0.1):
             script.append(draw(st.sampled_from(_TRANSIENT)))
@@ -309,5 +311,9 @@ def hostile_replies(
             script.append(ModelResponse(parts=(TextPart(text="an answer"),), stop_reason="end_turn"))
         else:
             usage = Usage(input_tokens=draw(st.integers(0, 60)), output_tokens=draw(st.integers(0, 30)), requests=1)
-            script.append(ModelResponse(parts=draw(_calls(pool, wide)), stop_reason="tool_use", usage=usage))
+            calls = draw(_calls(pool, wide))
+            if used and _chance(draw, 0.2):  # a provider reuses an id of an earlier turn
+                calls = (calls[0].model_copy(update={"id": draw(st.sampled_from(used))}), *calls[1:])
+            used += [c.id for c in calls]
+            script.append(ModelResponse(parts=calls, stop_reason="tool_use", usage=usage))
     return script
