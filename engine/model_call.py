@@ -246,6 +246,12 @@ def unique_call_ids(response: ModelResponse, seen: set[str] | None = None) -> Mo
     if seen is None:
         seen = set()
     parts = response.parts
+    if len(parts) == 1:  # the common reply: one part
+        part = parts[0]
+        if type(part) is not ToolCall or part.id not in seen:
+            if type(part) is ToolCall:
+                seen.add(part.id)
+            return response
     renamed: list[Any] | None = None
     for i, part in enumerate(parts):
         if type(part) is ToolCall:
