@@ -9,8 +9,8 @@ The suite runs ``LOOPWRIGHT_HARDENING_EXAMPLES`` examples (default 60); the long
 
 from __future__ import annotations
 
-import asyncio
 import os
+from contextvars import ContextVar
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -44,20 +44,36 @@ budgets = st.builds(
 )
 
 
+RAN: ContextVar[list[str]] = ContextVar("ran")
+
+
+class _Ran(list[str]):
+    """Where the shared hostile tools record what ran: the list of the example they run in (a
+    context variable, which reaches sync tools' threads too, so a thread an earlier example
+    left running records there, not here)."""
+
+    def append(self, kind: str) -> None:
+        RAN.get().append(kind)
+
+
+TOOLS = {interrupt: hostile_tools(_Ran(), keyboard_interrupt=interrupt) for interrupt in (False, True)}
+"""The hostile tools, made once (a tool builds a pydantic model of its arguments: ~1 ms each)."""
+
+
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(script=hostile_replies(), limits=budgets, interrupt=st.booleans())
 def test_hostile_tools_and_models_never_escape_and_every_call_runs_at_most_once(
     script: list[Any], limits: Limits, interrupt: bool
 ) -> None:
     executions: list[str] = []
+    RAN.set(executions)
     model = HostileModel(script)
-    tools = hostile_tools(executions, keyboard_interrupt=interrupt)
-    agent = Agent(name="hostile", model=model, instruction="T.", tools=tools, limits=limits)
+    agent = Agent(name="hostile", model=model, instruction="T.", tools=TOOLS[interrupt], limits=limits)
     seen = Finished()
     runner = Runner(agent, observers=[seen])
     interrupted = False
     try:
-        asyncio.run(runner.run("go"))
+        runner.run_sync("go")  # the result stays out of asyncio's main task (never formatted)
     except KeyboardInterrupt:
         interrupted = True
     assert runner.active_runs == []
