@@ -4,13 +4,19 @@ nothing escapes but a KeyboardInterrupt (after the run ended cancelled), no run 
 registered, every call is answered exactly once, and every budget holds.
 
 The suite runs ``LOOPWRIGHT_HARDENING_EXAMPLES`` examples (default 60); the long run is
-``LOOPWRIGHT_HARDENING_EXAMPLES=100000 python -m pytest -q -p no:randomly tests/test_hardening_properties.py``.
+``LOOPWRIGHT_HARDENING_EXAMPLES=100000 python -m pytest -q -s -p no:randomly tests/test_hardening_properties.py``.
+With ``LOOPWRIGHT_HARDENING_FIGURES=path`` the figures so far are written there (JSON, with the
+seconds since the module was loaded) every 1,000 runs, so a long run stopped early still says
+exactly what ran.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -22,6 +28,8 @@ from loopwright.testing import HostileModel, assert_run_invariants, hostile_repl
 
 EXAMPLES = int(os.environ.get("LOOPWRIGHT_HARDENING_EXAMPLES", "60"))
 FIGURES: dict[str, int] = {"runs": 0, "interrupted": 0, "executions": 0, "calls": 0}
+PROGRESS = os.environ.get("LOOPWRIGHT_HARDENING_FIGURES")
+STARTED = time.monotonic()
 
 
 class Finished:
@@ -101,7 +109,16 @@ def test_hostile_tools_and_models_never_escape_and_every_call_runs_at_most_once(
     FIGURES["interrupted"] += interrupted
     FIGURES["executions"] += len(executions)
     FIGURES["calls"] += len(called)
+    if PROGRESS and FIGURES["runs"] % 1000 == 0:
+        _write_figures()
+
+
+def _write_figures() -> None:
+    assert PROGRESS is not None
+    Path(PROGRESS).write_text(json.dumps({**FIGURES, "seconds": round(time.monotonic() - STARTED, 1)}) + "\n")
 
 
 def teardown_module() -> None:
     print(f"\nhostile runs: {FIGURES}")
+    if PROGRESS:
+        _write_figures()
