@@ -56,6 +56,7 @@ _EXPORTS: dict[str, str] = {
     "StreamingModel": "models",
     "TextPart": "events",
     "ThoughtPart": "events",
+    "TokenBudgetError": "errors",
     "Tool": "tools",
     "ToolCall": "events",
     "ToolError": "errors",
@@ -123,6 +124,7 @@ __all__ = [
     "StreamingModel",
     "TextPart",
     "ThoughtPart",
+    "TokenBudgetError",
     "Tool",
     "ToolCall",
     "ToolError",
@@ -163,6 +165,7 @@ if TYPE_CHECKING:
     from .errors import ResumeError as ResumeError
     from .errors import RunBusy as RunBusy
     from .errors import ScriptExhaustedError as ScriptExhaustedError
+    from .errors import TokenBudgetError as TokenBudgetError
     from .errors import ToolError as ToolError
     from .events import DocumentPart as DocumentPart
     from .events import ErrorInfo as ErrorInfo

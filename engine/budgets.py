@@ -138,6 +138,12 @@ def budget_of(guard: Callable[..., Any]) -> str | None:
     return getattr(guard, "budget", None)
 
 
+def budget_spent_by(guard: Callable[..., Any]) -> str | None:
+    """The budget a guard says is spent when it holds (``request_over_token_budget``: the
+    token budget), or None."""
+    return getattr(guard, "spends", None)
+
+
 def _retries_made(rs: RunState) -> float:
     return rs.attempt - 1
 

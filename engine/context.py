@@ -166,6 +166,7 @@ class RunContext:
     __slots__ = (
         "agent",
         "budgets",
+        "call_ids",
         "credentials",
         "decisions",
         "features",
@@ -239,6 +240,8 @@ class RunContext:
         """Context managers entered around each model call (per-run observers' ``model_scope``)."""
         self.on_result: Callable[..., Awaitable[None]] | None = None
         """Awaited with ``(call, result, ctx)`` as each tool call that ran is answered (a store keeps it)."""
+        self.call_ids: set[str] | None = None
+        """Every tool call id of the run so far (made on first use: :mod:`loopwright.model_call`)."""
         self.agent: Agent = tree.agents.get(run_state.active_agent, tree.root)
         self.limits: Limits = self.agent.own_limits or tree.root.limits
         """The active agent's limits: its own, or (when it has none) the run's."""

@@ -75,7 +75,7 @@ def demo_tools(delay_s: float = 0.0) -> list[Tool]:
     return [get_weather, hotel_price, convert_currency]
 
 
-def _results(messages: list[Message]) -> dict[str, list[ToolResult]]:
+def _results(messages: Sequence[Message]) -> dict[str, list[ToolResult]]:
     found: dict[str, list[ToolResult]] = {}
     for message in messages:
         for part in message.parts:

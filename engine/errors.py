@@ -8,7 +8,8 @@
     ├── NoTransitionError (RuntimeError)   no row's guards held: a bug in a table
     ├── InstructionError (KeyError)        a {placeholder} names a state key that is not there
     ├── ModelError (RuntimeError)          a model call failed (status, retryable)
-    │   └── ScriptExhaustedError           a ScriptedModel has no replies left
+    │   ├── ScriptExhaustedError           a ScriptedModel has no replies left
+    │   └── TokenBudgetError               a request was not sent: it would overspend max_total_tokens
     ├── ToolError (RuntimeError)           a tool call failed (becomes an error tool result)
     ├── ResumeError (ValueError)           a resume() that cannot apply: nothing was changed
     │   └── RunBusy                        another worker holds the run (stores)
@@ -73,6 +74,15 @@ class ModelError(LoopwrightError, RuntimeError):
 
 class ScriptExhaustedError(ModelError):
     """A ScriptedModel was asked for more replies than its script holds."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
+class TokenBudgetError(ModelError):
+    """A model did not send a request: it holds more tokens than are left of the run's
+    ``max_total_tokens`` (``ModelRequest.tokens_left``). The table ends the run as when the
+    token budget is spent: in salvage when salvage is on, else with outcome ``"limit"``."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, retryable=False)

@@ -12,9 +12,10 @@ import base64
 import itertools
 import os
 import pathlib
-from typing import Annotated, Any, Literal, TypeVar
+from collections.abc import Iterator, Sequence
+from typing import Annotated, Any, Literal, TypeVar, overload
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, NonNegativeInt, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, NonNegativeInt, TypeAdapter, field_serializer
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _PROCESS_PREFIX = os.urandom(4).hex()
@@ -294,21 +295,74 @@ class ToolSpec(BaseModel):
 ToolChoice = Literal["auto", "any", "none"]
 
 
+class History(Sequence[Message]):
+    """The first ``n`` messages of a run's history, read-only: what one request was sent with.
+
+    A run's history is append-only (a feature that rewrites earlier turns, like compaction,
+    puts a new list in its place), so a view of its first ``n`` messages never changes: a
+    request keeps showing what was sent when it was made, however the run goes on, and making
+    one costs the same whatever the length of the history."""
+
+    __slots__ = ("_items", "_n")
+
+    def __init__(self, items: list[Message], n: int | None = None) -> None:
+        self._items = items
+        self._n = len(items) if n is None else n
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            return self._items[: self._n][index]
+        n = self._n
+        at = index + n if index < 0 else index
+        if not 0 <= at < n:
+            raise IndexError(f"history index {index} out of range (the request holds {n} messages)")
+        return self._items[at]
+
+    def __iter__(self) -> Iterator[Message]:
+        return itertools.islice(self._items, self._n)
+
+    def __reversed__(self) -> Iterator[Message]:
+        items = self._items
+        return (items[i] for i in range(self._n - 1, -1, -1))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, History | list | tuple):
+            return len(other) == self._n and all(a == b for a, b in zip(self, other, strict=False))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"History({list(self)!r})"
+
+
 class ModelRequest(BaseModel):
     """What the reason stage sends to the model.
 
-    ``messages`` is the run's history itself (not a copy): models must not mutate it.
+    ``messages`` is a read-only :class:`History` view of the run's history as it was when the
+    request was made (a snapshot, O(1) to make); a request built by hand may hold a list.
     """
 
     model_config = _FROZEN
     instructions: tuple[Instruction, ...] = ()
-    messages: list[Message]
+    messages: Sequence[Message]
     tools: tuple[ToolSpec, ...] = ()
     tool_choice: ToolChoice | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
     tokens_left: int | None = None
     """What is left of the run's ``max_total_tokens`` (None: no token budget). A model may
     refuse to send a request larger than that instead of overspending."""
+
+    @field_serializer("messages", mode="wrap")
+    def _messages_as_list(self, value: Sequence[Message], handler: Any) -> Any:
+        return handler(value if type(value) is list else list(value))
 
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"]
@@ -387,7 +441,8 @@ class EventBase(BaseModel):
 
 class RunStarted(EventBase):
     type: Literal["run_started"] = "run_started"
-    input: str
+    input: str | tuple[Part, ...]
+    """The user's message: text, or its parts (``loopwright.inputs.input_text`` gives one line)."""
 
 
 class StateEntered(EventBase):
@@ -589,6 +644,7 @@ __all__ = [
     "ErrorOccurred",
     "Event",
     "EventBase",
+    "History",
     "ImagePart",
     "Instruction",
     "LimitReached",

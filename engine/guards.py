@@ -43,6 +43,17 @@ def has_retryable_model_error(rs: RunState) -> bool:
     return rs.model_error is not None and rs.model_error.retryable
 
 
+def request_over_token_budget(rs: RunState) -> bool:
+    """The model did not send this pass's request: it holds more tokens than are left of
+    ``max_total_tokens`` (a :class:`~loopwright.errors.TokenBudgetError`). The token budget is
+    as good as spent: the rows it guards record ``max_total_tokens`` as the limit."""
+    error = rs.model_error
+    return error is not None and error.kind == "token_budget"
+
+
+request_over_token_budget.spends = TOKENS.name  # type: ignore[attr-defined]
+
+
 def has_tool_calls(rs: RunState) -> bool:
     """The latest reply asks for at least one tool call."""
     response = rs.response
@@ -81,6 +92,7 @@ GUARDS: dict[str, Guard] = {
         deadline_passed,
         has_retryable_model_error,
         retries_left,
+        request_over_token_budget,
         has_tool_calls,
         is_final_response,
         within_iteration_budget,

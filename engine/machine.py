@@ -16,6 +16,8 @@ The core (``CORE``, the plain agent)::
     reason      -> postprocess  if has_response
     reason      -> decide       if deadline_passed
     reason      -> reason       if has_retryable_model_error & retries_left   [bounded: max_model_retries]
+    reason      -> salvage      if request_over_token_budget & salvage_allowed  (the request was not sent)
+    reason      -> done         if request_over_token_budget              => limit
     reason      -> failed                                                 => failed
     postprocess -> cancelled    if cancel_requested                       => cancelled
     postprocess -> act          if has_tool_calls
@@ -52,7 +54,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from transitions import Machine
 
-from .budgets import CORE_BUDGETS, Budget, budget_of, registry
+from .budgets import CORE_BUDGETS, Budget, budget_of, budget_spent_by, registry
 from .errors import MachineError, NoTransitionError
 from .events import ModelRequest, ModelResponse, Outcome, ToolCall
 from .guards import (
@@ -64,6 +66,7 @@ from .guards import (
     has_retryable_model_error,
     has_tool_calls,
     is_final_response,
+    request_over_token_budget,
     retries_left,
     salvage_allowed,
     within_iteration_budget,
@@ -186,6 +189,8 @@ CORE_ROWS: tuple[Row, ...] = (
     Row(REASON,   POST,      (has_response,)),
     Row(REASON,   DECIDE,    (deadline_passed,)),
     Row(REASON,   REASON,    (has_retryable_model_error, retries_left), bounded_by="max_model_retries"),
+    Row(REASON,   SALVAGE,   (request_over_token_budget, salvage_allowed), records_limit=True),
+    Row(REASON,   DONE,      (request_over_token_budget,), outcome="limit", records_limit=True),
     Row(REASON,   FAILED),
     cancellable(POST),
     Row(POST,     ACT,       (has_tool_calls,)),
@@ -407,10 +412,12 @@ class LoopMachine:
         budget of the first one whose first failing guard tests a budget, or whose own budget
         is spent while its guards all hold. A row that did not fire for another reason (its
         other guards said no: ``decide -> observe`` when no observation was due) names none,
-        even if its own budget is spent."""
+        even if its own budget is spent. Failing that, the budget a guard of ``row`` itself says
+        is spent (``reason -> salvage if request_over_token_budget``: the token budget)."""
         for earlier, guards, budget in self._compiled[row.source]:
             if earlier is row:
-                break
+                spent = next((name for g in guards if (name := budget_spent_by(g)) in self.budgets), None)
+                return self.budgets[spent] if spent is not None else None
             failing = next((g for g in guards if not g(rs)), None)
             if failing is None:
                 if budget is not None and budget.charged_out(rs):

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .context import RunContext
-from .errors import ModelError, redact
+from .errors import ModelError, TokenBudgetError, redact
 from .events import (
     ErrorInfo,
     ErrorOccurred,
@@ -72,7 +72,7 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
             scoped.close()
     if agent.after_model is not None:
         return await _after(response, ctx)
-    return unique_call_ids(response) if len(response.parts) > 1 else response
+    return unique_call_ids(response, ctx.call_ids or _ids_of(ctx))
 
 
 async def _ask(model: Any, request: ModelRequest, ctx: RunContext) -> ModelResponse:
@@ -224,36 +224,51 @@ async def _after(response: ModelResponse, ctx: RunContext) -> ModelResponse:
                 f"the after_model callback returned {type(replaced).__name__}; return None or a ModelResponse"
             )
         response = replaced or response
-    if len(response.parts) > 1:
-        response = unique_call_ids(response)
-    return response
+    return unique_call_ids(response, ctx.call_ids or _ids_of(ctx))
 
 
-def unique_call_ids(response: ModelResponse) -> ModelResponse:
-    """``response`` with every tool call's id unique within it: the first call of an id keeps
-    the provider's id; a later call with the same id gets a fresh one (``<id>_<n>``, still a
-    valid provider id), so each call runs once and is answered once (providers have been seen
-    to send one id twice in a reply). The history keeps the ids given here, so the provider
-    sees each call and its answer under one id."""
-    ids = [p.id for p in response.parts if type(p) is ToolCall]
-    if len(ids) == len(set(ids)):
-        return response
-    seen: set[str] = set()
-    parts: list[Any] = []
-    for part in response.parts:
+def _ids_of(ctx: RunContext) -> set[str]:
+    """The run's set of call ids (``ctx.call_ids``), made on first use from the history (a
+    resumed run's too); a non-empty set is returned as it is."""
+    ids = ctx.call_ids
+    if ids is None:
+        ids = ctx.call_ids = {p.id for m in ctx.run_state.messages for p in m.parts if type(p) is ToolCall}
+    return ids
+
+
+def unique_call_ids(response: ModelResponse, seen: set[str] | None = None) -> ModelResponse:
+    """``response`` with every tool call's id unique in the run: a call whose id an earlier call
+    of this reply, or (with ``seen``, the ids of the run so far, which this adds to) of an earlier
+    reply, already has gets a fresh one (``<id>_<n>``, still a valid provider id); the first call
+    of an id keeps the provider's. So each call runs once and is answered once: providers have
+    been seen to send one id twice in a reply, and to reuse an id of an earlier turn. The
+    history keeps the ids given here, so the provider sees each call and its answer under one id."""
+    if seen is None:
+        seen = set()
+    parts = response.parts
+    if len(parts) == 1:  # the common reply: one part
+        part = parts[0]
+        if type(part) is not ToolCall or part.id not in seen:
+            if type(part) is ToolCall:
+                seen.add(part.id)
+            return response
+    renamed: list[Any] | None = None
+    for i, part in enumerate(parts):
         if type(part) is ToolCall:
-            if part.id in seen:
-                fresh = f"{part.id}_{new_call_id().removeprefix('call_')}"
-                part = part.model_copy(update={"id": fresh})
-            seen.add(part.id)
-        parts.append(part)
-    return response.model_copy(update={"parts": tuple(parts)})
+            ident = part.id
+            if ident in seen:
+                if renamed is None:
+                    renamed = list(parts)
+                ident = f"{ident}_{new_call_id().removeprefix('call_')}"
+                renamed[i] = part.model_copy(update={"id": ident})
+            seen.add(ident)
+    return response if renamed is None else response.model_copy(update={"parts": tuple(renamed)})
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
     if isinstance(exc, ModelError):
         return ErrorInfo(
-            kind="model",
+            kind="token_budget" if isinstance(exc, TokenBudgetError) else "model",
             message=exc.message,
             status=exc.status,
             retryable=exc.retryable,

@@ -20,7 +20,7 @@ from pydantic import JsonValue, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from .errors import ConfigurationError, ResumeError
-from .events import ErrorInfo, Message, ModelRequest, ModelResponse, Outcome, Usage
+from .events import ErrorInfo, Message, ModelRequest, ModelResponse, Outcome, Part, Usage
 from .limits import Limits
 from .signing import sign, unsign
 from .stage import Stage
@@ -36,7 +36,8 @@ class RunState:
     run_id: str
     agent: str
     """The agent the run started with (the root of its tree)."""
-    input: str
+    input: str | tuple[Part, ...]
+    """The user's message: text, or parts (text, images, documents; :mod:`loopwright.inputs`)."""
     active_agent: str = ""
     """The agent whose turn it is; changes on a transfer."""
     stage: str = Stage.START

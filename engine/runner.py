@@ -41,6 +41,7 @@ from .context import RunContext
 from .errors import ConfigurationError, MachineError, NoTransitionError, ResumeError
 from .events import ErrorInfo, LimitReached, Paused, Resumed, RunFinished, RunStarted
 from .features import machine_for
+from .inputs import UserInput, user_input
 from .machine import LoopMachine, Row, abort_row
 from .observers import INSTRUMENTS, EventSink, Observers
 from .result import RunResult, copy_state
@@ -121,10 +122,10 @@ class Runner:
 
     # ------------------------------------------------------------------ public API
 
-    def new_run(self, input: str, **options: Unpack[RunOptions]) -> RunState:
-        """A fresh run state in the initial state (not yet running); see :class:`RunOptions`."""
-        if not isinstance(input, str):
-            raise ConfigurationError(f"the user input must be a str, got {type(input).__name__}")
+    def new_run(self, input: UserInput, **options: Unpack[RunOptions]) -> RunState:
+        """A fresh run state in the initial state (not yet running); see :class:`RunOptions`.
+        ``input`` is text, or parts: text, images, documents (:mod:`loopwright.inputs`)."""
+        given = input if isinstance(input, str) else user_input(input)
         if not options.keys() <= _OPTIONS:
             unknown = ", ".join(repr(k) for k in options if k not in _OPTIONS)
             raise ConfigurationError(f"unknown run option {unknown}; the options are: {_OPTION_NAMES}")
@@ -141,7 +142,7 @@ class Runner:
         rs = RunState(
             run_id=run_id,
             agent=self.agent.name,
-            input=input,
+            input=given,
             stage=machine.initial,
             state={**(copy_state(after.state) if after is not None else {}), **(options.get("state") or {})},
             trace=[machine.initial],
@@ -170,16 +171,18 @@ class Runner:
         else:
             rs.turn_limits = own
 
-    def start(self, input: str, *, sink: Callable[[Any], None] | None = None, **options: Unpack[RunOptions]) -> Run:
+    def start(
+        self, input: UserInput, *, sink: Callable[[Any], None] | None = None, **options: Unpack[RunOptions]
+    ) -> Run:
         """Begin a run to drive by hand: ``await run.step()`` takes one transition.
         ``sink`` also receives every event as it is emitted."""
         return Run(self, self.new_run(input, **options), sink=sink)
 
-    async def run(self, input: str, **options: Unpack[RunOptions]) -> RunResult:
+    async def run(self, input: UserInput, **options: Unpack[RunOptions]) -> RunResult:
         """Run the agent on ``input`` until a terminal (or waiting) state; return the result."""
         return await Run(self, self.new_run(input, **options)).run_to_end()
 
-    def run_sync(self, input: str, **options: Unpack[RunOptions]) -> RunResult:
+    def run_sync(self, input: UserInput, **options: Unpack[RunOptions]) -> RunResult:
         """``run`` for code without an event loop."""
         try:
             asyncio.get_running_loop()
@@ -187,7 +190,7 @@ class Runner:
             return _sync(self.run(input, **options))
         raise ConfigurationError("run_sync() cannot be called inside a running event loop; use `await runner.run(...)`")
 
-    def stream(self, input: str, **options: Unpack[RunOptions]) -> RunStream:
+    def stream(self, input: UserInput, **options: Unpack[RunOptions]) -> RunStream:
         """Events as they happen: ``async for event in runner.stream(text)``. Text deltas
         arrive as ``text_delta`` events from models that stream. ``.result`` holds the
         RunResult once the stream is exhausted. Leaving the loop early cancels the run."""

@@ -28,6 +28,7 @@ from typing import Any
 from .agent import Agent
 from .diagram import Trace, _events, diagram, dot_available, machine_of_trace, trace_counts
 from .errors import ConfigurationError
+from .inputs import input_text
 from .machine import LoopMachine
 from .result import RunResult
 
@@ -108,7 +109,7 @@ def _summary(events: list[Any]) -> str:
         ("events", str(len(events))),
     ]
     if first.type == "run_started":
-        cells.insert(0, ("input", first.input))
+        cells.insert(0, ("input", input_text(first.input)))
     if finished is not None and finished.output:
         cells.append(("answer", finished.output))
     if finished is not None and finished.error is not None:
@@ -191,7 +192,7 @@ def _answered(e: Any) -> str:
 
 
 _WHAT: dict[str, Any] = {
-    "run_started": lambda e: f"input: {e.input}",
+    "run_started": lambda e: f"input: {input_text(e.input)}",
     "state_entered": lambda e: f"{e.source} → {e.state} ({e.guard})",
     "model_requested": lambda e: (
         f"attempt {e.attempt}, {e.message_count} messages, tools: {', '.join(e.tool_names) or 'none'}"

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Mapping
 from loopwright.agent import PLACEHOLDER, Agent
 from loopwright.context import RunContext
 from loopwright.errors import InstructionError
-from loopwright.events import ErrorInfo, Instruction, ModelRequest, trusted
+from loopwright.events import ErrorInfo, History, Instruction, ModelRequest, trusted
 from loopwright.run_state import RunState
 
 
@@ -92,7 +92,7 @@ def _build_request(rs: RunState, ctx: RunContext, instructions: tuple[Instructio
     request = trusted(
         ModelRequest,
         instructions=instructions,
-        messages=rs.messages,
+        messages=History(rs.messages),
         tools=agent.tool_specs,
         tool_choice=None,
         settings=agent.model_settings,

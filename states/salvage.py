@@ -6,6 +6,12 @@ Reads ``limit`` (the engine recorded which budget ran out when the run took the 
 ``response`` (None when that call fails: the table then ends the run with outcome "limit"),
 ``text``, ``usage`` and, on failure, ``error``. Tools stay declared (providers require it once
 history holds tool calls) with ``tool_choice="none"``; tool calls in the reply are dropped.
+
+After a request the model did not send because it would overspend ``max_total_tokens``
+(``reason -> salvage if request_over_token_budget``), the salvage call must fit in what is left:
+the tool results that request would have sent first are replaced, in the salvage request only,
+by a note saying they were left out, and the model refuses it too if it still does not fit
+(the run then ends with outcome "limit").
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 from loopwright.context import RunContext
 from loopwright.events import (
     ErrorOccurred,
+    History,
     Message,
     ModelRequest,
     ModelRequested,
@@ -20,6 +27,7 @@ from loopwright.events import (
     ModelResponse,
     TextPart,
     ThoughtPart,
+    ToolResult,
     trusted,
 )
 from loopwright.model_call import call_model, error_info
@@ -38,12 +46,15 @@ async def salvage(rs: RunState, ctx: RunContext) -> None:
     budget = ctx.budgets.get(rs.limit or "max_iterations")
     words = budget.describe(rs) if budget is not None else str(rs.limit)
     prompt = TextPart(text=SALVAGE_PROMPT.format(budget=words))
+    refused = rs.model_error is not None and rs.model_error.kind == "token_budget"
     rs.messages.append(Message(role="user", parts=(prompt,), agent=rs.active_agent))
+    cap = rs.limits.max_total_tokens
     request = ModelRequest(
         instructions=rs.request.instructions if rs.request is not None else agent.static_instructions,
-        messages=rs.messages,
+        messages=_unsent_results_left_out(rs.messages) if refused else History(rs.messages),
         tools=agent.tool_specs,
         settings=agent.model_settings,
+        tokens_left=cap - rs.usage.total_tokens if refused and cap is not None else None,
     )
     for process in ctx.request_hooks:
         request = process(request, rs, ctx)
@@ -62,3 +73,27 @@ async def salvage(rs: RunState, ctx: RunContext) -> None:
     rs.messages.append(trusted(Message, role="assistant", parts=kept, agent=rs.active_agent))
     rs.response = reply
     rs.text = reply.text
+
+
+LEFT_OUT = (
+    "[left out: this result ({size} characters) made the request larger than what is left of the token "
+    "budget (max_total_tokens)]"
+)
+
+
+def _unsent_results_left_out(messages: list[Message]) -> list[Message]:
+    """The history with the tool results no request has sent yet (those after the last
+    assistant turn) replaced by :data:`LEFT_OUT` (a new list; the history is not changed)."""
+    last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
+    if last < 0:
+        return messages
+    kept = messages[: last + 1]
+    for message in messages[last + 1 :]:
+        parts = tuple(
+            ToolResult(call_id=p.call_id, name=p.name, content=LEFT_OUT.format(size=len(str(p.content))), is_error=True)
+            if isinstance(p, ToolResult)
+            else p
+            for p in message.parts
+        )
+        kept.append(message.model_copy(update={"parts": parts}))
+    return kept

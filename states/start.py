@@ -1,6 +1,6 @@
 """start: the run begins.
 
-Reads ``input``; writes ``messages`` (appends the user's turn).
+Reads ``input`` (text, or parts: text, images, documents); writes ``messages`` (appends the user's turn).
 """
 
 from __future__ import annotations
@@ -11,5 +11,6 @@ from loopwright.run_state import RunState
 
 
 def start(rs: RunState, ctx: RunContext) -> None:
-    text = trusted(TextPart, type="text", text=rs.input)
-    rs.messages.append(trusted(Message, role="user", parts=(text,), agent=None))
+    given = rs.input
+    parts = (trusted(TextPart, type="text", text=given),) if isinstance(given, str) else given
+    rs.messages.append(trusted(Message, role="user", parts=parts, agent=None))

@@ -210,7 +210,8 @@ def test_a_request_larger_than_the_token_budget_left_is_never_sent(fake: FakeCla
     fake.script += [message(tool_use("t", "weather", {"city": "Paris"}), stop_reason="tool_use"), message(text("no"))]
     huge = "Weather in Paris? " + "and more detail " * 150_000  # about 2.4 MB
     result = run(agent(fake, limits={"max_total_tokens": 1_000}), huge)
-    assert result.outcome == "failed" and result.error is not None and not result.error.retryable
+    assert result.outcome == "limit" and result.limit == "max_total_tokens"  # salvage refused it too
+    assert result.error is not None and not result.error.retryable
     assert result.error.message.startswith("the request holds about 60")
     assert "more than the 1000 left of max_total_tokens; it was not sent" in result.error.message
     assert fake.requests == []

@@ -23,6 +23,7 @@ from loopwright import (
     approve,
     tool,
 )
+from loopwright.errors import TokenBudgetError
 from loopwright.features import BUILT_IN_MACHINES, Compaction, Observer, Planner, PlanReAct, machine_for
 from loopwright.features.compaction import SUMMARY_INSTRUCTION
 from loopwright.features.observer import OBSERVER_INSTRUCTION
@@ -149,6 +150,8 @@ def scenarios(name: str) -> list[Callable[[], None]]:
         lambda: run(make(name, max_iterations=1), [call(), "best effort"]),
         lambda: run(make(name, max_iterations=1), [call(), ModelError("bad", retryable=False)]),
         lambda: run(make(name, max_iterations=1, salvage=False), [call(), "never"]),
+        lambda: run(make(name), [TokenBudgetError("too big"), ok]),  # not sent: salvaged
+        lambda: run(make(name, salvage=False), [TokenBudgetError("too big")]),  # not sent: the limit
         lambda: Runner(make(name, timeout_s=0.05).replace(model=ScriptedModel(_hang))).run_sync("go"),  # type: ignore[arg-type]
     ]
     stages = ["preprocess", "reason", "postprocess", "act", "decide"]

@@ -84,6 +84,7 @@ def test_table_reads_like_the_diagram() -> None:
         ("else", "failed"),
         ("is_final_response", "final"),
         ("else", "limit"),
+        ("request_over_token_budget", "limit"),
         ("has_response", "salvaged"),
     }
 

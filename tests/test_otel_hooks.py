@@ -75,7 +75,8 @@ def test_on_start_gives_a_run_its_own_observer_and_tool_scopes_wrap_each_call() 
     assert seen.events[0] == "run_started" and seen.events[-1] == "run_finished"
     # each call ran inside its own scope, concurrent ones (three) and a lone one alike
     answers = [p.content for m in result.messages if m.role == "user" for p in m.parts if hasattr(p, "content")]
-    assert answers == ["t0:c0", "t1:c1", "t2:c2", "t0:c0"]
+    assert answers[:3] == ["t0:c0", "t1:c1", "t2:c2"]
+    assert answers[3].startswith("t0:c0_")  # the script reuses the id c0: the later call gets a fresh one
     assert CURRENT.get() == "none"
 
 

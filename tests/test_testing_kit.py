@@ -137,6 +137,8 @@ def test_coverage_report_is_exact(pytester: pytest.Pytester) -> None:
         "reason->cancelled (cancel_requested)",
         "reason->decide (deadline_passed)",
         "reason->reason (has_retryable_model_error & retries_left)",
+        "reason->salvage (request_over_token_budget & salvage_allowed)",
+        "reason->done (request_over_token_budget)",
         "reason->failed (else)",
         "postprocess->cancelled (cancel_requested)",
         "postprocess->act (has_tool_calls)",
@@ -151,7 +153,7 @@ def test_coverage_report_is_exact(pytester: pytest.Pytester) -> None:
         "salvage->done (has_response)",
         "salvage->done (else)",
     ]
-    expected = f"loopwright coverage: 5/22 rows of 'agent' (missing: {', '.join(missing)})"
+    expected = f"loopwright coverage: 5/24 rows of 'agent' (missing: {', '.join(missing)})"
     assert expected in result.outlines
     assert "FAIL: row coverage below 50% for ['agent']" in result.outlines
     assert result.ret == 1

@@ -146,7 +146,7 @@ async def compact(rs: RunState, ctx: RunContext) -> None:
     first = older[0]
     note = TextPart(text=f"[Summary of the conversation so far; older turns were compacted]\n{summary}")
     head = trusted(Message, role="user", parts=(*first.parts, note), agent=first.agent)
-    rs.messages[:] = [head, *kept]  # the run's history itself: the next request is built from it
+    rs.messages = [head, *kept]  # a new list: the history is append-only (earlier requests keep theirs)
     c.replaced += len(older) - 1
     c.summary, c.size = summary, 0
     ctx.emit(Compacted, replaced=len(older), kept=len(kept), summary=summary)

@@ -101,7 +101,7 @@ def paused(message: Message) -> bool:
                for p in message.parts)  # fmt: skip
 
 
-def to_messages(history: list[Message], *, continue_cut: bool = True) -> list[dict[str, Any]]:
+def to_messages(history: Sequence[Message], *, continue_cut: bool = True) -> list[dict[str, Any]]:
     """The conversation as the Messages API wants it (see the module docstring).
 
     ``continue_cut=False`` keeps the old shape (a cut assistant turn left last, a prefill) for
@@ -330,7 +330,7 @@ def usable(response: ModelResponse) -> bool:
     return False
 
 
-def last_container(history: list[Message]) -> str | None:
+def last_container(history: Sequence[Message]) -> str | None:
     """The code-execution container of the latest reply that had one (reused by the next request)."""
     for message in reversed(history):
         if message.role != "assistant":

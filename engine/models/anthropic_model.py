@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anthropic
 
-from ..errors import ConfigurationError, ModelError
+from ..errors import ConfigurationError, ModelError, TokenBudgetError
 from ..events import ModelRequest, ModelResponse
 from .anthropic_errors import stream_error
 from .anthropic_mapping import (
@@ -377,11 +377,10 @@ def _check_budget(params: dict[str, Any], left: int) -> None:
     """Refuse, before sending, a request larger than what is left of ``max_total_tokens``."""
     estimate = estimate_tokens(params)
     if estimate > left:
-        raise ModelError(
+        raise TokenBudgetError(
             f"the request holds about {estimate} input tokens (a local estimate: 4 characters a token), more "
             f"than the {max(left, 0)} left of max_total_tokens; it was not sent. Raise max_total_tokens, or "
-            "keep tool results and history smaller",
-            retryable=False,
+            "keep tool results and history smaller"
         )
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Sequence
+import random
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hypothesis import strategies as st
@@ -27,11 +28,15 @@ ScriptItem = ModelResponse | ModelError
 _INVALID_VALUES: st.SearchStrategy[Any] = st.sampled_from([None, [], {"nested": True}, "not-a-number", -1.5])
 
 
+_PERMILLE = st.integers(0, 999)
+"""Strategies drawn from often are made once (making one per draw costs more than the draw)."""
+
+
 def _chance(draw: st.DrawFn, rate: float) -> bool:
     """True with probability ``rate``; shrinks to False."""
     if rate <= 0:
         return False
-    return draw(st.integers(0, 999)) >= 1000 - int(rate * 1000)
+    return draw(_PERMILLE) >= 1000 - int(rate * 1000)
 
 
 def _invalid_args(draw: st.DrawFn, schema: dict[str, Any]) -> dict[str, Any]:
@@ -260,7 +265,13 @@ class HostileModel:
         return item  # type: ignore[no-any-return]
 
 
-_TRANSIENT = (ConnectionResetError("connection reset"), TimeoutError("read timed out"), OSError("network down"))
+_TRANSIENT: tuple[Callable[[], Exception], ...] = (
+    lambda: ConnectionResetError("connection reset"),
+    lambda: TimeoutError("read timed out"),
+    lambda: OSError("network down"),
+)
+"""Each makes a fresh exception: one instance raised again and again would grow its traceback
+(and keep every run it went through alive) from example to example."""
 
 
 @st.composite
@@ -280,10 +291,18 @@ def _malformed(draw: st.DrawFn) -> ModelResponse:
     return ModelResponse.model_construct(parts=(call,), usage=Usage(), stop_reason="tool_use")
 
 
+_FEW, _DIGIT, _SEED = st.integers(1, 3), st.integers(0, 9), st.integers(0, 2**32 - 1)
+_INPUT, _OUTPUT = st.integers(0, 60), st.integers(0, 30)
+
+
 @st.composite
 def _calls(draw: st.DrawFn, names: list[str], wide: int) -> tuple[ToolCall, ...]:
-    count = draw(st.integers(1, 3)) if not _chance(draw, 0.1) else draw(st.integers(4, wide))
-    calls = [ToolCall(name=draw(st.sampled_from(names)), args={"x": draw(st.integers(0, 9))}) for _ in range(count)]
+    if not _chance(draw, 0.1):
+        name = st.sampled_from(names)
+        calls = [ToolCall(name=draw(name), args={"x": draw(_DIGIT)}) for _ in range(draw(_FEW))]
+    else:  # a very wide reply: its calls come from one drawn seed (hundreds of draws cost more than the run)
+        count, pick = draw(st.integers(4, wide)), random.Random(draw(_SEED))
+        calls = [ToolCall(name=pick.choice(names), args={"x": pick.randrange(10)}) for _ in range(count)]
     if len(calls) > 1 and _chance(draw, 0.3):  # a provider sends one id twice
         dup = draw(st.integers(1, len(calls) - 1))
         calls[dup] = calls[dup].model_copy(update={"id": calls[0].id})
@@ -295,19 +314,25 @@ def hostile_replies(
     draw: st.DrawFn, names: Sequence[str] = HOSTILE_KINDS, *, max_replies: int = 6, wide: int = 200
 ) -> list[Any]:
     """Scripts for :class:`HostileModel`: tool-use replies calling ``names`` (duplicate ids in
-    one reply, now and then very wide replies of up to ``wide`` calls), text replies, transient
-    exceptions (ConnectionResetError, TimeoutError, OSError), and malformed replies (parts or
-    usage None, a str part, negative usage, a call without an id)."""
+    one reply, ids an earlier reply used, now and then very wide replies of up to ``wide``
+    calls), text replies, transient exceptions (ConnectionResetError, TimeoutError, OSError),
+    and malformed replies (parts or usage None, a str part, negative usage, a call without an
+    id)."""
     script: list[Any] = []
     pool = list(names)
+    used: list[str] = []
     for _ in range(draw(st.integers(0, max_replies))):
         if _chance(draw, 0.1):
-            script.append(draw(st.sampled_from(_TRANSIENT)))
+            script.append(draw(st.sampled_from(_TRANSIENT))())
         elif _chance(draw, 0.05):
             script.append(draw(_malformed()))
         elif _chance(draw, 0.15):
             script.append(ModelResponse(parts=(TextPart(text="an answer"),), stop_reason="end_turn"))
         else:
-            usage = Usage(input_tokens=draw(st.integers(0, 60)), output_tokens=draw(st.integers(0, 30)), requests=1)
-            script.append(ModelResponse(parts=draw(_calls(pool, wide)), stop_reason="tool_use", usage=usage))
+            usage = Usage(input_tokens=draw(_INPUT), output_tokens=draw(_OUTPUT), requests=1)
+            calls = draw(_calls(pool, wide))
+            if used and _chance(draw, 0.2):  # a provider reuses an id of an earlier turn
+                calls = (calls[0].model_copy(update={"id": draw(st.sampled_from(used))}), *calls[1:])
+            used += [c.id for c in calls]
+            script.append(ModelResponse(parts=calls, stop_reason="tool_use", usage=usage))
     return script
