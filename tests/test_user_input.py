@@ -5,7 +5,6 @@ Messages API (tests/fake_claude.py, over real HTTP) as its blocks; bad input is 
 from __future__ import annotations
 
 import asyncio
-import base64
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,19 +18,13 @@ from loopwright.inputs import input_text
 from loopwright.trace_page import trace_page
 
 from .fake_claude import FakeClaude, message, text
-
-PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS\xde"
-PDF = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF"
+from .test_anthropic_images import PDF, PNG, b64
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeClaude]:
     with FakeClaude() as server:
         yield server
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
 
 
 def claude(fake: FakeClaude) -> Agent:

@@ -271,8 +271,7 @@ class Durable:
         try:
             saved = await self.store.load(rs.run_id)
             if saved is not None:
-                cp.version = await self.store.take(rs.run_id, saved.version, cp.owner)
-                cp.n_messages, cp.n_trace = len(saved.messages), len(saved.trace)
+                await self._take_over(cp, rs.run_id, saved)
         except BaseException:
             cp.retire()
             raise
@@ -296,11 +295,15 @@ class Durable:
                     "a suspension is resumed once"
                 )
             if saved is not None:
-                cp.version = await self.store.take(rs.run_id, saved.version, cp.owner)
-                cp.n_messages, cp.n_trace = len(saved.messages), len(saved.trace)
+                await self._take_over(cp, rs.run_id, saved)
         except BaseException:
             cp.retire()
             raise
+
+    async def _take_over(self, cp: Checkpointer, run_id: str, saved: SavedRun) -> None:
+        """This process's checkpoints continue the saved run's (its version taken in the store)."""
+        cp.version = await self.store.take(run_id, saved.version, cp.owner)
+        cp.n_messages, cp.n_trace = len(saved.messages), len(saved.trace)
 
 
 def compact_events(log: EventLog, start: int, at: Where) -> tuple[list[Any], dict[str, tuple[str, ...]], Where]:
