@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import attrgetter, le, lt
+from types import FunctionType
 from typing import Any, Literal
 
 from .errors import MachineError
@@ -121,16 +122,22 @@ def _guard_for(budget: Budget) -> Guard:
         own_cap = getattr(own, name, None)
         return own_cap is None or count - rs.turn_start.get(name, 0) < own_cap
 
-    def room_guard(rs: RunState) -> bool:
-        assert room is not None
-        return room(rs)
-
     scoped = {"run": run_guard, "pass": pass_guard, "turn": turn_guard}
-    guard = room_guard if room is not None else scoped[budget.scope]
+    guard = _renamed(room) if room is not None else scoped[budget.scope]
     guard.__name__ = guard.__qualname__ = budget.guard_name
     guard.__doc__ = f"Room left in the {name} budget ({budget.words.format(value='cap')})."
     guard.budget = name  # type: ignore[attr-defined]
     return guard
+
+
+def _renamed(room: Callable[[RunState], bool]) -> Guard:
+    """A budget's own ``room`` test as its guard: a copy of the function (its code, globals,
+    defaults and closure; no wrapper calling it), so naming the guard leaves ``room`` as it was."""
+    if not isinstance(room, FunctionType):
+        return lambda rs: room(rs)
+    copy = FunctionType(room.__code__, room.__globals__, room.__name__, room.__defaults__, room.__closure__)
+    copy.__kwdefaults__ = room.__kwdefaults__
+    return copy
 
 
 def budget_of(guard: Callable[..., Any]) -> str | None:

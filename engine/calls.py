@@ -67,19 +67,6 @@ def _wait(call: ToolCall, kind: Any, detail: str, key: str | None = None) -> Pen
     return PendingRequest(call_id=call.id, tool=call.name, args=call.args, kind=kind, detail=detail, credential_key=key)
 
 
-def _gated(call: ToolCall, ctx: RunContext) -> CallOutcome | None:
-    """What the vetoes and the features' gates say of ``call`` before it runs (None: run it)."""
-    rs = ctx.run_state
-    vetoed = rs.vetoes.get(call.id)
-    if vetoed is not None:
-        return result(call, f"tool {call.name!r} was vetoed: {vetoed}", True)
-    for gate in ctx.gates:
-        said = gate(call, rs, ctx)
-        if said is not None:
-            return said  # type: ignore[no-any-return]
-    return None
-
-
 async def _before_tool(call: ToolCall, ctx: RunContext) -> ToolResult | None:
     before = ctx.agent.before_tool
     if before is None:
@@ -99,10 +86,15 @@ def execute(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | Aw
     the tool (with its timeout). ``approved``: a person approved it (or supplied its credential).
     The outcome at once when the call ends before the tool would run, else what to await for it
     (no coroutine of its own: the hot path's chain of frames stays short)."""
-    if ctx.run_state.vetoes or ctx.gates:
-        said = _gated(call, ctx)
+    rs = ctx.run_state
+    if rs.vetoes:
+        vetoed = rs.vetoes.get(call.id)
+        if vetoed is not None:
+            return result(call, f"tool {call.name!r} was vetoed: {vetoed}", True)
+    for gate in ctx.gates:  # the features' gates
+        said = gate(call, rs, ctx)
         if said is not None:
-            return said
+            return said  # type: ignore[no-any-return]
     checked = _check(call, ctx, approved)
     if type(checked) is not tuple:
         return checked  # type: ignore[return-value]

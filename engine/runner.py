@@ -558,9 +558,16 @@ class Run:
     def _transition(self, stage: str, raised: BaseException | None, task: asyncio.Task[Any] | None) -> Row:
         """After ``stage``'s work: the row the table chooses (the abort edge if the stage
         raised ``raised``), taken."""
-        if self.state.deadline is not None:
+        rs = self.state
+        if rs.deadline is not None:
             self._check_deadline(task)
-        row = self._abort(stage, "stage", raised) if raised is not None else self._choose(stage)
+        if raised is not None:
+            row = self._abort(stage, "stage", raised)
+        else:
+            try:  # (self._choose, without its frame: this runs at every transition)
+                row = self.machine.choose(stage, rs)
+            except Exception as exc:
+                row = self._unchosen(stage, exc)
         self._take(row)
         return row
 
@@ -595,11 +602,16 @@ class Run:
     def _choose(self, stage: str) -> Row:
         try:
             return self.machine.choose(stage, self.state)
-        except NoTransitionError:
-            self._take(self._abort(stage, "table", None))
-            raise
         except Exception as exc:
-            return self._abort(stage, "guard", exc)
+            return self._unchosen(stage, exc)
+
+    def _unchosen(self, stage: str, exc: Exception) -> Row:
+        """The table could not choose out of ``stage``: a guard raised ``exc`` (the abort edge),
+        or no row matched (the run fails, and the NoTransitionError goes on up)."""
+        if isinstance(exc, NoTransitionError):
+            self._take(self._abort(stage, "table", None))
+            raise exc
+        return self._abort(stage, "guard", exc)
 
     def _abort(self, stage: str, where: str, exc: BaseException | None) -> Row:
         """The engine's abort edge: the run fails, the error named."""

@@ -79,11 +79,20 @@ def same_calls(a: Message, b: Message) -> bool:
     )
 
 
+def _streak_within_cap(rs: RunState) -> bool:
+    """Room while the streak is at most the cap (the budget's test, in one function: it runs
+    at every pass through decide)."""
+    cap = rs.limits.max_repeated_calls
+    r = rs.features.get(NAME)
+    return cap is None or r is None or r.streak <= cap
+
+
 REPEATED_CALLS = Budget(
     "max_repeated_calls",
     "repeats of the same tool call (max_repeated_calls={value})",
     "not_repeating_calls",
     used=repeated_calls,
+    room=_streak_within_cap,
     inclusive=True,
 )
 """Room while the streak is at most the cap: the call that reaches it is the nudge, the one
