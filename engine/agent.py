@@ -238,20 +238,13 @@ def _check_features(name: str, output_type: object, planner: object, observer: o
             f"agent {name!r}: output_type must be a pydantic model class (class Answer(BaseModel): ...), "
             f"got {output_type!r}"
         )
-    if planner is not None and getattr(planner, "extension", None) is None:
-        raise ConfigurationError(
-            f"agent {name!r}: planner must be a planner such as loopwright.features.PlanReAct() or "
-            f"loopwright.features.Planner(), got {planner!r}"
-        )
-    if observer is not None and getattr(observer, "extension", None) is None:
-        raise ConfigurationError(
-            f"agent {name!r}: observer must be an observer such as loopwright.features.Observer(every=3), "
-            f"got {observer!r}"
-        )
-    if compaction is not None and getattr(compaction, "extension", None) is None:
-        raise ConfigurationError(
-            f"agent {name!r}: compaction must be loopwright.features.Compaction(...), got {compaction!r}"
-        )
+    for option, value, example in (
+        ("planner", planner, "a planner such as loopwright.features.PlanReAct() or loopwright.features.Planner()"),
+        ("observer", observer, "an observer such as loopwright.features.Observer(every=3)"),
+        ("compaction", compaction, "loopwright.features.Compaction(...)"),
+    ):
+        if value is not None and getattr(value, "extension", None) is None:
+            raise ConfigurationError(f"agent {name!r}: {option} must be {example}, got {value!r}")
 
 
 def _tool_map(name: str, tools: Sequence[Tool | Callable[..., Any]]) -> dict[str, Tool]:

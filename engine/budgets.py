@@ -123,14 +123,14 @@ def _guard_for(budget: Budget) -> Guard:
         return own_cap is None or count - rs.turn_start.get(name, 0) < own_cap
 
     scoped = {"run": run_guard, "pass": pass_guard, "turn": turn_guard}
-    guard = _renamed(room) if room is not None else scoped[budget.scope]
+    guard = _copy_of(room) if room is not None else scoped[budget.scope]
     guard.__name__ = guard.__qualname__ = budget.guard_name
     guard.__doc__ = f"Room left in the {name} budget ({budget.words.format(value='cap')})."
     guard.budget = name  # type: ignore[attr-defined]
     return guard
 
 
-def _renamed(room: Callable[[RunState], bool]) -> Guard:
+def _copy_of(room: Callable[[RunState], bool]) -> Guard:
     """A budget's own ``room`` test as its guard: a copy of the function (its code, globals,
     defaults and closure; no wrapper calling it), so naming the guard leaves ``room`` as it was."""
     if not isinstance(room, FunctionType):

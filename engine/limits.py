@@ -172,10 +172,10 @@ class Watched:
     ``CancelledError`` says whether it was the bound's own cancellation (then taken back),
     ``close()`` when the call is over, however it ended."""
 
-    __slots__ = ("before", "deadline", "fired", "handle", "task", "watch")
+    __slots__ = ("before", "deadline", "fired", "handle", "shared", "task")
 
-    def __init__(self, deadline: float, task: asyncio.Task[Any], watch: _Watch | None) -> None:
-        self.deadline, self.task, self.watch = deadline, task, watch
+    def __init__(self, deadline: float, task: asyncio.Task[Any], shared: _Watch | None) -> None:
+        self.deadline, self.task, self.shared = deadline, task, shared
         self.before, self.fired = task.cancelling(), False
         self.handle: asyncio.TimerHandle | None = None
 
@@ -192,8 +192,8 @@ class Watched:
         return False
 
     def close(self) -> None:
-        if self.watch is not None:
-            self.watch.live.discard(self)
+        if self.shared is not None:  # the loop's shared watch, or (None) a timer of its own
+            self.shared.live.discard(self)
         elif self.handle is not None:
             self.handle.cancel()
         if self.fired:  # it fired, but the call finished anyway

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,13 @@ from loopwright.models.scripted import to_response
 
 EXECUTED: list[tuple[str, str | None]] = []
 CRASH_AFTER: set[str] = set()
+
+
+def labels() -> Counter[str]:
+    """How many times each tool call (by its label) executed."""
+    return Counter(label for label, _key in EXECUTED)
+
+
 """Labels whose next execution "kills the process" right after doing its work (raises Crash)."""
 
 

@@ -73,6 +73,19 @@ def environment() -> dict[str, str]:
     return env
 
 
+def cli(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``loopwright ARGS`` run in ``project`` with no terminal (stdin closed), its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "loopwright.cli", *args],
+        cwd=project,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environment(),
+    )
+
+
 class Terminal:
     """A process on a pseudo-terminal: read what it shows, type answers."""
 
@@ -149,15 +162,7 @@ def test_a_denied_confirmation_reaches_the_model_with_the_reason(project: Path) 
 
 
 def test_json_lines_then_a_saved_wait_then_resume(project: Path) -> None:
-    first = subprocess.run(
-        command("treasury:agent", "Send 500 USD", "--json"),
-        cwd=project,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=environment(),
-    )
+    first = cli(project, "run", "treasury:agent", "Send 500 USD", "--json")
     assert first.returncode == 3, first.stderr
     events = [EVENT_ADAPTER.validate_json(line) for line in first.stdout.splitlines()]
     assert events[0].type == "run_started" and events[-1].type == "suspended"
@@ -166,15 +171,7 @@ def test_json_lines_then_a_saved_wait_then_resume(project: Path) -> None:
     assert saved.exists()
     assert f"loopwright run treasury:agent --resume {run_id}" in first.stderr
 
-    again = subprocess.run(
-        command("treasury:agent", "--resume", run_id, "--yes", "--json"),
-        cwd=project,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=environment(),
-    )
+    again = cli(project, "run", "treasury:agent", "--resume", run_id, "--yes", "--json")
     assert again.returncode == 0, again.stderr
     resumed = [EVENT_ADAPTER.validate_json(line) for line in again.stdout.splitlines()]
     assert resumed[0].type == "resumed" and resumed[0].seq == events[-1].seq + 1
@@ -184,22 +181,14 @@ def test_json_lines_then_a_saved_wait_then_resume(project: Path) -> None:
 
     # both legs' lines make one trace page
     (project / "events.jsonl").write_text(first.stdout + again.stdout)
-    page = subprocess.run(
-        [sys.executable, "-m", "loopwright.cli", "trace", "events.jsonl", "-o", "trace.html"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    page = cli(project, "trace", "events.jsonl", "-o", "trace.html")
     assert page.returncode == 0, page.stderr
     assert json.dumps("wire: wired 500") in (project / "trace.html").read_text()
 
 
 def test_bad_arguments_say_what_to_do(project: Path) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            command(*args), cwd=project, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
-        )
+        return cli(project, "run", *args)
 
     missing = run("nosuch:agent", "hi")
     assert missing.returncode == 2 and "cannot import module 'nosuch'" in missing.stdout + missing.stderr
@@ -214,35 +203,21 @@ def test_a_run_kept_in_a_store_waits_and_is_resumed_from_it_by_id(project: Path)
     with the same store claims the wait and goes on, in a new process."""
     store = f"sqlite:///{project / 'runs.db'}"
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            command("treasury:agent", *args, "--store", store, "--json"),
-            cwd=project,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=environment(),
-        )
+    def stored(*args: str) -> subprocess.CompletedProcess[str]:
+        return cli(project, "run", "treasury:agent", *args, "--store", store, "--json")
 
-    first = cli("Send 500 USD")
+    first = stored("Send 500 USD")
     assert first.returncode == 3, first.stderr
     run_id = EVENT_ADAPTER.validate_json(first.stdout.splitlines()[0]).run_id
     assert not (project / ".loopwright" / "runs" / f"{run_id}.json").exists()
     assert f"--store {store} --resume {run_id}" in " ".join(first.stderr.split())  # rich wraps lines
-    again = cli("--resume", run_id, "--yes")
+    again = stored("--resume", run_id, "--yes")
     assert again.returncode == 0, again.stderr
     finished = EVENT_ADAPTER.validate_json(again.stdout.splitlines()[-1])
     assert finished.type == "run_finished" and finished.output == "wire: wired 500"
-    twice = cli("--resume", run_id, "--yes")  # the wait was claimed: a second resume is refused
+    twice = stored("--resume", run_id, "--yes")  # the wait was claimed: a second resume is refused
     assert twice.returncode == 2 and "has ended" in twice.stdout + twice.stderr
-    page = subprocess.run(  # both legs' events, read back from the store
-        [sys.executable, "-m", "loopwright.cli", "trace", run_id, "--store", store, "-o", "stored.html"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    page = cli(project, "trace", run_id, "--store", store, "-o", "stored.html")  # both legs' events, from the store
     assert page.returncode == 0, page.stderr
     html = (project / "stored.html").read_text()
     assert json.dumps("wire: wired 500") in html and '"type": "suspended"' in html

@@ -17,7 +17,7 @@ from loopwright.stores import open_store
 from loopwright.stores.durable import rebuild
 from loopwright.stores.postgres import PostgresStore
 
-from .store_app import CRASH_AFTER, EXECUTED, Crash, make_agent, steps_script
+from .store_app import CRASH_AFTER, EXECUTED, Crash, labels, make_agent, steps_script
 from .store_fakes import CrashingStore, drive
 from .test_store_sqlite import PAY_SCRIPT
 
@@ -26,10 +26,6 @@ from .test_store_sqlite import PAY_SCRIPT
 def _clean() -> None:
     EXECUTED.clear()
     CRASH_AFTER.clear()
-
-
-def labels() -> Counter[str]:
-    return Counter(label for label, _key in EXECUTED)
 
 
 def test_every_transition_is_checkpointed_in_postgres(pg_url: str) -> None:

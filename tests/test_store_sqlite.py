@@ -33,7 +33,7 @@ from loopwright.stores import Checkpoint, SQLiteStore, open_store
 from loopwright.stores.base import DELTA, FULL_HEAD_EVERY
 from loopwright.stores.durable import rebuild
 
-from .store_app import CRASH_AFTER, EXECUTED, Crash, make_agent, steps_script, tree_agent
+from .store_app import CRASH_AFTER, EXECUTED, Crash, labels, make_agent, steps_script, tree_agent
 from .store_fakes import CrashingStore, drive
 
 PAY_SCRIPT = [
@@ -49,10 +49,6 @@ PAY_SCRIPT = [
 def _clean() -> None:
     EXECUTED.clear()
     CRASH_AFTER.clear()
-
-
-def labels() -> Counter[str]:
-    return Counter(label for label, _key in EXECUTED)
 
 
 class Counting(CrashingStore):
