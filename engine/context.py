@@ -114,13 +114,8 @@ class EventLog:
             if isinstance(entry, EventBase):
                 yield i, entry, stage, iteration, agent, ()
                 continue
-            first = entry[0] if isinstance(entry, tuple) else entry
-            if type(first) is tuple:
-                yield i, entry[1], stage, iteration, agent, entry[2:]
-            elif isinstance(first, type):
-                yield i, first, stage, iteration, agent, entry[1:]
-            else:
-                yield i, StateEntered, stage, iteration, agent, (first.source, first.label)
+            cls, values = _decoded(entry)
+            yield i, cls, stage, iteration, agent, values
 
     def _walk(self, start: int, at: Where) -> Iterator[tuple[int, LogEntry, str, int, str]]:
         """Each entry from ``start`` with the stage, iteration and agent it was recorded at."""
@@ -142,16 +137,20 @@ class EventLog:
 
     def _parts(self, i: int, entry: LogEntry, stage: str, iteration: int, agent: str) -> tuple[Any, ...]:
         """``make_event``'s arguments for entry ``i`` (not a built event)."""
-        seq, at = self.base + i + 1, self.times[i]
-        first = entry[0] if isinstance(entry, tuple) else entry
-        if type(first) is tuple:
-            cls, values = entry[1], entry[2:]
-        elif isinstance(first, type):
-            cls, values = first, entry[1:]
-        else:
-            fields = {"source": first.source, "guard": first.label}
-            return StateEntered, self.run_id, seq, at, first.dest, iteration, agent, fields
-        return cls, self.run_id, seq, at, stage, iteration, agent, dict(zip(EVENT_FIELDS[cls], values, strict=True))
+        cls, values = _decoded(entry)
+        fields = dict(zip(EVENT_FIELDS[cls], values, strict=True))
+        return cls, self.run_id, self.base + i + 1, self.times[i], stage, iteration, agent, fields
+
+
+def _decoded(entry: LogEntry) -> tuple[Any, tuple[Any, ...]]:
+    """The class and own field values of a compact entry (not a built event); a transition's
+    are ``StateEntered``'s, its source and guard (the ``stage`` it is read at is its dest)."""
+    first = entry[0] if isinstance(entry, tuple) else entry
+    if type(first) is tuple:  # an event where the stage, iteration or agent changed
+        return entry[1], entry[2:]
+    if isinstance(first, type):
+        return first, entry[1:]
+    return StateEntered, (first.source, first.label)
 
 
 class RunContext:
