@@ -57,6 +57,9 @@ _FINISHED = object()
 _OTHER_LOOP = object()
 _SLICE_S = 0.001
 """A run that never suspends still lets the event loop run at least this often (seconds)."""
+_HOLD = 4
+"""A run goes on for at most this many more stages while another task waits (ready, or a timer
+due), then lets it run: a waiting task runs within one loop iteration (five stages) of this run."""
 
 
 class RunOptions(TypedDict, total=False):
@@ -327,6 +330,7 @@ class Run:
 
     __slots__ = (
         "_handlers",
+        "_held",
         "_in_stage",
         "_loop",
         "_own",
@@ -335,6 +339,7 @@ class Run:
         "_terminals",
         "_timed_out",
         "_timer",
+        "_waiter",
         "_yielded",
         "ctx",
         "machine",
@@ -377,6 +382,8 @@ class Run:
         self._stops = machine.terminals | machine.waiting
         self._loop: Any = None
         self._yielded = 0.0
+        self._waiter: object = None
+        self._held = 0
         self._timer: asyncio.TimerHandle | None = None
         """The run's one deadline timer (armed at its first step when it has ``timeout_s``)."""
         self._in_stage = False
@@ -447,8 +454,15 @@ class Run:
         return await self._steps(to_end=False)
 
     def _must_yield(self) -> bool:
-        """Whether to let the event loop run before the next stage (not before the run's
-        first): something else is ready or due, or this run has not let it run for a time slice."""
+        """Whether to let the event loop run before the next stage (not before the run's first).
+
+        Another task waits (ready, or its timer due): the first time this run sees that
+        waiter it goes on; if the same waiter is still first in line ``_HOLD`` stages later,
+        the loop has not run since, and the run yields. A waiter that changed means the loop
+        ran in between (a stage suspended): counting starts again. So a run that suspends
+        anyway (a model call) pays no extra round trip of the loop, and one that never
+        suspends holds it for at most ``_HOLD`` + 1 stages. With nothing waiting, the run
+        still yields once per ``_SLICE_S`` since its own last yield (I/O is polled then)."""
         if len(self.state.trace) < 2:
             return False
         loop = self._loop
@@ -457,13 +471,23 @@ class Run:
             self._yielded = _monotonic()
             if not hasattr(loop, "_ready") or type(loop).time is not _BASE_TIME:
                 loop = self._loop = _OTHER_LOOP  # not asyncio's own: yield at every transition
-        if loop is _OTHER_LOOP or loop._ready:
+        if loop is _OTHER_LOOP:
             return True
-        now = _monotonic()  # asyncio's own loops keep time.monotonic(): read it without a Python frame
-        if now - self._yielded > _SLICE_S:
-            return True
-        scheduled = loop._scheduled
-        return bool(scheduled) and scheduled[0]._when <= now
+        ready = loop._ready
+        if ready:
+            waiter = ready[0]
+        else:
+            now = _monotonic()  # asyncio's own loops keep time.monotonic(): read it without a Python frame
+            scheduled = loop._scheduled
+            if not scheduled or scheduled[0]._when > now:
+                self._waiter = None
+                return now - self._yielded > _SLICE_S
+            waiter = scheduled[0]
+        if waiter is not self._waiter:
+            self._waiter, self._held = waiter, 0
+            return False
+        self._held += 1
+        return self._held >= _HOLD
 
     def _arm_deadline(self) -> None:
         """One timer per run (not one per stage): when ``timeout_s`` runs out it marks the
@@ -534,7 +558,7 @@ class Run:
             try:
                 if self._must_yield():
                     await asyncio.sleep(0)
-                    self._yielded = _monotonic()
+                    self._yielded, self._waiter = _monotonic(), None
                 self._in_stage = True
                 waits = handlers[stage](rs, ctx)
                 if waits is not None:

@@ -97,3 +97,84 @@ def test_a_timeout_ends_a_never_suspending_run_promptly() -> None:
     # the salvage call (the looping model answers it with a tool call, which salvage drops)
     assert result.limit == "timeout_s" and result.outcome == "salvaged"
     assert elapsed < 2, f"the run took {elapsed:.2f}s with timeout_s=0.05"
+
+
+def test_a_waiting_task_runs_within_one_iteration_of_a_never_suspending_run() -> None:
+    """The bound itself: while another task is ready, a run that never suspends takes at most
+    ``_HOLD`` + 1 transitions before that task runs (one loop iteration is five)."""
+    from loopwright.runner import _HOLD
+
+    ticks = 0
+    streaks: list[int] = []
+
+    class Streaks:
+        def __init__(self) -> None:
+            self.last, self.streak = -1, 0
+
+        def on_transition(self, run: Any, row: Any) -> None:
+            if ticks == self.last:
+                self.streak += 1
+            else:
+                streaks.append(self.streak)
+                self.last, self.streak = ticks, 1
+
+    async def ticker(stop: asyncio.Event) -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0)
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        counting = asyncio.create_task(ticker(stop))
+        await asyncio.sleep(0)
+        try:
+            await Runner(_agent(max_iterations=60, salvage=False), observers=[Streaks()]).run("loop")
+        finally:
+            stop.set()
+            await counting
+
+    asyncio.run(scenario())
+    assert len(streaks) > 20
+    assert max(streaks) <= _HOLD + 1, streaks
+
+
+def test_runs_that_suspend_anyway_pay_no_extra_round_trips() -> None:
+    """Many runs whose model call suspends (a real model's does): the engine adds at most one
+    yield of its own per iteration (it used to yield before every stage while any other run
+    was ready: five round trips of the event loop per iteration)."""
+    import loopwright.runner as runner_module
+
+    yields = 0
+    real_sleep = asyncio.sleep
+
+    async def counting_sleep(delay: float, result: Any = None) -> Any:
+        nonlocal yields
+        if delay == 0:
+            yields += 1
+        return await real_sleep(delay, result)
+
+    class Slow(ScriptedModel):
+        async def complete(self, request: ModelRequest) -> ModelResponse:
+            await real_sleep(0.001)
+            return await super().complete(request)
+
+    def script(request: ModelRequest) -> ModelResponse:
+        n = len(request.messages)
+        if n > 8:
+            return ModelResponse(parts=(), stop_reason="end_turn")
+        return looping(request)
+
+    async def scenario() -> list[RunResult]:
+        runner = Runner(Agent(name="slow", model=Slow(script), tools=[add], limits=Limits(max_iterations=10)))
+        return await asyncio.gather(*(runner.run("go") for _ in range(50)))
+
+    original = runner_module.asyncio.sleep
+    runner_module.asyncio.sleep = counting_sleep  # type: ignore[assignment]
+    try:
+        results = asyncio.run(scenario())
+    finally:
+        runner_module.asyncio.sleep = original  # type: ignore[assignment]
+    iterations = sum(r.iterations for r in results)
+    assert all(r.outcome == "final" for r in results), {r.outcome for r in results}
+    assert yields <= iterations, f"{yields} yields in {iterations} iterations"
