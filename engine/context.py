@@ -33,14 +33,20 @@ LogEntry = Any
 - a ``Row``: the transition taken (a ``StateEntered`` into ``row.dest``), at the iteration and
   agent of the entry before it;
 - ``(row, iteration, agent)``: a transition where either changed;
-- ``(cls, *values)``: any other event, its own field values in ``EVENT_FIELDS[cls]`` order,
-  at the stage, iteration and agent of the entry before it;
-- ``((stage, iteration, agent), cls, *values)``: the same where any of those changed.
+- ``(kind, *values)``: any other event, ``kind`` its ``type`` string, its own field values in
+  ``EVENT_FIELDS[cls]`` order, at the stage, iteration and agent of the entry before it;
+- ``((stage, iteration, agent), kind, *values)``: the same where any of those changed.
+
+An event is named by its ``type`` string, not its class: a tuple of strings and numbers is
+one the garbage collector stops tracking, so a finished run's log costs it nothing to walk.
 
 The times are kept apart, one float each in an array. So a transition costs the log 16 bytes,
 another event one flat tuple, and events() rebuilds every field exactly in one pass.
 """
 
+
+_KIND: dict[type[EventBase], str] = {cls: kind for cls, (kind, _) in EVENT_CLASSES.items()}
+_BY_KIND: dict[str, type[EventBase]] = {kind: cls for cls, kind in _KIND.items()}
 
 Where = tuple[str, int, str]
 """(stage, iteration, agent): where in the run an entry was recorded."""
@@ -131,7 +137,7 @@ class EventLog:
                 first = entry[0]
                 if type(first) is tuple:  # an event where the stage, iteration or agent changed
                     stage, iteration, agent = first
-                elif not isinstance(first, type):  # a transition where the iteration or agent changed
+                elif type(first) is not str:  # a transition where the iteration or agent changed
                     stage, iteration, agent = first.dest, entry[1], entry[2]
             yield i, entry, stage, iteration, agent
 
@@ -146,10 +152,10 @@ def _decoded(entry: LogEntry) -> tuple[Any, tuple[Any, ...]]:
     """The class and own field values of a compact entry (not a built event); a transition's
     are ``StateEntered``'s, its source and guard (the ``stage`` it is read at is its dest)."""
     first = entry[0] if isinstance(entry, tuple) else entry
+    if type(first) is str:
+        return _BY_KIND[first], entry[1:]
     if type(first) is tuple:  # an event where the stage, iteration or agent changed
-        return entry[1], entry[2:]
-    if isinstance(first, type):
-        return first, entry[1:]
+        return _BY_KIND[entry[1]], entry[2:]
     return StateEntered, (first.source, first.label)
 
 
@@ -301,10 +307,10 @@ class RunContext:
         rs, log = self.run_state, self.log
         rs.seq += 1
         if rs.stage == log.stage and rs.iteration == log.iteration and rs.active_agent == log.agent:
-            log.entries.append((cls,) + values)  # noqa: RUF005 (cheaper than unpacking: no list built)
+            log.entries.append((_KIND[cls],) + values)  # noqa: RUF005 (cheaper than unpacking: no list built)
         else:
             where = log.stage, log.iteration, log.agent = rs.stage, rs.iteration, rs.active_agent
-            log.entries.append((where, cls, *values))
+            log.entries.append((where, _KIND[cls], *values))
         log.times.append(_clock())
         if self.watchers:
             self._tell(log.latest())

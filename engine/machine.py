@@ -334,6 +334,8 @@ class LoopMachine:
         self.states: tuple[str, ...] = tuple(dict.fromkeys(str(s) for s in states))
         self.terminals: frozenset[str] = frozenset(str(s) for s in terminals)
         self.waiting: frozenset[str] = frozenset(str(s) for s in waiting) & set(self.states)
+        self.stops: frozenset[str] = self.terminals | self.waiting
+        """Where a run driven to its end stops: a terminal or a waiting state."""
         """States where the runner pauses a run until it is resumed."""
         self.initial = str(initial)
         self.handlers: dict[str, Handler] = dict(handlers or {})

@@ -3,6 +3,7 @@ error it comes to (``reason`` and ``salvage`` both call the model this way)."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import os
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from .events import (
     Usage,
     new_call_id,
 )
-from .limits import Expired, within
+from .limits import watch
 from .models.base import StreamDelta
 from .models.scripted import ScriptedModel
 from .observers import enter_scopes
@@ -51,52 +52,70 @@ async def _callback(name: str, fn: Any, *args: Any) -> Any:
 
 async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
     """Run before_model, the model (streamed when the run streams and the model can), and
-    after_model. Raises ModelError (or whatever the model raised)."""
+    after_model. Raises ModelError (or whatever the model raised): a transient error made
+    retryable, a timeout (``model_timeout_s``, a watch on this frame, not a wrapping
+    coroutine) retryable, an untrusted reply checked."""
     agent = ctx.agent
     if agent.before_model is not None:
-        replaced = await _callback("before_model", agent.before_model, request, ctx)
+        replaced = await _before(agent.before_model, request, ctx)
         if isinstance(replaced, ModelResponse):
             return await _after(replaced, ctx)
-        if isinstance(replaced, ModelRequest):
-            request = replaced
-        elif replaced is not None:
-            raise CallbackError(
-                f"the before_model callback returned {type(replaced).__name__}; "
-                "return None, a ModelRequest or a ModelResponse"
-            )
+        request = replaced
     scoped = enter_scopes(ctx.model_scopes, request) if ctx.model_scopes else None
+    model = agent.model
+    stream = getattr(model, "stream", None) if ctx.stream_deltas else None
+    instant = _instant(model)
+    timeout = None if instant else _timeout(ctx)
+    bound = None if timeout is None else watch(timeout)
     try:
-        response = await _ask(agent.model, request, ctx)
+        response = await (model.complete(request) if stream is None else _streamed(stream, request, ctx))
+    except asyncio.CancelledError:
+        if bound is not None and bound.expired():
+            raise _timed_out(timeout, ctx) from None
+        raise
+    except Exception as exc:
+        raise _model_error(exc, model, ctx) from None
     finally:
+        if bound is not None:
+            bound.close()
         if scoped is not None:
             scoped.close()
+    if not instant or type(response) is not ModelResponse:
+        _check(response, model, instant)
     if agent.after_model is not None:
         return await _after(response, ctx)
     return unique_call_ids(response, ctx.call_ids or _ids_of(ctx))
 
 
-async def _ask(model: Any, request: ModelRequest, ctx: RunContext) -> ModelResponse:
-    """The model's reply (streamed when the run streams and the model can), within
-    ``model_timeout_s``, transient errors made retryable, an untrusted reply checked."""
-    stream = getattr(model, "stream", None) if ctx.stream_deltas else None
-    instant = _instant(model)
-    timeout = None if instant else ctx.limits.model_timeout_s
+async def _before(callback: Any, request: ModelRequest, ctx: RunContext) -> ModelRequest | ModelResponse:
+    """What ``before_model`` makes of the request: the request (its own or a new one) or a reply."""
+    replaced = await _callback("before_model", callback, request, ctx)
+    if replaced is None:
+        return request
+    if isinstance(replaced, (ModelResponse, ModelRequest)):
+        return replaced
+    raise CallbackError(
+        f"the before_model callback returned {type(replaced).__name__}; return None, a ModelRequest or a ModelResponse"
+    )
+
+
+def _timeout(ctx: RunContext) -> float | None:
+    """``model_timeout_s``; for the salvage call, at most the time kept for it."""
+    timeout = ctx.limits.model_timeout_s
     rs = ctx.run_state
-    if rs.deadline_hit and not instant:  # the salvage call, in the time kept for it
+    if rs.deadline_hit:
         reserve = rs.limits.salvage_reserve
         timeout = reserve if timeout is None else min(timeout, reserve)
-    try:
-        if stream is not None:
-            response = await within(timeout, _streamed(stream, request, ctx))
-        elif timeout is None:
-            response = await model.complete(request)
-        else:
-            response = await within(timeout, model.complete(request))
-    except Expired:
-        bound = "the time kept for salvage" if rs.deadline_hit else f"model_timeout_s={timeout:g}"
-        raise ModelError(f"the model call timed out after {timeout:g} s ({bound})", retryable=True) from None
-    except Exception as exc:
-        raise _model_error(exc, model, ctx) from None
+    return timeout
+
+
+def _timed_out(timeout: float | None, ctx: RunContext) -> ModelError:
+    bound = "the time kept for salvage" if ctx.run_state.deadline_hit else f"model_timeout_s={timeout:g}"
+    return ModelError(f"the model call timed out after {timeout:g} s ({bound})", retryable=True)
+
+
+def _check(response: Any, model: Any, instant: bool) -> None:
+    """A reply is a ModelResponse; one from a model the engine does not trust holds together."""
     if not isinstance(response, ModelResponse):
         raise ModelError(
             f"model {type(model).__name__}.complete returned {type(response).__name__}, not a ModelResponse",
@@ -105,7 +124,6 @@ async def _ask(model: Any, request: ModelRequest, ctx: RunContext) -> ModelRespo
     if not instant and not _sound(response) and not getattr(model, "trusted_replies", False):
         wrong = malformed(response) or "it does not hold together"
         raise ModelError(f"model {type(model).__name__} returned a malformed reply: {wrong}", retryable=False)
-    return response
 
 
 def _model_error(exc: Exception, model: Any, ctx: RunContext) -> Exception:

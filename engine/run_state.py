@@ -20,7 +20,7 @@ from pydantic import JsonValue, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from .errors import ConfigurationError, ResumeError
-from .events import ErrorInfo, Message, ModelRequest, ModelResponse, Outcome, Part, Usage
+from .events import ZERO_USAGE, ErrorInfo, Message, ModelRequest, ModelResponse, Outcome, Part, Usage
 from .limits import Limits
 from .signing import sign, unsign
 from .stage import Stage
@@ -50,7 +50,7 @@ class RunState:
     attempt: int = 0
     """Model calls made in the current pass through ``reason`` (1 + retries)."""
     tool_calls_made: int = 0
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = ZERO_USAGE  # (shared: a Usage is frozen; adding makes a new one)
     messages: list[Message] = field(default_factory=list)
     response: ModelResponse | None = None
     """The latest model reply; cleared when a model call starts."""

@@ -379,7 +379,7 @@ class Run:
         self.task: asyncio.Task[Any] | None = None
         self._handlers = runner._handlers
         self._terminals = machine.terminals
-        self._stops = machine.terminals | machine.waiting
+        self._stops = machine.stops
         self._loop: Any = None
         self._yielded = 0.0
         self._waiter: object = None

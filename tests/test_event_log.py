@@ -74,6 +74,31 @@ def test_a_transition_is_kept_as_its_row_and_an_event_without_a_dict() -> None:
     assert [e.type for e in result.events].count("state_entered") == len(result.trace) - 1
 
 
+def test_a_finished_runs_log_is_not_walked_by_the_garbage_collector() -> None:
+    """An entry of strings and numbers is a tuple the collector stops tracking: a run's model
+    requests, plain answers and the like cost a collection nothing once it has seen them (an
+    entry naming its event by class, a tracked object, stayed tracked for ever)."""
+    import gc
+
+    def plain(value: Any) -> bool:
+        return (
+            value is None or type(value) in (str, int, float, bool) or (type(value) is tuple and all(map(plain, value)))
+        )
+
+    kept: list[RunResult] = []
+
+    async def main() -> None:
+        kept.append(await Runner(scripted(tree(), [go("a"), "done"])).run("go"))
+
+    asyncio.run(main())
+    gc.collect()  # a collection stops tracking a tuple of plain values; an entry holding a
+    gc.collect()  # where-tuple, the one after
+    entries = [e for e in kept[0]._log.entries if type(e) is tuple and all(map(plain, e[1:]))]
+    kinds = {e[1] if type(e[0]) is tuple else e[0] for e in entries}
+    assert kinds >= {"run_started", "model_requested", "tool_answered"}, kinds
+    assert [e for e in entries if gc.is_tracked(e)] == []
+
+
 def test_emit_takes_fields_by_name_or_all_in_order_and_refuses_a_mix_up() -> None:
     import pytest
 
