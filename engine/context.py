@@ -272,19 +272,10 @@ class RunContext:
         self.agent = self.tree.agents[name]
         self.limits = self.agent.own_limits or self.tree.root.limits
 
-    def entered(self, row: Any) -> None:
-        """Record the transition ``row`` was taken (a ``StateEntered`` event, kept as the row)."""
-        rs, log = self.run_state, self.log
-        rs.seq += 1
-        if rs.iteration == log.iteration and rs.active_agent == log.agent:
-            log.entries.append(row)
-        else:
-            log.entries.append((row, rs.iteration, rs.active_agent))
-            log.iteration, log.agent = rs.iteration, rs.active_agent
-        log.stage = row.dest
-        log.times.append(_clock())
-        if self.watchers:
-            self._tell(log.latest())
+    def tell_latest(self) -> None:
+        """Hand the latest entry, built, to the watchers (the runner records a transition
+        itself, :meth:`Run._take`, then calls this when someone watches)."""
+        self._tell(self.log.latest())
 
     def emit(self, cls: type[EventBase], *values: Any, **fields: Any) -> None:
         """Record one event of ``cls``, stamped with the run's next seq, the time, stage,

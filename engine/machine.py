@@ -292,6 +292,8 @@ def abort_row(state: str) -> Row:
 _ONE_ATTRIBUTE: dict[Guard, Guard] = {
     cancel_requested: attrgetter("cancel_requested"),
     deadline_passed: attrgetter("deadline_hit"),
+    has_error: attrgetter("error"),  # an ErrorInfo, a ModelResponse: pydantic models, always true
+    has_response: attrgetter("response"),
 }
 
 

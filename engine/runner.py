@@ -520,6 +520,21 @@ class Run:
             self._timer.cancel()
             self._timer = None
 
+    def _caught(
+        self, stage: str, exc: BaseException, task: asyncio.Task[Any] | None
+    ) -> tuple[BaseException | None, bool]:
+        """What ``stage`` raising ``exc`` comes to: the exception the table's abort edge takes
+        (None: none), and whether the task was cancelled from outside (the run ends cancelled,
+        then the cancellation goes on up). A KeyboardInterrupt ends the run cancelled and goes
+        on up; SystemExit and GeneratorExit are answered like any error; anything else (not
+        :data:`loopwright.calls.ANSWERED`) goes on up, the run left as it was."""
+        if isinstance(exc, asyncio.CancelledError):
+            return None, self._cancelled_from_outside(task)
+        if isinstance(exc, KeyboardInterrupt):
+            self._interrupted(stage)
+            raise exc
+        return self._answerable(exc), False
+
     def _cancelled_from_outside(self, task: asyncio.Task[Any] | None) -> bool:
         """The stage was cancelled: by the engine itself (the deadline, ``runner.cancel``: the
         table ends the run), or from outside (True: the run ends cancelled, then re-raises)."""
@@ -540,13 +555,16 @@ class Run:
             return True
         return False
 
-    async def _steps(self, to_end: bool) -> Row | None:
+    async def _steps(self, to_end: bool) -> Row | None:  # noqa: C901 (the hot path, inlined on purpose: see below)
         """Do the current stage's work, then take one transition; with ``to_end``, go on until
         a terminal or waiting state (or ``Runner.pause``) — the first step always runs: a
         resumed run starts in its waiting state, and its first step resumes it. The last row
-        taken (None if the run had already ended). One frame for the whole run: the hot path."""
+        taken (None if the run had already ended). One frame for the whole run: the hot path.
+        The quiet case of the yield test and the table's choice are written out here rather
+        than called (a Python call costs about a thousand instructions, five times a pass;
+        ``bench/bench_instructions.py``); everything rare is a method of its own."""
         rs, ctx = self.state, self.ctx
-        handlers, terminals, stops = self._handlers, self._terminals, self._stops
+        handlers, terminals, stops, choose = self._handlers, self._terminals, self._stops, self.machine.choose
         row: Row | None = None
         while True:
             stage = rs.stage
@@ -556,44 +574,39 @@ class Run:
             cancelled_from_outside = False
             raised: BaseException | None = None
             try:
-                if self._must_yield():
+                loop = self._loop  # (the quiet case of _must_yield, without its frame)
+                if (
+                    loop is None
+                    or loop is _OTHER_LOOP
+                    or loop._ready
+                    or (now := _monotonic()) - self._yielded > _SLICE_S
+                    or (loop._scheduled and loop._scheduled[0]._when <= now)
+                ) and self._must_yield():
                     await asyncio.sleep(0)
                     self._yielded, self._waiter = _monotonic(), None
                 self._in_stage = True
                 waits = handlers[stage](rs, ctx)
                 if waits is not None:
                     await waits
-            except asyncio.CancelledError:
-                cancelled_from_outside = self._cancelled_from_outside(task)
-            except KeyboardInterrupt:  # the run ends cancelled first
-                self._interrupted(stage)
-                raise
-            except BaseException as exc:  # SystemExit, GeneratorExit too: a stage never stops the loop
-                raised = self._answerable(exc)
+            except BaseException as exc:  # a stage never stops the loop (see _caught)
+                raised, cancelled_from_outside = self._caught(stage, exc, task)
             finally:
                 self._in_stage = False
-            row = self._transition(stage, raised, task)
+            if rs.deadline is not None:
+                self._check_deadline(task)
+            if raised is None:
+                try:  # the table's choice (Run._choose, without its frame: this runs at every transition)
+                    row = choose(stage, rs)
+                except Exception as exc:
+                    row = self._unchosen(stage, exc)
+            else:
+                row = self._abort(stage, "stage", raised)
+            self._take(row)
             flush = self._save(row) if self._save is not None else None
             if flush is not None or cancelled_from_outside:
                 await self._saved(flush, cancelled_from_outside)
             if not to_end or rs.stage in stops or self.pausing:
                 return row
-
-    def _transition(self, stage: str, raised: BaseException | None, task: asyncio.Task[Any] | None) -> Row:
-        """After ``stage``'s work: the row the table chooses (the abort edge if the stage
-        raised ``raised``), taken."""
-        rs = self.state
-        if rs.deadline is not None:
-            self._check_deadline(task)
-        if raised is not None:
-            row = self._abort(stage, "stage", raised)
-        else:
-            try:  # (self._choose, without its frame: this runs at every transition)
-                row = self.machine.choose(stage, rs)
-            except Exception as exc:
-                row = self._unchosen(stage, exc)
-        self._take(row)
-        return row
 
     async def _saved(self, flush: Awaitable[None] | None, cancelled_from_outside: bool) -> None:
         """After a transition: the store's write, if it has one to make (it writes before the
@@ -653,7 +666,19 @@ class Run:
             machine.charge(row, rs)
         rs.stage = row.dest
         rs.trace.append(row.dest)
-        ctx.entered(row)
+        # the StateEntered event, kept as the row itself (RunContext.record's twin for a
+        # transition, written out: it runs five times a pass; the entry shapes: context.LogEntry)
+        log = ctx.log
+        rs.seq += 1
+        if rs.iteration == log.iteration and rs.active_agent == log.agent:
+            log.entries.append(row)
+        else:
+            log.entries.append((row, rs.iteration, rs.active_agent))
+            log.iteration, log.agent = rs.iteration, rs.active_agent
+        log.stage = row.dest
+        log.times.append(_clock())
+        if ctx.watchers:
+            ctx.tell_latest()
         if row.records_limit and rs.limit is None:
             self._record_limit(row)
         if INSTRUMENTS.transition:
