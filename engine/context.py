@@ -35,7 +35,9 @@ LogEntry = Any
 - ``(row, iteration, agent)``: a transition where either changed;
 - ``(kind, *values)``: any other event, ``kind`` its ``type`` string, its own field values in
   ``EVENT_FIELDS[cls]`` order, at the stage, iteration and agent of the entry before it;
-- ``((stage, iteration, agent), kind, *values)``: the same where any of those changed.
+- ``(iteration, kind, *values)``: the same where only the iteration changed (a pass's first
+  model request: no tuple for the place);
+- ``((stage, iteration, agent), kind, *values)``: the same where the stage or agent changed.
 
 An event is named by its ``type`` string, not its class: a tuple of strings and numbers is
 one the garbage collector stops tracking, so a finished run's log costs it nothing to walk.
@@ -135,8 +137,10 @@ class EventLog:
                 stage = entry.dest
             else:
                 first = entry[0]
-                if type(first) is tuple:  # an event where the stage, iteration or agent changed
+                if type(first) is tuple:  # an event where the stage or agent changed
                     stage, iteration, agent = first
+                elif type(first) is int:  # an event where the iteration changed
+                    iteration = first
                 elif type(first) is not str:  # a transition where the iteration or agent changed
                     stage, iteration, agent = first.dest, entry[1], entry[2]
             yield i, entry, stage, iteration, agent
@@ -154,7 +158,7 @@ def _decoded(entry: LogEntry) -> tuple[Any, tuple[Any, ...]]:
     first = entry[0] if isinstance(entry, tuple) else entry
     if type(first) is str:
         return _BY_KIND[first], entry[1:]
-    if type(first) is tuple:  # an event where the stage, iteration or agent changed
+    if type(first) is tuple or type(first) is int:  # an event where its place changed
         return _BY_KIND[entry[1]], entry[2:]
     return StateEntered, (first.source, first.label)
 
@@ -297,8 +301,12 @@ class RunContext:
         test builds every event the engine records this way)."""
         rs, log = self.run_state, self.log
         rs.seq += 1
-        if rs.stage == log.stage and rs.iteration == log.iteration and rs.active_agent == log.agent:
-            log.entries.append((_KIND[cls],) + values)  # noqa: RUF005 (cheaper than unpacking: no list built)
+        if rs.stage == log.stage and rs.active_agent == log.agent:
+            if rs.iteration == log.iteration:
+                log.entries.append((_KIND[cls],) + values)  # noqa: RUF005 (cheaper than unpacking: no list built)
+            else:
+                log.iteration = rs.iteration
+                log.entries.append((rs.iteration, _KIND[cls], *values))
         else:
             where = log.stage, log.iteration, log.agent = rs.stage, rs.iteration, rs.active_agent
             log.entries.append((where, _KIND[cls], *values))

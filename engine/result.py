@@ -74,6 +74,7 @@ class RunResult(BaseModel):
     def of(cls, rs: RunState, log: Any, machine: Any = None) -> RunResult:
         if rs.outcome is None:
             raise ValueError(f"run {rs.run_id} has not ended (it is in state {rs.stage!r})")
+        ended = rs.outcome not in _GOES_ON  # its trace and history never change again: shared, not copied
         result = trusted(
             cls,
             run_id=rs.run_id,
@@ -81,13 +82,13 @@ class RunResult(BaseModel):
             answered_by=rs.active_agent,
             outcome=rs.outcome,
             output=_output(rs),
-            trace=list(rs.trace),
+            trace=rs.trace if ended else list(rs.trace),
             usage=rs.usage,
             iterations=rs.iteration,
             tool_calls=rs.tool_calls_made,
             error=rs.error,
             limit=rs.limit,
-            messages=list(rs.messages),
+            messages=rs.messages if ended else list(rs.messages),
             state=copy_state(rs.state),
             pending=[
                 p for part in rs.features.values() if (ask := getattr(part, "pending_requests", None)) for p in ask()
@@ -96,6 +97,10 @@ class RunResult(BaseModel):
         )
         object.__setattr__(result, "__pydantic_private__", {"_log": log, "_machine": machine})
         return result
+
+
+_GOES_ON = frozenset({"suspended", "paused"})
+"""Outcomes of a run that resuming continues (the result keeps copies of what it then changes)."""
 
 
 def _output(rs: RunState) -> Any:
