@@ -254,3 +254,16 @@ def test_any_interleaving_of_suspend_dump_load_resume(steps: list[Any], plan: li
     expected = [c.args["amount"] for c in calls if c.name == "pay" and (c.args["amount"] <= 100 or c.id in approved)]
     assert sorted(v for name, v in RAN if name == "pay") == sorted(expected)  # approved once, denied never
     assert not approved & denied
+
+
+def test_a_suspended_result_keeps_its_own_trace_and_history_a_finished_one_shares_them() -> None:
+    """Resuming continues the run state: the suspended result must not change under its
+    reader; a finished run's never changes again, so its result shares them (no copy)."""
+    runner = Runner(make_agent(SCRIPT, max_repeated_calls=None))
+    first = runner.run_sync("pay the invoice")
+    trace, history = list(first.trace), list(first.messages)
+    assert first.trace is not first.run_state.trace and first.messages is not first.run_state.messages
+    second = runner.resume_sync(first, {"c-pay": approve()})
+    assert (first.trace, first.messages) == (trace, history)  # unchanged by the resume
+    assert second.outcome == "final"
+    assert second.trace is second.run_state.trace and second.messages is second.run_state.messages
