@@ -39,7 +39,12 @@ def result(call: ToolCall, content: Any, is_error: bool) -> ToolResult:
 def tool_calls(rs: RunState) -> list[ToolCall]:
     """The tool calls of the latest reply, in the model's order."""
     response = rs.response
-    return [p for p in response.parts if type(p) is ToolCall] if response is not None else []
+    if response is None:
+        return []
+    parts = response.parts
+    if len(parts) == 1:  # the usual reply: one part (no comprehension for it)
+        return [parts[0]] if type(parts[0]) is ToolCall else []
+    return [p for p in parts if type(p) is ToolCall]
 
 
 BUDGET_SPENT = "not run: tool-call budget spent"
@@ -237,7 +242,7 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False, scoped
         after = ctx.agent.after_tool
         if after is not None:
             outcome = await _after_tool(call, outcome, ctx)  # type: ignore[arg-type]
-        record(call, outcome, _perf() - started, ctx)  # type: ignore[arg-type]
+        ctx.record(ToolAnswered, call.id, call.name, outcome.content, outcome.is_error, _perf() - started)  # type: ignore[union-attr]
         if ctx.on_result is not None:  # a store keeps the result before the call counts as done
             await ctx.on_result(call, outcome, ctx)
         return outcome

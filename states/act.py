@@ -42,7 +42,8 @@ async def act(rs: RunState, ctx: RunContext) -> None:
     for call in calls:
         ctx.record(ToolCalled, call.id, call.name, call.args)
     results: list[ToolResult | None] = [None] * len(calls)
-    runs = _within_budget(rs, ctx, calls, results)
+    no_cap = rs.limits.max_tool_calls is None and rs.turn_limits is None  # (the usual case: nothing to count)
+    runs = len(calls) if no_cap else _within_budget(rs, ctx, calls, results)
     rs.tool_calls_made += runs
     outcomes: dict[int, CallOutcome] = {}
     try:
@@ -78,8 +79,6 @@ async def act(rs: RunState, ctx: RunContext) -> None:
 
 def _within_budget(rs: RunState, ctx: RunContext, calls: list[ToolCall], results: list[ToolResult | None]) -> int:
     """How many of ``calls`` may run (the first ones); the others are answered here."""
-    if rs.limits.max_tool_calls is None and rs.turn_limits is None:
-        return len(calls)
     room = tool_call_room(rs)
     if room is None or room[0] >= len(calls):
         return len(calls)

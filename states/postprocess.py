@@ -29,7 +29,11 @@ def postprocess(rs: RunState, ctx: RunContext) -> None:
     if response.usage is not ZERO_USAGE:  # (a reply that reports no usage adds none)
         rs.usage = rs.usage + response.usage
     rs.messages.append(trusted(Message, role="assistant", parts=response.parts, agent=rs.active_agent))
-    text = "".join(p.text for p in response.parts if type(p) is TextPart)
+    parts = response.parts
+    if len(parts) == 1:  # the usual reply: one part (no generator for it)
+        text = parts[0].text if type(parts[0]) is TextPart else ""
+    else:
+        text = "".join([p.text for p in parts if type(p) is TextPart])
     rs.text = (rs.text or "") + text if rs.continuing else text
     stop = response.stop_reason
     rs.continuing = stop in TRUNCATED and not any(type(p) is ToolCall for p in response.parts)
