@@ -5,7 +5,7 @@ from __future__ import annotations
 import _asyncio
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
@@ -170,14 +170,16 @@ TICK_S = 0.25
 class Watched:
     """One awaited call under a time bound (see :func:`watch`): ``expired()`` after a
     ``CancelledError`` says whether it was the bound's own cancellation (then taken back),
-    ``close()`` when the call is over, however it ended."""
+    ``close()`` when the call is over, however it ended. Made by :func:`watch` only (its slots
+    set there: no ``__init__`` frame at every tool call)."""
 
     __slots__ = ("before", "deadline", "fired", "handle", "shared", "task")
-
-    def __init__(self, deadline: float, task: asyncio.Task[Any], shared: _Watch | None) -> None:
-        self.deadline, self.task, self.shared = deadline, task, shared
-        self.before, self.fired = task.cancelling(), False
-        self.handle: asyncio.TimerHandle | None = None
+    deadline: float
+    task: asyncio.Task[Any]
+    shared: _Watch | None
+    before: int
+    fired: bool
+    handle: asyncio.TimerHandle | None
 
     def fire(self) -> None:
         self.fired = True
@@ -218,19 +220,21 @@ class _Watch:
 
 
 _running_loop = asyncio.get_running_loop
+_new = object.__new__
 _monotonic = time.monotonic
 _BASE_TIME = asyncio.BaseEventLoop.time
 _c_current_task = getattr(_asyncio, "current_task", None)  # Python 3.12+
 _tasks_by_loop: dict[Any, Any] | None = getattr(asyncio.tasks, "_current_tasks", None)
 
 
-def _task_of(loop: asyncio.AbstractEventLoop) -> asyncio.Task[Any] | None:
-    """``asyncio.current_task()`` without its Python frame where the C parts allow it."""
-    if _c_current_task is not None:
-        return _c_current_task(loop)  # type: ignore[no-any-return]
-    if _tasks_by_loop is not None:
-        return _tasks_by_loop.get(loop)
-    return asyncio.current_task(loop)
+_task_of: Callable[[Any], asyncio.Task[Any] | None] = (
+    _c_current_task
+    if _c_current_task is not None
+    else _tasks_by_loop.get
+    if _tasks_by_loop is not None
+    else asyncio.current_task
+)
+"""``asyncio.current_task(loop)``, a C function where the C parts allow it (no Python frame)."""
 
 
 def watch(seconds: float) -> Watched:
@@ -251,8 +255,10 @@ def watch(seconds: float) -> Watched:
     loop = _running_loop()
     task = _task_of(loop)
     assert task is not None, "watch() runs inside a task"
+    watched = _new(Watched)
+    watched.task, watched.before, watched.fired, watched.handle = task, task.cancelling(), False, None
     if seconds < COARSE_FROM_S:
-        watched = Watched(0.0, task, None)
+        watched.deadline, watched.shared = 0.0, None
         watched.handle = loop.call_later(seconds, watched.fire)
         return watched
     shared: _Watch | None = getattr(loop, "_loopwright_watch", None)
@@ -260,7 +266,7 @@ def watch(seconds: float) -> Watched:
         shared = _Watch(loop)
         loop._loopwright_watch = shared  # type: ignore[attr-defined]
     now = _monotonic() if type(loop).time is _BASE_TIME else loop.time()  # asyncio's clock, without its frame
-    watched = Watched(now + seconds, task, shared)
+    watched.deadline, watched.shared = now + seconds, shared
     shared.live.add(watched)
     if shared.handle is None:
         shared.handle = loop.call_later(TICK_S, shared.tick)

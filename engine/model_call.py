@@ -64,7 +64,7 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
     scoped = enter_scopes(ctx.model_scopes, request) if ctx.model_scopes else None
     model = agent.model
     stream = getattr(model, "stream", None) if ctx.stream_deltas else None
-    instant = _instant(model)
+    instant = type(model) is ScriptedModel and model._function is None  # (_instant, written out)
     timeout = None if instant else _timeout(ctx)
     bound = None if timeout is None else watch(timeout)
     try:
