@@ -33,10 +33,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-STORE_SCHEMA = 2
+STORE_SCHEMA = 3
 """The version of the stores' tables and rows; a store refuses to open tables of a newer
 version and migrates older ones when it opens them (2: heads may hold only what changed, events
-are kept as lists of their values)."""
+are kept as lists of their values; 3: SQLite's log is keyed by one integer per row)."""
 
 FULL_HEAD_EVERY = 32
 """A worker writes the whole head at its first checkpoint and at every 32nd after it, so a

@@ -38,6 +38,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         " decisions BYTEA NOT NULL, claimed DOUBLE PRECISION NOT NULL, PRIMARY KEY (run_id, suspension))",
     ),
     2: (),  # the rows' format (heads of the changed fields, events as lists): the tables are the same
+    3: (),  # SQLite's log is keyed by one integer (its B-tree appends); these tables are the same
 }
 _LOCK = 0x6C77_7374  # the advisory lock held while the tables are created or migrated
 

@@ -40,6 +40,18 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         " decisions BLOB NOT NULL, claimed REAL NOT NULL, PRIMARY KEY (run_id, suspension)) WITHOUT ROWID",
     ),
     2: (),  # the rows' format (heads of the changed fields, events as lists): the tables are the same
+    3: (  # the log keyed by one integer (run number << 32 | version): a checkpoint appends to a rowid table
+        "ALTER TABLE lw_log RENAME TO lw_log_2",
+        "CREATE TABLE lw_runs (run_no INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE)",
+        """CREATE TABLE lw_log (
+            id INTEGER PRIMARY KEY, agent TEXT NOT NULL, stage TEXT NOT NULL, outcome TEXT,
+            seq INTEGER NOT NULL, owner TEXT NOT NULL, updated REAL NOT NULL, head BLOB NOT NULL,
+            body BLOB NOT NULL)""",
+        "INSERT INTO lw_runs (run_id) SELECT DISTINCT run_id FROM lw_log_2 ORDER BY run_id",
+        "INSERT INTO lw_log SELECT (r.run_no << 32) | l.version, l.agent, l.stage, l.outcome, l.seq, l.owner,"
+        " l.updated, l.head, l.body FROM lw_log_2 AS l JOIN lw_runs AS r USING (run_id) ORDER BY 1",
+        "DROP TABLE lw_log_2",
+    ),
 }
 """The statements that bring the tables from version ``n - 1`` to ``n``."""
 
@@ -55,6 +67,8 @@ class SQLiteStore:
         self.url = f"sqlite:///{self.path}"
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="loopwright-sqlite") if thread else None
         self._lock = threading.Lock()
+        self._run_nos: dict[str, int] = {}
+        """Each run's number (its log's keys are ``run_no << 32 | version``), as looked up or made."""
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
         db = self._db
         if self.path != ":memory:":
@@ -113,11 +127,80 @@ class SQLiteStore:
     async def save(self, checkpoint: Checkpoint, version: int, owner: str) -> int:
         if self._pool is None:  # the hot path: inline, no extra await
             with self._lock:
-                return _save(self._db, checkpoint, version, owner)
-        return await self._do(_save, self._db, checkpoint, version, owner)
+                return self._save(checkpoint, version, owner)
+        return await self._do(self._save, checkpoint, version, owner)
+
+    def _save(self, cp: Checkpoint, version: int, owner: str) -> int:
+        """One insert, its own transaction: version ``version + 1`` of the run (the first also
+        numbers the run)."""
+        run_no = self._run_nos.get(cp.run_id) if version else None
+        if run_no is None:
+            return self._write(self._first, cp, version, owner)
+        try:
+            self._db.execute(
+                "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ((run_no << 32) | (version + 1), cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
+                 cp.body),
+            )  # fmt: skip
+        except sqlite3.IntegrityError:
+            raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
+        return version + 1
+
+    def _first(self, db: sqlite3.Connection, cp: Checkpoint, version: int, owner: str) -> int:
+        """A run's first checkpoint (or the first this store object writes of it)."""
+        if version == 0:
+            try:
+                run_no = db.execute("INSERT INTO lw_runs (run_id) VALUES (?)", (cp.run_id,)).lastrowid
+            except sqlite3.IntegrityError:
+                raise ConfigurationError(
+                    f"run id {cp.run_id!r} is already in the store; resume it with runner.resume({cp.run_id!r}) "
+                    "or start the run with a new run_id"
+                ) from None
+        else:
+            run_no = self._run_no(cp.run_id, make=True)
+        assert run_no is not None
+        try:
+            db.execute(
+                "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ((run_no << 32) | (version + 1), cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
+                 cp.body),
+            )  # fmt: skip
+        except sqlite3.IntegrityError:
+            raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
+        self._run_nos[cp.run_id] = run_no
+        return version + 1
+
+    def _run_no(self, run_id: str, make: bool = False) -> int | None:
+        """The run's number (None if the store has no such run, unless ``make``)."""
+        run_no = self._run_nos.get(run_id)
+        if run_no is None:
+            if make:
+                self._db.execute("INSERT OR IGNORE INTO lw_runs (run_id) VALUES (?)", (run_id,))
+            row = self._db.execute("SELECT run_no FROM lw_runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                return None
+            run_no = self._run_nos[run_id] = row[0]
+        return run_no
 
     async def take(self, run_id: str, version: int, owner: str) -> int:
-        return await self._do(_take, self._db, run_id, version, owner)
+        return await self._do(self._take, run_id, version, owner)
+
+    def _take(self, run_id: str, version: int, owner: str) -> int:
+        """Version ``version + 1``: the same head, no body, a new owner (RunBusy if taken first)."""
+        run_no = self._run_no(run_id)
+        moved = 0
+        if run_no is not None:
+            try:
+                moved = self._db.execute(
+                    "INSERT INTO lw_log SELECT id + 1, agent, stage, outcome, seq, ?, ?, head, ? FROM lw_log"
+                    " WHERE id = ?",
+                    (owner, time.time(), b"", (run_no << 32) | version),
+                ).rowcount
+            except sqlite3.IntegrityError:
+                moved = 0
+        if not moved:
+            raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it")
+        return version + 1
 
     async def load(self, run_id: str) -> SavedRun | None:
         return await self._do(self._load, run_id)
@@ -126,11 +209,16 @@ class SQLiteStore:
         db = self._db
         db.execute("BEGIN")
         try:
-            rows = db.execute(
-                "SELECT agent, stage, outcome, version, owner, updated, head, body FROM lw_log WHERE run_id = ?"
-                " ORDER BY version",
-                (run_id,),
-            ).fetchall()
+            run_no = self._run_no(run_id)
+            rows = (
+                []
+                if run_no is None
+                else db.execute(
+                    "SELECT agent, stage, outcome, id & 4294967295, owner, updated, head, body FROM lw_log"
+                    " WHERE id BETWEEN ? AND ? ORDER BY id",
+                    (run_no << 32, (run_no << 32) | 0xFFFFFFFF),
+                ).fetchall()
+            )
         finally:
             db.execute("COMMIT")
         if not rows:
@@ -162,7 +250,12 @@ class SQLiteStore:
         return await self._do(self._events, run_id)
 
     def _events(self, run_id: str) -> list[bytes]:
-        rows = self._db.execute("SELECT body FROM lw_log WHERE run_id = ? ORDER BY version", (run_id,))
+        run_no = self._run_no(run_id)
+        if run_no is None:
+            return []
+        rows = self._db.execute(
+            "SELECT body FROM lw_log WHERE id BETWEEN ? AND ? ORDER BY id", (run_no << 32, (run_no << 32) | 0xFFFFFFFF)
+        )
         return [json.dumps(e).encode() for e in decode_bodies((r[0] for r in rows), run_id)[2]]
 
     async def runs(self, limit: int = 100) -> list[RunSummary]:
@@ -170,9 +263,9 @@ class SQLiteStore:
 
     def _runs(self, limit: int) -> list[RunSummary]:
         rows = self._db.execute(
-            "SELECT run_id, agent, stage, outcome, updated, version FROM lw_log AS l"
-            " WHERE version = (SELECT MAX(version) FROM lw_log WHERE run_id = l.run_id)"
-            " ORDER BY updated DESC LIMIT ?",
+            "SELECT r.run_id, l.agent, l.stage, l.outcome, l.updated, l.id & 4294967295 FROM lw_runs AS r"
+            " JOIN lw_log AS l ON l.id = (SELECT MAX(id) FROM lw_log WHERE id BETWEEN r.run_no << 32"
+            " AND (r.run_no << 32) | 4294967295) ORDER BY l.updated DESC LIMIT ?",
             (limit,),
         ).fetchall()
         return [RunSummary(*row) for row in rows]
@@ -184,38 +277,6 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
-
-
-def _save(db: sqlite3.Connection, cp: Checkpoint, version: int, owner: str) -> int:
-    """One insert, its own transaction: version ``version + 1`` of the run."""
-    try:
-        db.execute(
-            "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (cp.run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head, cp.body),
-        )
-    except sqlite3.IntegrityError:
-        if version == 0:
-            raise ConfigurationError(
-                f"run id {cp.run_id!r} is already in the store; resume it with runner.resume({cp.run_id!r}) "
-                "or start the run with a new run_id"
-            ) from None
-        raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
-    return version + 1
-
-
-def _take(db: sqlite3.Connection, run_id: str, version: int, owner: str) -> int:
-    """Version ``version + 1``: the same head, no body, a new owner (RunBusy if taken first)."""
-    try:
-        moved = db.execute(
-            "INSERT INTO lw_log SELECT run_id, version + 1, agent, stage, outcome, seq, ?, ?, head, ?"
-            " FROM lw_log WHERE run_id = ? AND version = ?",
-            (owner, time.time(), b"", run_id, version),
-        ).rowcount
-    except sqlite3.IntegrityError:
-        moved = 0
-    if not moved:
-        raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it")
-    return version + 1
 
 
 def _claim(

@@ -1,0 +1,107 @@
+"""SQLiteStore's tables: the log keyed by one integer per row (run number << 32 | version),
+a store of the previous schema migrated when opened, runs listed and loaded by id."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from loopwright import Runner, RunResult, approve
+from loopwright.errors import RunBusy
+from loopwright.stores import SQLiteStore
+from loopwright.stores.base import STORE_SCHEMA, SavedRun
+from loopwright.stores.durable import rebuild
+
+from .store_app import EXECUTED, labels, make_agent, steps_script
+from .test_store_sqlite import PAY_SCRIPT
+
+SCHEMA_2_LOG = """CREATE TABLE lw_log (
+    run_id TEXT NOT NULL, version INTEGER NOT NULL, agent TEXT NOT NULL, stage TEXT NOT NULL,
+    outcome TEXT, seq INTEGER NOT NULL, owner TEXT NOT NULL, updated REAL NOT NULL,
+    head BLOB NOT NULL, body BLOB NOT NULL, PRIMARY KEY (run_id, version)) WITHOUT ROWID"""
+
+
+def back_to_schema_2(path: Path) -> None:
+    """Rewrite a store's tables as schema 2 had them (the log keyed by ``(run_id, version)``)."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("BEGIN")
+    db.execute("ALTER TABLE lw_log RENAME TO lw_log_3")
+    db.execute(SCHEMA_2_LOG)
+    db.execute(
+        "INSERT INTO lw_log SELECT r.run_id, l.id & 4294967295, l.agent, l.stage, l.outcome, l.seq, l.owner,"
+        " l.updated, l.head, l.body FROM lw_log_3 AS l JOIN lw_runs AS r ON r.run_no = l.id >> 32"
+    )
+    db.execute("DROP TABLE lw_log_3")
+    db.execute("DROP TABLE lw_runs")
+    db.execute("UPDATE lw_meta SET value = '2' WHERE key = 'schema_version'")
+    db.execute("COMMIT")
+    db.close()
+
+
+def test_a_store_of_schema_2_is_migrated_and_its_runs_load_list_and_resume(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+
+    async def before() -> tuple[list[bytes], SavedRun | None, RunResult]:
+        store = SQLiteStore(path)
+        done = await Runner(make_agent(steps_script(2, calls=2)), store=store).run("go", run_id="done")
+        waiting = await Runner(make_agent(PAY_SCRIPT), store=store).run("pay", run_id="waiting")
+        saved = await store.load("done")
+        events = await store.events("done")
+        await store.close()
+        assert waiting.outcome == "suspended"
+        return events, saved, done
+
+    events, saved, done = asyncio.run(before())
+    back_to_schema_2(path)
+
+    async def after() -> None:
+        store = SQLiteStore(path)
+        tables = {r[0] for r in store._db.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+        assert {"lw_runs", "lw_log", "lw_results", "lw_claims"} <= tables and "lw_log_2" not in tables
+        version = store._db.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'").fetchone()[0]
+        assert int(version) == STORE_SCHEMA == 3
+        assert await store.load("done") == saved
+        assert await store.events("done") == events
+        assert sorted(r.run_id for r in await store.runs()) == ["done", "waiting"]
+        EXECUTED.clear()
+        resumed = await Runner(make_agent(PAY_SCRIPT), store=store).resume("waiting", {"c-pay": approve()})
+        assert resumed.outcome == "final" and labels() == {"pay 500": 1}
+        listed = {r.run_id: (r.stage, r.outcome) for r in await store.runs()}
+        assert listed == {"done": ("done", "final"), "waiting": ("done", "final")}
+        await store.close()
+
+    asyncio.run(after())
+    assert saved is not None and rebuild(saved).messages == done.messages
+
+
+def test_many_runs_keep_their_own_logs_and_versions(tmp_path: Path) -> None:
+    """Runs written interleaved each keep their own log; a stale version is RunBusy, a new run
+    id already in the store a ConfigurationError, in a second store object on the same file too."""
+    path = tmp_path / "runs.db"
+
+    async def go() -> None:
+        store = SQLiteStore(path)
+        agent = make_agent(steps_script(2))
+        results = await asyncio.gather(*(Runner(agent, store=store).run("go", run_id=f"r{i}") for i in range(5)))
+        assert all(r.outcome == "final" for r in results)
+        other = SQLiteStore(path)  # knows no run numbers yet
+        for i, result in enumerate(results):
+            saved = await other.load(f"r{i}")
+            assert saved is not None and rebuild(saved).messages == result.messages
+        runs = await other.runs()
+        assert sorted(r.run_id for r in runs) == [f"r{i}" for i in range(5)]
+        assert len({r.version for r in runs}) == 1
+        version = runs[0].version
+        assert await other.take("r3", version, "me") == version + 1
+        with pytest.raises(RunBusy):
+            await store.take("r3", version, "them")
+        with pytest.raises(RunBusy):
+            await other.take("nope", 1, "me")
+        assert await other.load("nope") is None and await other.events("nope") == []
+        await other.close()
+        await store.close()
+
+    asyncio.run(go())
