@@ -4,6 +4,8 @@ a store of the previous schema migrated when opened, runs listed and loaded by i
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pytest
 from loopwright import Runner, RunResult, approve
 from loopwright.errors import RunBusy
 from loopwright.stores import SQLiteStore
-from loopwright.stores.base import STORE_SCHEMA, SavedRun
+from loopwright.stores.base import STORE_SCHEMA, SavedRun, decode_bodies
 from loopwright.stores.durable import rebuild
 
 from .store_app import EXECUTED, labels, make_agent, steps_script
@@ -105,3 +107,57 @@ def test_many_runs_keep_their_own_logs_and_versions(tmp_path: Path) -> None:
         await store.close()
 
     asyncio.run(go())
+
+
+def test_bodies_written_by_schema_2_still_decode() -> None:
+    """A store migrated from schema 2 keeps its rows: their events (lists with seq, stage,
+    iteration and agent each) decode as before, beside schema-3 bodies after them."""
+    old = (
+        b'{"m":[{"role":"user","parts":[{"type":"text","text":"go"}],"agent":null}],"t":["start","preprocess"],'
+        b'"e":[["run_started",1,10.5,"start",0,"bench","go"],["state_entered",2,10.75,"preprocess",0,"bench",'
+        b'"start","else"]],"k":{"run_started":["input"],"state_entered":["source","guard"]}}'
+    )
+    new = (
+        b'{"s":3,"w":["preprocess",0,"bench"],"m":[],"t":["reason"],"e":[[11.0,"preprocess","reason","else"],'
+        b'[null,"reason",1,"bench"],["model_responded",11.5]],"k":{"model_responded":["response"]}}'
+    )
+    head = b'{"~":1,"response":{"parts":[]}}'
+    messages, trace, events = decode_bodies([old, new], "r1", heads=[b"{}", head])
+    assert trace == ["start", "preprocess", "reason"] and len(messages) == 1
+    assert events == [
+        {"type": "run_started", "run_id": "r1", "seq": 1, "time": 10.5, "state": "start", "iteration": 0,
+         "agent": "bench", "input": "go"},
+        {"type": "state_entered", "run_id": "r1", "seq": 2, "time": 10.75, "state": "preprocess", "iteration": 0,
+         "agent": "bench", "source": "start", "guard": "else"},
+        {"type": "state_entered", "run_id": "r1", "seq": 3, "time": 11.0, "state": "reason", "iteration": 0,
+         "agent": "bench", "source": "preprocess", "guard": "else"},
+        {"type": "model_responded", "run_id": "r1", "seq": 4, "time": 11.5, "state": "reason", "iteration": 1,
+         "agent": "bench", "response": {"parts": []}},
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="needs the rows' heads"):
+        decode_bodies([old, new], "r1")
+
+
+def test_every_reply_of_a_checkpoint_is_kept_the_latest_once(tmp_path: Path) -> None:
+    """A reply that fails the output check is sent back and answered again: both replies are in
+    the store's events, equal to the run's own, each kept once (in the head written with it)."""
+    from pydantic import BaseModel
+
+    from loopwright import Agent, ScriptedModel
+
+    class Answer(BaseModel):
+        n: int
+
+    model = ScriptedModel(["not json", '{"n": 3}'])
+    agent = Agent(name="typed", model=model, output_type=Answer)
+    store = SQLiteStore(tmp_path / "runs.db")
+    result = asyncio.run(Runner(agent, store=store).run("go", run_id="r1"))
+    assert result.outcome == "final" and result.output == Answer(n=3)
+    kept = [json.loads(e) for e in asyncio.run(store.events("r1"))]
+    assert kept == [json.loads(e.model_dump_json()) for e in result.events]
+    assert [e["response"]["parts"][0]["text"] for e in kept if e["type"] == "model_responded"] == [
+        "not json",
+        '{"n": 3}',
+    ]
+    bodies = b"".join(r[0] for r in store._db.execute("SELECT body FROM lw_log ORDER BY id"))
+    assert len(re.findall(rb'\["model_responded",[0-9.]+\]', bodies)) == 2  # each the head's response then

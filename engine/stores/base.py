@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import Any, Protocol, runtime_checkable
 
 STORE_SCHEMA = 3
@@ -93,26 +94,77 @@ class RunSummary:
     version: int
 
 
-def decode_bodies(bodies: Iterable[bytes], run_id: str, events: bool = True) -> tuple[list[Any], list[str], list[Any]]:
+_NO_HEADS = object()
+
+
+def decode_bodies(
+    bodies: Iterable[bytes], run_id: str, events: bool = True, heads: Iterable[bytes] = ()
+) -> tuple[list[Any], list[str], list[Any]]:
     """The messages, trace and (unless ``events`` is False) events of a run's bodies, in order
-    (each event with its run id)."""
+    (each event with its run id). The events need the rows' ``heads`` too (a reply is kept
+    once, in the head)."""
     messages: list[Any] = []
     trace: list[str] = []
     out: list[Any] = []
-    for body in bodies:
+    kinds: dict[str, list[str]] = {}
+    response: list[Any] = [_NO_HEADS]
+    for body, head in zip_longest(bodies, heads if events else ()):
+        if head and b'"response"' in head:
+            response[0] = json.loads(head).get("response", response[0])
         if body:
             part = json.loads(body)
             messages += part["m"]
             trace += part["t"]
-            kinds = part.get("k", {})
-            for event in part["e"] if events else ():
-                if type(event) is list:  # [type, seq, time, state, iteration, agent, *own fields]
-                    kind, seq, at, state, iteration, agent, *values = event
-                    own = dict(zip(kinds[kind], values, strict=True))
-                    event = {"type": kind, "run_id": run_id, "seq": seq, "time": at, "state": state,
-                             "iteration": iteration, "agent": agent, **own}  # fmt: skip
-                out.append(event)
+            kinds.update(part.get("k", ()))
+            if events:
+                out += _events(part, kinds, run_id, response[0]) if "s" in part else _events_2(part, kinds, run_id)
     return messages, trace, out
+
+
+def _events(part: dict[str, Any], kinds: dict[str, list[str]], run_id: str, response: Any) -> list[Any]:
+    """A body's events (``"s"``: the first one's seq, ``"w"``: where the run was before it;
+    ``response``: its head's)."""
+    seq = part["s"]
+    stage, iteration, agent = part["w"]
+    out: list[Any] = []
+    for event in part["e"]:
+        if type(event) is dict:  # a built event
+            stage, iteration, agent = event["state"], event["iteration"], event["agent"]
+        else:
+            first = event[0]
+            if first is None:  # where the next entry was recorded
+                _, stage, iteration, agent = event
+                continue
+            if type(first) is not str:  # a transition: [time, source, dest, guard]
+                at, source, stage, guard = event
+                event = {"type": "state_entered", "run_id": run_id, "seq": seq, "time": at, "state": stage,
+                         "iteration": iteration, "agent": agent, "source": source, "guard": guard}  # fmt: skip
+            else:  # [type, time, *own field values]
+                kind, at, *values = event
+                if not values and kind == "model_responded":  # the reply in the head
+                    if response is _NO_HEADS:
+                        raise ValueError("decode_bodies(...) needs the rows' heads to decode their events")
+                    values = [response]
+                own = dict(zip(kinds[kind], values, strict=True))
+                event = {"type": kind, "run_id": run_id, "seq": seq, "time": at, "state": stage,
+                         "iteration": iteration, "agent": agent, **own}  # fmt: skip
+        out.append(event)
+        seq += 1
+    return out
+
+
+def _events_2(part: dict[str, Any], kinds: dict[str, list[str]], run_id: str) -> list[Any]:
+    """A body written by schema 2: each event ``[type, seq, time, state, iteration, agent,
+    *own field values]`` or built."""
+    out: list[Any] = []
+    for event in part["e"]:
+        if type(event) is list:
+            kind, seq, at, state, iteration, agent, *values = event
+            own = dict(zip(kinds[kind], values, strict=True))
+            event = {"type": kind, "run_id": run_id, "seq": seq, "time": at, "state": state,
+                     "iteration": iteration, "agent": agent, **own}  # fmt: skip
+        out.append(event)
+    return out
 
 
 def merge_heads(heads: Sequence[bytes]) -> bytes:

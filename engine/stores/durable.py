@@ -42,7 +42,8 @@ from pydantic_core import to_json
 from .. import features as _features  # the built-in features' run-state slices, to load saved states
 from ..decisions import Approve, Deny
 from ..errors import ConfigurationError, ResumeError, RunBusy
-from ..events import EVENT_CLASSES, EVENT_FIELDS, EventBase, Message, ToolCall, ToolResult
+from ..events import EVENT_CLASSES, EVENT_FIELDS, Message, ModelResponded, ToolCall, ToolResult
+from ..machine import Row as _Row
 from ..run_state import _SAVED, RunState, _slice_adapter
 from ..stage import Stage
 from ..trust import check_saved_state
@@ -50,7 +51,6 @@ from .base import FULL_HEAD_EVERY, Checkpoint, RunStore, SavedRun
 
 if TYPE_CHECKING:
     from ..context import EventLog, RunContext, Where
-    from ..machine import Row
     from ..result import RunResult
 
 Durability = Literal["transition", "iteration", "exit"]
@@ -306,24 +306,56 @@ class Durable:
         cp.n_messages, cp.n_trace = len(saved.messages), len(saved.trace)
 
 
-def compact_events(log: EventLog, start: int, at: Where) -> tuple[list[Any], dict[str, tuple[str, ...]], Where]:
-    """The log's events from entry ``start`` as the store keeps them, read straight from the
-    compact entries (:data:`loopwright.context.LogEntry`; nothing is built): each event a list
-    ``[type, seq, time, state, iteration, agent, *its own field values]`` (a built event as
-    itself), the names of those fields by type, and where the run was after the last entry.
-    ``at`` is where it was before ``start`` (what the previous call returned)."""
-    times, base = log.times, log.base
+def compact_events(
+    log: EventLog, start: int, at: Where, written: set[str], response: Any = None
+) -> tuple[list[Any], dict[str, tuple[str, ...]], Where]:
+    """The log's events from entry ``start`` as a store keeps them (the ``"e"`` of a body, see
+    :mod:`loopwright.stores.base`), read straight from the compact entries
+    (:data:`loopwright.context.LogEntry`; nothing is built): a transition ``[time, source,
+    dest, guard]``; another event ``[type, time, *its own field values]``; before an entry
+    recorded at a new iteration or agent (or stage, for an event) ``[null, stage, iteration,
+    agent]``; a built event as itself. A ``model_responded`` of ``response`` (the run's latest
+    reply, in the head written with these events) is ``["model_responded", time]``: the
+    reply is kept once. Also the own field names of the types not in
+    ``written`` (added to it), and where the run was after the last entry; ``at`` is where it
+    was before ``start``."""
+    times, entries = log.times, log.entries
     out: list[Any] = []
     kinds: dict[str, tuple[str, ...]] = {}
-    for i, cls, stage, iteration, agent, values in log.flat(start, at):
-        at = (stage, iteration, agent)
-        if isinstance(cls, EventBase):
-            out.append(cls)
-            continue
-        kind = EVENT_CLASSES[cls][0]
-        out.append([kind, base + i + 1, times[i], stage, iteration, agent, *values])
-        kinds[kind] = EVENT_FIELDS[cls]
-    return out, kinds, at
+    stage, iteration, agent = at
+    for i in range(start, len(entries)):
+        entry = entries[i]
+        if type(entry) is _Row:
+            stage = entry.dest
+            out.append([times[i], entry.source, stage, entry.label])
+        elif type(entry) is tuple:
+            first = entry[0]
+            if type(first) is tuple:  # ((stage, iteration, agent), cls, *values)
+                stage, iteration, agent = first
+                out.append([None, stage, iteration, agent])
+                cls, values = entry[1], entry[2:]
+            elif isinstance(first, type):  # (cls, *values)
+                cls, values = first, entry[1:]
+            else:  # (row, iteration, agent)
+                stage, iteration, agent = first.dest, entry[1], entry[2]
+                out.append([None, stage, iteration, agent])
+                out.append([times[i], first.source, stage, first.label])
+                continue
+            kind = _KIND[cls]
+            if cls is ModelResponded and values[0] is response:
+                out.append([kind, times[i]])  # the head's response
+            else:
+                out.append([kind, times[i], *values])
+            if kind not in written:
+                written.add(kind)
+                kinds[kind] = EVENT_FIELDS[cls]
+        else:  # a built event
+            stage, iteration, agent = entry.state, entry.iteration, entry.agent
+            out.append(entry)
+    return out, kinds, (stage, iteration, agent)
+
+
+_KIND = {cls: kind for cls, (kind, _fields) in EVENT_CLASSES.items()}
 
 
 PURE_STAGES: frozenset[str] = frozenset({Stage.PREPROCESS, Stage.POSTPROCESS, Stage.DECIDE})
@@ -353,6 +385,7 @@ class Checkpointer:
         "before",
         "defer",
         "durable",
+        "kinds",
         "log_at",
         "n_events",
         "n_messages",
@@ -376,7 +409,9 @@ class Checkpointer:
         self.n_messages = self.n_trace = 0  # a resume from the store sets them to what it holds
         self.n_events = 0
         self.log_at: Any = None
-        """Where the run was at the last event saved (``EventLog.records`` continues from it)."""
+        """Where the run was at the last event saved (``compact_events`` continues from it)."""
+        self.kinds: set[str] = set()
+        """The event types whose field names this worker wrote (each body names the new ones)."""
         self.before: tuple[tuple[Any, ...], dict[str, Any]] | None = None
         """The head fields (and the slices, dumped) at the previous checkpoint."""
         self.wholes = -1
@@ -399,7 +434,7 @@ class Checkpointer:
         task = self.run.task
         return self.owner in _LIVE and (task is None or not task.done())
 
-    def __call__(self, row: Row) -> Awaitable[None] | None:
+    def __call__(self, row: _Row) -> Awaitable[None] | None:
         """After a transition: the checkpoint to await, or None when it goes with the next one
         (a pausing run writes at once: it stops here)."""
         dest = row.dest
@@ -428,16 +463,13 @@ class Checkpointer:
         log = run.ctx.log
         messages, trace = rs.messages, rs.trace
         n_events = len(log.entries)
-        events, kinds, self.log_at = compact_events(log, self.n_events, self.log_at or log.start)
-        cp = Checkpoint(
-            rs.run_id,
-            rs.agent,
-            rs.stage,
-            rs.outcome,
-            rs.seq,
-            self._head(rs),
-            to_json({"m": messages[self.n_messages :], "t": trace[self.n_trace :], "e": events, "k": kinds}),
-        )
+        at = self.log_at or log.start
+        events, kinds, self.log_at = compact_events(log, self.n_events, at, self.kinds, rs.response)
+        first = log.base + self.n_events + 1
+        body = {"s": first, "w": at, "m": messages[self.n_messages :], "t": trace[self.n_trace :], "e": events}
+        if kinds:
+            body["k"] = kinds
+        cp = Checkpoint(rs.run_id, rs.agent, rs.stage, rs.outcome, rs.seq, self._head(rs), to_json(body))
         self.n_messages, self.n_trace, self.n_events = len(messages), len(trace), n_events
         return cp
 

@@ -172,9 +172,10 @@ class PostgresStore:
     async def events(self, run_id: str) -> list[bytes]:
         pool = await self._ready()
         async with pool.connection() as conn:
-            cur = await conn.execute("SELECT body FROM lw_log WHERE run_id = %s ORDER BY version", (run_id,))
-            bodies = [bytes(r[0]) for r in await cur.fetchall()]
-        return [json.dumps(e).encode() for e in decode_bodies(bodies, run_id)[2]]
+            cur = await conn.execute("SELECT head, body FROM lw_log WHERE run_id = %s ORDER BY version", (run_id,))
+            rows = await cur.fetchall()
+        events = decode_bodies([bytes(r[1]) for r in rows], run_id, heads=[bytes(r[0]) for r in rows])[2]
+        return [json.dumps(e).encode() for e in events]
 
     async def runs(self, limit: int = 100) -> list[RunSummary]:
         pool = await self._ready()

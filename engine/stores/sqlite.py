@@ -254,9 +254,11 @@ class SQLiteStore:
         if run_no is None:
             return []
         rows = self._db.execute(
-            "SELECT body FROM lw_log WHERE id BETWEEN ? AND ? ORDER BY id", (run_no << 32, (run_no << 32) | 0xFFFFFFFF)
-        )
-        return [json.dumps(e).encode() for e in decode_bodies((r[0] for r in rows), run_id)[2]]
+            "SELECT head, body FROM lw_log WHERE id BETWEEN ? AND ? ORDER BY id",
+            (run_no << 32, (run_no << 32) | 0xFFFFFFFF),
+        ).fetchall()
+        events = decode_bodies([r[1] for r in rows], run_id, heads=[r[0] for r in rows])[2]
+        return [json.dumps(e).encode() for e in events]
 
     async def runs(self, limit: int = 100) -> list[RunSummary]:
         return await self._do(self._runs, limit)
