@@ -13,7 +13,7 @@ import pytest
 
 from loopwright import Runner, RunResult, approve
 from loopwright.errors import RunBusy
-from loopwright.stores import SQLiteStore
+from loopwright.stores import Checkpoint, SQLiteStore, StoreWrapper
 from loopwright.stores.base import STORE_SCHEMA, SavedRun, decode_bodies
 from loopwright.stores.durable import rebuild
 
@@ -161,3 +161,37 @@ def test_every_reply_of_a_checkpoint_is_kept_the_latest_once(tmp_path: Path) -> 
     ]
     bodies = b"".join(r[0] for r in store._db.execute("SELECT body FROM lw_log ORDER BY id"))
     assert len(re.findall(rb'\["model_responded",[0-9.]+\]', bodies)) == 2  # each the head's response then
+
+
+def test_the_session_state_changed_in_place_is_in_every_checkpoint(tmp_path: Path) -> None:
+    """``ctx.state`` is one dict the run changes in place: each checkpoint's head carries it
+    when it holds something or held something at the checkpoint before (emptied), so the
+    state loaded after every checkpoint is the run's state then."""
+    from loopwright import Agent, RunContext, ScriptedModel, ToolCall, tool
+
+    @tool
+    async def note(key: str, ctx: RunContext) -> str:
+        """Set or clear a key."""
+        if key:
+            ctx.state[key] = len(ctx.state) + 1
+        else:
+            ctx.state.clear()
+        return "ok"
+
+    seen: list[dict[str, object]] = []
+
+    class Loading(StoreWrapper):
+        async def save(self, checkpoint: Checkpoint, version: int, owner: str) -> int:
+            version = await self.inner.save(checkpoint, version, owner)
+            saved = await self.inner.load(checkpoint.run_id)
+            assert saved is not None
+            seen.append(dict(rebuild(saved).state))
+            return version
+
+    keys = ["a", "b", "", "", "c"]
+    script: list[object] = [[ToolCall(id=f"c{i}", name="note", args={"key": k})] for i, k in enumerate(keys)]
+    agent = Agent(name="notes", model=ScriptedModel([*script, "done"]), tools=[note])
+    result = asyncio.run(Runner(agent, store=Loading(SQLiteStore(tmp_path / "runs.db"))).run("go", run_id="r1"))
+    assert result.outcome == "final" and result.run_state.state == {"c": 1}
+    # checkpoints: entering reason, then act of each step (the state as the step before left it), then done
+    assert seen == [{}, {}, {"a": 1}, {"a": 1, "b": 2}, {}, {}, {"c": 1}]

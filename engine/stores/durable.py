@@ -97,10 +97,10 @@ def _not_a_zombie(pid: int) -> bool:
 
 
 _saved_fields = operator.attrgetter(*_SAVED)
-_ALWAYS = frozenset({"state", "vetoes", "charges", "turn_start"})
-"""Head fields a run changes in place (dicts): a head of changes always carries them. The
-others are replaced when they change (strings, numbers, frozen models)."""
-_HISTORY = frozenset({"messages", "trace"})
+_ALWAYS_AT = tuple((name, _SAVED.index(name)) for name in ("state", "vetoes", "charges", "turn_start"))
+"""Head fields a run changes in place (dicts), and where they are in ``_SAVED``: a head of
+changes carries each unless it is empty and was empty. The others are replaced when they
+change (strings, numbers, frozen models)."""
 
 
 def head_json(rs: RunState) -> bytes:
@@ -154,11 +154,25 @@ def decode_decisions(data: bytes, credential_calls: set[str]) -> dict[str, Any]:
     return out
 
 
+_STORE_TYPES: set[type] = set()
+"""The classes whose instances passed the RunStore check (``isinstance`` against a protocol
+takes ~100 us: a runner per run would pay it each time)."""
+
+
+def _is_store(store: object) -> bool:
+    if type(store) in _STORE_TYPES:
+        return hasattr(store, "url")  # an instance attribute: checked on each
+    if isinstance(store, RunStore):
+        _STORE_TYPES.add(type(store))
+        return True
+    return False
+
+
 class Durable:
     """A runner's store and durability settings; makes each run's :class:`Checkpointer`."""
 
     def __init__(self, store: RunStore, durability: str = "transition", lease_s: float = 30.0) -> None:
-        if not isinstance(store, RunStore):
+        if not _is_store(store):
             raise ConfigurationError(
                 f"store= takes a RunStore (SQLiteStore, PostgresStore or one of your own), got {type(store).__name__}"
             )
@@ -412,8 +426,9 @@ class Checkpointer:
         """Where the run was at the last event saved (``compact_events`` continues from it)."""
         self.kinds: set[str] = set()
         """The event types whose field names this worker wrote (each body names the new ones)."""
-        self.before: tuple[tuple[Any, ...], dict[str, Any]] | None = None
-        """The head fields (and the slices, dumped) at the previous checkpoint."""
+        self.before: tuple[tuple[Any, ...], dict[str, Any], tuple[bool, ...]] | None = None
+        """The head fields, the slices (dumped), and which of the dicts changed in place were
+        not empty, at the previous checkpoint."""
         self.wholes = -1
         self.replayable = False
         """The last write was on entering ``act`` and only pure stages followed."""
@@ -478,7 +493,8 @@ class Checkpointer:
         it; between those, the fields that changed since the previous checkpoint."""
         values = _saved_fields(rs)
         slices = _slices(rs)
-        before, self.before = self.before, (values, slices)
+        held = tuple([bool(values[i]) for _name, i in _ALWAYS_AT])
+        before, self.before = self.before, (values, slices, held)
         self.wholes = (self.wholes + 1) % FULL_HEAD_EVERY
         if before is None or not self.wholes:
             saved = dict(zip(_SAVED, values, strict=True))
@@ -486,8 +502,14 @@ class Checkpointer:
             return to_json(saved)
         changed: dict[str, Any] = {"~": 1}
         for name, value, was in zip(_SAVED, values, before[0], strict=True):
-            if (value is not was and name not in _HISTORY) or name in _ALWAYS:
+            if value is not was:  # replaced
                 changed[name] = value
+        for (name, i), now, was in zip(_ALWAYS_AT, held, before[2], strict=True):
+            if now or was:  # changed in place, maybe (an empty one that was empty is the same)
+                changed[name] = values[i]
+        if "messages" in changed or "trace" in changed:  # the history is in the bodies
+            changed.pop("messages", None)
+            changed.pop("trace", None)
         if slices != before[1]:
             changed["features"] = slices
         else:
