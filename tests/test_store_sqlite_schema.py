@@ -195,3 +195,48 @@ def test_the_session_state_changed_in_place_is_in_every_checkpoint(tmp_path: Pat
     assert result.outcome == "final" and result.run_state.state == {"c": 1}
     # checkpoints: entering reason, then act of each step (the state as the step before left it), then done
     assert seen == [{}, {}, {"a": 1}, {"a": 1, "b": 2}, {}, {}, {"c": 1}]
+
+
+def test_the_wal_is_folded_back_off_the_commits_and_stays_bounded(tmp_path: Path) -> None:
+    """No commit runs SQLite's checkpoint (autocheckpoint off on the writer); the store's
+    folder thread folds the WAL back every FOLD_EVERY commits, and a writer that never pauses
+    (the WAL cannot start over while pages are added during each fold) folds it itself past
+    FOLD_LIMIT pages: the WAL stays bounded. The folder stops on close, or when an unclosed
+    store is dropped."""
+    import gc
+    import os
+
+    from loopwright.stores import sqlite as lite
+
+    path = tmp_path / "runs.db"
+    store = SQLiteStore(path)
+    assert store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    folder = store._folder
+    assert folder is not None and folder.thread.is_alive()
+    biggest = 0
+
+    def wal_size() -> int:
+        return os.path.getsize(f"{path}-wal")
+
+    async def write(n: int) -> None:
+        nonlocal biggest
+        for i in range(n):
+            await store.save_result("r", f"c{i % 50}", i, b"x" * 3000)  # 1 to 4 pages a commit
+            if i % 50 == 0:
+                biggest = max(biggest, wal_size())
+
+    asyncio.run(write(lite.FOLD_EVERY * 25))
+    assert folder.folds >= 5
+    # unfolded, 10,000 commits of a 3 KB row make a WAL of ~130 MB
+    assert (
+        biggest < (lite.FOLD_LIMIT + lite.FOLD_EVERY * 10) * 4120
+    )  # two wake-ups of commits of 5 pages past the limit
+    asyncio.run(store.close())
+    assert not folder.thread.is_alive()
+
+    dropped = SQLiteStore(tmp_path / "other.db")
+    thread = dropped._folder.thread  # type: ignore[union-attr]
+    del dropped
+    gc.collect()
+    thread.join(5)
+    assert not thread.is_alive()

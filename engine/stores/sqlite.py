@@ -14,10 +14,12 @@ systems).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -55,6 +57,64 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 }
 """The statements that bring the tables from version ``n - 1`` to ``n``."""
 
+FOLD_EVERY = 400
+"""Commits between two wake-ups of a store's folder (about 1000 WAL pages, SQLite's own default)."""
+FOLD_LIMIT = 4000
+"""WAL pages past which the writer folds the WAL itself (the WAL did not start over)."""
+
+
+class _Folder:
+    """Folds the WAL back into the database file (a passive checkpoint, its fsyncs included)
+    on its own thread and connection, woken every FOLD_EVERY commits: no commit waits for it
+    (SQLite's automatic checkpoint would run inside the commit that crosses its threshold).
+    A passive checkpoint never blocks the writer, nor readers and writers in other processes.
+
+    The WAL starts over from its beginning only if, as a write begins, every page in it is
+    folded back; a writer that never pauses keeps adding pages while the folder works, so the
+    folder tries again at once (a few times), and once the WAL holds more than FOLD_LIMIT
+    pages the writer folds it itself, between two of its commits (a bounded WAL, one commit
+    waits)."""
+
+    def __init__(self, path: str, synchronous: str) -> None:
+        self.wake = threading.Event()
+        self.stopping = False
+        self.folds = 0
+        self.pages = 0
+        """The WAL's pages at the last fold."""
+        self.thread = threading.Thread(
+            target=self._run, args=(path, synchronous), name="loopwright-sqlite-wal", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, path: str, synchronous: str) -> None:
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute(f"PRAGMA synchronous={synchronous}")
+            while True:
+                self.wake.wait()
+                self.wake.clear()
+                if self.stopping:
+                    return
+                try:
+                    for _ in range(4):
+                        ((_busy, pages, folded),) = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                        self.folds += 1
+                        self.pages = pages
+                        if pages == folded:
+                            break
+                except sqlite3.Error:  # another process's checkpoint holds the lock: the next wake-up
+                    pass
+        finally:
+            db.close()
+
+    def halt(self) -> None:
+        self.stopping = True
+        self.wake.set()
+
+    def stop(self) -> None:
+        self.halt()
+        self.thread.join()
+
 
 class SQLiteStore:
     """Durable runs in the SQLite file ``path`` (created if missing; ``":memory:"`` for a
@@ -74,8 +134,13 @@ class SQLiteStore:
         if self.path != ":memory:":
             db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={synchronous.upper()}")
-        db.execute("PRAGMA wal_autocheckpoint=1000")  # fold the WAL back (and sync) less often
+        self._writes = 0
+        self._folder: _Folder | None = None
         self._migrate()
+        if self.path != ":memory:":  # the WAL is folded back on the folder's thread, not in a commit
+            db.execute("PRAGMA wal_autocheckpoint=0")
+            self._folder = _Folder(self.path, synchronous.upper())
+            weakref.finalize(self, self._folder.halt)  # a store dropped unclosed stops its folder too
 
     # ------------------------------------------------------------------ schema
 
@@ -120,6 +185,7 @@ class SQLiteStore:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+        self._wrote()
         return out
 
     # ------------------------------------------------------------------ RunStore
@@ -144,6 +210,7 @@ class SQLiteStore:
             )  # fmt: skip
         except sqlite3.IntegrityError:
             raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
+        self._wrote()
         return version + 1
 
     def _first(self, db: sqlite3.Connection, cp: Checkpoint, version: int, owner: str) -> int:
@@ -234,8 +301,12 @@ class SQLiteStore:
     async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
         if self._pool is None:
             with self._lock:
-                return _save_result(self._db, run_id, call_id, seq, body)
-        await self._do(_save_result, self._db, run_id, call_id, seq, body)
+                return self._save_result(run_id, call_id, seq, body)
+        await self._do(self._save_result, run_id, call_id, seq, body)
+
+    def _save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
+        self._db.execute("INSERT OR REPLACE INTO lw_results VALUES (?, ?, ?, ?)", (run_id, call_id, seq, body))
+        self._wrote()
 
     async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
         return await self._do(self._results, run_id, after_seq)
@@ -275,7 +346,21 @@ class SQLiteStore:
     async def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+        if self._folder is not None:
+            self._folder.stop()
         self._db.close()
+
+    def _wrote(self) -> None:
+        """After a commit: every FOLD_EVERY-th wakes the folder."""
+        self._writes += 1
+        if self._writes >= FOLD_EVERY and self._folder is not None:
+            self._writes = 0
+            if self._folder.pages > FOLD_LIMIT:
+                self._folder.pages = 0
+                with contextlib.suppress(sqlite3.Error):  # another process's checkpoint: it folds
+                    self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            else:
+                self._folder.wake.set()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
@@ -291,7 +376,3 @@ def _claim(
         return row[0], bytes(row[1])
     db.execute("INSERT INTO lw_claims VALUES (?, ?, ?, ?, ?)", (run_id, suspension, owner, decisions, time.time()))
     return None
-
-
-def _save_result(db: sqlite3.Connection, run_id: str, call_id: str, seq: int, body: bytes) -> None:
-    db.execute("INSERT OR REPLACE INTO lw_results VALUES (?, ?, ?, ?)", (run_id, call_id, seq, body))
