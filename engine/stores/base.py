@@ -101,24 +101,33 @@ def decode_bodies(
     bodies: Iterable[bytes], run_id: str, events: bool = True, heads: Iterable[bytes] = ()
 ) -> tuple[list[Any], list[str], list[Any]]:
     """The messages, trace and (unless ``events`` is False) events of a run's bodies, in order
-    (each event with its run id). The events need the rows' ``heads`` too (a reply is kept
-    once, in the head)."""
+    (each event with its run id). A reply is kept once, in the head: decoding needs the rows'
+    ``heads`` too."""
     messages: list[Any] = []
     trace: list[str] = []
     out: list[Any] = []
     kinds: dict[str, list[str]] = {}
-    response: list[Any] = [_NO_HEADS]
-    for body, head in zip_longest(bodies, heads if events else ()):
+    response: Any = _NO_HEADS
+    for body, head in zip_longest(bodies, heads):
         if head and b'"response"' in head:
-            response[0] = json.loads(head).get("response", response[0])
+            response = json.loads(head).get("response", response)
         if body:
             part = json.loads(body)
-            messages += part["m"]
+            new = part["m"]
+            if any(type(m) is list for m in new):  # [agent]: the reply in the head, as its message
+                new = [_reply_message(m[0], response) if type(m) is list else m for m in new]
+            messages += new
             trace += part["t"]
             kinds.update(part.get("k", ()))
             if events:
-                out += _events(part, kinds, run_id, response[0]) if "s" in part else _events_2(part, kinds, run_id)
+                out += _events(part, kinds, run_id, response) if "s" in part else _events_2(part, kinds, run_id)
     return messages, trace, out
+
+
+def _reply_message(agent: str | None, response: Any) -> dict[str, Any]:
+    if response is _NO_HEADS or response is None:
+        raise ValueError("decode_bodies(...) needs the rows' heads to decode their bodies")
+    return {"role": "assistant", "parts": response["parts"], "agent": agent}
 
 
 def _events(part: dict[str, Any], kinds: dict[str, list[str]], run_id: str, response: Any) -> list[Any]:
@@ -143,7 +152,7 @@ def _events(part: dict[str, Any], kinds: dict[str, list[str]], run_id: str, resp
                 kind, at, *values = event
                 if not values and kind == "model_responded":  # the reply in the head
                     if response is _NO_HEADS:
-                        raise ValueError("decode_bodies(...) needs the rows' heads to decode their events")
+                        raise ValueError("decode_bodies(...) needs the rows' heads to decode their bodies")
                     values = [response]
                 own = dict(zip(kinds[kind], values, strict=True))
                 event = {"type": kind, "run_id": run_id, "seq": seq, "time": at, "state": stage,

@@ -479,9 +479,16 @@ class Checkpointer:
         messages, trace = rs.messages, rs.trace
         n_events = len(log.entries)
         at = self.log_at or log.start
-        events, kinds, self.log_at = compact_events(log, self.n_events, at, self.kinds, rs.response)
+        response = rs.response
+        events, kinds, self.log_at = compact_events(log, self.n_events, at, self.kinds, response)
+        new: list[Any] = messages[self.n_messages :]
+        if response is not None:  # the reply's message is [agent]: its parts are the head's response's
+            parts = response.parts
+            for i, message in enumerate(new):
+                if message.parts is parts and message.role == "assistant":
+                    new[i] = [message.agent]
         first = log.base + self.n_events + 1
-        body = {"s": first, "w": at, "m": messages[self.n_messages :], "t": trace[self.n_trace :], "e": events}
+        body = {"s": first, "w": at, "m": new, "t": trace[self.n_trace :], "e": events}
         if kinds:
             body["k"] = kinds
         cp = Checkpoint(rs.run_id, rs.agent, rs.stage, rs.outcome, rs.seq, self._head(rs), to_json(body))

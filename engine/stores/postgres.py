@@ -132,8 +132,9 @@ class PostgresStore:
         if not rows:
             return None
         agent, stage, outcome, version, owner, updated, _head, _body = rows[-1]
-        head = merge_heads([bytes(r[6]) for r in rows])
-        messages, trace, _events = decode_bodies((bytes(r[7]) for r in rows), run_id, events=False)
+        heads = [bytes(r[6]) for r in rows]
+        head = merge_heads(heads)
+        messages, trace, _events = decode_bodies([bytes(r[7]) for r in rows], run_id, events=False, heads=heads)
         return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -60,7 +61,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 FOLD_EVERY = 400
 """Commits between two wake-ups of a store's folder (about 1000 WAL pages, SQLite's own default)."""
 FOLD_LIMIT = 4000
-"""WAL pages past which the writer folds the WAL itself (the WAL did not start over)."""
+"""WAL pages past which the writer folds the WAL itself (it did not start over); the WAL file
+is cut back to that size when it starts over (``journal_size_limit``)."""
 
 
 class _Folder:
@@ -71,16 +73,14 @@ class _Folder:
 
     The WAL starts over from its beginning only if, as a write begins, every page in it is
     folded back; a writer that never pauses keeps adding pages while the folder works, so the
-    folder tries again at once (a few times), and once the WAL holds more than FOLD_LIMIT
-    pages the writer folds it itself, between two of its commits (a bounded WAL, one commit
-    waits)."""
+    folder tries again at once (a few times), and once the WAL file is longer than FOLD_LIMIT
+    pages (it is cut back to that when it starts over) the writer folds it itself, between two
+    of its commits: a bounded WAL, whether or not the folder's thread got to run."""
 
     def __init__(self, path: str, synchronous: str) -> None:
         self.wake = threading.Event()
         self.stopping = False
         self.folds = 0
-        self.pages = 0
-        """The WAL's pages at the last fold."""
         self.thread = threading.Thread(
             target=self._run, args=(path, synchronous), name="loopwright-sqlite-wal", daemon=True
         )
@@ -99,7 +99,6 @@ class _Folder:
                     for _ in range(4):
                         ((_busy, pages, folded),) = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                         self.folds += 1
-                        self.pages = pages
                         if pages == folded:
                             break
                 except sqlite3.Error:  # another process's checkpoint holds the lock: the next wake-up
@@ -138,7 +137,10 @@ class SQLiteStore:
         self._folder: _Folder | None = None
         self._migrate()
         if self.path != ":memory:":  # the WAL is folded back on the folder's thread, not in a commit
+            self._wal = f"{self.path}-wal"
+            self._wal_limit = FOLD_LIMIT * (db.execute("PRAGMA page_size").fetchone()[0] + 24)
             db.execute("PRAGMA wal_autocheckpoint=0")
+            db.execute(f"PRAGMA journal_size_limit={self._wal_limit}")
             self._folder = _Folder(self.path, synchronous.upper())
             weakref.finalize(self, self._folder.halt)  # a store dropped unclosed stops its folder too
 
@@ -291,8 +293,9 @@ class SQLiteStore:
         if not rows:
             return None
         agent, stage, outcome, version, owner, updated, _head, _body = rows[-1]
-        head = merge_heads([bytes(r[6]) for r in rows])
-        messages, trace, _events = decode_bodies((r[7] for r in rows), run_id, events=False)
+        heads = [bytes(r[6]) for r in rows]
+        head = merge_heads(heads)
+        messages, trace, _events = decode_bodies([r[7] for r in rows], run_id, events=False, heads=heads)
         return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
@@ -355,8 +358,7 @@ class SQLiteStore:
         self._writes += 1
         if self._writes >= FOLD_EVERY and self._folder is not None:
             self._writes = 0
-            if self._folder.pages > FOLD_LIMIT:
-                self._folder.pages = 0
+            if _size(self._wal) > self._wal_limit:
                 with contextlib.suppress(sqlite3.Error):  # another process's checkpoint: it folds
                     self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             else:
@@ -364,6 +366,13 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _claim(
