@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from loopwright import Runner, RunResult, approve
-from loopwright.errors import RunBusy
+from loopwright.errors import ConfigurationError, RunBusy
 from loopwright.stores import Checkpoint, SQLiteStore, StoreWrapper
 from loopwright.stores.base import STORE_SCHEMA, SavedRun, decode_bodies
 from loopwright.stores.durable import rebuild
@@ -24,10 +24,13 @@ SCHEMA_2_LOG = """CREATE TABLE lw_log (
     run_id TEXT NOT NULL, version INTEGER NOT NULL, agent TEXT NOT NULL, stage TEXT NOT NULL,
     outcome TEXT, seq INTEGER NOT NULL, owner TEXT NOT NULL, updated REAL NOT NULL,
     head BLOB NOT NULL, body BLOB NOT NULL, PRIMARY KEY (run_id, version)) WITHOUT ROWID"""
+SCHEMA_2_RESULTS = """CREATE TABLE lw_results (run_id TEXT NOT NULL, call_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    body BLOB NOT NULL, PRIMARY KEY (run_id, call_id)) WITHOUT ROWID"""
 
 
 def back_to_schema_2(path: Path) -> None:
-    """Rewrite a store's tables as schema 2 had them (the log keyed by ``(run_id, version)``)."""
+    """Rewrite a store's tables as schema 2 had them (the log keyed by ``(run_id, version)``, the
+    results by ``(run_id, call_id)``)."""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("BEGIN")
     db.execute("ALTER TABLE lw_log RENAME TO lw_log_3")
@@ -37,6 +40,13 @@ def back_to_schema_2(path: Path) -> None:
         " l.updated, l.head, l.body FROM lw_log_3 AS l JOIN lw_runs AS r ON r.run_no = l.id >> 32"
     )
     db.execute("DROP TABLE lw_log_3")
+    db.execute("ALTER TABLE lw_results RENAME TO lw_results_3")
+    db.execute(SCHEMA_2_RESULTS)
+    db.execute(
+        "INSERT INTO lw_results SELECT r.run_id, s.call_id, s.seq, s.body FROM lw_results_3 AS s"
+        " JOIN lw_runs AS r USING (run_no)"
+    )
+    db.execute("DROP TABLE lw_results_3")
     db.execute("DROP TABLE lw_runs")
     db.execute("UPDATE lw_meta SET value = '2' WHERE key = 'schema_version'")
     db.execute("COMMIT")
@@ -52,21 +62,26 @@ def test_a_store_of_schema_2_is_migrated_and_its_runs_load_list_and_resume(tmp_p
         waiting = await Runner(make_agent(PAY_SCRIPT), store=store).run("pay", run_id="waiting")
         saved = await store.load("done")
         events = await store.events("done")
+        kept.update(await store.results("done", 0))
         await store.close()
         assert waiting.outcome == "suspended"
         return events, saved, done
 
+    kept: dict[str, bytes] = {}
     events, saved, done = asyncio.run(before())
+    assert len(kept) == 4
     back_to_schema_2(path)
 
     async def after() -> None:
         store = SQLiteStore(path)
         tables = {r[0] for r in store._db.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
-        assert {"lw_runs", "lw_log", "lw_results", "lw_claims"} <= tables and "lw_log_2" not in tables
+        assert {"lw_runs", "lw_log", "lw_results", "lw_claims"} <= tables
+        assert "lw_log_2" not in tables and "lw_results_2" not in tables
         version = store._db.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'").fetchone()[0]
         assert int(version) == STORE_SCHEMA == 3
         assert await store.load("done") == saved
         assert await store.events("done") == events
+        assert await store.results("done", 0) == kept
         assert sorted(r.run_id for r in await store.runs()) == ["done", "waiting"]
         EXECUTED.clear()
         resumed = await Runner(make_agent(PAY_SCRIPT), store=store).resume("waiting", {"c-pay": approve()})
@@ -239,7 +254,11 @@ def test_the_wal_is_folded_back_off_the_commits_and_stays_bounded(tmp_path: Path
     # (a fold of the writer's own gives way to one of the folder's in progress)
     assert biggest < (lite.FOLD_LIMIT + lite.FOLD_EVERY * 15) * 4120
     # once folded, the WAL starts over and its file is cut back to the limit
-    store._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    for _ in range(100):  # (a fold of the folder's own may hold the checkpoint lock a moment)
+        ((busy, pages, folded),) = store._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        if not busy and pages == folded:
+            break
+        folder.thread.join(0.05)
     asyncio.run(write(1))
     assert wal_size() <= lite.FOLD_LIMIT * 4120
     asyncio.run(store.close())
@@ -251,3 +270,18 @@ def test_the_wal_is_folded_back_off_the_commits_and_stays_bounded(tmp_path: Path
     gc.collect()
     thread.join(5)
     assert not thread.is_alive()
+
+
+def test_a_run_saved_on_exit_keeps_its_results_and_its_log(tmp_path: Path) -> None:
+    """``durability="exit"``: the tool results are kept as the calls complete, before the run's
+    first checkpoint (at its end); the run's number made for them is the log's too."""
+    store = SQLiteStore(tmp_path / "runs.db")
+    result = asyncio.run(
+        Runner(make_agent(steps_script(2, calls=2)), store=store, durability="exit").run("go", run_id="r1")
+    )
+    assert result.outcome == "final"
+    saved = asyncio.run(store.load("r1"))
+    assert saved is not None and rebuild(saved).messages == result.messages
+    assert len(asyncio.run(store.results("r1", 0))) == 4
+    with pytest.raises(ConfigurationError, match="already in the store"):
+        asyncio.run(Runner(make_agent(steps_script(1)), store=store, durability="exit").run("go", run_id="r1"))

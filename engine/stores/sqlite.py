@@ -54,6 +54,14 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "INSERT INTO lw_log SELECT (r.run_no << 32) | l.version, l.agent, l.stage, l.outcome, l.seq, l.owner,"
         " l.updated, l.head, l.body FROM lw_log_2 AS l JOIN lw_runs AS r USING (run_id) ORDER BY 1",
         "DROP TABLE lw_log_2",
+        # tool results keyed by the run's number too (a new run's results append to the tree)
+        "ALTER TABLE lw_results RENAME TO lw_results_2",
+        "CREATE TABLE lw_results (run_no INTEGER NOT NULL, call_id TEXT NOT NULL, seq INTEGER NOT NULL,"
+        " body BLOB NOT NULL, PRIMARY KEY (run_no, call_id)) WITHOUT ROWID",
+        "INSERT OR IGNORE INTO lw_runs (run_id) SELECT DISTINCT run_id FROM lw_results_2 ORDER BY run_id",
+        "INSERT INTO lw_results SELECT r.run_no, s.call_id, s.seq, s.body FROM lw_results_2 AS s"
+        " JOIN lw_runs AS r USING (run_id) ORDER BY 1, 2",
+        "DROP TABLE lw_results_2",
     ),
 }
 """The statements that bring the tables from version ``n - 1`` to ``n``."""
@@ -220,11 +228,14 @@ class SQLiteStore:
         if version == 0:
             try:
                 run_no = db.execute("INSERT INTO lw_runs (run_id) VALUES (?)", (cp.run_id,)).lastrowid
-            except sqlite3.IntegrityError:
-                raise ConfigurationError(
-                    f"run id {cp.run_id!r} is already in the store; resume it with runner.resume({cp.run_id!r}) "
-                    "or start the run with a new run_id"
-                ) from None
+            except sqlite3.IntegrityError:  # a run in the store, or numbered by tool results kept before it
+                run_no = self._run_no(cp.run_id)  # (durability="exit" writes its first checkpoint at the end)
+                assert run_no is not None
+                if db.execute("SELECT 1 FROM lw_log WHERE id BETWEEN ? AND ?", _span(run_no)).fetchone():
+                    raise ConfigurationError(
+                        f"run id {cp.run_id!r} is already in the store; resume it with "
+                        f"runner.resume({cp.run_id!r}) or start the run with a new run_id"
+                    ) from None
         else:
             run_no = self._run_no(cp.run_id, make=True)
         assert run_no is not None
@@ -285,7 +296,7 @@ class SQLiteStore:
                 else db.execute(
                     "SELECT agent, stage, outcome, id & 4294967295, owner, updated, head, body FROM lw_log"
                     " WHERE id BETWEEN ? AND ? ORDER BY id",
-                    (run_no << 32, (run_no << 32) | 0xFFFFFFFF),
+                    _span(run_no),
                 ).fetchall()
             )
         finally:
@@ -308,7 +319,10 @@ class SQLiteStore:
         await self._do(self._save_result, run_id, call_id, seq, body)
 
     def _save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
-        self._db.execute("INSERT OR REPLACE INTO lw_results VALUES (?, ?, ?, ?)", (run_id, call_id, seq, body))
+        run_no = self._run_nos.get(run_id)
+        if run_no is None:  # (a run's first checkpoint, before any of its calls, numbered it)
+            run_no = self._run_no(run_id, make=True)
+        self._db.execute("INSERT OR REPLACE INTO lw_results VALUES (?, ?, ?, ?)", (run_no, call_id, seq, body))
         self._wrote()
 
     async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
@@ -316,7 +330,9 @@ class SQLiteStore:
 
     def _results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
         rows = self._db.execute(
-            "SELECT call_id, body FROM lw_results WHERE run_id = ? AND seq > ?", (run_id, after_seq)
+            "SELECT call_id, body FROM lw_results WHERE run_no = (SELECT run_no FROM lw_runs WHERE run_id = ?)"
+            " AND seq > ?",
+            (run_id, after_seq),
         ).fetchall()
         return {call_id: bytes(body) for call_id, body in rows}
 
@@ -329,7 +345,7 @@ class SQLiteStore:
             return []
         rows = self._db.execute(
             "SELECT head, body FROM lw_log WHERE id BETWEEN ? AND ? ORDER BY id",
-            (run_no << 32, (run_no << 32) | 0xFFFFFFFF),
+            _span(run_no),
         ).fetchall()
         events = decode_bodies([r[1] for r in rows], run_id, heads=[r[0] for r in rows])[2]
         return [json.dumps(e).encode() for e in events]
@@ -366,6 +382,11 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+
+def _span(run_no: int) -> tuple[int, int]:
+    """The first and last key of a run's log."""
+    return run_no << 32, (run_no << 32) | 0xFFFFFFFF
 
 
 def _size(path: str) -> int:
