@@ -8,12 +8,14 @@ and its version (1, 2, 3, ...):
   of a worker, and every :data:`FULL_HEAD_EVERY`-th after it, holds the whole head; the others
   only the fields that changed (a JSON object marked ``"~"``), so a checkpoint stays small.
   The run's state is the last whole head with the changes after it applied (:func:`merge_heads`);
-- the *body*: only what is new since the previous checkpoint (messages, trace entries,
-  events, as ``{"m": [...], "t": [...], "e": [...], "k": {...}}``: each event a list of its
-  type, seq, time, state, iteration, agent and own fields, ``k`` naming the own fields of each
-  type); the history is the bodies in order,
-  never rewritten, so a checkpoint is one insert that costs the same at iteration 1000 as at
-  iteration 1;
+- the *body*: only what is new since the previous checkpoint, as ``{"s": seq of its first
+  event, "w": [stage, iteration, agent] before it, "m": messages, "t": trace entries, "e":
+  events, "k": own field names of the event types this worker had not written yet}``. An
+  event is ``[time, source, dest, guard]`` (a transition), ``[type, time, *own field values]``,
+  or a built event's JSON; ``[null, stage, iteration, agent]`` marks where the next one was
+  recorded. The reply in the head is kept once: its ``model_responded`` event is ``[type,
+  time]`` and its message ``[agent]``. The history is the bodies in order, never rewritten, so
+  a checkpoint is one insert that costs the same at iteration 1000 as at iteration 1;
 - and beside the log: tool results of calls that ran beside others, as each completes (a
   resumed ``act`` re-runs only the calls that did not finish), and the claims of suspensions
   (a suspension is resumed once).
@@ -60,7 +62,7 @@ class Checkpoint:
     """The run's state without its history, or only the fields changed since the previous
     checkpoint (begins with :data:`DELTA`)."""
     body: bytes
-    """``{"m": new messages, "t": new trace entries, "e": new events, "k": their fields}`` as JSON."""
+    """What was appended since the previous checkpoint, as JSON (see the module docstring)."""
 
 
 @dataclass(slots=True)

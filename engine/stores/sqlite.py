@@ -1,9 +1,11 @@
 """SQLiteStore: durable runs in one SQLite file (the stdlib ``sqlite3``), the embedded default.
 
 The file is opened in WAL mode with ``synchronous=NORMAL``: a checkpoint is one insert into
-the run's log (:mod:`loopwright.stores.base`), its own transaction, which readers never block. A committed checkpoint
-survives the process being killed (``kill -9``); a power cut may lose the last few (WAL's
-NORMAL mode; pass ``synchronous="FULL"`` to fsync every commit).
+the run's log (:mod:`loopwright.stores.base`; a rowid table keyed by ``run_no << 32 |
+version``, ``lw_runs`` numbering the runs), its own transaction, which readers never block. A
+committed checkpoint survives the process being killed (``kill -9``); a power cut may lose the
+last few (WAL's NORMAL mode; pass ``synchronous="FULL"`` to fsync every commit). The WAL is
+folded back into the file on the store's own thread (:class:`_Folder`), not in a commit.
 
 By default each write runs on the calling thread: a WAL commit takes tens of microseconds,
 less than a hop to a worker thread and back. ``SQLiteStore(path, thread=True)`` runs every
