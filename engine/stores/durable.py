@@ -42,7 +42,7 @@ from pydantic_core import to_json
 from .. import features as _features  # the built-in features' run-state slices, to load saved states
 from ..decisions import Approve, Deny
 from ..errors import ConfigurationError, ResumeError, RunBusy
-from ..events import EVENT_CLASSES, EVENT_FIELDS, Message, ModelResponded, ToolCall, ToolResult
+from ..events import EVENT_CLASSES, EVENT_FIELDS, EventBase, Message, ModelResponded, ToolCall, ToolResult
 from ..machine import Row as _Row
 from ..run_state import _SAVED, RunState, _slice_adapter
 from ..stage import Stage
@@ -339,10 +339,11 @@ def compact_events(
     stage, iteration, agent = at
     for i in range(start, len(entries)):
         entry = entries[i]
-        if type(entry) is _Row:
+        kind_of = type(entry)
+        if kind_of is _Row or (kind_of is not tuple and not isinstance(entry, EventBase)):  # a transition
             stage = entry.dest
             out.append([times[i], entry.source, stage, entry.label])
-        elif type(entry) is tuple:
+        elif kind_of is tuple:
             first = entry[0]
             if type(first) is tuple:  # ((stage, iteration, agent), cls, *values)
                 stage, iteration, agent = first
@@ -355,7 +356,7 @@ def compact_events(
                 out.append([None, stage, iteration, agent])
                 out.append([times[i], first.source, stage, first.label])
                 continue
-            kind = _KIND[cls]
+            kind = EVENT_CLASSES[cls][0]
             if cls is ModelResponded and values[0] is response:
                 out.append([kind, times[i]])  # the head's response
             else:
@@ -367,9 +368,6 @@ def compact_events(
             stage, iteration, agent = entry.state, entry.iteration, entry.agent
             out.append(entry)
     return out, kinds, (stage, iteration, agent)
-
-
-_KIND = {cls: kind for cls, (kind, _fields) in EVENT_CLASSES.items()}
 
 
 PURE_STAGES: frozenset[str] = frozenset({Stage.PREPROCESS, Stage.POSTPROCESS, Stage.DECIDE})
