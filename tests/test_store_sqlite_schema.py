@@ -285,3 +285,16 @@ def test_a_run_saved_on_exit_keeps_its_results_and_its_log(tmp_path: Path) -> No
     assert len(asyncio.run(store.results("r1", 0))) == 4
     with pytest.raises(ConfigurationError, match="already in the store"):
         asyncio.run(Runner(make_agent(steps_script(1)), store=store, durability="exit").run("go", run_id="r1"))
+
+
+def test_a_guard_label_is_written_once_per_worker(tmp_path: Path) -> None:
+    """A transition's guard is a number after its label's first body (``"g"`` names it), so a
+    long label is not repeated every iteration; the events decode to the run's own."""
+    store = SQLiteStore(tmp_path / "runs.db")
+    result = asyncio.run(Runner(make_agent(steps_script(6)), store=store).run("go", run_id="r1"))
+    assert result.outcome == "final"
+    bodies = b"".join(r[0] for r in store._db.execute("SELECT body FROM lw_log ORDER BY id"))
+    assert bodies.count(b"within_iteration_budget") == 1
+    kept = [json.loads(e) for e in asyncio.run(store.events("r1"))]
+    assert kept == [json.loads(e.model_dump_json()) for e in result.events]
+    assert sum(1 for e in kept if "within_iteration_budget" in e.get("guard", "")) == 6

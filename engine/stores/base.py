@@ -10,8 +10,9 @@ and its version (1, 2, 3, ...):
   The run's state is the last whole head with the changes after it applied (:func:`merge_heads`);
 - the *body*: only what is new since the previous checkpoint, as ``{"s": seq of its first
   event, "w": [stage, iteration, agent] before it, "m": messages, "t": trace entries, "e":
-  events, "k": own field names of the event types this worker had not written yet}``. An
-  event is ``[time, source, dest, guard]`` (a transition), ``[type, time, *own field values]``,
+  events, "k": own field names of the event types this worker had not written yet, "g":
+  ``[number, label]`` of the guard labels it had not written yet}``. An event is ``[time,
+  source, dest, guard number]`` (a transition), ``[type, time, *own field values]``,
   or a built event's JSON; ``[null, stage, iteration, agent]`` marks where the next one was
   recorded. The reply in the head is kept once: its ``model_responded`` event is ``[type,
   time]`` and its message ``[agent]``. The history is the bodies in order, never rewritten, so
@@ -109,6 +110,7 @@ def decode_bodies(
     trace: list[str] = []
     out: list[Any] = []
     kinds: dict[str, list[str]] = {}
+    guards: dict[int, str] = {}
     response: Any = _NO_HEADS
     for body, head in zip_longest(bodies, heads):
         if head and b'"response"' in head:
@@ -121,8 +123,9 @@ def decode_bodies(
             messages += new
             trace += part["t"]
             kinds.update(part.get("k", ()))
+            guards.update(part.get("g", ()))
             if events:
-                out += _events(part, kinds, run_id, response) if "s" in part else _events_2(part, kinds, run_id)
+                out += _events(part, kinds, guards, run_id, response) if "s" in part else _events_2(part, kinds, run_id)
     return messages, trace, out
 
 
@@ -132,7 +135,9 @@ def _reply_message(agent: str | None, response: Any) -> dict[str, Any]:
     return {"role": "assistant", "parts": response["parts"], "agent": agent}
 
 
-def _events(part: dict[str, Any], kinds: dict[str, list[str]], run_id: str, response: Any) -> list[Any]:
+def _events(
+    part: dict[str, Any], kinds: dict[str, list[str]], guards: dict[int, str], run_id: str, response: Any
+) -> list[Any]:
     """A body's events (``"s"``: the first one's seq, ``"w"``: where the run was before it;
     ``response``: its head's)."""
     seq = part["s"]
@@ -146,8 +151,10 @@ def _events(part: dict[str, Any], kinds: dict[str, list[str]], run_id: str, resp
             if first is None:  # where the next entry was recorded
                 _, stage, iteration, agent = event
                 continue
-            if type(first) is not str:  # a transition: [time, source, dest, guard]
+            if type(first) is not str:  # a transition: [time, source, dest, guard or its number]
                 at, source, stage, guard = event
+                if type(guard) is int:
+                    guard = guards[guard]
                 event = {"type": "state_entered", "run_id": run_id, "seq": seq, "time": at, "state": stage,
                          "iteration": iteration, "agent": agent, "source": source, "guard": guard}  # fmt: skip
             else:  # [type, time, *own field values]

@@ -321,29 +321,29 @@ class Durable:
 
 
 def compact_events(
-    log: EventLog, start: int, at: Where, written: set[str], response: Any = None
-) -> tuple[list[Any], dict[str, tuple[str, ...]], Where]:
+    log: EventLog, start: int, at: Where, written: set[str], guards: dict[str, int], response: Any = None
+) -> tuple[list[Any], dict[str, tuple[str, ...]], Where, list[Any]]:
     """The log's events from entry ``start`` as a store keeps them (the ``"e"`` of a body, see
     :mod:`loopwright.stores.base`), read straight from the compact entries
     (:data:`loopwright.context.LogEntry`; nothing is built): a transition ``[time, source,
-    dest, guard]``; another event ``[type, time, *its own field values]``; before an entry
-    recorded at a new iteration or agent (or stage, for an event) ``[null, stage, iteration,
-    agent]``; a built event as itself. A ``model_responded`` of ``response`` (the run's latest
-    reply, in the head written with these events) is ``["model_responded", time]``: the
-    reply is kept once. Also the own field names of the types not in
-    ``written`` (added to it), and where the run was after the last entry; ``at`` is where it
-    was before ``start``."""
+    dest, guard number]``; another event ``[type, time, *its own field values]``; before an
+    entry recorded at a new iteration or agent (or stage, for an event) ``[null, stage,
+    iteration, agent]``; a built event as itself. A ``model_responded`` of ``response`` (the
+    run's latest reply, in the head written with these events) is ``["model_responded",
+    time]``: the reply is kept once.
+
+    Also returned: the own field names of the types not in ``written`` (added to it); where the
+    run was after the last entry (``at``: before ``start``); and ``[number, guard]`` for each
+    guard label not yet in ``guards`` (this worker's numbering of the labels, added to it)."""
     times, entries = log.times, log.entries
     out: list[Any] = []
     kinds: dict[str, tuple[str, ...]] = {}
+    new_guards: list[Any] = []
     stage, iteration, agent = at
     for i in range(start, len(entries)):
         entry = entries[i]
         kind_of = type(entry)
-        if kind_of is _Row or (kind_of is not tuple and not isinstance(entry, EventBase)):  # a transition
-            stage = entry.dest
-            out.append([times[i], entry.source, stage, entry.label])
-        elif kind_of is tuple:
+        if kind_of is tuple:
             first = entry[0]
             if type(first) is tuple:  # ((stage, iteration, agent), cls, *values)
                 stage, iteration, agent = first
@@ -351,23 +351,33 @@ def compact_events(
                 cls, values = entry[1], entry[2:]
             elif isinstance(first, type):  # (cls, *values)
                 cls, values = first, entry[1:]
-            else:  # (row, iteration, agent)
+            else:  # (row, iteration, agent): a transition where the iteration or agent changed
                 stage, iteration, agent = first.dest, entry[1], entry[2]
                 out.append([None, stage, iteration, agent])
-                out.append([times[i], first.source, stage, first.label])
+                entry = first
+                kind_of = _Row
+            if kind_of is tuple:
+                kind = EVENT_CLASSES[cls][0]
+                if cls is ModelResponded and values[0] is response:
+                    out.append([kind, times[i]])  # the head's response
+                else:
+                    out.append([kind, times[i], *values])
+                if kind not in written:
+                    written.add(kind)
+                    kinds[kind] = EVENT_FIELDS[cls]
                 continue
-            kind = EVENT_CLASSES[cls][0]
-            if cls is ModelResponded and values[0] is response:
-                out.append([kind, times[i]])  # the head's response
-            else:
-                out.append([kind, times[i], *values])
-            if kind not in written:
-                written.add(kind)
-                kinds[kind] = EVENT_FIELDS[cls]
-        else:  # a built event
+        elif kind_of is not _Row and isinstance(entry, EventBase):  # a built event
             stage, iteration, agent = entry.state, entry.iteration, entry.agent
             out.append(entry)
-    return out, kinds, (stage, iteration, agent)
+            continue
+        stage = entry.dest  # a transition
+        label = entry.label
+        number = guards.get(label)
+        if number is None:
+            number = guards[label] = len(guards)
+            new_guards.append([number, label])
+        out.append([times[i], entry.source, stage, number])
+    return out, kinds, (stage, iteration, agent), new_guards
 
 
 PURE_STAGES: frozenset[str] = frozenset({Stage.PREPROCESS, Stage.POSTPROCESS, Stage.DECIDE})
@@ -397,6 +407,7 @@ class Checkpointer:
         "before",
         "defer",
         "durable",
+        "guards",
         "kinds",
         "log_at",
         "n_events",
@@ -422,6 +433,8 @@ class Checkpointer:
         self.n_events = 0
         self.log_at: Any = None
         """Where the run was at the last event saved (``compact_events`` continues from it)."""
+        self.guards: dict[str, int] = {}
+        """This worker's numbers of the guard labels it wrote (each body names the new ones)."""
         self.kinds: set[str] = set()
         """The event types whose field names this worker wrote (each body names the new ones)."""
         self.before: tuple[tuple[Any, ...], dict[str, Any], tuple[bool, ...]] | None = None
@@ -478,7 +491,7 @@ class Checkpointer:
         n_events = len(log.entries)
         at = self.log_at or log.start
         response = rs.response
-        events, kinds, self.log_at = compact_events(log, self.n_events, at, self.kinds, response)
+        events, kinds, self.log_at, guards = compact_events(log, self.n_events, at, self.kinds, self.guards, response)
         new: list[Any] = messages[self.n_messages :]
         if response is not None:  # the reply's message is [agent]: its parts are the head's response's
             parts = response.parts
@@ -489,6 +502,8 @@ class Checkpointer:
         body = {"s": first, "w": at, "m": new, "t": trace[self.n_trace :], "e": events}
         if kinds:
             body["k"] = kinds
+        if guards:
+            body["g"] = guards
         cp = Checkpoint(rs.run_id, rs.agent, rs.stage, rs.outcome, rs.seq, self._head(rs), to_json(body))
         self.n_messages, self.n_trace, self.n_events = len(messages), len(trace), n_events
         return cp
