@@ -15,7 +15,16 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from .budgets import Budget
-from .events import EVENT_CLASSES, EVENT_FIELDS, EventBase, StateEntered, event_values, make_event
+from .events import (
+    EVENT_BY_TYPE,
+    EVENT_CLASSES,
+    EVENT_FIELDS,
+    EVENT_TYPE,
+    EventBase,
+    StateEntered,
+    event_values,
+    make_event,
+)
 from .limits import Limits
 from .run_state import RunState
 
@@ -47,8 +56,8 @@ another event one flat tuple, and events() rebuilds every field exactly in one p
 """
 
 
-_KIND: dict[type[EventBase], str] = {cls: kind for cls, (kind, _) in EVENT_CLASSES.items()}
-_BY_KIND: dict[str, type[EventBase]] = {kind: cls for cls, kind in _KIND.items()}
+_KIND = EVENT_TYPE
+_BY_KIND = EVENT_BY_TYPE
 
 Where = tuple[str, int, str]
 """(stage, iteration, agent): where in the run an entry was recorded."""

@@ -599,6 +599,10 @@ def _event_classes() -> dict[type[EventBase], tuple[str, AllFieldsSet]]:
 
 
 EVENT_CLASSES = _event_classes()
+EVENT_TYPE: dict[type[EventBase], str] = {cls: kind for cls, (kind, _) in EVENT_CLASSES.items()}
+"""Each event class's ``type`` string (what the compact event log names an event by)."""
+EVENT_BY_TYPE: dict[str, type[EventBase]] = {kind: cls for cls, kind in EVENT_TYPE.items()}
+"""Each event ``type`` string's class."""
 
 _BASE_FIELDS = frozenset(EventBase.model_fields) | {"type"}
 EVENT_FIELDS: dict[type[EventBase], tuple[str, ...]] = {

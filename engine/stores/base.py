@@ -8,12 +8,15 @@ and its version (1, 2, 3, ...):
   of a worker, and every :data:`FULL_HEAD_EVERY`-th after it, holds the whole head; the others
   only the fields that changed (a JSON object marked ``"~"``), so a checkpoint stays small.
   The run's state is the last whole head with the changes after it applied (:func:`merge_heads`);
-- the *body*: only what is new since the previous checkpoint (messages, trace entries,
-  events, as ``{"m": [...], "t": [...], "e": [...], "k": {...}}``: each event a list of its
-  type, seq, time, state, iteration, agent and own fields, ``k`` naming the own fields of each
-  type); the history is the bodies in order,
-  never rewritten, so a checkpoint is one insert that costs the same at iteration 1000 as at
-  iteration 1;
+- the *body*: only what is new since the previous checkpoint, as ``{"s": seq of its first
+  event, "w": [stage, iteration, agent] before it, "m": messages, "t": trace entries, "e":
+  events, "k": own field names of the event types this worker had not written yet, "g":
+  ``[number, label]`` of the guard labels it had not written yet}``. An event is ``[time,
+  source, dest, guard number]`` (a transition), ``[type, time, *own field values]``,
+  or a built event's JSON; ``[null, stage, iteration, agent]`` marks where the next one was
+  recorded. The reply in the head is kept once: its ``model_responded`` event is ``[type,
+  time]`` and its message ``[agent]``. The history is the bodies in order, never rewritten, so
+  a checkpoint is one insert that costs the same at iteration 1000 as at iteration 1;
 - and beside the log: tool results of calls that ran beside others, as each completes (a
   resumed ``act`` re-runs only the calls that did not finish), and the claims of suspensions
   (a suspension is resumed once).
@@ -31,12 +34,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import zip_longest
 from typing import Any, Protocol, runtime_checkable
 
-STORE_SCHEMA = 2
+STORE_SCHEMA = 3
 """The version of the stores' tables and rows; a store refuses to open tables of a newer
 version and migrates older ones when it opens them (2: heads may hold only what changed, events
-are kept as lists of their values)."""
+are kept as lists of their values; 3: SQLite's log is keyed by one integer per row)."""
 
 FULL_HEAD_EVERY = 32
 """A worker writes the whole head at its first checkpoint and at every 32nd after it, so a
@@ -59,7 +63,7 @@ class Checkpoint:
     """The run's state without its history, or only the fields changed since the previous
     checkpoint (begins with :data:`DELTA`)."""
     body: bytes
-    """``{"m": new messages, "t": new trace entries, "e": new events, "k": their fields}`` as JSON."""
+    """What was appended since the previous checkpoint, as JSON (see the module docstring)."""
 
 
 @dataclass(slots=True)
@@ -93,26 +97,92 @@ class RunSummary:
     version: int
 
 
-def decode_bodies(bodies: Iterable[bytes], run_id: str, events: bool = True) -> tuple[list[Any], list[str], list[Any]]:
+_NO_HEADS = object()
+
+
+def decode_bodies(
+    bodies: Iterable[bytes], run_id: str, events: bool = True, heads: Iterable[bytes] = ()
+) -> tuple[list[Any], list[str], list[Any]]:
     """The messages, trace and (unless ``events`` is False) events of a run's bodies, in order
-    (each event with its run id)."""
+    (each event with its run id). A reply is kept once, in the head: decoding needs the rows'
+    ``heads`` too."""
     messages: list[Any] = []
     trace: list[str] = []
     out: list[Any] = []
-    for body in bodies:
+    kinds: dict[str, list[str]] = {}
+    guards: dict[int, str] = {}
+    response: Any = _NO_HEADS
+    for body, head in zip_longest(bodies, heads):
+        if head and b'"response"' in head:
+            response = json.loads(head).get("response", response)
         if body:
             part = json.loads(body)
-            messages += part["m"]
+            new = part["m"]
+            if any(type(m) is list for m in new):  # [agent]: the reply in the head, as its message
+                new = [_reply_message(m[0], response) if type(m) is list else m for m in new]
+            messages += new
             trace += part["t"]
-            kinds = part.get("k", {})
-            for event in part["e"] if events else ():
-                if type(event) is list:  # [type, seq, time, state, iteration, agent, *own fields]
-                    kind, seq, at, state, iteration, agent, *values = event
-                    own = dict(zip(kinds[kind], values, strict=True))
-                    event = {"type": kind, "run_id": run_id, "seq": seq, "time": at, "state": state,
-                             "iteration": iteration, "agent": agent, **own}  # fmt: skip
-                out.append(event)
+            kinds.update(part.get("k", ()))
+            guards.update(part.get("g", ()))
+            if events:
+                out += _events(part, kinds, guards, run_id, response) if "s" in part else _events_2(part, kinds, run_id)
     return messages, trace, out
+
+
+def _reply_message(agent: str | None, response: Any) -> dict[str, Any]:
+    if response is _NO_HEADS or response is None:
+        raise ValueError("decode_bodies(...) needs the rows' heads to decode their bodies")
+    return {"role": "assistant", "parts": response["parts"], "agent": agent}
+
+
+def _events(
+    part: dict[str, Any], kinds: dict[str, list[str]], guards: dict[int, str], run_id: str, response: Any
+) -> list[Any]:
+    """A body's events (``"s"``: the first one's seq, ``"w"``: where the run was before it;
+    ``response``: its head's)."""
+    seq = part["s"]
+    stage, iteration, agent = part["w"]
+    out: list[Any] = []
+    for event in part["e"]:
+        if type(event) is dict:  # a built event
+            stage, iteration, agent = event["state"], event["iteration"], event["agent"]
+        else:
+            first = event[0]
+            if first is None:  # where the next entry was recorded
+                _, stage, iteration, agent = event
+                continue
+            if type(first) is not str:  # a transition: [time, source, dest, guard or its number]
+                at, source, stage, guard = event
+                if type(guard) is int:
+                    guard = guards[guard]
+                event = {"type": "state_entered", "run_id": run_id, "seq": seq, "time": at, "state": stage,
+                         "iteration": iteration, "agent": agent, "source": source, "guard": guard}  # fmt: skip
+            else:  # [type, time, *own field values]
+                kind, at, *values = event
+                if not values and kind == "model_responded":  # the reply in the head
+                    if response is _NO_HEADS:
+                        raise ValueError("decode_bodies(...) needs the rows' heads to decode their bodies")
+                    values = [response]
+                own = dict(zip(kinds[kind], values, strict=True))
+                event = {"type": kind, "run_id": run_id, "seq": seq, "time": at, "state": stage,
+                         "iteration": iteration, "agent": agent, **own}  # fmt: skip
+        out.append(event)
+        seq += 1
+    return out
+
+
+def _events_2(part: dict[str, Any], kinds: dict[str, list[str]], run_id: str) -> list[Any]:
+    """A body written by schema 2: each event ``[type, seq, time, state, iteration, agent,
+    *own field values]`` or built."""
+    out: list[Any] = []
+    for event in part["e"]:
+        if type(event) is list:
+            kind, seq, at, state, iteration, agent, *values = event
+            own = dict(zip(kinds[kind], values, strict=True))
+            event = {"type": kind, "run_id": run_id, "seq": seq, "time": at, "state": state,
+                     "iteration": iteration, "agent": agent, **own}  # fmt: skip
+        out.append(event)
+    return out
 
 
 def merge_heads(heads: Sequence[bytes]) -> bytes:

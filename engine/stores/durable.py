@@ -42,7 +42,8 @@ from pydantic_core import to_json
 from .. import features as _features  # the built-in features' run-state slices, to load saved states
 from ..decisions import Approve, Deny
 from ..errors import ConfigurationError, ResumeError, RunBusy
-from ..events import EVENT_CLASSES, EVENT_FIELDS, EventBase, Message, ToolCall, ToolResult
+from ..events import EVENT_BY_TYPE, EVENT_FIELDS, EVENT_TYPE, EventBase, Message, ModelResponded, ToolCall, ToolResult
+from ..machine import Row as _Row
 from ..run_state import _SAVED, RunState, _slice_adapter
 from ..stage import Stage
 from ..trust import check_saved_state
@@ -50,7 +51,6 @@ from .base import FULL_HEAD_EVERY, Checkpoint, RunStore, SavedRun
 
 if TYPE_CHECKING:
     from ..context import EventLog, RunContext, Where
-    from ..machine import Row
     from ..result import RunResult
 
 Durability = Literal["transition", "iteration", "exit"]
@@ -97,10 +97,10 @@ def _not_a_zombie(pid: int) -> bool:
 
 
 _saved_fields = operator.attrgetter(*_SAVED)
-_ALWAYS = frozenset({"state", "vetoes", "charges", "turn_start"})
-"""Head fields a run changes in place (dicts): a head of changes always carries them. The
-others are replaced when they change (strings, numbers, frozen models)."""
-_HISTORY = frozenset({"messages", "trace"})
+_ALWAYS_AT = tuple((name, _SAVED.index(name)) for name in ("state", "vetoes", "charges", "turn_start"))
+"""Head fields a run changes in place (dicts), and where they are in ``_SAVED``: a head of
+changes carries each unless it is empty and was empty. The others are replaced when they
+change (strings, numbers, frozen models)."""
 
 
 def head_json(rs: RunState) -> bytes:
@@ -154,11 +154,25 @@ def decode_decisions(data: bytes, credential_calls: set[str]) -> dict[str, Any]:
     return out
 
 
+_STORE_TYPES: set[type] = set()
+"""The classes whose instances passed the RunStore check (``isinstance`` against a protocol
+takes ~100 us: a runner per run would pay it each time)."""
+
+
+def _is_store(store: object) -> bool:
+    if type(store) in _STORE_TYPES:
+        return hasattr(store, "url")  # an instance attribute: checked on each
+    if isinstance(store, RunStore):
+        _STORE_TYPES.add(type(store))
+        return True
+    return False
+
+
 class Durable:
     """A runner's store and durability settings; makes each run's :class:`Checkpointer`."""
 
     def __init__(self, store: RunStore, durability: str = "transition", lease_s: float = 30.0) -> None:
-        if not isinstance(store, RunStore):
+        if not _is_store(store):
             raise ConfigurationError(
                 f"store= takes a RunStore (SQLiteStore, PostgresStore or one of your own), got {type(store).__name__}"
             )
@@ -306,24 +320,67 @@ class Durable:
         cp.n_messages, cp.n_trace = len(saved.messages), len(saved.trace)
 
 
-def compact_events(log: EventLog, start: int, at: Where) -> tuple[list[Any], dict[str, tuple[str, ...]], Where]:
-    """The log's events from entry ``start`` as the store keeps them, read straight from the
-    compact entries (:data:`loopwright.context.LogEntry`; nothing is built): each event a list
-    ``[type, seq, time, state, iteration, agent, *its own field values]`` (a built event as
-    itself), the names of those fields by type, and where the run was after the last entry.
-    ``at`` is where it was before ``start`` (what the previous call returned)."""
-    times, base = log.times, log.base
+def compact_events(
+    log: EventLog, start: int, at: Where, written: set[str], guards: dict[str, int], response: Any = None
+) -> tuple[list[Any], dict[str, tuple[str, ...]], Where, list[Any]]:
+    """The log's events from entry ``start`` as a store keeps them (the ``"e"`` of a body, see
+    :mod:`loopwright.stores.base`), read straight from the compact entries
+    (:data:`loopwright.context.LogEntry`; nothing is built): a transition ``[time, source,
+    dest, guard number]``; another event ``[type, time, *its own field values]``; before an
+    entry recorded at a new iteration or agent (or stage, for an event) ``[null, stage,
+    iteration, agent]``; a built event as itself. A ``model_responded`` of ``response`` (the
+    run's latest reply, in the head written with these events) is ``["model_responded",
+    time]``: the reply is kept once.
+
+    Also returned: the own field names of the types not in ``written`` (added to it); where the
+    run was after the last entry (``at``: before ``start``); and ``[number, guard]`` for each
+    guard label not yet in ``guards`` (this worker's numbering of the labels, added to it)."""
+    times, entries = log.times, log.entries
     out: list[Any] = []
     kinds: dict[str, tuple[str, ...]] = {}
-    for i, cls, stage, iteration, agent, values in log.flat(start, at):
-        at = (stage, iteration, agent)
-        if isinstance(cls, EventBase):
-            out.append(cls)
+    new_guards: list[Any] = []
+    stage, iteration, agent = at
+    for i in range(start, len(entries)):
+        entry = entries[i]
+        kind_of = type(entry)
+        if kind_of is tuple:
+            first = entry[0]
+            placed = type(first)
+            if placed is str:  # (kind, *values)
+                kind, values = first, entry[1:]
+            elif placed is tuple or placed is int:  # ((stage, iteration, agent) or iteration, kind, *values)
+                stage, iteration, agent = first if placed is tuple else (stage, first, agent)
+                out.append([None, stage, iteration, agent])
+                kind, values = entry[1], entry[2:]
+            else:  # (row, iteration, agent): a transition where the iteration or agent changed
+                stage, iteration, agent = first.dest, entry[1], entry[2]
+                out.append([None, stage, iteration, agent])
+                entry = first
+                kind_of = _Row
+            if kind_of is tuple:
+                if kind == _MODEL_RESPONDED and values[0] is response:
+                    out.append([kind, times[i]])  # the head's response
+                else:
+                    out.append([kind, times[i], *values])
+                if kind not in written:
+                    written.add(kind)
+                    kinds[kind] = EVENT_FIELDS[EVENT_BY_TYPE[kind]]
+                continue
+        elif kind_of is not _Row and isinstance(entry, EventBase):  # a built event
+            stage, iteration, agent = entry.state, entry.iteration, entry.agent
+            out.append(entry)
             continue
-        kind = EVENT_CLASSES[cls][0]
-        out.append([kind, base + i + 1, times[i], stage, iteration, agent, *values])
-        kinds[kind] = EVENT_FIELDS[cls]
-    return out, kinds, at
+        stage = entry.dest  # a transition
+        label = entry.label
+        number = guards.get(label)
+        if number is None:
+            number = guards[label] = len(guards)
+            new_guards.append([number, label])
+        out.append([times[i], entry.source, stage, number])
+    return out, kinds, (stage, iteration, agent), new_guards
+
+
+_MODEL_RESPONDED = EVENT_TYPE[ModelResponded]
 
 
 PURE_STAGES: frozenset[str] = frozenset({Stage.PREPROCESS, Stage.POSTPROCESS, Stage.DECIDE})
@@ -353,6 +410,8 @@ class Checkpointer:
         "before",
         "defer",
         "durable",
+        "guards",
+        "kinds",
         "log_at",
         "n_events",
         "n_messages",
@@ -376,9 +435,14 @@ class Checkpointer:
         self.n_messages = self.n_trace = 0  # a resume from the store sets them to what it holds
         self.n_events = 0
         self.log_at: Any = None
-        """Where the run was at the last event saved (``EventLog.records`` continues from it)."""
-        self.before: tuple[tuple[Any, ...], dict[str, Any]] | None = None
-        """The head fields (and the slices, dumped) at the previous checkpoint."""
+        """Where the run was at the last event saved (``compact_events`` continues from it)."""
+        self.guards: dict[str, int] = {}
+        """This worker's numbers of the guard labels it wrote (each body names the new ones)."""
+        self.kinds: set[str] = set()
+        """The event types whose field names this worker wrote (each body names the new ones)."""
+        self.before: tuple[tuple[Any, ...], dict[str, Any], tuple[bool, ...]] | None = None
+        """The head fields, the slices (dumped), and which of the dicts changed in place were
+        not empty, at the previous checkpoint."""
         self.wholes = -1
         self.replayable = False
         """The last write was on entering ``act`` and only pure stages followed."""
@@ -399,7 +463,7 @@ class Checkpointer:
         task = self.run.task
         return self.owner in _LIVE and (task is None or not task.done())
 
-    def __call__(self, row: Row) -> Awaitable[None] | None:
+    def __call__(self, row: _Row) -> Awaitable[None] | None:
         """After a transition: the checkpoint to await, or None when it goes with the next one
         (a pausing run writes at once: it stops here)."""
         dest = row.dest
@@ -428,16 +492,22 @@ class Checkpointer:
         log = run.ctx.log
         messages, trace = rs.messages, rs.trace
         n_events = len(log.entries)
-        events, kinds, self.log_at = compact_events(log, self.n_events, self.log_at or log.start)
-        cp = Checkpoint(
-            rs.run_id,
-            rs.agent,
-            rs.stage,
-            rs.outcome,
-            rs.seq,
-            self._head(rs),
-            to_json({"m": messages[self.n_messages :], "t": trace[self.n_trace :], "e": events, "k": kinds}),
-        )
+        at = self.log_at or log.start
+        response = rs.response
+        events, kinds, self.log_at, guards = compact_events(log, self.n_events, at, self.kinds, self.guards, response)
+        new: list[Any] = messages[self.n_messages :]
+        if response is not None:  # the reply's message is [agent]: its parts are the head's response's
+            parts = response.parts
+            for i, message in enumerate(new):
+                if message.parts is parts and message.role == "assistant":
+                    new[i] = [message.agent]
+        first = log.base + self.n_events + 1
+        body = {"s": first, "w": at, "m": new, "t": trace[self.n_trace :], "e": events}
+        if kinds:
+            body["k"] = kinds
+        if guards:
+            body["g"] = guards
+        cp = Checkpoint(rs.run_id, rs.agent, rs.stage, rs.outcome, rs.seq, self._head(rs), to_json(body))
         self.n_messages, self.n_trace, self.n_events = len(messages), len(trace), n_events
         return cp
 
@@ -446,7 +516,8 @@ class Checkpointer:
         it; between those, the fields that changed since the previous checkpoint."""
         values = _saved_fields(rs)
         slices = _slices(rs)
-        before, self.before = self.before, (values, slices)
+        held = tuple([bool(values[i]) for _name, i in _ALWAYS_AT])
+        before, self.before = self.before, (values, slices, held)
         self.wholes = (self.wholes + 1) % FULL_HEAD_EVERY
         if before is None or not self.wholes:
             saved = dict(zip(_SAVED, values, strict=True))
@@ -454,8 +525,14 @@ class Checkpointer:
             return to_json(saved)
         changed: dict[str, Any] = {"~": 1}
         for name, value, was in zip(_SAVED, values, before[0], strict=True):
-            if (value is not was and name not in _HISTORY) or name in _ALWAYS:
+            if value is not was:  # replaced
                 changed[name] = value
+        for (name, i), now, was in zip(_ALWAYS_AT, held, before[2], strict=True):
+            if now or was:  # changed in place, maybe (an empty one that was empty is the same)
+                changed[name] = values[i]
+        if "messages" in changed or "trace" in changed:  # the history is in the bodies
+            changed.pop("messages", None)
+            changed.pop("trace", None)
         if slices != before[1]:
             changed["features"] = slices
         else:

@@ -38,6 +38,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         " decisions BYTEA NOT NULL, claimed DOUBLE PRECISION NOT NULL, PRIMARY KEY (run_id, suspension))",
     ),
     2: (),  # the rows' format (heads of the changed fields, events as lists): the tables are the same
+    3: (),  # SQLite's log is keyed by one integer (its B-tree appends); these tables are the same
 }
 _LOCK = 0x6C77_7374  # the advisory lock held while the tables are created or migrated
 
@@ -131,8 +132,9 @@ class PostgresStore:
         if not rows:
             return None
         agent, stage, outcome, version, owner, updated, _head, _body = rows[-1]
-        head = merge_heads([bytes(r[6]) for r in rows])
-        messages, trace, _events = decode_bodies((bytes(r[7]) for r in rows), run_id, events=False)
+        heads = [bytes(r[6]) for r in rows]
+        head = merge_heads(heads)
+        messages, trace, _events = decode_bodies([bytes(r[7]) for r in rows], run_id, events=False, heads=heads)
         return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
@@ -171,9 +173,10 @@ class PostgresStore:
     async def events(self, run_id: str) -> list[bytes]:
         pool = await self._ready()
         async with pool.connection() as conn:
-            cur = await conn.execute("SELECT body FROM lw_log WHERE run_id = %s ORDER BY version", (run_id,))
-            bodies = [bytes(r[0]) for r in await cur.fetchall()]
-        return [json.dumps(e).encode() for e in decode_bodies(bodies, run_id)[2]]
+            cur = await conn.execute("SELECT head, body FROM lw_log WHERE run_id = %s ORDER BY version", (run_id,))
+            rows = await cur.fetchall()
+        events = decode_bodies([bytes(r[1]) for r in rows], run_id, heads=[bytes(r[0]) for r in rows])[2]
+        return [json.dumps(e).encode() for e in events]
 
     async def runs(self, limit: int = 100) -> list[RunSummary]:
         pool = await self._ready()

@@ -1,9 +1,11 @@
 """SQLiteStore: durable runs in one SQLite file (the stdlib ``sqlite3``), the embedded default.
 
 The file is opened in WAL mode with ``synchronous=NORMAL``: a checkpoint is one insert into
-the run's log (:mod:`loopwright.stores.base`), its own transaction, which readers never block. A committed checkpoint
-survives the process being killed (``kill -9``); a power cut may lose the last few (WAL's
-NORMAL mode; pass ``synchronous="FULL"`` to fsync every commit).
+the run's log (:mod:`loopwright.stores.base`; a rowid table keyed by ``run_no << 32 |
+version``, ``lw_runs`` numbering the runs), its own transaction, which readers never block. A
+committed checkpoint survives the process being killed (``kill -9``); a power cut may lose the
+last few (WAL's NORMAL mode; pass ``synchronous="FULL"`` to fsync every commit). The WAL is
+folded back into the file on the store's own thread (:class:`_Folder`), not in a commit.
 
 By default each write runs on the calling thread: a WAL commit takes tens of microseconds,
 less than a hop to a worker thread and back. ``SQLiteStore(path, thread=True)`` runs every
@@ -14,10 +16,13 @@ systems).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -40,8 +45,84 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         " decisions BLOB NOT NULL, claimed REAL NOT NULL, PRIMARY KEY (run_id, suspension)) WITHOUT ROWID",
     ),
     2: (),  # the rows' format (heads of the changed fields, events as lists): the tables are the same
+    3: (  # the log keyed by one integer (run number << 32 | version): a checkpoint appends to a rowid table
+        "ALTER TABLE lw_log RENAME TO lw_log_2",
+        "CREATE TABLE lw_runs (run_no INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE)",
+        """CREATE TABLE lw_log (
+            id INTEGER PRIMARY KEY, agent TEXT NOT NULL, stage TEXT NOT NULL, outcome TEXT,
+            seq INTEGER NOT NULL, owner TEXT NOT NULL, updated REAL NOT NULL, head BLOB NOT NULL,
+            body BLOB NOT NULL)""",
+        "INSERT INTO lw_runs (run_id) SELECT DISTINCT run_id FROM lw_log_2 ORDER BY run_id",
+        "INSERT INTO lw_log SELECT (r.run_no << 32) | l.version, l.agent, l.stage, l.outcome, l.seq, l.owner,"
+        " l.updated, l.head, l.body FROM lw_log_2 AS l JOIN lw_runs AS r USING (run_id) ORDER BY 1",
+        "DROP TABLE lw_log_2",
+        # tool results keyed by the run's number too (a new run's results append to the tree)
+        "ALTER TABLE lw_results RENAME TO lw_results_2",
+        "CREATE TABLE lw_results (run_no INTEGER NOT NULL, call_id TEXT NOT NULL, seq INTEGER NOT NULL,"
+        " body BLOB NOT NULL, PRIMARY KEY (run_no, call_id)) WITHOUT ROWID",
+        "INSERT OR IGNORE INTO lw_runs (run_id) SELECT DISTINCT run_id FROM lw_results_2 ORDER BY run_id",
+        "INSERT INTO lw_results SELECT r.run_no, s.call_id, s.seq, s.body FROM lw_results_2 AS s"
+        " JOIN lw_runs AS r USING (run_id) ORDER BY 1, 2",
+        "DROP TABLE lw_results_2",
+    ),
 }
 """The statements that bring the tables from version ``n - 1`` to ``n``."""
+
+FOLD_EVERY = 400
+"""Commits between two wake-ups of a store's folder (about 1000 WAL pages, SQLite's own default)."""
+FOLD_LIMIT = 4000
+"""WAL pages past which the writer folds the WAL itself (it did not start over); the WAL file
+is cut back to that size when it starts over (``journal_size_limit``)."""
+
+
+class _Folder:
+    """Folds the WAL back into the database file (a passive checkpoint, its fsyncs included)
+    on its own thread and connection, woken every FOLD_EVERY commits: no commit waits for it
+    (SQLite's automatic checkpoint would run inside the commit that crosses its threshold).
+    A passive checkpoint never blocks the writer, nor readers and writers in other processes.
+
+    The WAL starts over from its beginning only if, as a write begins, every page in it is
+    folded back; a writer that never pauses keeps adding pages while the folder works, so the
+    folder tries again at once (a few times), and once the WAL file is longer than FOLD_LIMIT
+    pages (it is cut back to that when it starts over) the writer folds it itself, between two
+    of its commits: a bounded WAL, whether or not the folder's thread got to run."""
+
+    def __init__(self, path: str, synchronous: str) -> None:
+        self.wake = threading.Event()
+        self.stopping = False
+        self.folds = 0
+        self.thread = threading.Thread(
+            target=self._run, args=(path, synchronous), name="loopwright-sqlite-wal", daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, path: str, synchronous: str) -> None:
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute(f"PRAGMA synchronous={synchronous}")
+            while True:
+                self.wake.wait()
+                self.wake.clear()
+                if self.stopping:
+                    return
+                try:
+                    for _ in range(4):
+                        ((_busy, pages, folded),) = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                        self.folds += 1
+                        if pages == folded:
+                            break
+                except sqlite3.Error:  # another process's checkpoint holds the lock: the next wake-up
+                    pass
+        finally:
+            db.close()
+
+    def halt(self) -> None:
+        self.stopping = True
+        self.wake.set()
+
+    def stop(self) -> None:
+        self.halt()
+        self.thread.join()
 
 
 class SQLiteStore:
@@ -55,13 +136,23 @@ class SQLiteStore:
         self.url = f"sqlite:///{self.path}"
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="loopwright-sqlite") if thread else None
         self._lock = threading.Lock()
+        self._run_nos: dict[str, int] = {}
+        """Each run's number (its log's keys are ``run_no << 32 | version``), as looked up or made."""
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
         db = self._db
         if self.path != ":memory:":
             db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={synchronous.upper()}")
-        db.execute("PRAGMA wal_autocheckpoint=1000")  # fold the WAL back (and sync) less often
+        self._writes = 0
+        self._folder: _Folder | None = None
         self._migrate()
+        if self.path != ":memory:":  # the WAL is folded back on the folder's thread, not in a commit
+            self._wal = f"{self.path}-wal"
+            self._wal_limit = FOLD_LIMIT * (db.execute("PRAGMA page_size").fetchone()[0] + 24)
+            db.execute("PRAGMA wal_autocheckpoint=0")
+            db.execute(f"PRAGMA journal_size_limit={self._wal_limit}")
+            self._folder = _Folder(self.path, synchronous.upper())
+            weakref.finalize(self, self._folder.halt)  # a store dropped unclosed stops its folder too
 
     # ------------------------------------------------------------------ schema
 
@@ -106,6 +197,7 @@ class SQLiteStore:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+        self._wrote()
         return out
 
     # ------------------------------------------------------------------ RunStore
@@ -113,11 +205,84 @@ class SQLiteStore:
     async def save(self, checkpoint: Checkpoint, version: int, owner: str) -> int:
         if self._pool is None:  # the hot path: inline, no extra await
             with self._lock:
-                return _save(self._db, checkpoint, version, owner)
-        return await self._do(_save, self._db, checkpoint, version, owner)
+                return self._save(checkpoint, version, owner)
+        return await self._do(self._save, checkpoint, version, owner)
+
+    def _save(self, cp: Checkpoint, version: int, owner: str) -> int:
+        """One insert, its own transaction: version ``version + 1`` of the run (the first also
+        numbers the run)."""
+        run_no = self._run_nos.get(cp.run_id) if version else None
+        if run_no is None:
+            return self._write(self._first, cp, version, owner)
+        try:
+            self._db.execute(
+                "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ((run_no << 32) | (version + 1), cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
+                 cp.body),
+            )  # fmt: skip
+        except sqlite3.IntegrityError:
+            raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
+        self._wrote()
+        return version + 1
+
+    def _first(self, db: sqlite3.Connection, cp: Checkpoint, version: int, owner: str) -> int:
+        """A run's first checkpoint (or the first this store object writes of it)."""
+        if version == 0:
+            try:
+                run_no = db.execute("INSERT INTO lw_runs (run_id) VALUES (?)", (cp.run_id,)).lastrowid
+            except sqlite3.IntegrityError:  # a run in the store, or numbered by tool results kept before it
+                run_no = self._run_no(cp.run_id)  # (durability="exit" writes its first checkpoint at the end)
+                assert run_no is not None
+                if db.execute("SELECT 1 FROM lw_log WHERE id BETWEEN ? AND ?", _span(run_no)).fetchone():
+                    raise ConfigurationError(
+                        f"run id {cp.run_id!r} is already in the store; resume it with "
+                        f"runner.resume({cp.run_id!r}) or start the run with a new run_id"
+                    ) from None
+        else:
+            run_no = self._run_no(cp.run_id, make=True)
+        assert run_no is not None
+        try:
+            db.execute(
+                "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ((run_no << 32) | (version + 1), cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
+                 cp.body),
+            )  # fmt: skip
+        except sqlite3.IntegrityError:
+            raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
+        self._run_nos[cp.run_id] = run_no
+        return version + 1
+
+    def _run_no(self, run_id: str, make: bool = False) -> int | None:
+        """The run's number (None if the store has no such run, unless ``make``)."""
+        run_no = self._run_nos.get(run_id)
+        if run_no is None:
+            if make:
+                self._db.execute("INSERT OR IGNORE INTO lw_runs (run_id) VALUES (?)", (run_id,))
+            row = self._db.execute("SELECT run_no FROM lw_runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                return None
+            run_no = self._run_nos[run_id] = row[0]
+        return run_no
 
     async def take(self, run_id: str, version: int, owner: str) -> int:
-        return await self._do(_take, self._db, run_id, version, owner)
+        return await self._do(self._take, run_id, version, owner)
+
+    def _take(self, run_id: str, version: int, owner: str) -> int:
+        """Version ``version + 1``: the same head, no body, a new owner (RunBusy if taken first)."""
+        run_no = self._run_no(run_id)
+        moved = 0
+        if run_no is not None:
+            try:
+                moved = self._db.execute(
+                    "INSERT INTO lw_log SELECT id + 1, agent, stage, outcome, seq, ?, ?, head, ? FROM lw_log"
+                    " WHERE id = ?",
+                    (owner, time.time(), b"", (run_no << 32) | version),
+                ).rowcount
+            except sqlite3.IntegrityError:
+                moved = 0
+        if not moved:
+            raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it")
+        return version + 1
 
     async def load(self, run_id: str) -> SavedRun | None:
         return await self._do(self._load, run_id)
@@ -126,18 +291,24 @@ class SQLiteStore:
         db = self._db
         db.execute("BEGIN")
         try:
-            rows = db.execute(
-                "SELECT agent, stage, outcome, version, owner, updated, head, body FROM lw_log WHERE run_id = ?"
-                " ORDER BY version",
-                (run_id,),
-            ).fetchall()
+            run_no = self._run_no(run_id)
+            rows = (
+                []
+                if run_no is None
+                else db.execute(
+                    "SELECT agent, stage, outcome, id & 4294967295, owner, updated, head, body FROM lw_log"
+                    " WHERE id BETWEEN ? AND ? ORDER BY id",
+                    _span(run_no),
+                ).fetchall()
+            )
         finally:
             db.execute("COMMIT")
         if not rows:
             return None
         agent, stage, outcome, version, owner, updated, _head, _body = rows[-1]
-        head = merge_heads([bytes(r[6]) for r in rows])
-        messages, trace, _events = decode_bodies((r[7] for r in rows), run_id, events=False)
+        heads = [bytes(r[6]) for r in rows]
+        head = merge_heads(heads)
+        messages, trace, _events = decode_bodies([r[7] for r in rows], run_id, events=False, heads=heads)
         return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
@@ -146,15 +317,24 @@ class SQLiteStore:
     async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
         if self._pool is None:
             with self._lock:
-                return _save_result(self._db, run_id, call_id, seq, body)
-        await self._do(_save_result, self._db, run_id, call_id, seq, body)
+                return self._save_result(run_id, call_id, seq, body)
+        await self._do(self._save_result, run_id, call_id, seq, body)
+
+    def _save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
+        run_no = self._run_nos.get(run_id)
+        if run_no is None:  # (a run's first checkpoint, before any of its calls, numbered it)
+            run_no = self._run_no(run_id, make=True)
+        self._db.execute("INSERT OR REPLACE INTO lw_results VALUES (?, ?, ?, ?)", (run_no, call_id, seq, body))
+        self._wrote()
 
     async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
         return await self._do(self._results, run_id, after_seq)
 
     def _results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
         rows = self._db.execute(
-            "SELECT call_id, body FROM lw_results WHERE run_id = ? AND seq > ?", (run_id, after_seq)
+            "SELECT call_id, body FROM lw_results WHERE run_no = (SELECT run_no FROM lw_runs WHERE run_id = ?)"
+            " AND seq > ?",
+            (run_id, after_seq),
         ).fetchall()
         return {call_id: bytes(body) for call_id, body in rows}
 
@@ -162,17 +342,24 @@ class SQLiteStore:
         return await self._do(self._events, run_id)
 
     def _events(self, run_id: str) -> list[bytes]:
-        rows = self._db.execute("SELECT body FROM lw_log WHERE run_id = ? ORDER BY version", (run_id,))
-        return [json.dumps(e).encode() for e in decode_bodies((r[0] for r in rows), run_id)[2]]
+        run_no = self._run_no(run_id)
+        if run_no is None:
+            return []
+        rows = self._db.execute(
+            "SELECT head, body FROM lw_log WHERE id BETWEEN ? AND ? ORDER BY id",
+            _span(run_no),
+        ).fetchall()
+        events = decode_bodies([r[1] for r in rows], run_id, heads=[r[0] for r in rows])[2]
+        return [json.dumps(e).encode() for e in events]
 
     async def runs(self, limit: int = 100) -> list[RunSummary]:
         return await self._do(self._runs, limit)
 
     def _runs(self, limit: int) -> list[RunSummary]:
         rows = self._db.execute(
-            "SELECT run_id, agent, stage, outcome, updated, version FROM lw_log AS l"
-            " WHERE version = (SELECT MAX(version) FROM lw_log WHERE run_id = l.run_id)"
-            " ORDER BY updated DESC LIMIT ?",
+            "SELECT r.run_id, l.agent, l.stage, l.outcome, l.updated, l.id & 4294967295 FROM lw_runs AS r"
+            " JOIN lw_log AS l ON l.id = (SELECT MAX(id) FROM lw_log WHERE id BETWEEN r.run_no << 32"
+            " AND (r.run_no << 32) | 4294967295) ORDER BY l.updated DESC LIMIT ?",
             (limit,),
         ).fetchall()
         return [RunSummary(*row) for row in rows]
@@ -180,42 +367,35 @@ class SQLiteStore:
     async def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+        if self._folder is not None:
+            self._folder.stop()
         self._db.close()
+
+    def _wrote(self) -> None:
+        """After a commit: every FOLD_EVERY-th wakes the folder."""
+        self._writes += 1
+        if self._writes >= FOLD_EVERY and self._folder is not None:
+            self._writes = 0
+            if _size(self._wal) > self._wal_limit:
+                with contextlib.suppress(sqlite3.Error):  # another process's checkpoint: it folds
+                    self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            else:
+                self._folder.wake.set()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
 
 
-def _save(db: sqlite3.Connection, cp: Checkpoint, version: int, owner: str) -> int:
-    """One insert, its own transaction: version ``version + 1`` of the run."""
-    try:
-        db.execute(
-            "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (cp.run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head, cp.body),
-        )
-    except sqlite3.IntegrityError:
-        if version == 0:
-            raise ConfigurationError(
-                f"run id {cp.run_id!r} is already in the store; resume it with runner.resume({cp.run_id!r}) "
-                "or start the run with a new run_id"
-            ) from None
-        raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
-    return version + 1
+def _span(run_no: int) -> tuple[int, int]:
+    """The first and last key of a run's log."""
+    return run_no << 32, (run_no << 32) | 0xFFFFFFFF
 
 
-def _take(db: sqlite3.Connection, run_id: str, version: int, owner: str) -> int:
-    """Version ``version + 1``: the same head, no body, a new owner (RunBusy if taken first)."""
+def _size(path: str) -> int:
     try:
-        moved = db.execute(
-            "INSERT INTO lw_log SELECT run_id, version + 1, agent, stage, outcome, seq, ?, ?, head, ?"
-            " FROM lw_log WHERE run_id = ? AND version = ?",
-            (owner, time.time(), b"", run_id, version),
-        ).rowcount
-    except sqlite3.IntegrityError:
-        moved = 0
-    if not moved:
-        raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it")
-    return version + 1
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _claim(
@@ -228,7 +408,3 @@ def _claim(
         return row[0], bytes(row[1])
     db.execute("INSERT INTO lw_claims VALUES (?, ?, ?, ?, ?)", (run_id, suspension, owner, decisions, time.time()))
     return None
-
-
-def _save_result(db: sqlite3.Connection, run_id: str, call_id: str, seq: int, body: bytes) -> None:
-    db.execute("INSERT OR REPLACE INTO lw_results VALUES (?, ?, ?, ?)", (run_id, call_id, seq, body))
