@@ -57,29 +57,35 @@ def test_cancel_from_another_task_lands_within_a_few_transitions() -> None:
     assert len(result.trace) < 20, f"{len(result.trace)} transitions before the cancel landed"
 
 
+class Ticker:
+    """Another task: counts its turns on the event loop until stopped."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.stop = asyncio.Event()
+
+    async def run(self) -> None:
+        while not self.stop.is_set():
+            self.ticks += 1
+            await asyncio.sleep(0)
+
+
 def test_other_tasks_get_to_run_while_the_run_goes() -> None:
-    ticks = 0
     at_finish: list[int] = []
+    ticker = Ticker()
 
     class AtFinish:
         def on_finish(self, result: RunResult) -> None:
-            at_finish.append(ticks)
-
-    async def ticker(stop: asyncio.Event) -> None:
-        nonlocal ticks
-        while not stop.is_set():
-            ticks += 1
-            await asyncio.sleep(0)
+            at_finish.append(ticker.ticks)
 
     async def scenario() -> RunResult:
-        stop = asyncio.Event()
         runner = Runner(_agent(max_iterations=300, salvage=False), observers=[AtFinish()])
         run = asyncio.create_task(runner.run("loop"))
-        counting = asyncio.create_task(ticker(stop))
+        counting = asyncio.create_task(ticker.run())
         try:
             return await asyncio.wait_for(run, 10)
         finally:
-            stop.set()
+            ticker.stop.set()
             await counting
 
     result = asyncio.run(scenario())
@@ -104,7 +110,7 @@ def test_a_waiting_task_runs_within_one_iteration_of_a_never_suspending_run() ->
     ``_HOLD`` + 1 transitions before that task runs (one loop iteration is five)."""
     from loopwright.runner import _HOLD
 
-    ticks = 0
+    ticker = Ticker()
     streaks: list[int] = []
 
     class Streaks:
@@ -112,26 +118,19 @@ def test_a_waiting_task_runs_within_one_iteration_of_a_never_suspending_run() ->
             self.last, self.streak = -1, 0
 
         def on_transition(self, run: Any, row: Any) -> None:
-            if ticks == self.last:
+            if ticker.ticks == self.last:
                 self.streak += 1
             else:
                 streaks.append(self.streak)
-                self.last, self.streak = ticks, 1
-
-    async def ticker(stop: asyncio.Event) -> None:
-        nonlocal ticks
-        while not stop.is_set():
-            ticks += 1
-            await asyncio.sleep(0)
+                self.last, self.streak = ticker.ticks, 1
 
     async def scenario() -> None:
-        stop = asyncio.Event()
-        counting = asyncio.create_task(ticker(stop))
+        counting = asyncio.create_task(ticker.run())
         await asyncio.sleep(0)
         try:
             await Runner(_agent(max_iterations=60, salvage=False), observers=[Streaks()]).run("loop")
         finally:
-            stop.set()
+            ticker.stop.set()
             await counting
 
     asyncio.run(scenario())

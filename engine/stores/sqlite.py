@@ -214,14 +214,7 @@ class SQLiteStore:
         run_no = self._run_nos.get(cp.run_id) if version else None
         if run_no is None:
             return self._write(self._first, cp, version, owner)
-        try:
-            self._db.execute(
-                "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                ((run_no << 32) | (version + 1), cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
-                 cp.body),
-            )  # fmt: skip
-        except sqlite3.IntegrityError:
-            raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
+        _append(self._db, run_no, cp, version, owner)
         self._wrote()
         return version + 1
 
@@ -241,14 +234,7 @@ class SQLiteStore:
         else:
             run_no = self._run_no(cp.run_id, make=True)
         assert run_no is not None
-        try:
-            db.execute(
-                "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                ((run_no << 32) | (version + 1), cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
-                 cp.body),
-            )  # fmt: skip
-        except sqlite3.IntegrityError:
-            raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
+        _append(db, run_no, cp, version, owner)
         self._run_nos[cp.run_id] = run_no
         return version + 1
 
@@ -384,6 +370,19 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+
+def _append(db: sqlite3.Connection, run_no: int, cp: Checkpoint, version: int, owner: str) -> None:
+    """Version ``version + 1`` of run ``run_no`` into the log: its key is the optimistic lock (a
+    worker that wrote that version first makes this one RunBusy)."""
+    try:
+        db.execute(
+            "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            ((run_no << 32) | (version + 1), cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
+             cp.body),
+        )  # fmt: skip
+    except sqlite3.IntegrityError:
+        raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
 
 
 def _span(run_no: int) -> tuple[int, int]:
