@@ -325,7 +325,8 @@ def answer_turn(rs: RunState, results: Sequence[ToolResult]) -> None:
     """Append the user turn that answers a step's calls, in call order."""
     if results:
         rs.messages.append(trusted(Message, role="user", parts=tuple(results), agent=rs.active_agent))
-    rs.vetoes = {}
+    if rs.vetoes:
+        rs.vetoes = {}
 
 
 def answer_unrun_calls(rs: RunState, ctx: RunContext, why: str) -> None:

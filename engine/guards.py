@@ -57,7 +57,10 @@ request_over_token_budget.spends = TOKENS.name  # type: ignore[attr-defined]
 def has_tool_calls(rs: RunState) -> bool:
     """The latest reply asks for at least one tool call."""
     response = rs.response
-    return response is not None and ToolCall in map(type, response.parts)
+    if response is None:
+        return False
+    parts = response.parts
+    return type(parts[0]) is ToolCall if len(parts) == 1 else ToolCall in map(type, parts)
 
 
 TRUNCATED = frozenset({"max_tokens", "pause_turn"})
@@ -68,7 +71,10 @@ def is_final_response(rs: RunState) -> bool:
     """The latest reply is an answer: it asks for no tool call and was not cut short
     (``max_tokens``, ``pause_turn``)."""
     response = rs.response
-    return response is not None and response.stop_reason not in TRUNCATED and ToolCall not in map(type, response.parts)
+    if response is None or response.stop_reason in TRUNCATED:
+        return False
+    parts = response.parts
+    return type(parts[0]) is not ToolCall if len(parts) == 1 else ToolCall not in map(type, parts)
 
 
 def salvage_allowed(rs: RunState) -> bool:

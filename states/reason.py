@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from loopwright.context import RunContext
-from loopwright.events import ErrorOccurred, ModelRequested, ModelResponded
+from loopwright.events import ErrorOccurred, History, ModelRequested, ModelResponded
 from loopwright.model_call import call_model, error_info
 from loopwright.run_state import RunState
 
@@ -33,7 +33,8 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     tools, names = request.tools, ctx.tool_names
     if names[0] is not tools:  # the agent's tools change rarely: their names are kept, not rebuilt
         names = ctx.tool_names = (tools, tuple([t.name for t in tools]))
-    ctx.record(ModelRequested, rs.attempt, len(request.messages), names[1])
+    messages = request.messages  # (a History's length without its __len__ frame)
+    ctx.record(ModelRequested, rs.attempt, messages._n if type(messages) is History else len(messages), names[1])
     try:
         response = await call_model(request, ctx)
     except Exception as exc:

@@ -64,6 +64,10 @@ def repeated_calls(rs: RunState) -> int:
 def same_calls(a: Message, b: Message) -> bool:
     """Two replies ask for the same tool calls (same tools, same arguments, same order)."""
     pa, pb = a.parts, b.parts
+    if len(pa) == 1 and len(pb) == 1:  # the usual reply: one part (no zip for it)
+        x, y = pa[0], pb[0]
+        if type(x) is ToolCall and type(y) is ToolCall:
+            return x.name == y.name and x.args == y.args
     if len(pa) == len(pb):  # the usual shape: compare in place, stop at the first difference
         for x, y in zip(pa, pb, strict=True):
             if type(x) is not type(y):
