@@ -22,6 +22,7 @@ from .events import (
     EVENT_TYPE,
     EventBase,
     StateEntered,
+    ToolCalled,
     event_values,
     make_event,
 )
@@ -43,7 +44,10 @@ LogEntry = Any
   agent of the entry before it;
 - ``(row, iteration, agent)``: a transition where either changed;
 - ``(kind, *values)``: any other event, ``kind`` its ``type`` string, its own field values in
-  ``EVENT_FIELDS[cls]`` order, at the stage, iteration and agent of the entry before it;
+  ``EVENT_FIELDS[cls]`` order, at the stage, iteration and agent of the entry before it (a
+  ``tool_called`` may hold the call itself instead, ``("tool_called", call)``: the call is
+  frozen and the history keeps it, so the log points at it rather than copying three fields;
+  :func:`own_values` reads them);
 - ``(iteration, kind, *values)``: the same where only the iteration changed (a pass's first
   model request: no tuple for the place);
 - ``((stage, iteration, agent), kind, *values)``: the same where the stage or agent changed.
@@ -58,6 +62,7 @@ another event one flat tuple, and events() rebuilds every field exactly in one p
 
 _KIND = EVENT_TYPE
 _BY_KIND = EVENT_BY_TYPE
+_TOOL_CALLED = EVENT_TYPE[ToolCalled]
 
 Where = tuple[str, int, str]
 """(stage, iteration, agent): where in the run an entry was recorded."""
@@ -166,10 +171,19 @@ def _decoded(entry: LogEntry) -> tuple[Any, tuple[Any, ...]]:
     are ``StateEntered``'s, its source and guard (the ``stage`` it is read at is its dest)."""
     first = entry[0] if isinstance(entry, tuple) else entry
     if type(first) is str:
-        return _BY_KIND[first], entry[1:]
+        return _BY_KIND[first], own_values(first, entry[1:])
     if type(first) is tuple or type(first) is int:  # an event where its place changed
-        return _BY_KIND[entry[1]], entry[2:]
+        return _BY_KIND[entry[1]], own_values(entry[1], entry[2:])
     return StateEntered, (first.source, first.label)
+
+
+def own_values(kind: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """An entry's values as the event's own fields (a ``tool_called`` kept as its call: the
+    call's id, name and arguments)."""
+    if kind == _TOOL_CALLED and len(values) == 1:
+        call = values[0]
+        return call.id, call.name, call.args
+    return values
 
 
 class RunContext:

@@ -40,6 +40,7 @@ from pydantic import TypeAdapter
 from pydantic_core import to_json
 
 from .. import features as _features  # the built-in features' run-state slices, to load saved states
+from ..context import own_values
 from ..decisions import Approve, Deny
 from ..errors import ConfigurationError, ResumeError, RunBusy
 from ..events import EVENT_BY_TYPE, EVENT_FIELDS, EVENT_TYPE, EventBase, Message, ModelResponded, ToolCall, ToolResult
@@ -361,7 +362,7 @@ def compact_events(
                 if kind == _MODEL_RESPONDED and values[0] is response:
                     out.append([kind, times[i]])  # the head's response
                 else:
-                    out.append([kind, times[i], *values])
+                    out.append([kind, times[i], *own_values(kind, values)])
                 if kind not in written:
                     written.add(kind)
                     kinds[kind] = EVENT_FIELDS[EVENT_BY_TYPE[kind]]
