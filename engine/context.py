@@ -60,8 +60,6 @@ another event one flat tuple, and events() rebuilds every field exactly in one p
 """
 
 
-_KIND = EVENT_TYPE
-_BY_KIND = EVENT_BY_TYPE
 _TOOL_CALLED = EVENT_TYPE[ToolCalled]
 
 Where = tuple[str, int, str]
@@ -171,9 +169,9 @@ def _decoded(entry: LogEntry) -> tuple[Any, tuple[Any, ...]]:
     are ``StateEntered``'s, its source and guard (the ``stage`` it is read at is its dest)."""
     first = entry[0] if isinstance(entry, tuple) else entry
     if type(first) is str:
-        return _BY_KIND[first], own_values(first, entry[1:])
+        return EVENT_BY_TYPE[first], own_values(first, entry[1:])
     if type(first) is tuple or type(first) is int:  # an event where its place changed
-        return _BY_KIND[entry[1]], own_values(entry[1], entry[2:])
+        return EVENT_BY_TYPE[entry[1]], own_values(entry[1], entry[2:])
     return StateEntered, (first.source, first.label)
 
 
@@ -321,18 +319,19 @@ class RunContext:
     def record(self, cls: type[EventBase], *values: Any) -> None:
         """:meth:`emit` on the hot path: every one of the event's own fields, positionally, in
         ``EVENT_FIELDS[cls]`` order, unchecked (no keyword dict is built; the event-log property
-        test builds every event the engine records this way)."""
+        test builds every event the engine records this way). A ``ToolCalled`` may be given
+        its call alone, ``record(ToolCalled, call)`` (see :func:`own_values`)."""
         rs, log = self.run_state, self.log
         rs.seq += 1
         if rs.stage == log.stage and rs.active_agent == log.agent:
             if rs.iteration == log.iteration:
-                log.entries.append((_KIND[cls],) + values)  # noqa: RUF005 (cheaper than unpacking: no list built)
+                log.entries.append((EVENT_TYPE[cls],) + values)  # noqa: RUF005 (cheaper than unpacking: no list built)
             else:
                 log.iteration = rs.iteration
-                log.entries.append((rs.iteration, _KIND[cls], *values))
+                log.entries.append((rs.iteration, EVENT_TYPE[cls], *values))
         else:
             where = log.stage, log.iteration, log.agent = rs.stage, rs.iteration, rs.active_agent
-            log.entries.append((where, _KIND[cls], *values))
+            log.entries.append((where, EVENT_TYPE[cls], *values))
         log.times.append(_clock())
         if self.watchers:
             self._tell(log.latest())
