@@ -64,7 +64,7 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
     scoped = enter_scopes(ctx.model_scopes, request) if ctx.model_scopes else None
     model = agent.model
     stream = getattr(model, "stream", None) if ctx.stream_deltas else None
-    instant = type(model) is ScriptedModel and model._function is None  # (_instant, written out)
+    instant = type(model) is ScriptedModel and model._function is None  # a built-in model replaying a list: no wait
     timeout = None if instant else _timeout(ctx)
     bound = None if timeout is None else watch(timeout)
     try:
@@ -213,11 +213,6 @@ def malformed(response: ModelResponse) -> str | None:
         if type(value) is not int or value < 0:
             return f"usage.{name} is {value!r}, not a whole number >= 0"
     return None
-
-
-def _instant(model: Any) -> bool:
-    """A built-in model that answers without waiting (a ScriptedModel replaying a list)."""
-    return type(model) is ScriptedModel and getattr(model, "_function", None) is None
 
 
 async def _streamed(stream: Any, request: ModelRequest, ctx: RunContext) -> Any:
