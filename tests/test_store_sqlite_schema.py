@@ -94,6 +94,26 @@ def test_a_store_of_schema_2_is_migrated_and_its_runs_load_list_and_resume(tmp_p
     assert saved is not None and rebuild(saved).messages == done.messages
 
 
+def test_the_store_keeps_the_numbers_of_runs_under_way_only(tmp_path: Path) -> None:
+    """A store serving many runs does not grow with every run it ever wrote: a run that ends or
+    suspends is forgotten, and looked up again when it resumes."""
+
+    async def go() -> None:
+        store = SQLiteStore(tmp_path / "runs.db")
+        for i in range(3):
+            assert (await Runner(make_agent(steps_script(2)), store=store).run("go", run_id=f"r{i}")).outcome == "final"
+        waiting = await Runner(make_agent(PAY_SCRIPT), store=store).run("pay", run_id="waiting")
+        assert waiting.outcome == "suspended"
+        assert store._run_nos == {}
+        EXECUTED.clear()
+        resumed = await Runner(make_agent(PAY_SCRIPT), store=store).resume("waiting", {"c-pay": approve()})
+        assert resumed.outcome == "final" and labels() == {"pay 500": 1}
+        assert store._run_nos == {}
+        await store.close()
+
+    asyncio.run(go())
+
+
 def test_many_runs_keep_their_own_logs_and_versions(tmp_path: Path) -> None:
     """Runs written interleaved each keep their own log; a stale version is RunBusy, a new run
     id already in the store a ConfigurationError, in a second store object on the same file too."""

@@ -137,7 +137,8 @@ class SQLiteStore:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="loopwright-sqlite") if thread else None
         self._lock = threading.Lock()
         self._run_nos: dict[str, int] = {}
-        """Each run's number (its log's keys are ``run_no << 32 | version``), as looked up or made."""
+        """The numbers of the runs under way (a run's log keys are ``run_no << 32 | version``), as
+        looked up or made; a run that stops (ends, suspends, pauses) is forgotten here."""
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
         db = self._db
         if self.path != ":memory:":
@@ -215,6 +216,8 @@ class SQLiteStore:
         if run_no is None:
             return self._write(self._first, cp, version, owner)
         _append(self._db, run_no, cp, version, owner)
+        if cp.outcome is not None:  # the run stopped: its number is looked up again if it resumes
+            del self._run_nos[cp.run_id]
         self._wrote()
         return version + 1
 
@@ -235,7 +238,10 @@ class SQLiteStore:
             run_no = self._run_no(cp.run_id, make=True)
         assert run_no is not None
         _append(db, run_no, cp, version, owner)
-        self._run_nos[cp.run_id] = run_no
+        if cp.outcome is None:  # (a store serving many runs keeps the numbers of those under way only)
+            self._run_nos[cp.run_id] = run_no
+        else:
+            self._run_nos.pop(cp.run_id, None)
         return version + 1
 
     def _run_no(self, run_id: str, make: bool = False) -> int | None:
