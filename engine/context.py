@@ -21,10 +21,12 @@ from .events import (
     EVENT_FIELDS,
     EVENT_TYPE,
     EventBase,
+    ModelResponded,
     StateEntered,
     ToolCalled,
     event_values,
     make_event,
+    reply_of,
 )
 from .limits import Limits
 from .run_state import RunState
@@ -47,7 +49,11 @@ LogEntry = Any
   ``EVENT_FIELDS[cls]`` order, at the stage, iteration and agent of the entry before it (a
   ``tool_called`` may hold the call itself instead, ``("tool_called", call)``: the call is
   frozen and the history keeps it, so the log points at it rather than copying three fields;
-  :func:`own_values` reads them);
+  a ``model_responded`` may hold the reply's five field values instead of the reply,
+  ``("model_responded", parts, usage, stop_reason, model, details or None)``
+  (:func:`~loopwright.events.reply_values`): the parts are the history's, and the reply
+  object, its ``__dict__`` and its empty ``details`` are not kept alive once the run moves
+  on, a third of what a past iteration would otherwise keep; :func:`own_values` reads them);
 - ``(iteration, kind, *values)``: the same where only the iteration changed (a pass's first
   model request: no tuple for the place);
 - ``((stage, iteration, agent), kind, *values)``: the same where the stage or agent changed.
@@ -61,6 +67,7 @@ another event one flat tuple, and events() rebuilds every field exactly in one p
 
 
 _TOOL_CALLED = EVENT_TYPE[ToolCalled]
+_MODEL_RESPONDED = EVENT_TYPE[ModelResponded]
 
 Where = tuple[str, int, str]
 """(stage, iteration, agent): where in the run an entry was recorded."""
@@ -177,10 +184,13 @@ def _decoded(entry: LogEntry) -> tuple[Any, tuple[Any, ...]]:
 
 def own_values(kind: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
     """An entry's values as the event's own fields (a ``tool_called`` kept as its call: the
-    call's id, name and arguments)."""
+    call's id, name and arguments; a ``model_responded`` kept as the reply's field values:
+    the reply, rebuilt)."""
     if kind == _TOOL_CALLED and len(values) == 1:
         call = values[0]
         return call.id, call.name, call.args
+    if kind == _MODEL_RESPONDED and len(values) == 5:
+        return (reply_of(values),)
     return values
 
 

@@ -393,6 +393,28 @@ class ModelResponse(BaseModel):
         return [p for p in self.parts if isinstance(p, ThoughtPart)]
 
 
+def reply_values(response: ModelResponse) -> tuple[Any, ...]:
+    """A reply's field values in field order (``parts, usage, stop_reason, model, details``),
+    ``details`` None when empty: what the event log keeps of a past reply (its parts are the
+    history's; the reply object itself, with its ``__dict__``, is not kept alive)."""
+    fields = response.__dict__
+    return fields["parts"], fields["usage"], fields["stop_reason"], fields["model"], fields["details"] or None
+
+
+def reply_of(values: tuple[Any, ...]) -> ModelResponse:
+    """The reply :func:`reply_values` gave the values of (every field set)."""
+    parts, usage, stop_reason, model, details = values
+    return trusted(ModelResponse, parts=parts, usage=usage, stop_reason=stop_reason, model=model, details=details or {})
+
+
+def is_reply(values: tuple[Any, ...], response: ModelResponse) -> bool:
+    """Whether a ``model_responded`` entry's values (the reply, or :func:`reply_values`) are
+    those of ``response``."""
+    if len(values) == 1:
+        return values[0] is response
+    return values[0] is response.parts and reply_values(response) == values
+
+
 class ErrorInfo(BaseModel):
     """An error kept in a run's state and result (plain data, so it survives a JSON round trip)."""
 

@@ -730,6 +730,7 @@ class Run:
         ctx.emit(RunFinished, rs.outcome, rs.output, rs.error)
         nesting.charge(rs)
         self._notify_finish()
+        rs.request = None  # an ended run makes no more requests: its result does not keep the last one
         if ctx.interrupt is not None:  # a tool was interrupted: the run has ended; on up it goes
             raise ctx.interrupt
 

@@ -42,4 +42,6 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
         ctx.emit(ErrorOccurred, error=rs.model_error)
         return
     rs.response = response
-    ctx.record(ModelResponded, response)
+    reply = response.__dict__  # the log keeps the reply's values, not the reply (events.reply_values)
+    details = reply["details"] or None
+    ctx.record(ModelResponded, reply["parts"], reply["usage"], reply["stop_reason"], reply["model"], details)

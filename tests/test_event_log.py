@@ -99,6 +99,54 @@ def test_a_finished_runs_log_is_not_walked_by_the_garbage_collector() -> None:
     assert [e for e in entries if gc.is_tracked(e)] == []
 
 
+def test_a_past_reply_is_kept_as_its_values_not_as_the_reply_object() -> None:
+    """A finished run keeps each past reply's parts (the history's) and fields, not the reply
+    object with its ``__dict__`` and empty ``details`` (~300 bytes an iteration); the events
+    rebuild replies equal to those the model gave, field for field."""
+    import gc
+    import weakref
+
+    from loopwright import Agent, ModelRequest, ModelResponse, ToolCall, Usage, tool
+
+    @tool
+    async def noop(i: int) -> int:
+        """Return i."""
+        return i
+
+    given: list[ModelResponse] = []
+    refs: list[weakref.ref[ModelResponse]] = []
+
+    class Model:
+        async def complete(self, request: ModelRequest) -> ModelResponse:
+            turn = len(request.messages) // 2
+            if turn < 3:
+                reply = ModelResponse(
+                    parts=(ToolCall(id=f"c{turn}", name="noop", args={"i": turn}),),
+                    usage=Usage(input_tokens=turn + 1),
+                    stop_reason="tool_use",
+                    details={"id": f"m{turn}"} if turn == 1 else {},
+                )
+            else:
+                reply = ModelResponse.model_validate({"parts": [{"type": "text", "text": "done"}]})
+            given.append(reply.model_copy())  # an equal copy, kept by the test
+            refs.append(weakref.ref(reply))
+            return reply
+
+    kept: list[RunResult] = []
+
+    async def main() -> None:
+        kept.append(await Runner(Agent(name="a", model=Model(), tools=[noop])).run("go"))
+
+    asyncio.run(main())
+    gc.collect()
+    result = kept[0]
+    assert [r() is None for r in refs] == [True, True, True, False]  # the last is the run's response
+    responded = [e.response for e in result.events if e.type == "model_responded"]
+    assert [r.model_dump() for r in responded] == [r.model_dump() for r in given]
+    assert responded[1].details == {"id": "m1"} and responded[0].details == {}
+    assert all(m.parts is r.parts for m, r in zip(result.messages[1::2], responded, strict=True))
+
+
 def test_emit_takes_fields_by_name_or_all_in_order_and_refuses_a_mix_up() -> None:
     import pytest
 
@@ -153,3 +201,12 @@ def _upto(log: Any, start: int, at: Any, stop: int) -> tuple[list[Any], Any]:
         return log.records(start, at)
     finally:
         log.entries.extend(rest)
+
+
+def test_an_ended_run_keeps_no_request_and_goes_on_as_a_conversation() -> None:
+    """A run that ended makes no more requests: its state (kept by its result) does not hold
+    the last one (~400 bytes a kept run); the conversation goes on from it as before."""
+    result = Runner(scripted(tree(), [go("a"), "done"])).run_sync("go")
+    assert result.outcome == "final" and result.run_state.request is None
+    again = Runner(scripted(tree(), [go("a"), "done"])).run_sync("next", after=result)
+    assert again.outcome == "final" and len(again.messages) > len(result.messages)

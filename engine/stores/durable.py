@@ -43,7 +43,17 @@ from .. import features as _features  # the built-in features' run-state slices,
 from ..context import own_values
 from ..decisions import Approve, Deny
 from ..errors import ConfigurationError, ResumeError, RunBusy
-from ..events import EVENT_BY_TYPE, EVENT_FIELDS, EVENT_TYPE, EventBase, Message, ModelResponded, ToolCall, ToolResult
+from ..events import (
+    EVENT_BY_TYPE,
+    EVENT_FIELDS,
+    EVENT_TYPE,
+    EventBase,
+    Message,
+    ModelResponded,
+    ToolCall,
+    ToolResult,
+    is_reply,
+)
 from ..machine import Row as _Row
 from ..run_state import _SAVED, RunState, _slice_adapter
 from ..stage import Stage
@@ -359,7 +369,7 @@ def compact_events(
                 entry = first
                 kind_of = _Row
             if kind_of is tuple:
-                if kind == _MODEL_RESPONDED and values[0] is response:
+                if kind == _MODEL_RESPONDED and response is not None and is_reply(values, response):
                     out.append([kind, times[i]])  # the head's response
                 else:
                     out.append([kind, times[i], *own_values(kind, values)])
