@@ -58,12 +58,16 @@ class Budget:
     """Room while ``used <= cap`` (the counter includes the step being decided)."""
     room: Callable[[RunState], bool] | None = None
     guard: Guard = field(init=False, repr=False)
+    spent: Guard = field(init=False, repr=False)
+    """:meth:`charged_out` as a small function specialised to the budget's scope (a compiled
+    table calls it each time it tries a row the budget bounds)."""
 
     def __post_init__(self) -> None:
         if self.used is None:
             name = self.name
             object.__setattr__(self, "used", lambda rs: rs.charges.get(name, 0))
         object.__setattr__(self, "guard", _guard_for(self))
+        object.__setattr__(self, "spent", _spent_for(self))
 
     def counter(self, rs: RunState) -> float:
         assert self.used is not None
@@ -77,9 +81,7 @@ class Budget:
 
     def charged_out(self, rs: RunState) -> bool:
         """The engine's own count of rows bounded by this budget has reached its cap."""
-        limits = (rs.turn_limits or rs.limits) if self.scope == "pass" else rs.limits  # (self.cap, inline)
-        cap: Any = getattr(limits, self.name, self.limit)
-        return bool(rs.charges.get(self.name, 0) >= cap)
+        return self.spent(rs)
 
     def binding(self, rs: RunState) -> tuple[float, Any]:
         """(used, cap) of the bound that binds now: for a turn budget whose active agent has
@@ -92,6 +94,22 @@ class Budget:
 
     def describe(self, rs: RunState) -> str:
         return self.words.format(value=self.binding(rs)[1])
+
+
+def _spent_for(budget: Budget) -> Guard:
+    """:meth:`Budget.charged_out` of ``budget``: its charges have reached the cap in force
+    (:meth:`Budget.cap`: the active agent's for a pass budget, else the root's)."""
+    name, limit = budget.name, budget.limit
+
+    def run_spent(rs: RunState) -> bool:
+        cap: Any = getattr(rs.limits, name, limit)  # (a cycle budget always has a cap)
+        return bool(rs.charges.get(name, 0) >= cap)
+
+    def pass_spent(rs: RunState) -> bool:
+        cap: Any = getattr(rs.turn_limits or rs.limits, name, limit)
+        return bool(rs.charges.get(name, 0) >= cap)
+
+    return pass_spent if budget.scope == "pass" else run_spent
 
 
 def _guard_for(budget: Budget) -> Guard:

@@ -39,10 +39,10 @@ existing rows, its budgets, its slice of run state, and a few narrow hooks. ``co
 builds the machine of the core with those features (cached per feature set); the built-in
 features (``loopwright.features``) and a user's :func:`~loopwright.extend` use the same
 mechanism. One :class:`LoopMachine` serves all concurrent runs: runs are never registered as
-``transitions`` models; :meth:`LoopMachine.choose` walks the machine's own transition objects
-in order and calls their condition functions directly (what ``trigger`` would do, without its
-per-call bookkeeping; :meth:`LoopMachine.choose_via_trigger` does the full trigger, and tests
-check both always agree).
+``transitions`` models; :meth:`LoopMachine.choose` runs each state's rows compiled into one
+function that calls the condition functions of the machine's own transition objects in order
+(what ``trigger`` would do, without its per-call bookkeeping;
+:meth:`LoopMachine.choose_via_trigger` does the full trigger, and tests check both always agree).
 """
 
 from __future__ import annotations
@@ -303,6 +303,56 @@ def _fast(guard: Guard) -> Guard:
     return _ONE_ATTRIBUTE.get(guard, guard)
 
 
+def _chooser(
+    state: str,
+    entries: tuple[tuple[Row, tuple[Guard, ...], Budget | None], ...],
+    rows_from: Callable[[str], tuple[Row, ...]],
+) -> Callable[[RunState], Row]:
+    """``choose`` for one state, compiled: its rows in order, each one ``if`` of its budget's
+    room and its guards, written out as one function (no loop over rows and guards, no
+    tuples unpacked: it runs at every transition). For ``decide`` of the plain loop::
+
+        def choose_decide(rs):
+            if g0_0(rs): return r0                      # decide -> cancelled if cancel_requested
+            if not spent1(rs) and g1_0(rs) and ...: return r1
+            ...
+            return r4                                   # the fallback: no guards, no budget
+
+    A state without a fallback that no row matches raises NoTransitionError."""
+    names: dict[str, Any] = {}
+    lines = ["def choose(rs):"]
+    fallback = False
+    for i, (row, guards, budget) in enumerate(entries):
+        names[f"r{i}"] = row
+        tests = []
+        if budget is not None:
+            names[f"spent{i}"] = budget.spent
+            tests.append(f"not spent{i}(rs)")
+        for j, guard in enumerate(guards):
+            names[f"g{i}_{j}"] = guard
+            tests.append(f"g{i}_{j}(rs)")
+        if not tests:
+            lines.append(f"    return r{i}")
+            fallback = True
+            break
+        lines.append(f"    if {' and '.join(tests)}: return r{i}")
+    if not fallback:
+
+        def unmatched(rs: RunState) -> Row:
+            tried = "; ".join(str(r) for r in rows_from(state)) or "none"
+            raise NoTransitionError(
+                f"no row out of state {state!r} matched (rows tried: {tried}); every working state "
+                "must end in a fallback row with no guards"
+            )
+
+        names["unmatched"] = unmatched
+        lines.append("    return unmatched(rs)")
+    exec("\n".join(lines), names)  # (the code is made here from the table: names only, no values)
+    chooser: Callable[[RunState], Row] = names["choose"]
+    chooser.__name__ = chooser.__qualname__ = f"choose_{state}"
+    return chooser
+
+
 class LoopMachine:
     """A checked transition table and the ``transitions.Machine`` built from it.
 
@@ -354,6 +404,10 @@ class LoopMachine:
         for row in self.rows:
             self.machine.add_transition(TRIGGER, row.source, row.dest, conditions=list(row.guards))
         self._compiled = self._compile()
+        self.choosers: dict[str, Callable[[RunState], Row]] = {
+            state: _chooser(state, entries, self.rows_from) for state, entries in self._compiled.items()
+        }
+        """For each state, :meth:`choose` for that state as one function (what the runner calls)."""
         self._hooks: dict[str, tuple[Callable[..., Any], ...]] = {}
         self._resets: dict[str, tuple[str, ...]] = {
             b.name: tuple(p.name for p in self.budgets.values() if p.scope == "pass" and p.cycle)
@@ -382,20 +436,9 @@ class LoopMachine:
         return tuple(entry[0] for entry in self._compiled.get(state, ()))
 
     def choose(self, state: str, rs: RunState) -> Row:
-        """The first row out of ``state`` whose budget has room and whose guards all hold."""
-        for row, guards, budget in self._compiled[state]:
-            if budget is not None and budget.charged_out(rs):
-                continue  # spent: the engine does not let it fire, whatever its guards say
-            for guard in guards:
-                if not guard(rs):
-                    break
-            else:
-                return row
-        tried = "; ".join(str(r) for r in self.rows_from(state)) or "none"
-        raise NoTransitionError(
-            f"no row out of state {state!r} matched (rows tried: {tried}); every working state "
-            "must end in a fallback row with no guards"
-        )
+        """The first row out of ``state`` whose budget has room and whose guards all hold
+        (a bounded row whose budget is spent does not fire, whatever its guards say)."""
+        return self.choosers[state](rs)
 
     def has_room(self, row: Row, rs: RunState) -> bool:
         """Whether the engine lets ``row`` fire: its budget (if it is bounded) is not spent."""

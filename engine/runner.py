@@ -564,7 +564,7 @@ class Run:
         than called (a Python call costs about a thousand instructions, five times a pass;
         ``bench/bench_instructions.py``); everything rare is a method of its own."""
         rs, ctx = self.state, self.ctx
-        handlers, terminals, stops, choose = self._handlers, self._terminals, self._stops, self.machine.choose
+        handlers, terminals, stops, choosers = self._handlers, self._terminals, self._stops, self.machine.choosers
         row: Row | None = None
         while True:
             stage = rs.stage
@@ -596,7 +596,7 @@ class Run:
                 self._check_deadline(task)
             if raised is None:
                 try:  # the table's choice (Run._choose, without its frame: this runs at every transition)
-                    row = choose(stage, rs)
+                    row = choosers[stage](rs)
                 except Exception as exc:
                     row = self._unchosen(stage, exc)
             else:
