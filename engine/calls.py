@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Sequence
-from typing import Any
+import types
+from collections.abc import Awaitable, Coroutine, Generator, Sequence
+from types import CoroutineType
+from typing import Any, TypeVar
 
 from .context import CURRENT_CALL, RunContext
 from .errors import CredentialRequired, redact
 from .events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
-from .limits import watch
+from .limits import Watched, watch
 from .model_call import known_secrets
 from .nesting import enter_tools, leave_tools, link
 from .observers import enter_scopes
@@ -25,6 +27,8 @@ from .run_state import RunState
 from .tools import ArgumentsError, Pending, Tool, ToolContext, ToolValueError, capped, to_json_value
 
 _perf = time.perf_counter
+_monotonic = time.monotonic
+T = TypeVar("T")
 CallOutcome = ToolResult | PendingRequest
 """What one call comes to in a pass: its result, or a request that makes it wait."""
 _OUTCOMES = (ToolResult, PendingRequest)
@@ -143,9 +147,22 @@ async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunCo
         work = tool.fn(**kwargs)  # the usual tool: no wrapper in between
     else:
         work = tool.invoke(kwargs, ToolContext(ctx) if tool.ctx_param else ctx)
-    bound = watch(timeout) if timeout is not None else None
+    bound: Watched | None = None
     try:
-        value = await work
+        if timeout is not None and type(work) is CoroutineType:
+            # the bound is armed only if the tool suspends (a call that never does cannot be
+            # cancelled): most calls of a quick tool end in their first step, and pay for no watch
+            began = _monotonic()
+            try:
+                step = work.send(None)
+            except StopIteration as done:
+                value = done.value
+            else:
+                bound = watch(timeout - (_monotonic() - began))
+                value = await rest_of(work, step)
+        else:
+            bound = watch(timeout) if timeout is not None else None
+            value = await work
     except asyncio.CancelledError:
         if bound is None or not bound.expired():
             raise
@@ -157,12 +174,40 @@ async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunCo
     finally:
         if bound is not None:
             bound.close()
+    return _returned(call, value, ctx)
+
+
+def _returned(call: ToolCall, value: Any, ctx: RunContext) -> CallOutcome:
+    """What a tool's return value comes to: its result, or (a ``Pending``) a request to wait."""
     kind = type(value)
     if kind is int or kind is float or kind is bool or value is None:  # JSON already, and short
         return result(call, value, False)
     if isinstance(value, Pending):
         return _wait(call, "result", value.detail or f"{call.name} is still running")
     return value_result(call, value, ctx)
+
+
+@types.coroutine
+def rest_of(work: Coroutine[Any, Any, T], step: Any) -> Generator[Any, Any, T]:
+    """Await the rest of coroutine ``work``, whose first step was taken by hand and yielded
+    ``step`` (what ``yield from`` does, from its second step: ``step`` goes up to the task
+    first; what the task sends or throws goes down to ``work``)."""
+    while True:
+        try:
+            sent = yield step
+        except GeneratorExit:
+            work.close()
+            raise
+        except BaseException as exc:  # a cancellation, or anything thrown in: work's to handle
+            try:
+                step = work.throw(exc)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+        else:
+            try:
+                step = work.send(sent)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
 
 
 def _timed_out(call: ToolCall, tool: Tool, timeout: float) -> ToolResult:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 
@@ -87,6 +88,76 @@ def test_tool_timeout() -> None:
     (answer,) = [e for e in result.events if isinstance(e, ToolAnswered)]
     assert answer.is_error and answer.content == "tool 'slow' timed out after 0.05 s"
     assert result.outcome == "final"
+
+
+def test_a_tool_timeout_is_armed_when_the_tool_first_suspends_and_counts_from_its_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A quick tool that ends in its first step pays for no watch (it could not be cancelled
+    anyway); one that suspends is bounded, its time counted from the call's start: 0.15 s of
+    blocking work before its first await leave it 0.05 s of a 0.2 s timeout, not 0.2 s."""
+    import loopwright.calls
+
+    armed: list[float] = []
+    real_watch = loopwright.calls.watch
+
+    def counting_watch(seconds: float) -> Any:
+        armed.append(seconds)
+        return real_watch(seconds)
+
+    monkeypatch.setattr(loopwright.calls, "watch", counting_watch)
+
+    @tool
+    async def quick() -> str:
+        """Answers at once."""
+        return "now"
+
+    @tool
+    async def busy_then_waits() -> str:
+        """Works without awaiting, then waits."""
+        time.sleep(0.15)  # noqa: ASYNC251 (work that holds the loop, on purpose)
+        await asyncio.sleep(5)
+        return "late"
+
+    quick_run = Runner(agent([[ToolCall(name="quick")], "ok"], tools=[quick], tool_timeout_s=0.2)).run_sync("go")
+    assert quick_run.messages[2].parts[0].content == "now" and armed == []
+
+    started = time.perf_counter()
+    script = [[ToolCall(name="busy_then_waits")], "ok"]
+    result = Runner(agent(script, tools=[busy_then_waits], tool_timeout_s=0.2)).run_sync("go")
+    took = time.perf_counter() - started
+    (answer,) = [e for e in result.events if isinstance(e, ToolAnswered)]
+    assert answer.content == "tool 'busy_then_waits' timed out after 0.2 s"
+    assert len(armed) == 1 and armed[0] < 0.06
+    assert took < 0.3  # 0.15 s of work and what was left of the timeout (not a fresh 0.2 s)
+
+
+def test_a_suspended_tool_gets_what_the_task_sends_and_throws() -> None:
+    """The rest of a tool whose first step was taken by hand is driven like ``await``: results
+    of what it awaits come back to it, and a cancellation is thrown into it (it may clean up)."""
+    cleaned: list[str] = []
+
+    @tool
+    async def waits_twice() -> str:
+        """Waits twice, then answers."""
+        await asyncio.sleep(0)
+        got = await asyncio.wait_for(asyncio.sleep(0.01, result="slept"), 1)
+        return got
+
+    @tool
+    async def cleans_up() -> str:
+        """Waits long; cleans up when cancelled."""
+        try:
+            await asyncio.sleep(5)
+        finally:
+            cleaned.append("yes")
+        return "late"
+
+    result = Runner(agent([[ToolCall(name="waits_twice")], "ok"], tools=[waits_twice], tool_timeout_s=5)).run_sync("go")
+    assert result.messages[2].parts[0].content == "slept"
+    script = [[ToolCall(name="cleans_up")], "ok"]
+    timed = Runner(agent(script, tools=[cleans_up], tool_timeout_s=0.05)).run_sync("go")
+    assert timed.messages[2].parts[0].content == "tool 'cleans_up' timed out after 0.05 s" and cleaned == ["yes"]
 
 
 def test_tool_own_timeout_wins_and_blocking_tools_run_in_a_thread() -> None:
