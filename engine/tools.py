@@ -37,6 +37,7 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$")
 _ARG_LINE = re.compile(r"^\s+(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _SIMPLE = (str, int, float, bool, type(None))
+_PLAIN = (str, int, float, bool)
 
 
 class ArgumentsError(Exception):
@@ -96,6 +97,7 @@ class Tool:
         "is_async",
         "long_running",
         "name",
+        "plain",
         "requires_confirmation",
         "spec",
         "timeout_s",
@@ -139,6 +141,10 @@ class Tool:
                 "tells the model what it does, or pass description=... to @tool"
             )
         self.ctx_param: str | None = None
+        self.plain: dict[str, type] | None = None
+        """Each parameter's type, when every one is a plain ``str``, ``int``, ``float`` or
+        ``bool`` (no constraint, no default): arguments of exactly those types need no
+        validation (:meth:`validate`)."""
         self.input_model = self._build_input_model(param_docs, localns)
         schema = self.input_model.model_json_schema()
         schema.pop("title", None)
@@ -146,7 +152,7 @@ class Tool:
 
     def _build_input_model(self, param_docs: dict[str, str], localns: dict[str, Any] | None) -> type[BaseModel]:
         try:
-            hints = get_type_hints(self.fn, localns=localns)
+            hints = get_type_hints(self.fn, localns=localns, include_extras=True)  # (Annotated constraints kept)
         except Exception as exc:  # unresolvable forward reference
             raise ConfigurationError(f"tool {self.name!r}: cannot read its type hints ({exc})") from exc
         fields: dict[str, Any] = {}
@@ -168,6 +174,9 @@ class Tool:
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[param.name] = (hint, Field(default, description=param_docs.get(param.name)))
         model_name = "".join(part.capitalize() for part in re.split(r"[_-]", self.name)) + "Args"
+        plain = {name: hint for name, (hint, info) in fields.items() if hint in _PLAIN and info.is_required()}
+        if len(plain) == len(fields):
+            self.plain = plain
         return create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
 
     @property
@@ -182,6 +191,13 @@ class Tool:
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """The validated keyword arguments, or :class:`ArgumentsError` saying what was wrong."""
+        plain = self.plain
+        if plain is not None and type(args) is dict and len(args) == len(plain):
+            for name, value in args.items():
+                if plain.get(name) is not type(value):
+                    break
+            else:  # every parameter, each of exactly its type: what validation would give back
+                return args.copy()
         try:
             # the validator itself (not model_validate's wrapper); the instance is thrown away, so
             # its __dict__ is the caller's to keep and change (invoke adds ``ctx`` to it)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from typing import Annotated, Literal
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from loopwright import ConfigurationError, RunContext, Tool, tool
 from loopwright.tools import ArgumentsError, to_json_value
@@ -53,6 +53,54 @@ def test_arguments_are_validated_and_coerced_by_pydantic() -> None:
     assert asyncio.run(distance.invoke(kwargs, None)) == 5.0
     with pytest.raises(ArgumentsError, match=r"invalid arguments for tool 'dist': b\.y: Field required"):
         distance.validate({"a": {"x": 0, "y": 0}, "b": {"x": 1}})
+
+
+def test_annotated_constraints_are_in_the_schema_and_enforced() -> None:
+    """``Annotated[int, Field(gt=0)]``: the model is told (the schema) and held to it (a
+    negative count is an error it reads); they were dropped with the hints' extras."""
+
+    @tool
+    def take(count: Annotated[int, Field(gt=0, le=10)], label: str) -> int:
+        """Take some."""
+        return count
+
+    assert take.spec.input_schema["properties"]["count"]["exclusiveMinimum"] == 0
+    assert take.plain is None  # a constraint: every call is validated
+    with pytest.raises(ArgumentsError, match=r"count: Input should be greater than 0 \(got -1\)"):
+        take.validate({"count": -1, "label": "x"})
+    with pytest.raises(ArgumentsError, match=r"count: Input should be less than or equal to 10"):
+        take.validate({"count": 11, "label": "x"})
+
+
+def test_plain_arguments_of_their_exact_types_skip_validation_and_others_do_not() -> None:
+    """A tool whose parameters are all plain required str/int/float/bool takes arguments of
+    exactly those types as they are (a copy: what validation gives back); anything else goes
+    through pydantic, coercion and errors included."""
+
+    @tool
+    def mix(n: int, x: float, s: str, b: bool) -> str:
+        """Mix."""
+        return ""
+
+    assert mix.plain == {"n": int, "x": float, "s": str, "b": bool}
+    given = {"n": 1, "x": 2.5, "s": "a", "b": True}
+    kwargs = mix.validate(given)
+    assert kwargs == given and kwargs is not given
+    assert mix.validate({"n": 1, "x": 2, "s": "a", "b": True})["x"] == 2.0  # an int for a float: coerced
+    assert type(mix.validate({"n": 1, "x": 2, "s": "a", "b": True})["x"]) is float
+    with pytest.raises(ArgumentsError, match=r"n: Input should be a valid integer"):
+        mix.validate({"n": True, "x": 1.0, "s": "a", "b": True} | {"n": "one"})
+    with pytest.raises(ArgumentsError, match=r"extra: Extra inputs are not permitted"):
+        mix.validate({"n": 1, "x": 1.0, "s": "a", "extra": True})
+    with pytest.raises(ArgumentsError, match=r"b: Field required"):
+        mix.validate({"n": 1, "x": 1.0, "s": "a"})
+
+    @tool
+    def with_default(n: int, m: int = 3) -> int:
+        """Defaults are filled in by validation."""
+        return n + m
+
+    assert with_default.plain is None and with_default.validate({"n": 1}) == {"n": 1, "m": 3}
 
 
 @pytest.mark.parametrize(
