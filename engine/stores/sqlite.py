@@ -135,12 +135,16 @@ class SQLiteStore:
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="loopwright-sqlite") if thread else None
+        self.inline = not thread
+        """Writes run on the caller's thread (``save_now`` and ``save_result_now`` may be called)."""
         self._lock = threading.Lock()
         self._run_nos: dict[str, int] = {}
         """The numbers of the runs under way (a run's log keys are ``run_no << 32 | version``), as
         looked up or made; a run that stops (ends, suspends, pauses) is forgotten here."""
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
         db = self._db
+        self._cursor = db.cursor()
+        """The checkpoints' and results' inserts go through this one cursor (not one made per call)."""
         if self.path != ":memory:":
             db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={synchronous.upper()}")
@@ -209,13 +213,19 @@ class SQLiteStore:
                 return self._save(checkpoint, version, owner)
         return await self._do(self._save, checkpoint, version, owner)
 
+    def save_now(self, checkpoint: Checkpoint, version: int, owner: str) -> int:
+        """``save`` on the calling thread, without a coroutine (a store made with ``thread=False``:
+        a runner's checkpoints call it directly)."""
+        with self._lock:
+            return self._save(checkpoint, version, owner)
+
     def _save(self, cp: Checkpoint, version: int, owner: str) -> int:
         """One insert, its own transaction: version ``version + 1`` of the run (the first also
         numbers the run)."""
         run_no = self._run_nos.get(cp.run_id) if version else None
         if run_no is None:
             return self._write(self._first, cp, version, owner)
-        _append(self._db, run_no, cp, version, owner)
+        _append(self._cursor, run_no, cp, version, owner)
         if cp.outcome is not None:  # the run stopped: its number is looked up again if it resumes
             del self._run_nos[cp.run_id]
         self._wrote()
@@ -312,11 +322,16 @@ class SQLiteStore:
                 return self._save_result(run_id, call_id, seq, body)
         await self._do(self._save_result, run_id, call_id, seq, body)
 
+    def save_result_now(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
+        """``save_result`` on the calling thread, without a coroutine (as :meth:`save_now`)."""
+        with self._lock:
+            self._save_result(run_id, call_id, seq, body)
+
     def _save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
         run_no = self._run_nos.get(run_id)
         if run_no is None:  # (a run's first checkpoint, before any of its calls, numbered it)
             run_no = self._run_no(run_id, make=True)
-        self._db.execute("INSERT OR REPLACE INTO lw_results VALUES (?, ?, ?, ?)", (run_no, call_id, seq, body))
+        self._cursor.execute("INSERT OR REPLACE INTO lw_results VALUES (?, ?, ?, ?)", (run_no, call_id, seq, body))
         self._wrote()
 
     async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
@@ -378,7 +393,7 @@ class SQLiteStore:
         return f"SQLiteStore({self.path!r})"
 
 
-def _append(db: sqlite3.Connection, run_no: int, cp: Checkpoint, version: int, owner: str) -> None:
+def _append(db: sqlite3.Connection | sqlite3.Cursor, run_no: int, cp: Checkpoint, version: int, owner: str) -> None:
     """Version ``version + 1`` of run ``run_no`` into the log: its key is the optimistic lock (a
     worker that wrote that version first makes this one RunBusy)."""
     try:
