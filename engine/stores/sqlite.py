@@ -225,10 +225,16 @@ class SQLiteStore:
         run_no = self._run_nos.get(cp.run_id) if version else None
         if run_no is None:
             return self._write(self._first, cp, version, owner)
-        _append(self._cursor, run_no, cp, version, owner)
+        try:  # (_append, written out: the hot path)
+            self._cursor.execute(_APPEND, ((run_no << 32) | (version + 1), cp.agent, cp.stage, cp.outcome, cp.seq,
+                                           owner, time.time(), cp.head, cp.body))  # fmt: skip
+        except sqlite3.IntegrityError:
+            raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
         if cp.outcome is not None:  # the run stopped: its number is looked up again if it resumes
             del self._run_nos[cp.run_id]
-        self._wrote()
+        self._writes += 1
+        if self._writes >= FOLD_EVERY:
+            self._fold()
         return version + 1
 
     def _first(self, db: sqlite3.Connection, cp: Checkpoint, version: int, owner: str) -> int:
@@ -379,9 +385,15 @@ class SQLiteStore:
         self._db.close()
 
     def _wrote(self) -> None:
-        """After a commit: every FOLD_EVERY-th wakes the folder."""
+        """After a commit: every FOLD_EVERY-th wakes the folder (``_save`` counts its own)."""
         self._writes += 1
-        if self._writes >= FOLD_EVERY and self._folder is not None:
+        if self._writes >= FOLD_EVERY:
+            self._fold()
+
+    def _fold(self) -> None:
+        """FOLD_EVERY commits since the last: the folder folds the WAL back (or, past
+        FOLD_LIMIT pages, this writer does)."""
+        if self._folder is not None:
             self._writes = 0
             if _size(self._wal) > self._wal_limit:
                 with contextlib.suppress(sqlite3.Error):  # another process's checkpoint: it folds
@@ -393,12 +405,15 @@ class SQLiteStore:
         return f"SQLiteStore({self.path!r})"
 
 
+_APPEND = "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
 def _append(db: sqlite3.Connection | sqlite3.Cursor, run_no: int, cp: Checkpoint, version: int, owner: str) -> None:
     """Version ``version + 1`` of run ``run_no`` into the log: its key is the optimistic lock (a
     worker that wrote that version first makes this one RunBusy)."""
     try:
         db.execute(
-            "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            _APPEND,
             ((run_no << 32) | (version + 1), cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
              cp.body),
         )  # fmt: skip
