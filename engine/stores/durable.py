@@ -253,7 +253,7 @@ def _inline(store: RunStore) -> SQLiteStore | None:
     cls = type(store)
     if (
         isinstance(store, SQLiteStore)
-        and store.inline
+        and getattr(store, "inline", False)
         and cls.save is SQLiteStore.save
         and cls.save_result is SQLiteStore.save_result
     ):
