@@ -27,6 +27,7 @@ on this host, or a checkpoint younger than ``lease_s`` from another host) is not
 
 from __future__ import annotations
 
+import itertools
 import operator
 import os
 import socket
@@ -40,25 +41,34 @@ from pydantic import TypeAdapter
 from pydantic_core import to_json
 
 from .. import features as _features  # the built-in features' run-state slices, to load saved states
-from ..context import own_values
 from ..decisions import Approve, Deny
 from ..errors import ConfigurationError, ResumeError, RunBusy
 from ..events import (
     EVENT_BY_TYPE,
     EVENT_FIELDS,
     EVENT_TYPE,
+    DocumentPart,
     EventBase,
+    ImagePart,
     Message,
     ModelResponded,
+    ModelResponse,
+    ProviderPart,
+    TextPart,
+    ThoughtPart,
     ToolCall,
+    ToolCalled,
     ToolResult,
+    Usage,
     is_reply,
+    reply_of,
 )
 from ..machine import Row as _Row
 from ..run_state import _SAVED, RunState, _slice_adapter
 from ..stage import Stage
 from ..trust import check_saved_state
 from .base import FULL_HEAD_EVERY, Checkpoint, RunStore, SavedRun
+from .sqlite import SQLiteStore
 
 if TYPE_CHECKING:
     from ..context import EventLog, RunContext, Where
@@ -73,9 +83,14 @@ _LIVE: weakref.WeakValueDictionary[str, Checkpointer] = weakref.WeakValueDiction
 """This process's checkpointers of runs in progress, by owner token."""
 
 
+_OWNER_PREFIX = uuid.uuid4().hex[:8]
+_owners = itertools.count(1)
+
+
 def new_owner() -> str:
-    """A worker token: host, process id and a random part."""
-    return f"{_HOST}|{os.getpid()}|{uuid.uuid4().hex[:12]}"
+    """A worker token: host, process id, and a part unique in this process (a random prefix,
+    drawn once, and a counter: no system call for randomness per run)."""
+    return f"{_HOST}|{os.getpid()}|{_OWNER_PREFIX}{next(_owners):x}"
 
 
 def owner_alive(owner: str, updated: float, lease_s: float) -> bool:
@@ -108,22 +123,77 @@ def _not_a_zombie(pid: int) -> bool:
 
 
 _saved_fields = operator.attrgetter(*_SAVED)
-_ALWAYS_AT = tuple((name, _SAVED.index(name)) for name in ("state", "vetoes", "charges", "turn_start"))
-"""Head fields a run changes in place (dicts), and where they are in ``_SAVED``: a head of
-changes carries each unless it is empty and was empty. The others are replaced when they
-change (strings, numbers, frozen models)."""
+_HOT = ("stage", "seq", "iteration", "attempt", "tool_calls_made")
+"""Head fields a head of changes always carries (small, and most change at every checkpoint)."""
+_REPLACED = ("usage", "response", "text")
+"""Head fields a head of changes carries when they are not the object they were (a reply, its
+text and the usage are replaced at every model call)."""
+_IN_PLACE = ("state", "vetoes", "charges", "turn_start")
+"""Head fields a run changes in place (dicts): a head of changes carries each unless it is
+empty and was empty."""
+_COLD = tuple(name for name in _SAVED if name not in {*_HOT, *_REPLACED, *_IN_PLACE, "messages", "trace", "features"})
+"""The others (replaced, rarely): compared as one tuple, then one by one if that differs."""
+_cold_fields = operator.attrgetter(*_COLD)
+
+_FLAT: frozenset[type[Any]] = frozenset({TextPart, ThoughtPart, ToolCall, ToolResult, ProviderPart, ImagePart,
+                                         DocumentPart, Usage})  # fmt: skip
+"""Models whose JSON is their ``__dict__``'s (no model fields, aliases, or serializers of their
+own; tested): a checkpoint hands those dicts to ``to_json``, a third of the cost of the models'
+serializers (a part is a member of a union there)."""
+
+
+def plain_message(message: Any) -> Any:
+    """``message`` as ``to_json`` writes it fastest (the same JSON as its own serializer's)."""
+    if type(message) is not Message:
+        return message
+    return {"role": message.role, "parts": [p.__dict__ if type(p) in _FLAT else p for p in message.parts],
+            "agent": message.agent}  # fmt: skip
+
+
+def plain_response(response: Any) -> Any:
+    """``response`` (a reply) as ``to_json`` writes it fastest (the same JSON as its own serializer's)."""
+    if type(response) is not ModelResponse:
+        return response
+    out = dict(response.__dict__)
+    out["parts"] = [p.__dict__ if type(p) in _FLAT else p for p in response.parts]
+    usage = response.usage
+    if type(usage) is Usage:
+        out["usage"] = usage.__dict__
+    return out
+
+
+_SLICE_JSON: dict[str, tuple[Callable[[Any], bytes], bytes]] = {}
+"""By feature: its slice's serializer and its JSON key (a slice's class never changes: see
+``register_slice``)."""
+
+
+def features_json(features: Mapping[str, Any]) -> bytes:
+    """The features' slices as JSON (``RunState.features`` as a saved state holds it)."""
+    if not features:
+        return b"{}"
+    out: list[bytes] = []
+    for name, value in features.items():
+        known = _SLICE_JSON.get(name)
+        if known is None:
+            known = _SLICE_JSON[name] = (_slice_adapter(name).serializer.to_json, to_json(name) + b":")
+        out.append(known[1] + known[0](value))
+    return b"{" + b",".join(out) + b"}"
 
 
 def head_json(rs: RunState) -> bytes:
     """The run's state without its history (``messages`` and ``trace`` empty)."""
-    saved = dict(zip(_SAVED, _saved_fields(rs), strict=True))
-    saved["messages"], saved["trace"] = [], []
-    saved["features"] = _slices(rs)
-    return to_json(saved)
+    return _whole_head(_saved_fields(rs), features_json(rs.features))
 
 
-def _slices(rs: RunState) -> dict[str, Any]:
-    return {name: _slice_adapter(name).dump_python(value) for name, value in rs.features.items()}
+def _whole_head(values: tuple[Any, ...], features: bytes) -> bytes:
+    saved = dict(zip(_SAVED, values, strict=True))
+    saved["messages"] = saved["trace"] = ()
+    del saved["features"]
+    saved["response"] = plain_response(saved["response"])
+    usage = saved["usage"]
+    if type(usage) is Usage:
+        saved["usage"] = usage.__dict__
+    return to_json(saved)[:-1] + b',"features":' + features + b"}"
 
 
 def rebuild(saved: SavedRun) -> RunState:
@@ -179,6 +249,20 @@ def _is_store(store: object) -> bool:
     return False
 
 
+def _inline(store: RunStore) -> SQLiteStore | None:
+    """``store`` when it is a SQLiteStore that writes on the caller's thread and whose ``save``
+    and ``save_result`` are its own (a subclass that overrides either is awaited as usual)."""
+    cls = type(store)
+    if (
+        isinstance(store, SQLiteStore)
+        and getattr(store, "inline", False)
+        and cls.save is SQLiteStore.save
+        and cls.save_result is SQLiteStore.save_result
+    ):
+        return store
+    return None
+
+
 class Durable:
     """A runner's store and durability settings; makes each run's :class:`Checkpointer`."""
 
@@ -192,6 +276,8 @@ class Durable:
         self.store = store
         self.durability = durability
         self.lease_s = lease_s
+        self.inline = _inline(store)
+        """The store, when its saves run on the caller's thread and can skip the coroutine."""
 
     def attach(self, run: Any) -> Checkpointer:
         return Checkpointer(self, run)
@@ -331,7 +417,7 @@ class Durable:
         cp.n_messages, cp.n_trace = len(saved.messages), len(saved.trace)
 
 
-def compact_events(
+def compact_events(  # noqa: C901, PLR0912, PLR0915 (every checkpoint's loop, its cases written out)
     log: EventLog, start: int, at: Where, written: set[str], guards: dict[str, int], response: Any = None
 ) -> tuple[list[Any], dict[str, tuple[str, ...]], Where, list[Any]]:
     """The log's events from entry ``start`` as a store keeps them (the ``"e"`` of a body, see
@@ -351,9 +437,16 @@ def compact_events(
     kinds: dict[str, tuple[str, ...]] = {}
     new_guards: list[Any] = []
     stage, iteration, agent = at
-    for i in range(start, len(entries)):
-        entry = entries[i]
+    for entry, when in zip(entries[start:], times[start:].tolist(), strict=True):
         kind_of = type(entry)
+        if kind_of is _Row:  # a transition (the commonest entry)
+            stage = entry.dest
+            number = guards.get(entry.label)
+            if number is None:
+                number = guards[entry.label] = len(guards)
+                new_guards.append([number, entry.label])
+            out.append([when, entry.source, stage, number])
+            continue
         if kind_of is tuple:
             first = entry[0]
             placed = type(first)
@@ -366,32 +459,41 @@ def compact_events(
             else:  # (row, iteration, agent): a transition where the iteration or agent changed
                 stage, iteration, agent = first.dest, entry[1], entry[2]
                 out.append([None, stage, iteration, agent])
-                entry = first
-                kind_of = _Row
-            if kind_of is tuple:
-                if kind == _MODEL_RESPONDED and response is not None and is_reply(values, response):
-                    out.append([kind, times[i]])  # the head's response
-                else:
-                    out.append([kind, times[i], *own_values(kind, values)])
-                if kind not in written:
-                    written.add(kind)
-                    kinds[kind] = EVENT_FIELDS[EVENT_BY_TYPE[kind]]
+                number = guards.get(first.label)
+                if number is None:
+                    number = guards[first.label] = len(guards)
+                    new_guards.append([number, first.label])
+                out.append([when, first.source, stage, number])
                 continue
-        elif kind_of is not _Row and isinstance(entry, EventBase):  # a built event
+            if kind == _MODEL_RESPONDED:
+                if response is not None and is_reply(values, response):
+                    out.append([kind, when])  # the head's response
+                else:  # the reply, or its values (see own_values)
+                    out.append([kind, when, values[0] if len(values) == 1 else reply_of(values)])
+            elif kind == _TOOL_CALLED and len(values) == 1:  # the call itself (see own_values)
+                call = values[0]
+                out.append([kind, when, call.id, call.name, call.args])
+            else:
+                out.append([kind, when, *values])
+            if kind not in written:
+                written.add(kind)
+                kinds[kind] = EVENT_FIELDS[EVENT_BY_TYPE[kind]]
+            continue
+        if isinstance(entry, EventBase):  # a built event
             stage, iteration, agent = entry.state, entry.iteration, entry.agent
             out.append(entry)
             continue
-        stage = entry.dest  # a transition
-        label = entry.label
-        number = guards.get(label)
+        stage = entry.dest  # a transition (a row of another class)
+        number = guards.get(entry.label)
         if number is None:
-            number = guards[label] = len(guards)
-            new_guards.append([number, label])
-        out.append([times[i], entry.source, stage, number])
+            number = guards[entry.label] = len(guards)
+            new_guards.append([number, entry.label])
+        out.append([when, entry.source, stage, number])
     return out, kinds, (stage, iteration, agent), new_guards
 
 
 _MODEL_RESPONDED = EVENT_TYPE[ModelResponded]
+_TOOL_CALLED = EVENT_TYPE[ToolCalled]
 
 
 PURE_STAGES: frozenset[str] = frozenset({Stage.PREPROCESS, Stage.POSTPROCESS, Stage.DECIDE})
@@ -411,7 +513,7 @@ class Checkpointer:
     and nothing that touched the world runs again (the model call whose reply was not yet
     written is asked again, as the call in flight).
 
-    Each tool result is written as its call completes (``on_result``), so the step of tools
+    Each tool result is written as its call completes (``ctx.on_result``), so the step of tools
     written on entering ``act`` replays from the store: the model call that follows it needs
     no write of its own (a crash during it resumes at ``act``, every finished call answered
     from the store). A tool step thus costs one checkpoint and one result per call."""
@@ -427,6 +529,7 @@ class Checkpointer:
         "n_events",
         "n_messages",
         "n_trace",
+        "now",
         "owner",
         "replayable",
         "run",
@@ -440,7 +543,14 @@ class Checkpointer:
     def __init__(self, durable: Durable, run: Any) -> None:
         self.durable = durable
         self.store = durable.store
+        self.now: Callable[[Checkpoint, int, str], int] | None = (
+            None if durable.inline is None else durable.inline.save_now
+        )
+        """The store's save without a coroutine, when it writes on the caller's thread (see
+        :meth:`SQLiteStore.save_now`): the checkpoint is written in the transition's call."""
         self.run = run
+        """The run (None once it stopped: the run holds its checkpointer, and the cycle would leave
+        every finished run, its history included, to the cyclic garbage collector)."""
         self.owner = new_owner()
         self.version = 0
         self.n_messages = self.n_trace = 0  # a resume from the store sets them to what it holds
@@ -451,32 +561,29 @@ class Checkpointer:
         """This worker's numbers of the guard labels it wrote (each body names the new ones)."""
         self.kinds: set[str] = set()
         """The event types whose field names this worker wrote (each body names the new ones)."""
-        self.before: tuple[tuple[Any, ...], dict[str, Any], tuple[bool, ...]] | None = None
-        """The head fields, the slices (dumped), and which of the dicts changed in place were
-        not empty, at the previous checkpoint."""
+        self.before: tuple[Any, ...] = ()
+        """At the previous checkpoint (none before the first): the cold fields, the replaced
+        ones, which dicts changed in place were not empty, and the features' slices as JSON."""
         self.wholes = -1
+        """Checkpoints since the last whole head (modulo FULL_HEAD_EVERY)."""
         self.replayable = False
         """The last write was on entering ``act`` and only pure stages followed."""
-        """Checkpoints since the last whole head (modulo FULL_HEAD_EVERY)."""
         self.saved_results: dict[str, ToolResult] = {}
-        machine = run.machine
-        self.stops = machine.terminals | machine.waiting
-        self.defer = frozenset(s for s in machine.states if s not in self.stops and not _writes(durable.durability, s))
-        """The states whose entry is written with the next checkpoint."""
+        self.stops, self.defer = _stops(run.machine, durable.durability)
         _LIVE[self.owner] = self
-        run.ctx.on_result = self.on_result
+        run.ctx.on_result = _keeper(self.store, durable.inline)
 
     def retire(self) -> None:
         """This worker does not (or no longer) run the run."""
         _LIVE.pop(self.owner, None)
 
     def running(self) -> bool:
-        task = self.run.task
-        return self.owner in _LIVE and (task is None or not task.done())
+        run = self.run
+        return self.owner in _LIVE and run is not None and (run.task is None or not run.task.done())
 
     def __call__(self, row: _Row) -> Awaitable[None] | None:
         """After a transition: the checkpoint to await, or None when it goes with the next one
-        (a pausing run writes at once: it stops here)."""
+        or was written already (a pausing run writes at once: it stops here)."""
         dest = row.dest
         if self.run.pausing:
             pass
@@ -486,7 +593,18 @@ class Checkpointer:
             self.replayable = False  # the model call after a step of tools needs no write: see the class
             return None
         self.replayable = dest == Stage.ACT
-        return self._write(dest in self.stops)
+        now = self.now
+        if now is None:
+            return self._write(dest in self.stops)
+        try:
+            self.version = now(self._checkpoint(), self.version, self.owner)
+        except BaseException:
+            _LIVE.pop(self.owner, None)
+            raise
+        if dest in self.stops:  # the run stopped (a resume makes a new run and checkpointer)
+            _LIVE.pop(self.owner, None)
+            self.run = None
+        return None
 
     async def _write(self, stop: bool) -> None:
         try:
@@ -494,8 +612,9 @@ class Checkpointer:
         except BaseException:
             _LIVE.pop(self.owner, None)
             raise
-        if stop:
+        if stop:  # the run stopped (a resume makes a new run and checkpointer)
             _LIVE.pop(self.owner, None)
+            self.run = None
 
     def _checkpoint(self) -> Checkpoint:
         run = self.run
@@ -507,13 +626,13 @@ class Checkpointer:
         response = rs.response
         events, kinds, self.log_at, guards = compact_events(log, self.n_events, at, self.kinds, self.guards, response)
         new: list[Any] = messages[self.n_messages :]
-        if response is not None:  # the reply's message is [agent]: its parts are the head's response's
-            parts = response.parts
-            for i, message in enumerate(new):
-                if message.parts is parts and message.role == "assistant":
-                    new[i] = [message.agent]
-        first = log.base + self.n_events + 1
-        body = {"s": first, "w": at, "m": new, "t": trace[self.n_trace :], "e": events}
+        parts = None if response is None else response.parts
+        for i, message in enumerate(new):
+            if message.parts is parts and message.role == "assistant":
+                new[i] = [message.agent]  # the reply's message: its parts are the head's response's
+            else:
+                new[i] = plain_message(message)
+        body = {"s": log.base + self.n_events + 1, "w": at, "m": new, "t": trace[self.n_trace :], "e": events}
         if kinds:
             body["k"] = kinds
         if guards:
@@ -522,52 +641,94 @@ class Checkpointer:
         self.n_messages, self.n_trace, self.n_events = len(messages), len(trace), n_events
         return cp
 
-    def _head(self, rs: RunState) -> bytes:
+    def _head(self, rs: RunState) -> bytes:  # noqa: C901 (every checkpoint's: each field's case written out)
         """The whole head at this worker's first checkpoint and every FULL_HEAD_EVERY-th after
-        it; between those, the fields that changed since the previous checkpoint."""
-        values = _saved_fields(rs)
-        slices = _slices(rs)
-        held = tuple([bool(values[i]) for _name, i in _ALWAYS_AT])
-        before, self.before = self.before, (values, slices, held)
+        it; between those, the fields that changed since the previous checkpoint (see
+        ``_HOT``, ``_REPLACED``, ``_IN_PLACE`` and ``_COLD``; the history is in the bodies)."""
+        features = features_json(rs.features)
+        cold = _cold_fields(rs)
+        usage, response, text = rs.usage, rs.response, rs.text
+        state, vetoes, charges, turn_start = rs.state, rs.vetoes, rs.charges, rs.turn_start
+        held = (bool(state), bool(vetoes), bool(charges), bool(turn_start))
+        before = self.before
+        self.before = (cold, usage, response, text, held, features)
         self.wholes = (self.wholes + 1) % FULL_HEAD_EVERY
-        if before is None or not self.wholes:
-            saved = dict(zip(_SAVED, values, strict=True))
-            saved["messages"], saved["trace"], saved["features"] = [], [], slices
-            return to_json(saved)
-        changed: dict[str, Any] = {"~": 1}
-        for name, value, was in zip(_SAVED, values, before[0], strict=True):
-            if value is not was:  # replaced
-                changed[name] = value
-        for (name, i), now, was in zip(_ALWAYS_AT, held, before[2], strict=True):
-            if now or was:  # changed in place, maybe (an empty one that was empty is the same)
-                changed[name] = values[i]
-        if "messages" in changed or "trace" in changed:  # the history is in the bodies
-            changed.pop("messages", None)
-            changed.pop("trace", None)
-        if slices != before[1]:
-            changed["features"] = slices
-        else:
-            changed.pop("features", None)
-        return to_json(changed)
+        if not before or not self.wholes:
+            return _whole_head(_saved_fields(rs), features)
+        was_cold, was_usage, was_response, was_text, was_held, was_features = before
+        head: dict[str, Any] = {"~": 1, "stage": rs.stage, "seq": rs.seq, "iteration": rs.iteration,
+                                "attempt": rs.attempt, "tool_calls_made": rs.tool_calls_made}  # fmt: skip
+        if usage is not was_usage:
+            head["usage"] = usage.__dict__ if type(usage) is Usage else usage
+        if response is not was_response:
+            head["response"] = plain_response(response)
+        if text is not was_text:
+            head["text"] = text
+        if state or was_held[0]:
+            head["state"] = state
+        if vetoes or was_held[1]:
+            head["vetoes"] = vetoes
+        if charges or was_held[2]:
+            head["charges"] = charges
+        if turn_start or was_held[3]:
+            head["turn_start"] = turn_start
+        if cold != was_cold:
+            head.update((name, now) for name, now, was in zip(_COLD, cold, was_cold, strict=True) if now is not was)
+        if features == was_features:
+            return to_json(head)
+        return to_json(head)[:-1] + b',"features":' + features + b"}"
 
     # ------------------------------------------------------------------ tool results
 
-    async def on_result(self, call: ToolCall, answered: ToolResult, ctx: RunContext) -> None:
-        """A call ran: keep its result before the call counts as done."""
-        body = answered.__pydantic_serializer__.to_json(answered)
-        await self.store.save_result(ctx.run_id, call.id, ctx.run_state.seq, body)
-
     async def replay_results(self, after_seq: int) -> None:
         """A resumed run: calls of the interrupted step that completed are answered from the store."""
-        kept = await self.store.results(self.run.state.run_id, after_seq)
+        run = self.run
+        kept = await self.store.results(run.state.run_id, after_seq)
         if not kept:
             return
         self.saved_results = {call_id: _RESULT.validate_json(body) for call_id, body in kept.items()}
-        ctx = self.run.ctx
+        ctx = run.ctx
         ctx.gates = (*ctx.gates, self._replay)  # after the features' gates: they keep their bookkeeping
 
     def _replay(self, call: ToolCall, rs: RunState, ctx: RunContext) -> ToolResult | None:
         return self.saved_results.pop(call.id, None)
+
+
+def _keeper(
+    store: RunStore, inline: SQLiteStore | None
+) -> Callable[[ToolCall, ToolResult, RunContext], Awaitable[None]]:
+    """A run's ``ctx.on_result``: a call ran, its result is kept before the call counts as
+    done (it holds the store only: the run's context holds it)."""
+    if inline is not None:
+        save_now = inline.save_result_now
+
+        async def on_result_now(call: ToolCall, answered: ToolResult, ctx: RunContext) -> None:
+            save_now(ctx.run_id, call.id, ctx.run_state.seq, answered.__pydantic_serializer__.to_json(answered))
+
+        return on_result_now
+
+    async def on_result(call: ToolCall, answered: ToolResult, ctx: RunContext) -> None:
+        body = answered.__pydantic_serializer__.to_json(answered)
+        await store.save_result(ctx.run_id, call.id, ctx.run_state.seq, body)
+
+    return on_result
+
+
+_STOPS: weakref.WeakKeyDictionary[Any, dict[str, tuple[frozenset[str], frozenset[str]]]] = weakref.WeakKeyDictionary()
+
+
+def _stops(machine: Any, durability: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The machine's states where a run stops, and those whose entry is written with the next
+    checkpoint at ``durability`` (kept by machine: a machine serves many runs)."""
+    by_durability = _STOPS.get(machine)
+    if by_durability is None:
+        by_durability = _STOPS[machine] = {}
+    known = by_durability.get(durability)
+    if known is None:
+        stops = frozenset(machine.terminals | machine.waiting)
+        defer = frozenset(s for s in machine.states if s not in stops and not _writes(durability, s))
+        known = by_durability[durability] = (stops, defer)
+    return known
 
 
 def _writes(durability: str, state: str) -> bool:

@@ -135,12 +135,16 @@ class SQLiteStore:
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="loopwright-sqlite") if thread else None
+        self.inline = not thread
+        """Writes run on the caller's thread (``save_now`` and ``save_result_now`` may be called)."""
         self._lock = threading.Lock()
         self._run_nos: dict[str, int] = {}
         """The numbers of the runs under way (a run's log keys are ``run_no << 32 | version``), as
         looked up or made; a run that stops (ends, suspends, pauses) is forgotten here."""
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
         db = self._db
+        self._cursor = db.cursor()
+        """The checkpoints' and results' inserts go through this one cursor (not one made per call)."""
         if self.path != ":memory:":
             db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={synchronous.upper()}")
@@ -209,16 +213,28 @@ class SQLiteStore:
                 return self._save(checkpoint, version, owner)
         return await self._do(self._save, checkpoint, version, owner)
 
+    def save_now(self, checkpoint: Checkpoint, version: int, owner: str) -> int:
+        """``save`` on the calling thread, without a coroutine (a store made with ``thread=False``:
+        a runner's checkpoints call it directly)."""
+        with self._lock:
+            return self._save(checkpoint, version, owner)
+
     def _save(self, cp: Checkpoint, version: int, owner: str) -> int:
         """One insert, its own transaction: version ``version + 1`` of the run (the first also
         numbers the run)."""
         run_no = self._run_nos.get(cp.run_id) if version else None
         if run_no is None:
             return self._write(self._first, cp, version, owner)
-        _append(self._db, run_no, cp, version, owner)
+        try:  # (_append, written out: the hot path)
+            self._cursor.execute(_APPEND, ((run_no << 32) | (version + 1), cp.agent, cp.stage, cp.outcome, cp.seq,
+                                           owner, time.time(), cp.head, cp.body))  # fmt: skip
+        except sqlite3.IntegrityError:
+            raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
         if cp.outcome is not None:  # the run stopped: its number is looked up again if it resumes
             del self._run_nos[cp.run_id]
-        self._wrote()
+        self._writes += 1
+        if self._writes >= FOLD_EVERY:
+            self._fold()
         return version + 1
 
     def _first(self, db: sqlite3.Connection, cp: Checkpoint, version: int, owner: str) -> int:
@@ -312,11 +328,16 @@ class SQLiteStore:
                 return self._save_result(run_id, call_id, seq, body)
         await self._do(self._save_result, run_id, call_id, seq, body)
 
+    def save_result_now(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
+        """``save_result`` on the calling thread, without a coroutine (as :meth:`save_now`)."""
+        with self._lock:
+            self._save_result(run_id, call_id, seq, body)
+
     def _save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
         run_no = self._run_nos.get(run_id)
         if run_no is None:  # (a run's first checkpoint, before any of its calls, numbered it)
             run_no = self._run_no(run_id, make=True)
-        self._db.execute("INSERT OR REPLACE INTO lw_results VALUES (?, ?, ?, ?)", (run_no, call_id, seq, body))
+        self._cursor.execute("INSERT OR REPLACE INTO lw_results VALUES (?, ?, ?, ?)", (run_no, call_id, seq, body))
         self._wrote()
 
     async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
@@ -364,9 +385,15 @@ class SQLiteStore:
         self._db.close()
 
     def _wrote(self) -> None:
-        """After a commit: every FOLD_EVERY-th wakes the folder."""
+        """After a commit: every FOLD_EVERY-th wakes the folder (``_save`` counts its own)."""
         self._writes += 1
-        if self._writes >= FOLD_EVERY and self._folder is not None:
+        if self._writes >= FOLD_EVERY:
+            self._fold()
+
+    def _fold(self) -> None:
+        """FOLD_EVERY commits since the last: the folder folds the WAL back (or, past
+        FOLD_LIMIT pages, this writer does)."""
+        if self._folder is not None:
             self._writes = 0
             if _size(self._wal) > self._wal_limit:
                 with contextlib.suppress(sqlite3.Error):  # another process's checkpoint: it folds
@@ -378,12 +405,15 @@ class SQLiteStore:
         return f"SQLiteStore({self.path!r})"
 
 
-def _append(db: sqlite3.Connection, run_no: int, cp: Checkpoint, version: int, owner: str) -> None:
+_APPEND = "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def _append(db: sqlite3.Connection | sqlite3.Cursor, run_no: int, cp: Checkpoint, version: int, owner: str) -> None:
     """Version ``version + 1`` of run ``run_no`` into the log: its key is the optimistic lock (a
     worker that wrote that version first makes this one RunBusy)."""
     try:
         db.execute(
-            "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            _APPEND,
             ((run_no << 32) | (version + 1), cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
              cp.body),
         )  # fmt: skip
