@@ -2,7 +2,9 @@
 run and a hand-written loop, in one process.
 
 (a) microseconds per iteration (one model call, one no-op tool call) of a run of K iterations,
-    wall time and (in brackets) this process's CPU time, which a loaded machine distorts less,
+    wall time and (in brackets) this process's CPU time, which a loaded machine distorts less;
+    each run's agent and runner (the hand loop's replies) are built before its timing starts,
+    as in bench_loop.py (a program builds its agent once: ~250 us a run that is not the loop's),
     K = 10 and 100, for: the hand loop; loopwright in memory; loopwright with SQLiteStore at
     each durability (transition = the default, iteration, exit); with ``--pg DSN`` (or
     ``LOOPWRIGHT_PG_DSN``) loopwright with PostgresStore too (commits that wait for the disk,
@@ -64,12 +66,16 @@ def agent(k: int) -> Agent:
     return Agent(name="bench", model=ScriptedModel(reply), tools=[noop], limits=Limits(max_iterations=k + 5))
 
 
-async def hand_loop(k: int) -> None:
-    """The same work with plain dicts: call the model, gather the calls, append, stop on text."""
+def hand_replies(k: int) -> list[dict[str, Any]]:
     replies: list[dict[str, Any]] = [
         {"role": "assistant", "calls": [{"id": f"c{i}", "name": "noop", "args": {"i": i}}]} for i in range(k)
     ]
     replies.append({"role": "assistant", "text": "done"})
+    return replies
+
+
+async def hand_loop(replies: list[dict[str, Any]]) -> None:
+    """The same work with plain dicts: call the model, gather the calls, append, stop on text."""
     history: list[dict[str, Any]] = [{"role": "user", "text": "go"}]
     turn = 0
 
@@ -91,20 +97,28 @@ async def hand_loop(k: int) -> None:
         history.append({"role": "user", "results": list(results)})
 
 
-Variant = Callable[[int], Awaitable[None]]
+Run = Callable[[], Awaitable[None]]
+Variant = Callable[[int], Run]
+"""Prepares one run of K iterations (the agent and runner, or the replies, built outside the
+timing, as bench_loop.py does: a program builds its agent once), the run itself timed."""
 
 
 def engine(store: RunStore | None, durability: str = "transition") -> Variant:
-    async def go(k: int) -> None:
+    def prepare(k: int) -> Run:
         runner = Runner(agent(k), store=store, durability=durability)
-        result = await runner.run("go", run_id=uuid.uuid4().hex)
-        assert result.outcome == "final", result.error
 
-    return go
+        async def go() -> None:
+            result = await runner.run("go", run_id=uuid.uuid4().hex)
+            assert result.outcome == "final", result.error
+
+        return go
+
+    return prepare
 
 
-async def hand(k: int) -> None:
-    await hand_loop(k)
+def hand(k: int) -> Run:
+    replies = hand_replies(k)
+    return lambda: hand_loop(replies)
 
 
 async def per_iteration(variants: dict[str, Variant], k: int, repeats: int) -> dict[str, tuple[float, float]]:
@@ -112,14 +126,15 @@ async def per_iteration(variants: dict[str, Variant], k: int, repeats: int) -> d
     times: dict[str, list[float]] = {name: [] for name in variants}
     cpu: dict[str, list[float]] = {name: [] for name in variants}
     for variant in variants.values():  # warm-up
-        await variant(k)
+        await variant(k)()
     for r in range(repeats):
         order = list(variants.items())
         if r % 2:
             order.reverse()
         for name, variant in order:
+            run = variant(k)
             start, used = time.perf_counter(), time.process_time()
-            await variant(k)
+            await run()
             times[name].append((time.perf_counter() - start) / k * 1e6)
             cpu[name].append((time.process_time() - used) / k * 1e6)
     return {name: (statistics.median(times[name]), statistics.median(cpu[name])) for name in variants}
