@@ -417,7 +417,7 @@ class Durable:
         cp.n_messages, cp.n_trace = len(saved.messages), len(saved.trace)
 
 
-def compact_events(  # noqa: C901, PLR0912, PLR0915 (every checkpoint's loop, its cases written out)
+def compact_events(  # noqa: C901, PLR0912 (every checkpoint's loop, its cases written out)
     log: EventLog, start: int, at: Where, written: set[str], guards: dict[str, int], response: Any = None
 ) -> tuple[list[Any], dict[str, tuple[str, ...]], Where, list[Any]]:
     """The log's events from entry ``start`` as a store keeps them (the ``"e"`` of a body, see
@@ -439,14 +439,6 @@ def compact_events(  # noqa: C901, PLR0912, PLR0915 (every checkpoint's loop, it
     stage, iteration, agent = at
     for entry, when in zip(entries[start:], times[start:].tolist(), strict=True):
         kind_of = type(entry)
-        if kind_of is _Row:  # a transition (the commonest entry)
-            stage = entry.dest
-            number = guards.get(entry.label)
-            if number is None:
-                number = guards[entry.label] = len(guards)
-                new_guards.append([number, entry.label])
-            out.append([when, entry.source, stage, number])
-            continue
         if kind_of is tuple:
             first = entry[0]
             placed = type(first)
@@ -459,31 +451,27 @@ def compact_events(  # noqa: C901, PLR0912, PLR0915 (every checkpoint's loop, it
             else:  # (row, iteration, agent): a transition where the iteration or agent changed
                 stage, iteration, agent = first.dest, entry[1], entry[2]
                 out.append([None, stage, iteration, agent])
-                number = guards.get(first.label)
-                if number is None:
-                    number = guards[first.label] = len(guards)
-                    new_guards.append([number, first.label])
-                out.append([when, first.source, stage, number])
+                entry, kind = first, None
+            if kind is not None:
+                if kind == _MODEL_RESPONDED:
+                    if response is not None and is_reply(values, response):
+                        out.append([kind, when])  # the head's response
+                    else:  # the reply, or its values (see own_values)
+                        out.append([kind, when, values[0] if len(values) == 1 else reply_of(values)])
+                elif kind == _TOOL_CALLED and len(values) == 1:  # the call itself (see own_values)
+                    call = values[0]
+                    out.append([kind, when, call.id, call.name, call.args])
+                else:
+                    out.append([kind, when, *values])
+                if kind not in written:
+                    written.add(kind)
+                    kinds[kind] = EVENT_FIELDS[EVENT_BY_TYPE[kind]]
                 continue
-            if kind == _MODEL_RESPONDED:
-                if response is not None and is_reply(values, response):
-                    out.append([kind, when])  # the head's response
-                else:  # the reply, or its values (see own_values)
-                    out.append([kind, when, values[0] if len(values) == 1 else reply_of(values)])
-            elif kind == _TOOL_CALLED and len(values) == 1:  # the call itself (see own_values)
-                call = values[0]
-                out.append([kind, when, call.id, call.name, call.args])
-            else:
-                out.append([kind, when, *values])
-            if kind not in written:
-                written.add(kind)
-                kinds[kind] = EVENT_FIELDS[EVENT_BY_TYPE[kind]]
-            continue
-        if isinstance(entry, EventBase):  # a built event
+        elif kind_of is not _Row and isinstance(entry, EventBase):  # a built event
             stage, iteration, agent = entry.state, entry.iteration, entry.agent
             out.append(entry)
             continue
-        stage = entry.dest  # a transition (a row of another class)
+        stage = entry.dest  # a transition (the commonest entry)
         number = guards.get(entry.label)
         if number is None:
             number = guards[entry.label] = len(guards)
