@@ -29,6 +29,7 @@ those of issue 7 ("a lean hot path").
 Usage:  python bench/bench_loop.py                       (all parts, about two minutes on 2 cores)
         python bench/bench_loop.py --quick               (30 repeats, 2,000 runs for (b))
         python bench/bench_loop.py --only a,c --repeats 500 --json bench.json
+        python bench/bench_loop.py --only b --gc-off       ((b) without the garbage collector)
 """
 
 from __future__ import annotations
@@ -303,9 +304,10 @@ async def concurrent(which: str, runs: int, k: int, delay_s: float) -> dict[str,
     }
 
 
-def child(which: str, runs: int, k: int, delay_s: float) -> dict[str, Any]:
+def child(which: str, runs: int, k: int, delay_s: float, gc_off: bool = False) -> dict[str, Any]:
+    off = ["--gc-off"] if gc_off else []
     out = subprocess.run(
-        [sys.executable, __file__, "--child", which, str(runs), str(k), str(delay_s)],
+        [sys.executable, __file__, "--child", which, str(runs), str(k), str(delay_s), *off],
         capture_output=True,
         text=True,
         check=True,
@@ -313,11 +315,12 @@ def child(which: str, runs: int, k: int, delay_s: float) -> dict[str, Any]:
     return dict(json.loads(out.stdout))
 
 
-def part_b(runs: int) -> dict[str, Any]:
-    print(f"(b) {runs:,} concurrent runs, K=5, model awaits 50 ms per call (each in a fresh process)")
-    out: dict[str, Any] = {"runs": runs, "k": 5, "delay_s": 0.05}
+def part_b(runs: int, gc_off: bool = False) -> dict[str, Any]:
+    off = "; the collector off, a diagnostic: the targets are judged with it on" if gc_off else ""
+    print(f"(b) {runs:,} concurrent runs, K=5, model awaits 50 ms per call (each in a fresh process{off})")
+    out: dict[str, Any] = {"runs": runs, "k": 5, "delay_s": 0.05, "gc_off": gc_off}
     for who in ("hand", "loopwright"):
-        r = out[who] = child(who, runs, 5, 0.05)
+        r = out[who] = child(who, runs, 5, 0.05, gc_off)
         g0, g1, g2 = r["gc_collections"]
         print(
             f"  {who:<10}  wall {r['wall_s']:6.2f} s   {r['kib_per_run']:6.1f} KiB/run   "
@@ -478,10 +481,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, help="runs of each loop per K for (a) (default 200, 30 with --quick)")
     parser.add_argument("--only", default="a,b,c,d", help="comma-separated parts to run, of a,b,c,d (default all)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write every figure to PATH as JSON")
+    parser.add_argument(
+        "--gc-off", action="store_true", help="(b) with the garbage collector disabled in both children (a diagnostic)"
+    )
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         which, runs, k, delay = args.child
+        if args.gc_off:
+            gc.disable()
         print(json.dumps(asyncio.run(concurrent(which, int(runs), int(k), float(delay)))))
         return
 
@@ -505,7 +513,7 @@ def main() -> None:
     if "a" in parts:
         figures["a"] = part_a(repeats)
     if "b" in parts:
-        figures["b"] = part_b(runs)
+        figures["b"] = part_b(runs, args.gc_off)
     if "c" in parts:
         figures["c"] = part_c()
     if "d" in parts:
