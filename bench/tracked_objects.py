@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_loop import HAND_TOOLS, Runner, hand_loop, hand_model, lw_agent
+from bench_loop import HAND_TOOLS, hand_loop, hand_model, lw_agent
+from loopwright import Runner
 
 
 async def _count(which: str, n: int) -> None:
