@@ -330,7 +330,8 @@ class RunContext:
         """:meth:`emit` on the hot path: every one of the event's own fields, positionally, in
         ``EVENT_FIELDS[cls]`` order, unchecked (no keyword dict is built; the event-log property
         test builds every event the engine records this way). A ``ToolCalled`` may be given
-        its call alone, ``record(ToolCalled, call)`` (see :func:`own_values`)."""
+        its call alone, ``record(ToolCalled, call)``, and a ``ModelResponded`` its reply's
+        five field values (:func:`~loopwright.events.reply_values`; see :func:`own_values`)."""
         rs, log = self.run_state, self.log
         rs.seq += 1
         if rs.stage == log.stage and rs.active_agent == log.agent:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import _asyncio
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
@@ -154,13 +154,6 @@ _WHY = {
 }
 
 
-T = TypeVar("T")
-
-
-class Expired(TimeoutError):
-    """:func:`within`'s time ran out (not a TimeoutError the awaited code raised itself)."""
-
-
 COARSE_FROM_S = 2.0
 """Timeouts of at least this many seconds are kept by a shared quarter-second watch (about a
 microsecond a call, at most ``TICK_S`` late); shorter ones get a timer of their own."""
@@ -241,7 +234,8 @@ def watch(seconds: float) -> Watched:
     """Bound the call the current task is about to await by ``seconds``: past them, the task
     is cancelled. Timeouts of ``COARSE_FROM_S`` or more share one watch per loop (kept to
     within ``TICK_S``: about a microsecond a call); shorter ones get a timer of their own.
-    Use as :func:`within` does (no coroutine of its own: the caller's frame does the rest)::
+    The caller's own frame does the rest (no coroutine of its: the model call and a tool call
+    are bounded this way)::
 
         bound = watch(seconds)
         try:
@@ -271,20 +265,3 @@ def watch(seconds: float) -> Watched:
     if shared.handle is None:
         shared.handle = loop.call_later(TICK_S, shared.tick)
     return watched
-
-
-async def within(seconds: float | None, awaitable: Awaitable[T]) -> T:
-    """``await awaitable``, or :class:`Expired` (a TimeoutError) after ``seconds`` (None: no
-    bound). Like ``asyncio.timeout`` (a cancellation of the task from elsewhere still
-    propagates as ``CancelledError``), at a fraction of its cost (see :func:`watch`)."""
-    if seconds is None:
-        return await awaitable
-    bound = watch(seconds)
-    try:
-        return await awaitable
-    except asyncio.CancelledError:
-        if bound.expired():
-            raise Expired(f"timed out after {seconds:g} s") from None
-        raise
-    finally:
-        bound.close()

@@ -7,12 +7,15 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import pytest
 
 from loopwright import Agent, Limits, Runner, ScriptedModel, ToolCall, tool
 from loopwright.testing import assert_run_invariants
+
+T = TypeVar("T")
 
 
 def test_every_wall_clock_budget_has_a_finite_default() -> None:
@@ -163,12 +166,31 @@ def test_the_run_deadline_still_cuts_a_stage_short() -> None:
     assert_run_invariants(result, agent)
 
 
+class Expired(TimeoutError):
+    """The watch's time ran out (not a TimeoutError the awaited code raised itself)."""
+
+
+async def within(seconds: float, awaitable: Awaitable[T]) -> T:
+    """``await awaitable`` bounded by a watch, used the way the model call and a tool call use
+    it (``loopwright.limits.watch``'s docstring)."""
+    from loopwright.limits import watch
+
+    bound = watch(seconds)
+    try:
+        return await awaitable
+    except asyncio.CancelledError:
+        if bound.expired():
+            raise Expired(f"timed out after {seconds:g} s") from None
+        raise
+    finally:
+        bound.close()
+
+
 @pytest.mark.parametrize("coarse", [True, False], ids=["shared watch", "own timer"])
-def test_within_keeps_time_and_tells_its_timeout_from_a_cancellation(
+def test_a_watch_keeps_time_and_tells_its_timeout_from_a_cancellation(
     coarse: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from loopwright import limits as limits_module
-    from loopwright.limits import Expired, within
 
     monkeypatch.setattr(limits_module, "COARSE_FROM_S", 0.0 if coarse else 100.0)
 

@@ -713,7 +713,7 @@ def _stops(machine: Any, durability: str) -> tuple[frozenset[str], frozenset[str
         by_durability = _STOPS[machine] = {}
     known = by_durability.get(durability)
     if known is None:
-        stops = frozenset(machine.terminals | machine.waiting)
+        stops = machine.stops
         defer = frozenset(s for s in machine.states if s not in stops and not _writes(durability, s))
         known = by_durability[durability] = (stops, defer)
     return known

@@ -225,16 +225,10 @@ class SQLiteStore:
         run_no = self._run_nos.get(cp.run_id) if version else None
         if run_no is None:
             return self._write(self._first, cp, version, owner)
-        try:  # (_append, written out: the hot path)
-            self._cursor.execute(_APPEND, ((run_no << 32) | (version + 1), cp.agent, cp.stage, cp.outcome, cp.seq,
-                                           owner, time.time(), cp.head, cp.body))  # fmt: skip
-        except sqlite3.IntegrityError:
-            raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
+        _append(self._cursor, run_no, cp, version, owner)
         if cp.outcome is not None:  # the run stopped: its number is looked up again if it resumes
             del self._run_nos[cp.run_id]
-        self._writes += 1
-        if self._writes >= FOLD_EVERY:
-            self._fold()
+        self._wrote()
         return version + 1
 
     def _first(self, db: sqlite3.Connection, cp: Checkpoint, version: int, owner: str) -> int:
@@ -385,7 +379,7 @@ class SQLiteStore:
         self._db.close()
 
     def _wrote(self) -> None:
-        """After a commit: every FOLD_EVERY-th wakes the folder (``_save`` counts its own)."""
+        """After a commit: every FOLD_EVERY-th wakes the folder."""
         self._writes += 1
         if self._writes >= FOLD_EVERY:
             self._fold()
