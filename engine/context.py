@@ -23,6 +23,7 @@ from .events import (
     EventBase,
     ModelResponded,
     StateEntered,
+    ToolCall,
     ToolCalled,
     event_values,
     make_event,
@@ -45,6 +46,9 @@ LogEntry = Any
 - a ``Row``: the transition taken (a ``StateEntered`` into ``row.dest``), at the iteration and
   agent of the entry before it;
 - ``(row, iteration, agent)``: a transition where either changed;
+- a ``ToolCall``: a ``tool_called`` event of that call, at the stage, iteration and agent of
+  the entry before it (:meth:`RunContext.record_call`: the call is frozen and the history
+  keeps it, so the log keeps nothing of its own for it);
 - ``(kind, *values)``: any other event, ``kind`` its ``type`` string, its own field values in
   ``EVENT_FIELDS[cls]`` order, at the stage, iteration and agent of the entry before it (a
   ``tool_called`` may hold the call itself instead, ``("tool_called", call)``: the call is
@@ -153,7 +157,8 @@ class EventLog:
             if isinstance(entry, EventBase):
                 stage, iteration, agent = entry.state, entry.iteration, entry.agent
             elif not isinstance(entry, tuple):
-                stage = entry.dest
+                if type(entry) is not ToolCall:  # a transition (a tool call keeps its place)
+                    stage = entry.dest
             else:
                 first = entry[0]
                 if type(first) is tuple:  # an event where the stage or agent changed
@@ -174,6 +179,8 @@ class EventLog:
 def _decoded(entry: LogEntry) -> tuple[Any, tuple[Any, ...]]:
     """The class and own field values of a compact entry (not a built event); a transition's
     are ``StateEntered``'s, its source and guard (the ``stage`` it is read at is its dest)."""
+    if type(entry) is ToolCall:
+        return ToolCalled, (entry.id, entry.name, entry.args)
     first = entry[0] if isinstance(entry, tuple) else entry
     if type(first) is str:
         return EVENT_BY_TYPE[first], own_values(first, entry[1:])
@@ -226,6 +233,7 @@ class RunContext:
         "stream_deltas",
         "tool_names",
         "tool_scopes",
+        "tools_named",
         "tree",
         "watchers",
     )
@@ -261,18 +269,19 @@ class RunContext:
         self.gates = found("gate")
         """The features' per-call gates (act asks them before running a call)."""
         self.holds = found("hold")
-        self.tool_names: tuple[Any, tuple[str, ...]] = (None, ())
-        """The latest request's tool specs and their names (``reason`` reuses the names)."""
+        """The features that may keep a step whose calls wait."""
+        self.tools_named: Any = None
+        self.tool_names: tuple[str, ...] = ()
+        """The names of the tool specs ``tools_named`` (the latest request's: ``reason`` reuses them)."""
         self.link: Any = None
         """This run as the parent of runs started in its tools (``nesting.link``, made at first use)."""
         self.interrupt: BaseException | None = None
         """A KeyboardInterrupt a tool raised: the run ends cancelled, then the runner re-raises it."""
-        """The features that may keep a step whose calls wait."""
         self.stream_deltas = stream_deltas
         self.log = EventLog(
             run_state.run_id, run_state.seq, run_state.stage, run_state.iteration, run_state.active_agent
         )
-        self.watchers: list[Callable[[Any], None]] = list(watchers)
+        self.watchers: tuple[Callable[[Any], None], ...] = tuple(watchers)
         """Called with every event as it is emitted (the runner's event observers)."""
         self.tool_scopes: tuple[Callable[[Any], Any], ...] = ()
         """Context managers entered around each tool call (per-run observers' ``tool_scope``)."""
@@ -347,6 +356,19 @@ class RunContext:
         if self.watchers:
             self._tell(log.latest())
 
+    def record_call(self, call: ToolCall) -> None:
+        """``record(ToolCalled, call)``, kept as the call itself where the stage, iteration
+        and agent are those of the entry before (the usual case: no tuple for the log)."""
+        rs, log = self.run_state, self.log
+        if rs.stage != log.stage or rs.active_agent != log.agent or rs.iteration != log.iteration:
+            self.record(ToolCalled, call)
+            return
+        rs.seq += 1
+        log.entries.append(call)
+        log.times.append(_clock())
+        if self.watchers:
+            self._tell(log.latest())
+
     def _tell(self, event: Any) -> None:
-        for watcher in tuple(self.watchers):
+        for watcher in self.watchers:
             watcher(event)

@@ -6,7 +6,7 @@ import _asyncio
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
@@ -230,9 +230,13 @@ _task_of: Callable[[Any], asyncio.Task[Any] | None] = (
 """``asyncio.current_task(loop)``, a C function where the C parts allow it (no Python frame)."""
 
 
-def watch(seconds: float) -> Watched:
+W = TypeVar("W", bound="Watched")
+
+
+def watch(seconds: float, kind: type[W] = Watched) -> W:  # type: ignore[assignment]
     """Bound the call the current task is about to await by ``seconds``: past them, the task
-    is cancelled. Timeouts of ``COARSE_FROM_S`` or more share one watch per loop (kept to
+    is cancelled (``kind``: a subclass of Watched that carries more of the call's own).
+    Timeouts of ``COARSE_FROM_S`` or more share one watch per loop (kept to
     within ``TICK_S``: about a microsecond a call); shorter ones get a timer of their own.
     The caller's own frame does the rest (no coroutine of its: the model call and a tool call
     are bounded this way)::
@@ -249,7 +253,7 @@ def watch(seconds: float) -> Watched:
     loop = _running_loop()
     task = _task_of(loop)
     assert task is not None, "watch() runs inside a task"
-    watched = _new(Watched)
+    watched = _new(kind)
     watched.task, watched.before, watched.fired, watched.handle = task, task.cancelling(), False, None
     if seconds < COARSE_FROM_S:
         watched.deadline, watched.shared = 0.0, None

@@ -26,10 +26,12 @@ from .events import (
     Usage,
     new_call_id,
 )
-from .limits import watch
+from .limits import Watched, watch
 from .models.base import StreamDelta
 from .models.scripted import ScriptedModel
 from .observers import enter_scopes
+
+_new = object.__new__
 
 
 class CallbackError(ModelError):
@@ -53,8 +55,9 @@ async def _callback(name: str, fn: Any, *args: Any) -> Any:
 async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
     """Run before_model, the model (streamed when the run streams and the model can), and
     after_model. Raises ModelError (or whatever the model raised): a transient error made
-    retryable, a timeout (``model_timeout_s``, a watch on this frame, not a wrapping
-    coroutine) retryable, an untrusted reply checked."""
+    retryable, a timeout (``model_timeout_s``) retryable, an untrusted reply checked.
+    ``reason`` makes a call that needs none of these callbacks, scopes or streams itself
+    (:func:`plain`, :class:`ModelCall`): one coroutine fewer between the run and the model."""
     agent = ctx.agent
     if agent.before_model is not None:
         replaced = await _before(agent.before_model, request, ctx)
@@ -64,27 +67,86 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
     scoped = enter_scopes(ctx.model_scopes, request) if ctx.model_scopes else None
     model = agent.model
     stream = getattr(model, "stream", None) if ctx.stream_deltas else None
-    instant = type(model) is ScriptedModel and model._function is None  # a built-in model replaying a list: no wait
-    timeout = None if instant else _timeout(ctx)
-    bound = None if timeout is None else watch(timeout)
+    call = model_call(model, ctx)
     try:
         response = await (model.complete(request) if stream is None else _streamed(stream, request, ctx))
-    except asyncio.CancelledError:
-        if bound is not None and bound.expired():
-            raise _timed_out(timeout, ctx) from None
+    except BaseException as exc:
+        call.failed(exc)
         raise
-    except Exception as exc:
-        raise _model_error(exc, model, ctx) from None
     finally:
-        if bound is not None:
-            bound.close()
+        call.close()
         if scoped is not None:
             scoped.close()
-    if not instant or type(response) is not ModelResponse:
-        _check(response, model, instant)
     if agent.after_model is not None:
+        call.check(response)
         return await _after(response, ctx)
-    return unique_call_ids(response, ctx.call_ids or _ids_of(ctx))
+    return call.received(response)
+
+
+def plain(ctx: RunContext) -> bool:
+    """The model call needs the model alone: no model callbacks, no scopes, no stream."""
+    agent = ctx.agent
+    return agent.before_model is None and agent.after_model is None and not ctx.model_scopes and not ctx.stream_deltas
+
+
+class ModelCall(Watched):
+    """One model call: its time bound (``model_timeout_s``) and what its failures come to,
+    kept around the awaited model by the frame that awaits it (no coroutine of its own)::
+
+        call = model_call(model, ctx)
+        try:
+            response = await model.complete(request)
+        except BaseException as exc:
+            call.failed(exc)  # a timeout, or the model's exception, raised as what it comes to
+            raise  # (the rest as they are)
+        finally:
+            call.close()
+        response = call.received(response)
+    """
+
+    __slots__ = ("ctx", "instant", "model", "timeout")
+    ctx: RunContext
+    model: Any
+    timeout: float | None
+    instant: bool
+
+    def failed(self, exc: BaseException) -> None:
+        """Raise what the model call's ``exc`` comes to: the bound's own cancellation a
+        retryable timeout, an exception as :func:`_model_error` makes it (transient ones
+        retryable, known secrets redacted); return if ``exc`` goes on up as it is."""
+        if isinstance(exc, asyncio.CancelledError):
+            if self.expired():
+                raise _timed_out(self.timeout, self.ctx) from None
+        elif isinstance(exc, Exception):
+            failure = _model_error(exc, self.model, self.ctx)
+            if failure is not exc:
+                raise failure from None
+
+    def check(self, response: Any) -> None:
+        """A reply is a ModelResponse; one from a model the engine does not trust holds together."""
+        if not self.instant or type(response) is not ModelResponse:
+            _check(response, self.model, self.instant)
+
+    def received(self, response: Any) -> ModelResponse:
+        """The reply, checked, its tool calls' ids unique in the run."""
+        if not self.instant or type(response) is not ModelResponse:
+            _check(response, self.model, self.instant)
+        ctx = self.ctx
+        return unique_call_ids(response, ctx.call_ids or _ids_of(ctx))
+
+
+def model_call(model: Any, ctx: RunContext) -> ModelCall:
+    """The bound and error mapping for one call of ``model`` (see :class:`ModelCall`). A built-in model
+    replaying a list answers at once: no bound, and its replies are not checked."""
+    instant = type(model) is ScriptedModel and model._function is None
+    timeout = None if instant else _timeout(ctx)
+    if timeout is None:
+        call = _new(ModelCall)
+        call.fired, call.shared, call.handle = False, None, None
+    else:
+        call = watch(timeout, ModelCall)
+    call.ctx, call.model, call.timeout, call.instant = ctx, model, timeout, instant
+    return call
 
 
 async def _before(callback: Any, request: ModelRequest, ctx: RunContext) -> ModelRequest | ModelResponse:

@@ -183,7 +183,9 @@ class Runner:
 
     async def run(self, input: UserInput, **options: Unpack[RunOptions]) -> RunResult:
         """Run the agent on ``input`` until a terminal (or waiting) state; return the result."""
-        return await Run(self, self.new_run(input, **options)).run_to_end()
+        run = Run(self, self.new_run(input, **options))
+        await run._steps(to_end=True)  # (Run.run_to_end, without its coroutine: one fewer a run keeps)
+        return run._ended()
 
     def run_sync(self, input: UserInput, **options: Unpack[RunOptions]) -> RunResult:
         """``run`` for code without an event loop."""
@@ -382,7 +384,9 @@ class Run:
         self._stops = machine.stops
         self._loop: Any = None
         self._yielded = 0.0
-        self._waiter: object = None
+        self._waiter = 0
+        """``id()`` of the waiter first in the loop's line when last looked (see _must_yield):
+        an id, not the handle, so a run never keeps another task's finished step alive."""
         self._held = 0
         self._timer: asyncio.TimerHandle | None = None
         """The run's one deadline timer (armed at its first step when it has ``timeout_s``)."""
@@ -426,9 +430,11 @@ class Run:
 
     async def run_to_end(self) -> RunResult:
         """Step until a terminal state (or a waiting one); the result."""
-        self.task = asyncio.current_task()
-        self._arm_deadline()
         await self._steps(to_end=True)
+        return self._ended()
+
+    def _ended(self) -> RunResult:
+        """The result once the steps to the end have returned (``Runner.pause``: paused here)."""
         if self.pausing and self.state.stage not in self._stops:
             return self._pause_here()
         return RunResult.of(self.state, self.ctx.log, self.machine)
@@ -449,8 +455,6 @@ class Run:
         """Do the current stage's work, then take one transition. Returns the row taken
         (None if the run had already ended). If the task running this is cancelled, the run
         still moves to ``cancelled`` (results kept) before ``CancelledError`` propagates."""
-        self.task = asyncio.current_task()
-        self._arm_deadline()
         return await self._steps(to_end=False)
 
     def _must_yield(self) -> bool:
@@ -480,11 +484,11 @@ class Run:
             now = _monotonic()  # asyncio's own loops keep time.monotonic(): read it without a Python frame
             scheduled = loop._scheduled
             if not scheduled or scheduled[0]._when > now:
-                self._waiter = None
+                self._waiter = 0
                 return now - self._yielded > _SLICE_S
             waiter = scheduled[0]
-        if waiter is not self._waiter:
-            self._waiter, self._held = waiter, 0
+        if id(waiter) != self._waiter:  # (a reused id only makes the run yield sooner)
+            self._waiter, self._held = id(waiter), 0
             return False
         self._held += 1
         return self._held >= _HOLD
@@ -563,6 +567,8 @@ class Run:
         The quiet case of the yield test and the table's choice are written out here rather
         than called (a Python call costs about a thousand instructions, five times a pass;
         ``bench/bench_instructions.py``); everything rare is a method of its own."""
+        self.task = asyncio.current_task()
+        self._arm_deadline()
         rs, ctx = self.state, self.ctx
         handlers, terminals, stops, choosers = self._handlers, self._terminals, self._stops, self.machine.choosers
         row: Row | None = None
@@ -583,7 +589,7 @@ class Run:
                     or (loop._scheduled and loop._scheduled[0]._when <= now)
                 ) and self._must_yield():
                     await asyncio.sleep(0)
-                    self._yielded, self._waiter = _monotonic(), None
+                    self._yielded, self._waiter = _monotonic(), 0
                 self._in_stage = True
                 waits = handlers[stage](rs, ctx)
                 if waits is not None:

@@ -28,7 +28,7 @@ from loopwright.calls import (
     tool_calls,
 )
 from loopwright.context import RunContext
-from loopwright.events import PendingRequest, ToolCall, ToolCalled, ToolResult
+from loopwright.events import PendingRequest, ToolCall, ToolResult
 from loopwright.run_state import RunState
 
 NO_WAITING = (
@@ -40,7 +40,7 @@ NO_WAITING = (
 async def act(rs: RunState, ctx: RunContext) -> None:
     calls = tool_calls(rs)
     for call in calls:
-        ctx.record(ToolCalled, call)  # (kept as the call itself: context.LogEntry)
+        ctx.record_call(call)  # (kept as the call itself: context.LogEntry)
     results: list[ToolResult | None] = [None] * len(calls)
     no_cap = rs.limits.max_tool_calls is None and rs.turn_limits is None  # (the usual case: nothing to count)
     runs = len(calls) if no_cap else _within_budget(rs, ctx, calls, results)

@@ -12,7 +12,7 @@ import asyncio
 
 from loopwright.context import RunContext
 from loopwright.events import ErrorOccurred, History, ModelRequested, ModelResponded
-from loopwright.model_call import call_model, error_info
+from loopwright.model_call import call_model, error_info, model_call, plain
 from loopwright.run_state import RunState
 
 
@@ -30,13 +30,25 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     request = rs.request
     if request is None:  # the table only routes here after preprocess
         raise RuntimeError("reason entered without a request; preprocess must run first")
-    tools, names = request.tools, ctx.tool_names
-    if names[0] is not tools:  # the agent's tools change rarely: their names are kept, not rebuilt
-        names = ctx.tool_names = (tools, tuple([t.name for t in tools]))
+    tools = request.tools
+    if ctx.tools_named is not tools:  # the agent's tools change rarely: their names are kept, not rebuilt
+        ctx.tools_named, ctx.tool_names = tools, tuple([t.name for t in tools])
     messages = request.messages  # (a History's length without its __len__ frame)
-    ctx.record(ModelRequested, rs.attempt, messages._n if type(messages) is History else len(messages), names[1])
+    ctx.record(ModelRequested, rs.attempt, messages._n if type(messages) is History else len(messages), ctx.tool_names)
     try:
-        response = await call_model(request, ctx)
+        if plain(ctx):  # the model alone: awaited in this frame (model_call.ModelCall)
+            model = ctx.agent.model
+            call = model_call(model, ctx)
+            try:
+                response = await model.complete(request)
+            except BaseException as exc:
+                call.failed(exc)
+                raise
+            finally:
+                call.close()
+            response = call.received(response)
+        else:
+            response = await call_model(request, ctx)
     except Exception as exc:
         rs.model_error = error_info(exc)
         ctx.emit(ErrorOccurred, error=rs.model_error)

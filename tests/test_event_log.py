@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic_core import to_jsonable_python
 
-from loopwright import Runner
+from loopwright import Runner, ToolCall
 from loopwright.result import RunResult
 from loopwright.testing import limits, model_behaviours, scripted
 
@@ -69,7 +69,8 @@ def test_a_transition_is_kept_as_its_row_and_an_event_without_a_dict() -> None:
     assert sum(hasattr(e, "dest") for e in log.entries) >= 5  # most transitions: the bare row
     changed = [e[0] if type(e[0]) is tuple else e[1:] for e in log.entries if isinstance(e, tuple)]
     assert any(where[-1] == "a" for where in changed if len(where) in (2, 3))  # the agent changed, said once
-    assert all(isinstance(e, tuple) or hasattr(e, "dest") for e in log.entries)  # nothing built yet
+    assert all(isinstance(e, (tuple, ToolCall)) or hasattr(e, "dest") for e in log.entries)  # nothing built yet
+    assert any(type(e) is ToolCall for e in log.entries)  # a tool_called: the call itself (the history's)
     assert len(log.times) == len(log.entries)
     assert [e.type for e in result.events].count("state_entered") == len(result.trace) - 1
 
@@ -97,6 +98,11 @@ def test_a_finished_runs_log_is_not_walked_by_the_garbage_collector() -> None:
     kinds = {e[1] if type(e[0]) in (tuple, int) else e[0] for e in entries}
     assert kinds >= {"run_started", "model_requested", "tool_answered"}, kinds
     assert [e for e in entries if gc.is_tracked(e)] == []
+    # a tool_called entry is the history's own call: no tuple, nothing more for a collection to walk
+    calls = [e for e in kept[0]._log.entries if type(e) is ToolCall]
+    asked = [p for m in kept[0].messages for p in m.parts if type(p) is ToolCall]
+    assert calls and all(any(c is a for a in asked) for c in calls)
+    assert not [e for e in kept[0]._log.entries if type(e) is tuple and "tool_called" in e[:2]]
 
 
 def test_a_past_reply_is_kept_as_its_values_not_as_the_reply_object() -> None:

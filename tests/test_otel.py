@@ -348,7 +348,7 @@ def test_a_run_no_tracer_records_builds_no_event(exported: tuple[TracerProvider,
             run = runner.start("refund A1")
             outcome = (await run.run_to_end()).outcome
             built = [i for i, e in enumerate(run.ctx.log.entries) if isinstance(e, EventBase)]
-            return outcome, built, run.ctx.watchers == [] and run.ctx.tool_scopes == ()
+            return outcome, built, run.ctx.watchers == () and run.ctx.tool_scopes == ()
 
         outcome, built, unwatched = asyncio.run(go())
         assert outcome == "final"
@@ -435,7 +435,7 @@ def test_a_sampled_out_run_is_not_watched() -> None:
     async def go() -> tuple[str, bool]:
         run = runner.start("refund A1")
         outcome = (await run.run_to_end()).outcome
-        return outcome, run.ctx.watchers == [] and run.ctx.tool_scopes == ()
+        return outcome, run.ctx.watchers == () and run.ctx.tool_scopes == ()
 
     assert asyncio.run(go()) == ("final", True)
     assert exporter.get_finished_spans() == ()

@@ -439,6 +439,8 @@ def compact_events(  # noqa: C901, PLR0912 (every checkpoint's loop, its cases w
     stage, iteration, agent = at
     for entry, when in zip(entries[start:], times[start:].tolist(), strict=True):
         kind_of = type(entry)
+        if kind_of is ToolCall:  # a tool_called kept as the call itself (context.LogEntry)
+            entry, kind_of = (_TOOL_CALLED, entry), tuple
         if kind_of is tuple:
             first = entry[0]
             placed = type(first)
