@@ -15,8 +15,10 @@ those of issue 7 ("a lean hot path").
 (b) 10,000 concurrent runs in one event loop, K = 5, the model awaits 50 ms per call: wall
     time of both and their ratio, resident memory per run (peak RSS growth / runs), and the
     garbage collector's share of the wall time (gc.callbacks) with the count of collections
-    per generation. Each measurement runs in a fresh child process of this script, so memory
-    one phase freed cannot hide another's growth. Targets: wall ratio <= 2x, <= 20 KiB/run.
+    per generation; for reference, the same of the hand loop keeping its history in
+    loopwright's message types ("typed": what those types alone cost, beside the engine).
+    Each measurement runs in a fresh child process of this script, so memory one phase freed
+    cannot hide another's growth. Targets: wall ratio <= 2x, <= 20 KiB/run.
 (c) memory a finished run keeps alive: N runs (200 at K=10, 50 at K=100) one after another,
     every result kept in a list (loopwright's RunResult; the hand loop's history list), then
     after gc.collect() the growth of tracemalloc's traced memory / N. Both models build each
@@ -49,7 +51,20 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, ScriptedModel, TextPart, ToolCall, tool
+from loopwright import (
+    Agent,
+    Limits,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Runner,
+    ScriptedModel,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    tool,
+)
+from loopwright.events import trusted
 
 Reply = dict[str, Any]
 History = list[Reply]
@@ -112,6 +127,37 @@ def hand_model(k: int, delay_s: float = 0.0, fresh: bool = False) -> HandModel:
 
 def hand_answer(history: History) -> str:
     return str(history[-1]["text"])
+
+
+# ---------------------------------------------------------------- the hand loop, keeping loopwright's messages
+async def typed_hand_loop(model: Callable[[list[Message]], Awaitable[ModelResponse]], text: str) -> list[Message]:
+    """The hand loop keeping its history as loopwright keeps it: frozen pydantic Messages of
+    parts (built unvalidated, as the engine builds its own), the model's reply parts kept.
+    Nothing else of the engine: no table, no log, no bounds. A reference for (b): what the
+    data types alone cost a run, beside what the engine adds."""
+    history = [trusted(Message, role="user", parts=(trusted(TextPart, type="text", text=text),), agent="a")]
+    while True:
+        reply = await model(history)
+        history.append(trusted(Message, role="assistant", parts=reply.parts, agent="a"))
+        calls = [p for p in reply.parts if type(p) is ToolCall]
+        if not calls:
+            return history
+        results = await asyncio.gather(*(HAND_TOOLS[c.name](**c.args) for c in calls))
+        answers = tuple(
+            trusted(ToolResult, type="tool_result", call_id=c.id, name=c.name, content=r, is_error=False)
+            for c, r in zip(calls, results, strict=True)
+        )
+        history.append(trusted(Message, role="user", parts=answers, agent="a"))
+
+
+def typed_hand_model(k: int, delay_s: float) -> Callable[[list[Message]], Awaitable[ModelResponse]]:
+    script = lw_script(k)
+
+    async def model(history: list[Message]) -> ModelResponse:
+        await asyncio.sleep(delay_s)
+        return script[len(history) // 2]
+
+    return model
 
 
 # ---------------------------------------------------------------- the same work on loopwright
@@ -287,6 +333,10 @@ async def concurrent(which: str, runs: int, k: int, delay_s: float) -> dict[str,
             model = hand_model(k, delay_s)
             histories = await asyncio.gather(*(hand_loop(model, HAND_TOOLS, "go") for _ in range(runs)))
             assert all(hand_answer(h) == "done" for h in histories)
+        elif which == "typed":
+            typed = typed_hand_model(k, delay_s)
+            kept = await asyncio.gather(*(typed_hand_loop(typed, "go") for _ in range(runs)))
+            assert all(len(h) == 2 * k + 2 for h in kept)
         else:
             runner = Runner(lw_agent(k, delay_s))  # one agent, one runner, one machine for every run
             results = await asyncio.gather(*(runner.run("go") for _ in range(runs)))
@@ -319,7 +369,7 @@ def part_b(runs: int, gc_off: bool = False) -> dict[str, Any]:
     off = "; the collector off, a diagnostic: the targets are judged with it on" if gc_off else ""
     print(f"(b) {runs:,} concurrent runs, K=5, model awaits 50 ms per call (each in a fresh process{off})")
     out: dict[str, Any] = {"runs": runs, "k": 5, "delay_s": 0.05, "gc_off": gc_off}
-    for who in ("hand", "loopwright"):
+    for who in ("hand", "typed", "loopwright"):
         r = out[who] = child(who, runs, 5, 0.05, gc_off)
         g0, g1, g2 = r["gc_collections"]
         print(
@@ -327,11 +377,18 @@ def part_b(runs: int, gc_off: bool = False) -> dict[str, Any]:
             f"gc {r['gc_s']:5.2f} s = {r['gc_share']:5.1%} of wall   collections gen0/1/2 {g0}/{g1}/{g2}"
         )
     out["wall_ratio"] = ratio(out["loopwright"]["wall_s"], out["hand"]["wall_s"])
+    out["typed_ratio"] = ratio(out["typed"]["wall_s"], out["hand"]["wall_s"])
+    out["over_typed_ratio"] = ratio(out["loopwright"]["wall_s"], out["typed"]["wall_s"])
     out["target_wall_met"] = out["wall_ratio"] <= TARGET_RATIO
     out["target_memory_met"] = out["loopwright"]["kib_per_run"] <= TARGET_KIB_PER_RUN
     print(
         f"  wall ratio {out['wall_ratio']:.2f}x   target <= {TARGET_RATIO:g}x: {verdict(out['target_wall_met'])};"
         f" <= {TARGET_KIB_PER_RUN:g} KiB/run: {verdict(out['target_memory_met'])}"
+    )
+    print(
+        f"  typed: the hand loop keeping loopwright's messages (frozen pydantic Messages and parts), nothing"
+        f" else of it:\n    typed / hand {out['typed_ratio']:.2f}x (the data types alone);"
+        f" loopwright / typed {out['over_typed_ratio']:.2f}x (the engine beside them)"
     )
     return out
 

@@ -17,6 +17,7 @@ import pytest
 
 from loopwright import Agent, AnthropicModel, ConfigurationError, Limits, Runner, RunResult
 from loopwright.events import ModelRequest, ModelResponse, TextPart
+from loopwright.models import anthropic_model
 from loopwright.models.claude_facts import CURRENT, facts_for
 
 from .fake_claude import FakeClaude, message, text
@@ -162,13 +163,22 @@ def test_docs_and_messages_name_a_current_model() -> None:
         AnthropicModel("")
 
 
-def test_a_deprecated_model_warns_where_users_see_it() -> None:
+def test_a_deprecated_model_warns_where_users_see_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a model only the installed SDK's list deprecates (the list changes from release to release:
+    # 2.14 dropped the retired claude-3-7-sonnet; with none of that kind, one entry of its form)
+    sdk_list = anthropic_model._SDK_DEPRECATED
+    sdk_only = next((m for m in sdk_list if facts_for(m).deprecated is None), None)
+    if sdk_only is None:
+        sdk_only = "claude-retired-1-20250101"
+        monkeypatch.setitem(sdk_list, sdk_only, "January 1st, 2030")
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("default")  # Python's own filters: DeprecationWarning would be hidden
-        AnthropicModel("claude-sonnet-4-5")
-        AnthropicModel("claude-3-7-sonnet-20250219")  # known only to the SDK's list
+        AnthropicModel("claude-sonnet-4-5")  # deprecated in loopwright's own table
+        AnthropicModel(sdk_only)
+        AnthropicModel(CURRENT)
     assert [w.category for w in seen] == [FutureWarning, FutureWarning]
     assert "end of life on November 30th, 2026" in str(seen[0].message) and CURRENT in str(seen[0].message)
+    assert f"end of life on {sdk_list[sdk_only]}" in str(seen[1].message)
 
 
 # ---------------------------------------------------------------- options
