@@ -15,8 +15,9 @@ those of issue 7 ("a lean hot path").
 (b) 10,000 concurrent runs in one event loop, K = 5, the model awaits 50 ms per call: wall
     time of both and their ratio, resident memory per run (peak RSS growth / runs), and the
     garbage collector's share of the wall time (gc.callbacks) with the count of collections
-    per generation; for reference, the same of the hand loop keeping its history in
-    loopwright's message types ("typed": what those types alone cost, beside the engine).
+    per generation; for reference, the same of the hand loop keeping its history as typed
+    messages and nothing else of the engine: loopwright's frozen pydantic ones ("typed") and
+    plain slotted classes of the same fields ("slotted"): what the history's types alone cost.
     Each measurement runs in a fresh child process of this script, so memory one phase freed
     cannot hide another's growth; --rounds rounds (3) of the three, the order rotating, and the
     median wall times judged (a single pair moves by 10-20% on a shared machine). Targets:
@@ -51,7 +52,7 @@ import time
 import tracemalloc
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from loopwright import (
     Agent,
@@ -131,31 +132,76 @@ def hand_answer(history: History) -> str:
     return str(history[-1]["text"])
 
 
-# ---------------------------------------------------------------- the hand loop, keeping loopwright's messages
-async def typed_hand_loop(model: Callable[[list[Message]], Awaitable[ModelResponse]], text: str) -> list[Message]:
-    """The hand loop keeping its history as loopwright keeps it: frozen pydantic Messages of
-    parts (built unvalidated, as the engine builds its own), the model's reply parts kept.
-    Nothing else of the engine: no table, no log, no bounds. A reference for (b): what the
-    data types alone cost a run, beside what the engine adds."""
-    history = [trusted(Message, role="user", parts=(trusted(TextPart, type="text", text=text),), agent="a")]
+# ---------------------------------------------------------------- the hand loop, keeping typed messages
+class Kinds(NamedTuple):
+    """How a typed hand loop makes its history's values: a message of parts, a text part, a
+    tool call's result."""
+
+    message: Callable[[str, tuple[Any, ...]], Any]
+    text: Callable[[str], Any]
+    result: Callable[[ToolCall, Any], Any]
+
+
+PYDANTIC = Kinds(  # loopwright's own types, built unvalidated as the engine builds its own
+    message=lambda role, parts: trusted(Message, role=role, parts=parts, agent="a"),
+    text=lambda text: trusted(TextPart, type="text", text=text),
+    result=lambda c, r: trusted(ToolResult, type="tool_result", call_id=c.id, name=c.name, content=r, is_error=False),
+)
+
+
+class SlottedMessage:
+    __slots__ = ("agent", "parts", "role")
+
+    def __init__(self, role: str, parts: tuple[Any, ...]) -> None:
+        self.role, self.parts, self.agent = role, parts, "a"
+
+
+class SlottedText:
+    __slots__ = ("text", "type")
+
+    def __init__(self, text: str) -> None:
+        self.type, self.text = "text", text
+
+
+class SlottedResult:
+    __slots__ = ("call_id", "content", "is_error", "name", "type")
+
+    def __init__(self, call: ToolCall, content: Any) -> None:
+        self.type, self.call_id, self.name, self.content, self.is_error = (
+            "tool_result",
+            call.id,
+            call.name,
+            content,
+            False,
+        )
+
+
+SLOTTED = Kinds(
+    message=SlottedMessage, text=SlottedText, result=SlottedResult
+)  # the same fields, plain slotted classes
+
+
+async def typed_hand_loop(model: Callable[[list[Any]], Awaitable[ModelResponse]], text: str, kinds: Kinds) -> list[Any]:
+    """The hand loop keeping its history as typed messages of parts (``kinds``: loopwright's
+    frozen pydantic ones, or plain slotted classes of the same fields), the model's reply parts
+    kept. Nothing else of the engine: no table, no log, no bounds. A reference for (b): what
+    the history's types alone cost a run, beside what the engine adds."""
+    message, result = kinds.message, kinds.result
+    history = [message("user", (kinds.text(text),))]
     while True:
         reply = await model(history)
-        history.append(trusted(Message, role="assistant", parts=reply.parts, agent="a"))
+        history.append(message("assistant", reply.parts))
         calls = [p for p in reply.parts if type(p) is ToolCall]
         if not calls:
             return history
         results = await asyncio.gather(*(HAND_TOOLS[c.name](**c.args) for c in calls))
-        answers = tuple(
-            trusted(ToolResult, type="tool_result", call_id=c.id, name=c.name, content=r, is_error=False)
-            for c, r in zip(calls, results, strict=True)
-        )
-        history.append(trusted(Message, role="user", parts=answers, agent="a"))
+        history.append(message("user", tuple(result(c, r) for c, r in zip(calls, results, strict=True))))
 
 
-def typed_hand_model(k: int, delay_s: float) -> Callable[[list[Message]], Awaitable[ModelResponse]]:
+def typed_hand_model(k: int, delay_s: float) -> Callable[[list[Any]], Awaitable[ModelResponse]]:
     script = lw_script(k)
 
-    async def model(history: list[Message]) -> ModelResponse:
+    async def model(history: list[Any]) -> ModelResponse:
         await asyncio.sleep(delay_s)
         return script[len(history) // 2]
 
@@ -335,10 +381,10 @@ async def concurrent(which: str, runs: int, k: int, delay_s: float) -> dict[str,
             model = hand_model(k, delay_s)
             histories = await asyncio.gather(*(hand_loop(model, HAND_TOOLS, "go") for _ in range(runs)))
             assert all(hand_answer(h) == "done" for h in histories)
-        elif which == "typed":
-            typed = typed_hand_model(k, delay_s)
-            kept = await asyncio.gather(*(typed_hand_loop(typed, "go") for _ in range(runs)))
-            assert all(len(h) == 2 * k + 2 for h in kept)
+        elif which in ("typed", "slotted"):
+            typed, kinds = typed_hand_model(k, delay_s), PYDANTIC if which == "typed" else SLOTTED
+            kept = await asyncio.gather(*(typed_hand_loop(typed, "go", kinds) for _ in range(runs)))
+            assert all(len(h) == 2 * k + 2 and type(h[-1]) is type(kinds.message("a", ())) for h in kept)
         else:
             runner = Runner(lw_agent(k, delay_s))  # one agent, one runner, one machine for every run
             results = await asyncio.gather(*(runner.run("go") for _ in range(runs)))
@@ -376,10 +422,10 @@ def part_b(runs: int, rounds: int, gc_off: bool = False) -> dict[str, Any]:
         f" {rounds} round(s), order rotating: median wall"
     )
     out: dict[str, Any] = {"runs": runs, "k": 5, "delay_s": 0.05, "gc_off": gc_off, "rounds": rounds}
-    loops = ("hand", "typed", "loopwright")
+    loops = ("hand", "slotted", "typed", "loopwright")
     every: dict[str, list[dict[str, Any]]] = {who: [] for who in loops}
     for i in range(rounds):
-        for who in loops[i % 3 :] + loops[: i % 3]:
+        for who in loops[i % len(loops) :] + loops[: i % len(loops)]:
             every[who].append(child(who, runs, 5, 0.05, gc_off))
     for who in loops:
         taken = every[who]
@@ -395,6 +441,7 @@ def part_b(runs: int, rounds: int, gc_off: bool = False) -> dict[str, Any]:
         )
     out["wall_ratio"] = ratio(out["loopwright"]["wall_s"], out["hand"]["wall_s"])
     out["paired_ratios"] = [ratio(a, b) for a, b in zip(out["loopwright"]["walls"], out["hand"]["walls"], strict=True)]
+    out["slotted_ratio"] = ratio(out["slotted"]["wall_s"], out["hand"]["wall_s"])
     out["typed_ratio"] = ratio(out["typed"]["wall_s"], out["hand"]["wall_s"])
     out["over_typed_ratio"] = ratio(out["loopwright"]["wall_s"], out["typed"]["wall_s"])
     out["target_wall_met"] = out["wall_ratio"] <= TARGET_RATIO
@@ -406,9 +453,10 @@ def part_b(runs: int, rounds: int, gc_off: bool = False) -> dict[str, Any]:
         f" {verdict(out['target_memory_met'])}"
     )
     print(
-        f"  typed: the hand loop keeping loopwright's messages (frozen pydantic Messages and parts), nothing"
-        f" else of it:\n    typed / hand {out['typed_ratio']:.2f}x (the data types alone);"
-        f" loopwright / typed {out['over_typed_ratio']:.2f}x (the engine beside them)"
+        "  for reference, the hand loop keeping a typed history and nothing else of the engine:"
+        f"\n    typed (loopwright's frozen pydantic Messages and parts) / hand {out['typed_ratio']:.2f}x;"
+        f" slotted (plain slotted classes, the same fields) / hand {out['slotted_ratio']:.2f}x;"
+        f" loopwright / typed {out['over_typed_ratio']:.2f}x (the engine beside its types)"
     )
     return out
 
