@@ -129,8 +129,7 @@ class ModelCall(Watched):
 
     def received(self, response: Any) -> ModelResponse:
         """The reply, checked, its tool calls' ids unique in the run."""
-        if not self.instant or type(response) is not ModelResponse:
-            _check(response, self.model, self.instant)
+        self.check(response)
         ctx = self.ctx
         return unique_call_ids(response, ctx.call_ids or _ids_of(ctx))
 
