@@ -51,8 +51,8 @@ LogEntry = Any
   keeps it, so the log keeps nothing of its own for it);
 - ``(kind, *values)``: any other event, ``kind`` its ``type`` string, its own field values in
   ``EVENT_FIELDS[cls]`` order, at the stage, iteration and agent of the entry before it (a
-  ``tool_called`` may hold the call itself instead, ``("tool_called", call)``: the call is
-  frozen and the history keeps it, so the log points at it rather than copying three fields;
+  ``tool_called`` recorded where its place changed holds the call itself,
+  ``(..., "tool_called", call)``, the log pointing at it rather than copying three fields;
   a ``model_responded`` may hold the reply's five field values instead of the reply,
   ``("model_responded", parts, usage, stop_reason, model, details or None)``
   (:func:`~loopwright.events.reply_values`): the parts are the history's, and the reply

@@ -123,9 +123,19 @@ class ModelCall(Watched):
                 raise failure from None
 
     def check(self, response: Any) -> None:
-        """A reply is a ModelResponse; one from a model the engine does not trust holds together."""
-        if not self.instant or type(response) is not ModelResponse:
-            _check(response, self.model, self.instant)
+        """A reply is a ModelResponse; one from a model the engine does not trust holds together
+        (a built-in model replaying a list, and a model with ``trusted_replies``, are trusted)."""
+        if self.instant and type(response) is ModelResponse:
+            return
+        model = self.model
+        if not isinstance(response, ModelResponse):
+            raise ModelError(
+                f"model {type(model).__name__}.complete returned {type(response).__name__}, not a ModelResponse",
+                retryable=False,
+            )
+        if not self.instant and not _sound(response) and not getattr(model, "trusted_replies", False):
+            wrong = malformed(response) or "it does not hold together"
+            raise ModelError(f"model {type(model).__name__} returned a malformed reply: {wrong}", retryable=False)
 
     def received(self, response: Any) -> ModelResponse:
         """The reply, checked, its tool calls' ids unique in the run."""
@@ -173,18 +183,6 @@ def _timeout(ctx: RunContext) -> float | None:
 def _timed_out(timeout: float | None, ctx: RunContext) -> ModelError:
     bound = "the time kept for salvage" if ctx.run_state.deadline_hit else f"model_timeout_s={timeout:g}"
     return ModelError(f"the model call timed out after {timeout:g} s ({bound})", retryable=True)
-
-
-def _check(response: Any, model: Any, instant: bool) -> None:
-    """A reply is a ModelResponse; one from a model the engine does not trust holds together."""
-    if not isinstance(response, ModelResponse):
-        raise ModelError(
-            f"model {type(model).__name__}.complete returned {type(response).__name__}, not a ModelResponse",
-            retryable=False,
-        )
-    if not instant and not _sound(response) and not getattr(model, "trusted_replies", False):
-        wrong = malformed(response) or "it does not hold together"
-        raise ModelError(f"model {type(model).__name__} returned a malformed reply: {wrong}", retryable=False)
 
 
 def _model_error(exc: Exception, model: Any, ctx: RunContext) -> Exception:
