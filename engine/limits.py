@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import _asyncio
 import asyncio
-import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
@@ -96,11 +93,13 @@ class Limits(BaseModel):
             return 0.0
         return min(self.salvage_reserve_s, self.timeout_s / 4)
 
-    def __init__(self, **values: Any) -> None:
-        try:
-            super().__init__(**values)
-        except ValidationError as exc:
-            raise ConfigurationError(_explain(exc)) from None
+    if not TYPE_CHECKING:  # type checkers see the fields' own signature (a misspelt name is an error there)
+
+        def __init__(self, **values: Any) -> None:
+            try:
+                super().__init__(**values)
+            except ValidationError as exc:
+                raise ConfigurationError(_explain(exc)) from None
 
     def retry_delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based)."""
@@ -213,21 +212,8 @@ class _Watch:
 
 
 _running_loop = asyncio.get_running_loop
+_current_task = asyncio.current_task  # the C function on 3.12+
 _new = object.__new__
-_monotonic = time.monotonic
-_BASE_TIME = asyncio.BaseEventLoop.time
-_c_current_task = getattr(_asyncio, "current_task", None)  # Python 3.12+
-_tasks_by_loop: dict[Any, Any] | None = getattr(asyncio.tasks, "_current_tasks", None)
-
-
-_task_of: Callable[[Any], asyncio.Task[Any] | None] = (
-    _c_current_task
-    if _c_current_task is not None
-    else _tasks_by_loop.get
-    if _tasks_by_loop is not None
-    else asyncio.current_task
-)
-"""``asyncio.current_task(loop)``, a C function where the C parts allow it (no Python frame)."""
 
 
 W = TypeVar("W", bound="Watched")
@@ -251,8 +237,9 @@ def watch(seconds: float, kind: type[W] = Watched) -> W:  # type: ignore[assignm
             bound.close()
     """
     loop = _running_loop()
-    task = _task_of(loop)
-    assert task is not None, "watch() runs inside a task"
+    task = _current_task(loop)
+    if task is None:
+        raise RuntimeError("loopwright bounds a call inside an asyncio task; await it from a coroutine run as a task")
     watched = _new(kind)
     watched.task, watched.before, watched.fired, watched.handle = task, task.cancelling(), False, None
     if seconds < COARSE_FROM_S:
@@ -263,8 +250,7 @@ def watch(seconds: float, kind: type[W] = Watched) -> W:  # type: ignore[assignm
     if shared is None:
         shared = _Watch(loop)
         loop._loopwright_watch = shared  # type: ignore[attr-defined]
-    now = _monotonic() if type(loop).time is _BASE_TIME else loop.time()  # asyncio's clock, without its frame
-    watched.deadline, watched.shared = now + seconds, shared
+    watched.deadline, watched.shared = loop.time() + seconds, shared
     shared.live.add(watched)
     if shared.handle is None:
         shared.handle = loop.call_later(TICK_S, shared.tick)
