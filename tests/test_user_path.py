@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -343,5 +344,10 @@ for _name, _value in list(globals().items()):  # an example that defines tests: 
 def test_every_python_block_of_the_docs_runs_as_a_script(tmp_path: Path, page: str, index: int, block: str) -> None:
     """Each block as a user would paste it into ``app.py``: loopwright imported first (a block
     that starts with another import gets ``import loopwright`` above it)."""
+    if "dbos" in block and sys.version_info >= (3, 12) and sqlite3.sqlite_version_info < (3, 42):
+        pytest.skip(  # DBOS's own fault, not loopwright's: it writes NULL timestamps there
+            f"DBOS on Python 3.12+ uses unixepoch('subsec'), which SQLite {sqlite3.sqlite_version} lacks "
+            "(3.42 has it); this interpreter links an older SQLite"
+        )
     source = block if FIRST_LINE.match(block) else "import loopwright\n" + block
     run_script(source + _RUN_TESTS, tmp_path)
