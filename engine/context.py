@@ -30,6 +30,7 @@ from .events import (
     reply_of,
 )
 from .limits import Limits
+from .nesting import Up, up_of
 from .run_state import RunState
 
 if TYPE_CHECKING:
@@ -235,6 +236,7 @@ class RunContext:
         "tool_scopes",
         "tools_named",
         "tree",
+        "up",
         "watchers",
     )
 
@@ -274,6 +276,9 @@ class RunContext:
         self.tool_names: tuple[str, ...] = ()
         """The names of the tool specs ``tools_named`` (the latest request's: ``reason`` reuses them)."""
         self.link: Any = None
+        self.up: Up | None = up_of(run_state)
+        """This run's link to the runs above it, when it was started in a tool of another run
+        (:mod:`loopwright.nesting`: its model and tool calls are checked against their budgets)."""
         """This run as the parent of runs started in its tools (``nesting.link``, made at first use)."""
         self.interrupt: BaseException | None = None
         """A KeyboardInterrupt a tool raised: the run ends cancelled, then the runner re-raises it."""
