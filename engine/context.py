@@ -225,6 +225,8 @@ class RunContext:
         "link",
         "log",
         "model_scopes",
+        "offered",
+        "offered_of",
         "on_result",
         "request_hooks",
         "response_hooks",
@@ -274,7 +276,12 @@ class RunContext:
         """The features that may keep a step whose calls wait."""
         self.tools_named: Any = None
         self.tool_names: tuple[str, ...] = ()
-        """The names of the tool specs ``tools_named`` (the latest request's: ``reason`` reuses them)."""
+        """The names of the tool specs ``tools_named``: those of the latest request the model was
+        sent (``reason`` reuses them; ``call_model`` sets them when ``before_model`` replaced it)."""
+        self.offered: frozenset[str] = frozenset()
+        self.offered_of: tuple[str, ...] | None = None
+        """``offered`` is ``set(offered_of)``, kept while ``tool_names`` is ``offered_of``: a call to
+        a tool not offered in the request is answered with an error, not run (``calls._check``)."""
         self.link: Any = None
         self.up: Up | None = up_of(run_state)
         """This run's link to the runs above it, when it was started in a tool of another run
