@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from .budgets import Budget
+from .errors import ConfigurationError
 from .events import (
     EVENT_BY_TYPE,
     EVENT_CLASSES,
@@ -317,11 +318,18 @@ class RunContext:
         return CURRENT_CALL.get()
 
     @property
-    def idempotency_key(self) -> str | None:
+    def idempotency_key(self) -> str:
         """``run_id:call_id``: the same across a crash and resume, so payment or email APIs
-        that take an idempotency key do the call's work once."""
+        that take an idempotency key do the call's work once. Read it while a tool call runs
+        (in the tool, ``before_tool`` or ``after_tool``); elsewhere there is no call to key,
+        and reading it is a :class:`~loopwright.ConfigurationError`."""
         call_id = CURRENT_CALL.get()
-        return None if call_id is None else f"{self.run_id}:{call_id}"
+        if call_id is None:
+            raise ConfigurationError(
+                "ctx.idempotency_key is the key of the tool call in progress, and no tool call is running; "
+                "read it inside a tool (or before_tool/after_tool), or use ctx.run_id"
+            )
+        return f"{self.run_id}:{call_id}"
 
     def switch_agent(self, name: str) -> None:
         """Make ``name`` the active agent (a transfer)."""
