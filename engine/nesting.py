@@ -50,9 +50,11 @@ class Parent(NamedTuple):
 class Up:
     """A child run's link to the runs above it (``RunContext.up``): what it has charged them."""
 
-    __slots__ = ("above", "depth", "held", "sent_calls", "sent_usage")
+    __slots__ = ("above", "child", "depth", "held", "sent_calls", "sent_usage")
 
-    def __init__(self, above: tuple[RunState, ...], depth: int) -> None:
+    def __init__(self, child: RunState, above: tuple[RunState, ...], depth: int) -> None:
+        self.child = child
+        """The child run (kept: its ``id`` is the key of this link while the run goes on)."""
         self.above = above
         """The runs above, its parent first, the root last."""
         self.depth = depth
@@ -205,7 +207,7 @@ def adopt(rs: RunState, up: Parent) -> None:
             f"max_depth={top.max_depth}; answer without starting another run (or raise Limits.max_depth)"
         )
     above_up = _UPS.get(id(up.state))
-    link_ = Up((up.state, *(above_up.above if above_up is not None else ())), depth)
+    link_ = Up(rs, (up.state, *(above_up.above if above_up is not None else ())), depth)
     room: dict[str, Any] = {}
     iterations = link_.passes_left()
     if not link_.take_pass():
