@@ -127,6 +127,12 @@ def _check(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | tup
         offered = rs.request.tools if (rs := ctx.run_state).request is not None else agent.tool_specs
         available = ", ".join(t.name for t in offered) or "none"
         return result(call, f"unknown tool {call.name!r}; available tools: {available}", True)
+    if ctx.tools_named is not None and not approved:  # (approved: it was checked when it first came)
+        names = ctx.tool_names
+        if ctx.offered_of is not names:  # the names change with the request's tools, rarely
+            ctx.offered_of, ctx.offered = names, frozenset(names)
+        if call.name not in ctx.offered:
+            return result(call, not_offered(call, names), True)
     try:
         kwargs = tool.validate(call.args)
     except ArgumentsError as exc:
@@ -139,6 +145,10 @@ def _check(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | tup
         if needs:
             return _wait(call, "confirmation", f"{call.name} needs your approval to run")
     return tool, kwargs
+
+
+def not_offered(call: ToolCall, names: Sequence[str]) -> str:
+    return f"tool {call.name!r} was not offered in this request; the tools offered: {', '.join(names) or 'none'}"
 
 
 async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunContext) -> CallOutcome:

@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from .budgets import Budget
+from .errors import ConfigurationError
 from .events import (
     EVENT_BY_TYPE,
     EVENT_CLASSES,
@@ -30,6 +31,7 @@ from .events import (
     reply_of,
 )
 from .limits import Limits
+from .nesting import Up, up_of
 from .run_state import RunState
 
 if TYPE_CHECKING:
@@ -224,6 +226,8 @@ class RunContext:
         "link",
         "log",
         "model_scopes",
+        "offered",
+        "offered_of",
         "on_result",
         "request_hooks",
         "response_hooks",
@@ -235,6 +239,7 @@ class RunContext:
         "tool_scopes",
         "tools_named",
         "tree",
+        "up",
         "watchers",
     )
 
@@ -272,8 +277,16 @@ class RunContext:
         """The features that may keep a step whose calls wait."""
         self.tools_named: Any = None
         self.tool_names: tuple[str, ...] = ()
-        """The names of the tool specs ``tools_named`` (the latest request's: ``reason`` reuses them)."""
+        """The names of the tool specs ``tools_named``: those of the latest request the model was
+        sent (``reason`` reuses them; ``call_model`` sets them when ``before_model`` replaced it)."""
+        self.offered: frozenset[str] = frozenset()
+        self.offered_of: tuple[str, ...] | None = None
+        """``offered`` is ``set(offered_of)``, kept while ``tool_names`` is ``offered_of``: a call to
+        a tool not offered in the request is answered with an error, not run (``calls._check``)."""
         self.link: Any = None
+        self.up: Up | None = up_of(run_state)
+        """This run's link to the runs above it, when it was started in a tool of another run
+        (:mod:`loopwright.nesting`: its model and tool calls are checked against their budgets)."""
         """This run as the parent of runs started in its tools (``nesting.link``, made at first use)."""
         self.interrupt: BaseException | None = None
         """A KeyboardInterrupt a tool raised: the run ends cancelled, then the runner re-raises it."""
@@ -305,11 +318,18 @@ class RunContext:
         return CURRENT_CALL.get()
 
     @property
-    def idempotency_key(self) -> str | None:
+    def idempotency_key(self) -> str:
         """``run_id:call_id``: the same across a crash and resume, so payment or email APIs
-        that take an idempotency key do the call's work once."""
+        that take an idempotency key do the call's work once. Read it while a tool call runs
+        (in the tool, ``before_tool`` or ``after_tool``); elsewhere there is no call to key,
+        and reading it is a :class:`~loopwright.ConfigurationError`."""
         call_id = CURRENT_CALL.get()
-        return None if call_id is None else f"{self.run_id}:{call_id}"
+        if call_id is None:
+            raise ConfigurationError(
+                "ctx.idempotency_key is the key of the tool call in progress, and no tool call is running; "
+                "read it inside a tool (or before_tool/after_tool), or use ctx.run_id"
+            )
+        return f"{self.run_id}:{call_id}"
 
     def switch_agent(self, name: str) -> None:
         """Make ``name`` the active agent (a transfer)."""

@@ -63,6 +63,8 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
         replaced = await _before(agent.before_model, request, ctx)
         if isinstance(replaced, ModelResponse):
             return await _after(replaced, ctx)
+        if request is ctx.run_state.request and replaced.tools is not request.tools:  # act runs only what it offers
+            ctx.tools_named, ctx.tool_names = replaced.tools, tuple([t.name for t in replaced.tools])
         request = replaced
     scoped = enter_scopes(ctx.model_scopes, request) if ctx.model_scopes else None
     model = agent.model

@@ -463,7 +463,7 @@ class ToolContext:
         return self._ctx.call_id  # type: ignore[no-any-return]
 
     @property
-    def idempotency_key(self) -> str | None:
+    def idempotency_key(self) -> str:
         """``run_id:call_id``, the same across a crash and resume: pass it to payment or email
         APIs that take an idempotency key, so the call's work is done once."""
         return self._ctx.idempotency_key  # type: ignore[no-any-return]

@@ -80,6 +80,8 @@ async def act(rs: RunState, ctx: RunContext) -> None:
 def _within_budget(rs: RunState, ctx: RunContext, calls: list[ToolCall], results: list[ToolResult | None]) -> int:
     """How many of ``calls`` may run (the first ones); the others are answered here."""
     room = tool_call_room(rs)
+    if ctx.up is not None:  # a run nested in a tool: the room of the runs above too, charged the calls now
+        room = ctx.up.run_calls(room, len(calls))
     if room is None or room[0] >= len(calls):
         return len(calls)
     runs = max(room[0], 0)

@@ -30,6 +30,8 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     request = rs.request
     if request is None:  # the table only routes here after preprocess
         raise RuntimeError("reason entered without a request; preprocess must run first")
+    if ctx.up is not None and ctx.up.refuses(rs, ctx):  # a nested run: the runs above must have room for it
+        return
     tools = request.tools
     if ctx.tools_named is not tools:  # the agent's tools change rarely: their names are kept, not rebuilt
         ctx.tools_named, ctx.tool_names = tools, tuple([t.name for t in tools])

@@ -13,6 +13,9 @@ feature. It adds:
   with the validation error as a user turn) and ``validate -> failed`` (retries spent: the run
   fails with ``error.kind == "output_validation"`` and the error named, ``limit`` saying which
   budget ran out);
+- numbers must be finite: a float that validates as NaN or an infinity (``"NaN"``, bare
+  ``NaN``, ``"Infinity"``, ``1e999``) is a validation error like any other, unless the model
+  holding it says ``ConfigDict(allow_inf_nan=True)`` itself;
 - ``finish``: a salvaged answer (salvage's request asks for the JSON too) that validates is the
   object; one that does not stays text (no retry after salvage);
 - its slice :class:`Structured` and its budget ``max_parse_retries``.
@@ -27,6 +30,8 @@ accepted (the outermost ``{...}`` is validated).
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +108,43 @@ def describe(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
+NOT_FINITE = "{value!r} is not a finite number; give a number (JSON has no NaN or Infinity)"
+
+
+def parse(output_type: type[BaseModel], text: str) -> tuple[Any, str | None]:
+    """The answer in ``text`` validated against ``output_type``, or the error to send back
+    (one line per problem). Numbers must be finite: a float that validated as NaN or an
+    infinity (``"NaN"``, bare ``NaN``, ``"Infinity"``, ``1e999``) is an error, unless the
+    model holding it allows them itself (``ConfigDict(allow_inf_nan=True)``)."""
+    try:
+        value = output_type.model_validate_json(json_text(text))
+    except ValidationError as exc:
+        return None, describe(exc)
+    found = list(_not_finite(value, ()))
+    if found:
+        return None, "\n".join(f"- {'.'.join(map(str, where)) or '(the whole answer)'}: "
+                               f"{NOT_FINITE.format(value=v)}" for where, v in found)  # fmt: skip
+    return value, None
+
+
+def _not_finite(value: Any, where: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], float]]:
+    """Where in ``value`` (a validated answer) a float is NaN or infinite."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            yield where, value
+    elif isinstance(value, BaseModel):
+        if value.model_config.get("allow_inf_nan") is True:  # (the model says so itself)
+            return
+        for name in type(value).model_fields:
+            yield from _not_finite(getattr(value, name), (*where, name))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _not_finite(item, (*where, key))
+    elif isinstance(value, list | tuple | set | frozenset):
+        for i, item in enumerate(value):
+            yield from _not_finite(item, (*where, i))
+
+
 async def validate(rs: RunState, ctx: RunContext) -> None:
     """Validate the final reply's text against the active agent's ``output_type``.
 
@@ -114,11 +156,11 @@ async def validate(rs: RunState, ctx: RunContext) -> None:
     if output_type is None:  # an agent of the tree that answers in text
         s.valid, s.value = True, None
         return
-    try:
-        s.value, s.valid = output_type.model_validate_json(json_text(rs.text or "")), True
+    value, error = parse(output_type, rs.text or "")
+    if error is None:
+        s.value, s.valid = value, True
         return
-    except ValidationError as exc:
-        s.error = describe(exc)
+    s.error = error
     s.valid, s.value = False, None
     s.failures += 1
     ctx.emit(ErrorOccurred, error=ErrorInfo(kind="output_validation", message=s.error, retryable=True))
@@ -167,10 +209,11 @@ def finish(rs: RunState, ctx: RunContext, why: str) -> None:
             message=f"the final answer did not validate against {name} ({s.failures} tries):\n{s.error}",
         )
     elif rs.stage == DONE and came_from == [SALVAGE] and output_type is not None and rs.response is not None:
-        try:
-            s.value, s.valid = output_type.model_validate_json(json_text(rs.text or "")), True
-        except ValidationError as exc:
-            s.error = describe(exc)
+        value, error = parse(output_type, rs.text or "")
+        if error is None:
+            s.value, s.valid = value, True
+        else:
+            s.error = error
 
 
 STRUCTURED_OUTPUT = Extension(

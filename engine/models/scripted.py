@@ -9,7 +9,9 @@ from typing import TypeAlias
 from ..errors import ConfigurationError, ScriptExhaustedError
 from ..events import ModelRequest, ModelResponse, TextPart, ToolCall, Usage
 
-ScriptItem: TypeAlias = "str | Sequence[ToolCall] | ModelResponse | BaseException"
+ScriptItem: TypeAlias = str | Sequence[ToolCall] | ModelResponse | BaseException
+"""One reply of a script: a text reply, a tool-use reply (its calls), a reply, or an exception
+to raise. The one ``ScriptItem`` (``loopwright.testing.ScriptItem`` is this same alias)."""
 ReplyFunction: TypeAlias = Callable[[ModelRequest], "ModelResponse | Awaitable[ModelResponse]"]
 
 _ONE_REQUEST = Usage(requests=1)

@@ -19,11 +19,10 @@ from ..agent import TRANSFER_TOOL, Agent
 from ..errors import ModelError
 from ..events import ModelResponse, TextPart, ToolCall, Usage
 from ..limits import Limits
+from ..models.scripted import ScriptItem as ScriptItem
 from ..tools import Tool
 from .invariants import scripted as scripted
 from .schema import from_schema
-
-ScriptItem = ModelResponse | ModelError
 
 _INVALID_VALUES: st.SearchStrategy[Any] = st.sampled_from([None, [], {"nested": True}, "not-a-number", -1.5])
 
