@@ -32,6 +32,12 @@ from .inputs import input_text
 from .machine import LoopMachine
 from .result import RunResult
 
+NO_DRAWING = (
+    "no drawing of the machine on the page: Graphviz is not installed here (apt-get install graphviz; "
+    "pip install graphviz); the page shows the diagram as mermaid text"
+)
+"""What the command says when the page has no drawing (the page says so too)."""
+
 _SVG_GROUP = re.compile(r'<g id="(?:node|edge)\d+" class="(node|edge)">\n<title>([^<]*)</title>')
 
 
@@ -358,6 +364,8 @@ def run_command(args: Any) -> int:
         print(f"loopwright trace: {exc.args[0]}", file=sys.stderr)
         return 2
     print(f"wrote {path}")
+    if not dot_available():
+        print(f"loopwright trace: note: {NO_DRAWING}", file=sys.stderr)
     return 0
 
 
@@ -366,10 +374,10 @@ def _stored_events(url: str, run_id: str) -> list[Any]:
     import asyncio
 
     from .events import EVENT_ADAPTER
-    from .stores import open_store
+    from .runs_cli import open_cli_store
 
     async def read() -> list[bytes]:
-        store = await open_store(url)
+        store = await open_cli_store(url, read_only=True)
         try:
             return await store.events(run_id)
         finally:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from typing import Any
 
@@ -19,6 +20,7 @@ from ..errors import ConfigurationError, RunBusy
 from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun, decode_bodies, merge_heads
 
 try:
+    import psycopg
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:  # pragma: no cover - depends on the install
@@ -82,6 +84,7 @@ class PostgresStore:
                     self.url, min_size=self._sizes[0], max_size=self._sizes[1], kwargs=self._options, open=False
                 )
                 try:
+                    await _probe(self.url, self._options)
                     await pool.open(wait=True, timeout=10)
                     await _migrate(pool, self.url)
                 except BaseException:
@@ -195,6 +198,27 @@ class PostgresStore:
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r})"
+
+
+async def _probe(url: str, options: dict[str, Any]) -> None:
+    """One connection before the pool's: an error the server answers with (no such database,
+    a bad password) is a ConfigurationError at once, where the pool would retry it until its
+    timeout; a server that does not answer yet is left to the pool's retries."""
+    try:
+        conn = await AsyncConnection.connect(url, **options)
+    except psycopg.OperationalError as exc:
+        said = " ".join(str(exc).split())
+        if "FATAL:" not in said and "password" not in said:
+            return
+        raise ConfigurationError(f"cannot connect to the run store {_redacted(url)}: {said}") from None
+    except psycopg.ProgrammingError as exc:  # a malformed URL
+        raise ConfigurationError(f"bad PostgreSQL URL {_redacted(url)}: {exc}") from None
+    await conn.close()
+
+
+def _redacted(url: str) -> str:
+    """``url`` without its password."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
 
 
 async def _migrate(pool: AsyncConnectionPool[AsyncConnection[Any]], url: str) -> None:
