@@ -75,6 +75,10 @@ async def open_cli_store(url: str, *, read_only: bool = False) -> RunStore:
     try:
         if path is not None and read_only:
             return SQLiteStore(path, read_only=True)
+        if read_only and url.startswith(("postgresql://", "postgres://")):
+            from .stores.postgres import PostgresStore
+
+            return await PostgresStore.open(url, read_only=True)
         return await open_store(url)
     except sqlite3.DatabaseError as exc:
         raise ConfigurationError(_sqlite_trouble(path or url, exc)) from None

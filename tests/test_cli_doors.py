@@ -149,6 +149,19 @@ def test_read_only_commands_leave_an_unrelated_database_alone(project: Path, ver
     assert _tables_and_mode(other) == (["customers"], "delete")  # no lw_* table, not switched to WAL
 
 
+def test_read_only_commands_leave_an_unrelated_postgres_database_alone(project: Path, pg_url: str) -> None:
+    import psycopg
+
+    said = one_line(cli(project, "runs", "list", "--store", pg_url))
+    assert "is not a loopwright run store" in said
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'lw_%'").fetchone() == (0,)
+    made = cli(project, "run", "app:make", "refund A1", "--store", pg_url, "--json")  # a store made there: it is read
+    assert made.returncode == 3, made.stderr
+    listed = cli(project, "runs", "list", "--store", pg_url)
+    assert listed.returncode == 0 and "desk" in listed.stdout, listed.stderr
+
+
 def test_a_mistyped_store_path_makes_no_file(project: Path) -> None:
     said = one_line(cli(project, "runs", "list", "--store", "sqlite:///typo.db"))
     assert "no run store at 'typo.db'" in said
