@@ -41,6 +41,7 @@ def _positive_float(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="loopwright", description="LLM agent loops as explicit, verifiable state machines.")
+    parser.add_argument("--version", action="version", version=f"loopwright {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     demo = sub.add_parser("demo", help="run the bundled demo agent (no API key, no network)")
@@ -88,6 +89,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("loopwright")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "(not installed)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
@@ -99,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["worker"]:  # loopwright worker --db URL --app module: its own parser (loopwright.dbos_runner)
+        _import_from_cwd()  # --app modules are found in the current folder, as `run` and `check` find theirs
         return _worker(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command in ("check", "diagram", "run", "trace", "runs"):
@@ -264,6 +275,12 @@ def _demo(args: argparse.Namespace) -> int:
             print("an agent has one planner: choose --plan-react or --planner", file=sys.stderr)
             return 2
         runner, text = Runner(demo_agent(model, delay_s=delay, options=options)), args.input or DEMO_INPUT
+    if args.input is not None and model is None:
+        print(
+            "loopwright demo: note: the demo's scripted model does not read --input; it gives its canned replies "
+            "(to its own question). Add --model MODEL_ID to have Claude answer your input.",
+            file=sys.stderr,
+        )
     if args.json:
         result = asyncio.run(_print_json(runner, text))
     else:

@@ -723,8 +723,8 @@ def worker_main(argv: Sequence[str]) -> int:
     for module in args.app:
         try:
             importlib.import_module(module)
-        except ImportError as exc:
-            print(f"loopwright worker: cannot import --app {module!r}: {exc}", file=sys.stderr)
+        except Exception as exc:  # one line naming the cause (the module's own error included)
+            print(f"loopwright worker: cannot import --app {module!r}: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 2
     if not _RUNNERS:
         print("loopwright worker: the --app modules registered no agent (call dbos_runner.register)", file=sys.stderr)

@@ -70,12 +70,14 @@ _STYLES_GRAPHVIZ: dict[str, dict[str, dict[str, str]]] = {
 
 
 def load_trace(path: str | os.PathLike[str]) -> list[Event]:
-    """The events of a JSON-lines file (``-``: standard input), one event per line."""
+    """The events of a JSON-lines file (``-``: standard input), one event per line. Lines end at
+    ``\n`` only: ``str.splitlines()`` would also split at U+2028, U+2029 and U+0085, which a JSON
+    string holds raw."""
     if str(path) == "-":
-        lines = sys.stdin.read().splitlines()
+        lines = sys.stdin.read().split("\n")
     else:
         try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
+            lines = Path(path).read_text(encoding="utf-8").split("\n")
         except OSError as exc:
             raise ConfigurationError(f"cannot read trace {str(path)!r}: {exc.strerror or exc}") from None
     events: list[Event] = []

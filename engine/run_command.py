@@ -20,6 +20,7 @@ argument, 3 it waits for decisions (its state saved).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import json
 import os
@@ -41,7 +42,7 @@ from .live import LiveView
 from .result import RunResult
 from .run_state import RunState
 from .runner import Runner
-from .stores import open_store
+from .runs_cli import open_cli_store
 from .stores.durable import rebuild
 
 RUNS_DIR = Path(".loopwright") / "runs"
@@ -106,12 +107,20 @@ class _Feed:
         self.out = out
         self.screen: Live | None = None
         self.events: list[Event] = []
+        self.failed: OSError | None = None
+        """Why writing an event failed (the run goes on; the command then exits 1)."""
 
     def on_event(self, event: Event) -> None:
         self.events.append(event)
         if self.out is not None:
-            self.out.write(event.model_dump_json() + "\n")
-            self.out.flush()
+            if self.failed is None:
+                try:
+                    self.out.write(event.model_dump_json() + "\n")
+                    self.out.flush()
+                except OSError as exc:  # a full disk, a closed pipe: the run is not stopped for it
+                    self.failed = exc
+                    with contextlib.suppress(OSError, ValueError):  # nothing left to flush at exit
+                        os.dup2(os.open(os.devnull, os.O_WRONLY), self.out.fileno())
             return
         self.view.add(event)
         if self.screen is not None:
@@ -138,28 +147,37 @@ def add_command(sub: Any) -> None:
 
 def run_command(args: Any) -> int:
     console = Console(stderr=args.json)
-    agent = _load(args.target, console)
+    agent = _load(args.target)
     if agent is None:
         return 2
     if (args.input is None) == (args.resume is None):
-        _fail(console, "loopwright run: give the input, or --resume RUN (not both)")
+        _fail("loopwright run: give the input, or --resume RUN (not both)")
         return 2
     saved: RunState | None = None
+    saved_at: Path | None = None
     if args.resume is not None and args.store is None:
-        saved = _load_state(args.resume, agent, console)
+        saved_at = _state_file(args.resume)
+        saved = _load_state(saved_at, agent)
         if saved is None:
             return 2
     feed = _Feed(RunView(agent), sys.stdout if args.json else None)
     try:
-        result = asyncio.run(_drive(agent, args, saved, console, feed))
+        result = asyncio.run(_drive(agent, args, saved, console, feed, saved_at))
     except (ConfigurationError, ResumeError, LookupError) as exc:
-        _fail(console, f"loopwright run: {exc}")
+        _fail(f"loopwright run: {exc}")
         return 2
+    if feed.failed is not None and not isinstance(feed.failed, BrokenPipeError):  # (a reader that left: fine)
+        why = feed.failed.strerror or feed.failed
+        _fail(f"loopwright run: writing the events failed ({why}); the run went on: {result.outcome}")
+        return 1
     if args.trace is not None:
-        from .trace_page import write_trace_page
+        from .diagram import dot_available
+        from .trace_page import NO_DRAWING, write_trace_page
 
         page = write_trace_page(feed.events, args.trace, machine=agent)
         console.print(f"trace page: {page}", style="dim", markup=False, highlight=False)
+        if not dot_available():
+            console.print(f"note: {NO_DRAWING}", style="yellow", markup=False, highlight=False)
     if result.outcome == "suspended":
         where = f"the store {args.store}" if args.store else str(_save(result.run_state))
         store = f" --store {args.store}" if args.store else ""
@@ -173,11 +191,12 @@ def run_command(args: Any) -> int:
     return 0 if result.outcome in ("final", "salvaged") else 1
 
 
-def _fail(console: Console, message: str) -> None:
-    console.print(message, style="red", markup=False, highlight=False)
+def _fail(message: str) -> None:
+    """An error: one line on standard error, whatever the terminal's width."""
+    print(message, file=sys.stderr, flush=True)
 
 
-def _load(target: str, console: Console) -> Agent | None:
+def _load(target: str) -> Agent | None:
     from .verify import load_target
 
     if os.getcwd() not in sys.path:
@@ -185,10 +204,10 @@ def _load(target: str, console: Console) -> Agent | None:
     try:
         agent = load_target(target)
     except LookupError as exc:
-        _fail(console, f"loopwright run: {exc.args[0]}")
+        _fail(f"loopwright run: {exc.args[0]}")
         return None
     if not isinstance(agent, Agent):
-        _fail(console, f"loopwright run: {target} is a LoopMachine; name the Agent that runs on it")
+        _fail(f"loopwright run: {target} is a LoopMachine; name the Agent that runs on it")
         return None
     return agent
 
@@ -198,22 +217,50 @@ def _state_file(run: str) -> Path:
     return given if given.suffix == ".json" or given.exists() else RUNS_DIR / f"{run}.json"
 
 
-def _load_state(run: str, agent: Agent, console: Console) -> RunState | None:
-    path = _state_file(run)
+def _load_state(path: Path, agent: Agent) -> RunState | None:
     try:
         state = RunState.from_json(path.read_bytes())
     except OSError as exc:
-        _fail(console, f"loopwright run: cannot read the saved run {str(path)!r}: {exc.strerror or exc}")
+        _fail(f"loopwright run: cannot read the saved run {str(path)!r}: {exc.strerror or exc}")
         return None
     except ValueError as exc:
-        _fail(console, f"loopwright run: {str(path)!r} is not a saved loopwright run: {exc}")
+        _fail(f"loopwright run: {str(path)!r} is not a saved loopwright run: {exc}")
         return None
     if state.agent != agent.name:
-        console.print(
-            f"loopwright run: run {state.run_id} belongs to agent {state.agent!r}, not {agent.name!r}", markup=False
-        )
+        _fail(f"loopwright run: run {state.run_id} belongs to agent {state.agent!r}, not {agent.name!r}")
         return None
     return state
+
+
+def _claim(path: Path, state: RunState, *, look_only: bool = False) -> None:
+    """Take this wait of the run saved at ``path``, once across processes (a claim file made
+    beside it with O_EXCL, named by the run and its event count): a second resume of the same
+    wait is refused, so an approved call does not run twice. ``look_only``: refuse a wait
+    claimed already, take nothing (before the decisions are asked)."""
+    claim = path.with_name(f"{state.run_id}.{state.seq}.claimed")
+    try:
+        if look_only:
+            if claim.exists():
+                raise FileExistsError
+            return
+        fd = os.open(claim, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise ResumeError(
+            f"run {state.run_id} was already resumed from this wait ({_claimed_by(claim)}); a waiting run is "
+            f"resumed once, so that an approved call runs once. If that resume died before it ended, delete "
+            f"{claim} to resume it again (its approved calls may then run twice)"
+        ) from None
+    with os.fdopen(fd, "w") as out:
+        json.dump({"pid": os.getpid(), "time": time.time()}, out)
+
+
+def _claimed_by(claim: Path) -> str:
+    try:
+        found = json.loads(claim.read_text())
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(found["time"]))
+        return f"by process {found['pid']} at {when}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"claimed in {claim}"
 
 
 def _save(state: RunState) -> Path:
@@ -223,10 +270,13 @@ def _save(state: RunState) -> Path:
     return path
 
 
-async def _drive(agent: Agent, args: Any, saved: RunState | None, console: Console, feed: _Feed) -> RunResult:
-    """Run (or resume) the agent, asking for decisions while it waits and someone can answer."""
+async def _drive(
+    agent: Agent, args: Any, saved: RunState | None, console: Console, feed: _Feed, saved_at: Path | None = None
+) -> RunResult:
+    """Run (or resume) the agent, asking for decisions while it waits and someone can answer
+    (a wait saved at ``saved_at`` is claimed first: it is resumed once)."""
     view = feed.view
-    store = await open_store(args.store) if args.store is not None else None
+    store = await open_cli_store(args.store) if args.store is not None else None
     runner = Runner(agent, observers=[feed], store=store)
     interactive = sys.stdin.isatty()
     target: RunResult | RunState | str | None = saved
@@ -238,7 +288,7 @@ async def _drive(agent: Agent, args: Any, saved: RunState | None, console: Conso
             raise LookupError(f"no run {args.resume!r} in {store.url}; `loopwright runs list --store {store.url}`")
         saved, target = rebuild(found), args.resume
     if saved is not None:
-        decisions = _ask(_pending(saved), args.yes, interactive, console)
+        decisions = _decide(saved, saved_at, args.yes, interactive, console)
     while True:
         if target is None:
             result = await _watch(feed, console, runner.run(args.input), args.json)
@@ -252,6 +302,17 @@ async def _drive(agent: Agent, args: Any, saved: RunState | None, console: Conso
         if len(decisions) < len(result.pending):
             return result  # someone must decide the rest: the state is saved
         target = result
+
+
+def _decide(saved: RunState, saved_at: Path | None, yes: bool, interactive: bool, console: Console) -> dict[str, Any]:
+    """The decisions for a saved wait; a wait saved in a file is claimed (refused if it was
+    resumed already: looked at before asking, taken once decided)."""
+    if saved_at is not None:
+        _claim(saved_at, saved, look_only=True)
+    decisions = _ask(_pending(saved), yes, interactive, console)
+    if saved_at is not None:
+        _claim(saved_at, saved)
+    return decisions
 
 
 async def _watch(feed: _Feed, console: Console, work: Any, json_lines: bool) -> RunResult:

@@ -20,13 +20,14 @@ import asyncio
 import datetime
 import json
 import os
+import sqlite3
 import sys
 from typing import Any
 
 from .decisions import approve, deny
 from .errors import ConfigurationError, ResumeError
 from .events import EVENT_ADAPTER
-from .stores import RunStore, open_store
+from .stores import RunStore, SQLiteStore, open_store
 from .stores.durable import rebuild
 
 
@@ -66,8 +67,50 @@ def runs_main(args: argparse.Namespace) -> int:
         return 2
 
 
+async def open_cli_store(url: str, *, read_only: bool = False) -> RunStore:
+    """The store at ``url`` for a command. ``read_only``: an existing SQLite store opened to read
+    (no file made, no table added, a file that is not a loopwright store refused). Any failure
+    to open it is a ConfigurationError of one line naming the cause."""
+    path = _sqlite_path(url)
+    try:
+        if path is not None and read_only:
+            return SQLiteStore(path, read_only=True)
+        if read_only and url.startswith(("postgresql://", "postgres://")):
+            from .stores.postgres import PostgresStore
+
+            return await PostgresStore.open(url, read_only=True)
+        return await open_store(url)
+    except sqlite3.DatabaseError as exc:
+        raise ConfigurationError(_sqlite_trouble(path or url, exc)) from None
+    except OSError as exc:
+        raise ConfigurationError(f"cannot open the run store {url}: {exc.strerror or exc}") from None
+    except Exception as exc:
+        if type(exc).__name__ != "PoolTimeout":  # psycopg_pool's: the server never answered
+            raise
+        raise ConfigurationError(f"cannot connect to the run store {url} ({exc}); is the server running?") from None
+
+
+def _sqlite_path(url: str) -> str | None:
+    """The file of a SQLite store URL (as :func:`~loopwright.stores.open_store` reads it)."""
+    if url.startswith(("postgresql://", "postgres://")):
+        return None
+    if url.startswith("sqlite://"):
+        return url.removeprefix("sqlite://").removeprefix("/") or None
+    return None if "://" in url else url
+
+
+def _sqlite_trouble(path: str, exc: sqlite3.DatabaseError) -> str:
+    """Why SQLite could not open the store ``path``, in words for the user."""
+    folder = os.path.dirname(path)
+    if folder and not os.path.isdir(folder):
+        return f"cannot make the run store {path!r}: the folder {folder!r} does not exist; create it or fix the path"
+    if isinstance(exc, sqlite3.OperationalError):
+        return f"cannot open the run store {path!r}: {exc}"
+    return f"{path!r} is not a SQLite database ({exc}); name a loopwright run store, or a new file to make one"
+
+
 async def _dispatch(args: argparse.Namespace) -> int:
-    store = await open_store(args.store)
+    store = await open_cli_store(args.store, read_only=args.verb != "resume")
     try:
         if args.verb == "list":
             return await _list(store, args.limit)

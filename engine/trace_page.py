@@ -12,7 +12,11 @@
 
 Everything is inline (styles, script, the SVG, the events as JSON): the page fetches nothing
 when it is viewed. Without Graphviz the page still has the timeline and the events, with the
-mermaid text of the diagram in place of the drawing.
+mermaid text of the diagram in place of the drawing (the page and ``loopwright trace`` say so).
+
+A text longer than :data:`TEXT_CAP` characters (a model's long answer, a long input) is kept
+once on the page, whatever the number of events holding it, and shown cut to that length with
+a "show all" control that brings the whole text back.
 """
 
 from __future__ import annotations
@@ -32,6 +36,19 @@ from .inputs import input_text
 from .machine import LoopMachine
 from .result import RunResult
 
+TEXT_CAP = 2000
+"""Characters of a long text shown until its "show all" control is clicked."""
+SUMMARY_CAP = 300
+"""The same, for the input, answer and error in the page's header."""
+_TEXT_REF = "$lw_text"
+"""An event's long string on the page: ``{"$lw_text": n}``, the n-th of the page's texts."""
+
+NO_DRAWING = (
+    "no drawing of the machine on the page: Graphviz is not installed here (apt-get install graphviz; "
+    "pip install graphviz); the page shows the diagram as mermaid text"
+)
+"""What the command says when the page has no drawing (the page says so too)."""
+
 _SVG_GROUP = re.compile(r'<g id="(?:node|edge)\d+" class="(node|edge)">\n<title>([^<]*)</title>')
 
 
@@ -46,16 +63,38 @@ def trace_page(trace: Trace, *, machine: Agent | LoopMachine | None = None, titl
     taken = trace_counts(loop, events)
     first = events[0]
     page_title = title or f"loopwright · {first.agent} · run {first.run_id[:12]}"
+    texts: dict[str, int] = {}
+    data = [_kept_once(e.model_dump(mode="json"), texts) for e in events]
+    summary = _summary(events, texts)
     return _PAGE.format(
         title=html.escape(page_title),
         style=_STYLE,
-        summary=_summary(events),
+        summary=summary,
         drawing=_drawing(loop, events, taken),
         timeline=_timeline(events),
         table=_table(events),
-        events=json.dumps([e.model_dump(mode="json") for e in events]).replace("<", "\\u003c"),
+        events=_script_json(data),
+        texts=_script_json(list(texts)),
+        cap=TEXT_CAP,
         script=_SCRIPT,
     )
+
+
+def _script_json(value: Any) -> str:
+    """JSON to put inside a ``<script>`` element (no ``<`` that could end it)."""
+    return json.dumps(value).replace("<", "\\u003c")
+
+
+def _kept_once(value: Any, texts: dict[str, int]) -> Any:
+    """An event's JSON data with each string longer than TEXT_CAP replaced by a reference to
+    ``texts`` (each text numbered once, in the order found)."""
+    if isinstance(value, str):
+        return value if len(value) <= TEXT_CAP else {_TEXT_REF: texts.setdefault(value, len(texts))}
+    if isinstance(value, dict):
+        return {k: _kept_once(v, texts) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_kept_once(v, texts) for v in value]
+    return value
 
 
 def write_trace_page(
@@ -89,7 +128,7 @@ def _machine(trace: Trace, given: Agent | LoopMachine | None, events: list[Any])
 # ------------------------------------------------------------ the parts of the page
 
 
-def _summary(events: list[Any]) -> str:
+def _summary(events: list[Any], texts: dict[str, int]) -> str:
     first, last = events[0], events[-1]
     finished = next((e for e in reversed(events) if e.type == "run_finished"), None)
     outcome = finished.outcome if finished is not None else ("suspended" if last.type == "suspended" else "running")
@@ -115,8 +154,18 @@ def _summary(events: list[Any]) -> str:
     if finished is not None and finished.error is not None:
         cells.append(("error", finished.error.message))
     return "".join(
-        f'<div class="lw-cell" data-key="{k}"><span>{html.escape(k)}</span><b>{html.escape(v)}</b></div>'
-        for k, v in cells
+        f'<div class="lw-cell" data-key="{k}"><span>{html.escape(k)}</span>{_capped(v, texts)}</div>' for k, v in cells
+    )
+
+
+def _capped(text: str, texts: dict[str, int]) -> str:
+    """A summary value: a long one cut to SUMMARY_CAP characters, with its "show all" control."""
+    if len(text) <= SUMMARY_CAP:
+        return f"<b>{html.escape(text)}</b>"
+    n = texts.setdefault(text, len(texts))
+    return (
+        f"<b>{html.escape(text[:SUMMARY_CAP])}…</b>"
+        f'<button class="lw-more" data-text="{n}">show all ({len(text):,} characters)</button>'
     )
 
 
@@ -260,14 +309,40 @@ tr.lw-t-state_entered td:nth-child(5){color:#1f5fbf}tr.lw-t-error_occurred td,tr
 #lw-detail{white-space:pre-wrap;font:12px/1.35 ui-monospace,Menlo,Consolas,monospace;background:#f6f8fa;
 padding:8px;border-radius:4px;max-height:40vh;overflow:auto;margin:0}
 .lw-wide{grid-column:1/-1}.lw-note{color:#8a5a00}
+.lw-more,#lw-more{margin-left:6px;font-size:12px;cursor:pointer}.lw-cell b{overflow-wrap:anywhere}
 """
 
 _SCRIPT = """
 (function () {
   const events = JSON.parse(document.getElementById('lw-events').textContent);
+  const texts = JSON.parse(document.getElementById('lw-texts').textContent);
+  const cap = Number(document.body.dataset.textCap);
   const bySeq = new Map(events.map(e => [e.seq, e]));
   const diagram = document.getElementById('lw-diagram');
   const detail = document.getElementById('lw-detail');
+  const more = document.getElementById('lw-more');
+  // an event as it was: each long text put back (whole, or cut to `cap` and counted in `cut`)
+  function expand(v, whole, cut) {
+    if (Array.isArray(v)) return v.map(x => expand(x, whole, cut));
+    if (v === null || typeof v !== 'object') return v;
+    const keys = Object.keys(v);
+    if (keys.length === 1 && keys[0] === '$lw_text') {
+      const text = texts[v.$lw_text];
+      if (whole) return text;
+      cut.push(text.length);
+      return text.slice(0, cap) + '… [' + (text.length - cap).toLocaleString() + ' more characters]';
+    }
+    const out = {};
+    for (const k of keys) out[k] = expand(v[k], whole, cut);
+    return out;
+  }
+  function show(e, whole) {
+    const cut = [];
+    detail.textContent = JSON.stringify(expand(e, whole, cut), null, 2);
+    more.hidden = cut.length === 0;
+    const total = cut.reduce((a, b) => a + b, 0);
+    more.textContent = 'show all (' + total.toLocaleString() + ' characters)';
+  }
   function mark(seq) {
     const e = bySeq.get(seq);
     if (!e) return;
@@ -279,12 +354,22 @@ _SCRIPT = """
     if (e.type === 'state_entered') target = find('edge', 'data-edge', e.source + '->' + e.state);
     if (!target) target = find('node', 'data-state', e.state);
     if (target) target.classList.add('lw-current');
-    detail.textContent = JSON.stringify(e, null, 2);
+    show(e, false);
     detail.dataset.seq = String(seq);
     const row = document.querySelector('tr.lw-step[data-seq="' + seq + '"]');
     if (row && row.scrollIntoView) row.scrollIntoView({block: 'nearest'});
   }
+  more.addEventListener('click', function () {
+    const e = bySeq.get(Number(detail.dataset.seq));
+    if (e) show(e, true);
+  });
   document.addEventListener('click', function (ev) {
+    const whole = ev.target.closest('button.lw-more[data-text]');
+    if (whole) {
+      whole.previousElementSibling.textContent = texts[Number(whole.dataset.text)];
+      whole.remove();
+      return;
+    }
     const step = ev.target.closest('.lw-step');
     if (step) { mark(Number(step.dataset.seq)); return; }
     const edge = ev.target.closest('g.edge[data-edge]');
@@ -314,16 +399,18 @@ script-src 'unsafe-inline'; img-src data:">
 <title>{title}</title>
 <style>{style}</style>
 </head>
-<body>
+<body data-text-cap="{cap}">
 <header><h1>{title}</h1><div id="lw-summary">{summary}</div></header>
 <main>
 <section id="lw-diagram"><h2>The machine, and the path the run took</h2>{drawing}</section>
 <section><h2>Selected step</h2><pre id="lw-detail">Click a step (a row, a bar, an edge) to see its event.</pre>
+<button id="lw-more" hidden></button>
 <h2 style="margin-top:12px">Timeline</h2><div id="lw-timeline">{timeline}</div></section>
 <section class="lw-wide"><h2>Events</h2><table id="lw-table"><thead><tr><th>seq</th><th>t (s)</th><th>agent</th>
 <th>iter</th><th>event</th><th>what</th></tr></thead><tbody>{table}</tbody></table></section>
 </main>
 <script type="application/json" id="lw-events">{events}</script>
+<script type="application/json" id="lw-texts">{texts}</script>
 <script>{script}</script>
 </body>
 </html>
@@ -358,6 +445,8 @@ def run_command(args: Any) -> int:
         print(f"loopwright trace: {exc.args[0]}", file=sys.stderr)
         return 2
     print(f"wrote {path}")
+    if not dot_available():
+        print(f"loopwright trace: note: {NO_DRAWING}", file=sys.stderr)
     return 0
 
 
@@ -366,10 +455,10 @@ def _stored_events(url: str, run_id: str) -> list[Any]:
     import asyncio
 
     from .events import EVENT_ADAPTER
-    from .stores import open_store
+    from .runs_cli import open_cli_store
 
     async def read() -> list[bytes]:
-        store = await open_store(url)
+        store = await open_cli_store(url, read_only=True)
         try:
             return await store.events(run_id)
         finally:

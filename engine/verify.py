@@ -24,12 +24,15 @@ broken table gets the whole report, not only the first error.
 from __future__ import annotations
 
 import importlib
+import os
+import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
 from . import guards as _guards
 from .agent import Agent
+from .errors import MachineError
 from .features import machine_for
 from .machine import CORE, LoopMachine
 from .rules import (
@@ -175,12 +178,12 @@ def load_target(target: str) -> Agent | LoopMachine:
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise LookupError(f"{target!r} is not module:attr; name the object, e.g. myapp.agents:support")
-    try:
-        obj: object = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
+    if not all(part.isidentifier() for part in module_name.split(".")):
         raise LookupError(
-            f"cannot import module {module_name!r} ({exc}); run from your project's folder or install it"
-        ) from None
+            f"{module_name!r} is not a module name; name a module importable from the current folder, "
+            "dotted and without .py (myapp.agents:support), not a file path"
+        )
+    obj = _import(module_name)
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -191,6 +194,38 @@ def load_target(target: str) -> Agent | LoopMachine:
             obj = obj()
         except TypeError as exc:
             raise LookupError(f"{target} is a function that needs arguments ({exc}); name an Agent instead") from None
+        except MachineError:  # the agent's machine cannot be built: its own report
+            raise
+        except Exception as exc:
+            raise LookupError(f"{target}: calling it to make the agent failed: {_failure(exc)}") from exc
     if not isinstance(obj, Agent | LoopMachine):
         raise LookupError(f"{target} is a {type(obj).__name__}; name an Agent, a LoopMachine or a function making one")
     return obj
+
+
+def _import(module_name: str) -> object:
+    """The module (LookupError, in one line, if it is not found or its own code fails)."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise LookupError(
+            f"cannot import module {module_name!r} ({exc}); run from your project's folder or install it"
+        ) from None
+    except MachineError:  # the agent's machine cannot be built: its own report
+        raise
+    except Exception as exc:  # the module's own code failed: one line naming where and why
+        raise LookupError(f"importing module {module_name!r} failed: {_failure(exc)}") from exc
+
+
+def _failure(exc: BaseException) -> str:
+    """``Kind: message (file, line N)``: where the user's code failed, in one line."""
+    if isinstance(exc, SyntaxError):
+        where, line, said = exc.filename, exc.lineno, exc.msg
+    else:
+        frames = traceback.extract_tb(exc.__traceback__)
+        where, line, said = (frames[-1].filename, frames[-1].lineno, str(exc)) if frames else (None, None, str(exc))
+    text = f"{type(exc).__name__}: {' '.join(said.split())}"
+    if where:
+        relative = os.path.relpath(where)
+        text += f" ({where if relative.startswith('..') else relative}, line {line})"
+    return text

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from typing import Any
 
@@ -19,6 +20,7 @@ from ..errors import ConfigurationError, RunBusy
 from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun, decode_bodies, merge_heads
 
 try:
+    import psycopg
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:  # pragma: no cover - depends on the install
@@ -52,21 +54,42 @@ class PostgresStore:
     database server or its machine may lose the last few hundred milliseconds of checkpoints
     (never a torn one); a resume then repeats that work."""
 
-    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10, synchronous_commit: bool = True) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        synchronous_commit: bool = True,
+        read_only: bool = False,
+    ) -> None:
         self.url = dsn
+        self._read_only = read_only
+        """Read an existing store only (``loopwright runs list``): read-only sessions, no table
+        made; a database without the store's tables is a ConfigurationError."""
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._sizes = (min_size, max_size)
         # one statement per call, each its own transaction: autocommit saves the COMMIT round trip
         self._options: dict[str, Any] = {"autocommit": True}
-        if not synchronous_commit:
-            self._options["options"] = "-c synchronous_commit=off"
+        settings = ["-c synchronous_commit=off"] if not synchronous_commit else []
+        settings += ["-c default_transaction_read_only=on"] if read_only else []
+        if settings:
+            self._options["options"] = " ".join(settings)
         self._opening: asyncio.Lock | None = None
 
     @classmethod
     async def open(
-        cls, dsn: str, *, min_size: int = 1, max_size: int = 10, synchronous_commit: bool = True
+        cls,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        synchronous_commit: bool = True,
+        read_only: bool = False,
     ) -> PostgresStore:
-        store = cls(dsn, min_size=min_size, max_size=max_size, synchronous_commit=synchronous_commit)
+        store = cls(
+            dsn, min_size=min_size, max_size=max_size, synchronous_commit=synchronous_commit, read_only=read_only
+        )
         await store._ready()
         return store
 
@@ -82,8 +105,9 @@ class PostgresStore:
                     self.url, min_size=self._sizes[0], max_size=self._sizes[1], kwargs=self._options, open=False
                 )
                 try:
+                    await _probe(self.url, self._options)
                     await pool.open(wait=True, timeout=10)
-                    await _migrate(pool, self.url)
+                    await (_check_schema(pool, self.url) if self._read_only else _migrate(pool, self.url))
                 except BaseException:
                     await pool.close()
                     raise
@@ -195,6 +219,44 @@ class PostgresStore:
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r})"
+
+
+async def _probe(url: str, options: dict[str, Any]) -> None:
+    """One connection before the pool's: an error the server answers with (no such database,
+    a bad password) is a ConfigurationError at once, where the pool would retry it until its
+    timeout; a server that does not answer yet is left to the pool's retries."""
+    try:
+        conn = await AsyncConnection.connect(url, **options)
+    except psycopg.OperationalError as exc:
+        said = " ".join(str(exc).split())
+        if "FATAL:" not in said and "password" not in said:
+            return
+        raise ConfigurationError(f"cannot connect to the run store {_redacted(url)}: {said}") from None
+    except psycopg.ProgrammingError as exc:  # a malformed URL
+        raise ConfigurationError(f"bad PostgreSQL URL {_redacted(url)}: {exc}") from None
+    await conn.close()
+
+
+def _redacted(url: str) -> str:
+    """``url`` without its password."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+async def _check_schema(pool: AsyncConnectionPool[AsyncConnection[Any]], url: str) -> None:
+    """The database holds a store this loopwright reads (for a read-only store: nothing is made)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT to_regclass('lw_meta') IS NOT NULL")
+        row = await cur.fetchone()
+        if not (row and row[0]):
+            raise ConfigurationError(f"{_redacted(url)} is not a loopwright run store (it has no lw_meta table)")
+        cur = await conn.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'")
+        row = await cur.fetchone()
+    found = int(row[0]) if row else 0
+    if found != STORE_SCHEMA:
+        raise ConfigurationError(
+            f"the run store {_redacted(url)} has schema version {found}, this loopwright reads {STORE_SCHEMA}; "
+            "open it with a Runner of the loopwright that matches it"
+        )
 
 
 async def _migrate(pool: AsyncConnectionPool[AsyncConnection[Any]], url: str) -> None:

@@ -127,9 +127,13 @@ class _Folder:
 
 class SQLiteStore:
     """Durable runs in the SQLite file ``path`` (created if missing; ``":memory:"`` for a
-    throwaway store). See the module docstring for durability and threading."""
+    throwaway store). See the module docstring for durability and threading. ``read_only=True``
+    opens an existing store to read it (``loopwright runs list``): the file is not made, changed
+    or migrated, and one that is not a loopwright store is a ConfigurationError."""
 
-    def __init__(self, path: str | Path, *, thread: bool = False, synchronous: str = "NORMAL") -> None:
+    def __init__(
+        self, path: str | Path, *, thread: bool = False, synchronous: str = "NORMAL", read_only: bool = False
+    ) -> None:
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ConfigurationError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
         self.path = str(path)
@@ -141,6 +145,11 @@ class SQLiteStore:
         self._run_nos: dict[str, int] = {}
         """The numbers of the runs under way (a run's log keys are ``run_no << 32 | version``), as
         looked up or made; a run that stops (ends, suspends, pauses) is forgotten here."""
+        self._folder: _Folder | None = None
+        if read_only:  # an existing store, to read: no file made, no table added, no switch to WAL
+            self._db = _open_existing(self.path)
+            self._cursor = self._db.cursor()
+            return
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
         db = self._db
         self._cursor = db.cursor()
@@ -149,7 +158,6 @@ class SQLiteStore:
             db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={synchronous.upper()}")
         self._writes = 0
-        self._folder: _Folder | None = None
         self._migrate()
         if self.path != ":memory:":  # the WAL is folded back on the folder's thread, not in a commit
             self._wal = f"{self.path}-wal"
@@ -437,3 +445,31 @@ def _claim(
         return row[0], bytes(row[1])
     db.execute("INSERT INTO lw_claims VALUES (?, ?, ?, ?, ?)", (run_id, suspension, owner, decisions, time.time()))
     return None
+
+
+def _open_existing(path: str) -> sqlite3.Connection:
+    """A read-only connection to the loopwright store ``path`` (ConfigurationError, in one line,
+    when there is no file, or it is not SQLite, or not a loopwright store)."""
+    if not os.path.isfile(path):
+        raise ConfigurationError(f"no run store at {path!r} (no such file); check the path")
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+    db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30)
+    try:
+        row = db.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        if "no such table" in str(exc):
+            raise ConfigurationError(f"{path!r} is not a loopwright run store (it has no lw_meta table)") from None
+        raise ConfigurationError(f"{path!r} is not a SQLite database ({exc}); name a loopwright run store") from None
+    found = int(row[0]) if row is not None else 0
+    if found != STORE_SCHEMA:
+        db.close()
+        do = (
+            "read it with the loopwright version that wrote it"
+            if found > STORE_SCHEMA
+            else "open it once for writing (a Runner with this store) to bring it up to date"
+        )
+        raise ConfigurationError(
+            f"the run store {path!r} has schema version {found}, this loopwright reads {STORE_SCHEMA}; {do}"
+        )
+    return db
