@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import _asyncio
 import asyncio
 import time
 from collections.abc import Callable
@@ -11,6 +10,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
 from .errors import ConfigurationError
+
+import _asyncio  # isort: skip (after asyncio: imported first, on 3.11 it leaves asyncio a task registry no task fills)
 
 
 class Limits(BaseModel):
