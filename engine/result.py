@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, computed_field
 
-from .events import ErrorInfo, Event, Message, Outcome, PendingRequest, Usage, trusted
+from .events import EVENT_ADAPTER, ErrorInfo, Event, Message, Outcome, PendingRequest, Usage, trusted
 from .run_state import RunState
 
 
@@ -31,7 +31,8 @@ class RunResult(BaseModel):
     salvage call answered), ``"limit"`` (a budget ran out; ``limit`` names it), ``"failed"``
     (``error`` says why), ``"cancelled"``, or ``"suspended"`` (calls wait: ``pending``; continue
     with ``Runner.resume``). ``trace`` lists the states visited in order,
-    terminal included; ``events`` is every event of the run, in ``seq`` order.
+    terminal included; ``events`` is every event of the run, in ``seq`` order (every leg of a
+    resumed run: see :attr:`events`).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -57,13 +58,24 @@ class RunResult(BaseModel):
     run_state: RunState = Field(exclude=True, repr=False)
     """The run's state (``to_json()`` it to resume elsewhere). Resuming continues it."""
     _log: Any = PrivateAttr(default=None)
+    _earlier: tuple[Any, ...] = PrivateAttr(default=())
     _machine: Any = PrivateAttr(default=None)
 
     @computed_field  # type: ignore[prop-decorator]
     @cached_property
     def events(self) -> list[Event]:
-        """Every event of this run (of this leg, for a resumed run), in ``seq`` order."""
-        return self._log.events() if self._log is not None else []
+        """Every event of the run, in ``seq`` order, its earlier legs' too: those run in this
+        process (resumed from a RunResult or its RunState) or kept by the runner's store
+        (resumed by run id). A run resumed from ``RunState.from_json`` without a store has its
+        events from the resume on (the first one's ``seq`` says where they begin)."""
+        log = self._log
+        if log is None:
+            return []
+        if not self._earlier:
+            return log.events()  # type: ignore[no-any-return]
+        out = [event for leg in self._earlier for event in leg.events()]
+        out += log.events()
+        return out
 
     @property
     def machine(self) -> Any:
@@ -95,8 +107,28 @@ class RunResult(BaseModel):
             ],
             run_state=rs,
         )
-        object.__setattr__(result, "__pydantic_private__", {"_log": log, "_machine": machine})
+        legs = rs.legs
+        earlier = legs[:-1] if legs and legs[-1] is log else legs  # (a suspended run's own leg is its log)
+        object.__setattr__(result, "__pydantic_private__", {"_log": log, "_earlier": earlier, "_machine": machine})
         return result
+
+
+class StoredLeg:
+    """The events a store kept of a run before this process resumed it (``store.events``:
+    JSON, built when first read): the earlier legs of a run resumed by its id."""
+
+    __slots__ = ("_built", "_raw", "_upto")
+
+    def __init__(self, raw: list[bytes], upto: int) -> None:
+        self._raw, self._upto = raw, upto
+        self._built: list[Event] | None = None
+
+    def events(self) -> list[Event]:
+        """The kept events up to ``seq`` ``upto`` (those of the checkpoint resumed from)."""
+        if self._built is None:
+            built = [EVENT_ADAPTER.validate_json(raw) for raw in self._raw]
+            self._built, self._raw = [e for e in built if e.seq <= self._upto], []
+        return self._built
 
 
 _GOES_ON = frozenset({"suspended", "paused"})

@@ -5,10 +5,12 @@ still two runs. Stages read and write it; guards only read it.
 
 What is saved (:meth:`RunState.to_json`) is the core's fields and, under ``features``, one
 small dataclass per feature of the run's machine (its *slice*: ``features["waiting"]`` holds
-the pending requests, ``features["multi_agent"]`` the transfers). Three fields are never
+the pending requests, ``features["multi_agent"]`` the transfers). Four fields are never
 saved, because they are not the run's to keep: ``limits`` and ``turn_limits`` come from the
-agents (a saved state cannot raise its own budgets), and ``request`` is rebuilt by
-``preprocess`` from the history (saving it would store the history twice).
+agents (a saved state cannot raise its own budgets), ``request`` is rebuilt by ``preprocess``
+from the history (saving it would store the history twice), and ``legs`` (the events of the
+earlier legs of a run resumed in this process) is a record, not state: a run resumed from JSON
+carries its events from the resume on, and a store keeps them all.
 """
 
 from __future__ import annotations
@@ -89,6 +91,10 @@ class RunState:
     """The active agent's own limits, when it is not the root and has some (set by the runner)."""
     request: ModelRequest | None = None
     """The request of this pass (built by preprocess; not saved)."""
+    legs: tuple[Any, ...] = ()
+    """The event logs of the run's earlier legs in this process, each ended by a suspension or
+    a pause (``RunResult.events`` joins them to the current leg's; not saved: a saved state
+    stays small, and a store keeps every event itself)."""
 
     def __post_init__(self) -> None:
         if not self.active_agent:
@@ -126,7 +132,7 @@ class RunState:
         return cls(**saved)
 
 
-_NOT_SAVED = frozenset({"limits", "turn_limits", "request"})
+_NOT_SAVED = frozenset({"limits", "turn_limits", "request", "legs"})
 _SAVED = tuple(f.name for f in fields(RunState) if f.name not in _NOT_SAVED)
 _hints = get_type_hints(RunState)
 _SavedRunState = TypedDict(  # type: ignore[misc]

@@ -35,7 +35,7 @@ from pydantic import JsonValue
 
 from . import nesting
 from .agent import Agent, AgentTree
-from .budgets import start_turn
+from .budgets import TURN_BUDGETS, start_turn
 from .calls import ANSWERED, answer_unrun_calls
 from .context import RunContext
 from .errors import ConfigurationError, MachineError, NoTransitionError, ResumeError
@@ -46,6 +46,7 @@ from .machine import LoopMachine, Row, abort_row
 from .observers import INSTRUMENTS, EventSink, Observers
 from .result import RunResult, copy_state
 from .run_state import RunState
+from .stage import Stage
 
 from loopwright.states import HANDLERS, Handler  # isort: skip
 
@@ -236,25 +237,45 @@ class Runner:
         from .trust import check_saved_state
 
         check_saved_state(rs, self.machine, self.tree.agents)
+        self._own_limits(rs)
         run = Run(self, rs, register=False)
-        if rs.outcome == "paused":
+        outcome = rs.outcome
+        if outcome == "paused":
             _, at = self._paused.pop(rs.run_id, (rs, None))
             if at is not None and rs.deadline is not None:  # the clock stopped while it was paused
                 rs.deadline += _clock() - at
             run.ctx.emit(Resumed, decided=(), timed_out=False)
-            if self._durable is not None:
-                await self._durable.continue_paused(run)
         else:
             for hook in self.machine.hooks("resume"):
                 hook(rs, run.ctx, decisions or {})
-            if self._durable is not None:
-                await self._durable.claim_copy(run, decisions)
-        self._own_limits(rs)
-        rs.outcome = None
+        rs.outcome = None  # this state is claimed: from here a second resume of it is refused (_resumable)
+        try:
+            await self._reopen(run, outcome, decisions)
+        except BaseException:
+            rs.outcome = outcome
+            raise
+        self._cap_saved(rs)
         if cancel:
             rs.cancel_requested = True
         self._active[rs.run_id] = run
         return await run.run_to_end()
+
+    async def _reopen(self, run: Run, outcome: str | None, decisions: Mapping[str, Any] | None) -> None:
+        """What a claimed state needs before it goes on: the store's claim (of a suspension; a
+        paused run's new worker takes it over), and the request of a state paused in ``reason``
+        (it is not saved: preprocess builds it again)."""
+        rs = run.state
+        if self._durable is not None:
+            if outcome == "paused":
+                await self._durable.continue_paused(run)
+            else:
+                await self._durable.claim_copy(run, decisions)
+        if rs.stage == Stage.REASON and rs.request is None:
+            attempt = rs.attempt
+            waits = self._handlers[Stage.PREPROCESS](rs, run.ctx)
+            if waits is not None:
+                await waits
+            rs.attempt = attempt
 
     def _resumable(self, target: RunResult | RunState | str, decisions: Mapping[str, Any] | None) -> RunState:
         """The run state ``resume`` continues (ResumeError, nothing changed, if it cannot)."""
@@ -270,17 +291,48 @@ class Runner:
             )
         if rs.agent != self.agent.name:
             raise ResumeError(f"run {rs.run_id!r} belongs to agent {rs.agent!r}, not {self.agent.name!r}")
-        paused = rs.outcome == "paused"
-        if not paused and rs.stage not in self.machine.waiting:
-            raise ResumeError(
-                f"run {rs.run_id!r} is not waiting: it is in state {rs.stage!r}; only a suspended or paused run can be "
-                "resumed"
-            )
-        if paused and decisions:
-            raise ResumeError(f"run {rs.run_id!r} was paused, not suspended: it waits for no decision; resume it alone")
         if rs.run_id in self._active:
             raise ResumeError(f"run {rs.run_id!r} is already running")
+        paused = rs.outcome == "paused"
+        if not paused and (rs.outcome != "suspended" or rs.stage not in self.machine.waiting):
+            raise ResumeError(self._not_waiting(rs))
+        if paused and decisions:
+            raise ResumeError(f"run {rs.run_id!r} was paused, not suspended: it waits for no decision; resume it alone")
         return rs
+
+    def _not_waiting(self, rs: RunState) -> str:
+        """Why ``rs`` cannot be resumed: it never waited, or (it went through a waiting state,
+        or it is running) this state was resumed already."""
+        once = (
+            "a suspension is resumed once. Each RunState.from_json copy is a state of its own and cannot be "
+            "told from another: for exactly-once across copies and processes, give the runner a store, "
+            "Runner(agent, store=SQLiteStore(path)), and resume the run by its id"
+        )
+        waiting = self.machine.waiting
+        waited = any(stage in waiting for stage in rs.trace)
+        if rs.outcome is None and (rs.stage in waiting or waited):
+            return f"run {rs.run_id!r} is being resumed from this state already (it is in state {rs.stage!r}); {once}"
+        if waited:
+            return f"run {rs.run_id!r} is not waiting: it is in state {rs.stage!r}, resumed from this state; {once}"
+        return (
+            f"run {rs.run_id!r} is not waiting: it is in state {rs.stage!r}; only a suspended or paused run can be "
+            "resumed"
+        )
+
+    def _cap_saved(self, rs: RunState) -> None:
+        """What a resumed run takes from its saved state is capped at its agent's budgets: the
+        time left of ``timeout_s`` (a state that says more, or nothing, gets the agent's whole
+        budget from now) and the counters a sub-agent's turn started from (no later than now)."""
+        limits = rs.limits
+        if limits.timeout_s is not None:
+            latest = _clock() + max(0.0, limits.timeout_s - limits.salvage_reserve)
+            if rs.deadline is None or rs.deadline > latest:
+                rs.deadline = latest
+        if rs.turn_start:
+            for budget in TURN_BUDGETS:
+                started = rs.turn_start.get(budget.name)
+                if started is not None and started > (now := budget.counter(rs)):
+                    rs.turn_start[budget.name] = now
 
     def resume_sync(
         self, target: RunResult | RunState | str, decisions: Mapping[str, Any] | None = None, *, cancel: bool = False
@@ -448,6 +500,7 @@ class Run:
         runner._paused[rs.run_id] = (rs, _clock())
         rs.outcome = "paused"
         self.ctx.emit(Paused)
+        rs.legs = (*rs.legs, self.ctx.log)  # a resume's result carries this leg's events too
         self._notify_finish()
         return RunResult.of(rs, self.ctx.log, self.machine)
 
@@ -718,6 +771,7 @@ class Run:
         for hook in self.machine.hooks("pause"):
             hook(rs, self.ctx)
         rs.outcome = "suspended"
+        rs.legs = (*rs.legs, self.ctx.log)  # a resume's result carries this leg's events too
         self._notify_finish()
 
     def _finish(self, row: Row) -> None:

@@ -62,7 +62,9 @@ def runner_for(agent: Agent) -> Runner:
 
 
 def merged(*legs: RunResult) -> RunResult:
-    events = [e for leg in legs for e in leg.events]
+    events: list[Any] = []
+    for leg in legs:  # (a result resumed in this process holds the legs before it too)
+        events += [e for e in leg.events if not events or e.seq > events[-1].seq]
     return legs[-1].model_copy(update={"events": [e.model_copy(update={"seq": i + 1}) for i, e in enumerate(events)]})
 
 
@@ -78,7 +80,8 @@ def test_a_paused_run_stops_at_the_next_transition_and_resumes_where_it_stopped(
     done = runner.resume_sync("r1")
     assert done.outcome == "final" and done.output == plain.output
     assert done.trace == plain.trace  # the same path, as if it had never paused
-    assert [e.type for e in done.events][:2] == ["resumed", "state_entered"]
+    assert [e.type for e in done.events][len(paused.events) :][:2] == ["resumed", "state_entered"]
+    assert done.events[: len(paused.events)] == paused.events  # the whole run's events
     assert_run_invariants(merged(paused, done), make_agent())
 
 

@@ -102,7 +102,8 @@ def pause(rs: RunState, ctx: RunContext) -> None:
 
 def check_decisions(rs: RunState, ctx: RunContext, decisions: Mapping[str, Any]) -> None:
     """``Runner.resume``'s hook: each decision must fit a pending request (else ResumeError,
-    nothing changed); they are handed to the ``suspended`` handler in ``ctx.decisions``."""
+    nothing changed); they are handed to the ``suspended`` handler in ``ctx.decisions``. The
+    run clock starts again from what was left of it (``time_left``; the runner caps it)."""
     pending = waiting(rs).pending
     by_id = {request.call_id: request for request in pending}
     for call_id, decision in decisions.items():
@@ -119,6 +120,9 @@ def check_decisions(rs: RunState, ctx: RunContext, decisions: Mapping[str, Any])
                 f"call {call_id} ({request.tool}) waits for a {request.kind}: pass the value itself, or deny('reason')"
             )
     ctx.decisions = dict(decisions)
+    w = waiting(rs)
+    if w.time_left is not None:  # the clock starts again (the runner caps it at the agent's timeout_s)
+        rs.deadline = time.time() + w.time_left
 
 
 def finish(rs: RunState, ctx: RunContext, why: str) -> None:
@@ -146,9 +150,7 @@ async def suspended(rs: RunState, ctx: RunContext) -> None:
             r.call_id: Deny(reason=f"timed out: no decision within wait_timeout_s={rs.limits.wait_timeout_s:g}")
             for r in w.pending
         }
-    if w.time_left is not None:
-        rs.deadline, w.time_left = now + w.time_left, None
-    w.wait_deadline = None
+    w.time_left = w.wait_deadline = None  # (the resume hook started the clock again)
     ctx.emit(Resumed, decided=tuple(sorted(ctx.decisions)), timed_out=timed_out)
     calls = tool_calls(rs)
     jobs = _apply_decisions(rs, ctx, calls)

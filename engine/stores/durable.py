@@ -64,6 +64,7 @@ from ..events import (
     reply_of,
 )
 from ..machine import Row as _Row
+from ..result import StoredLeg
 from ..run_state import _SAVED, RunState, _slice_adapter
 from ..stage import Stage
 from ..trust import check_saved_state
@@ -305,7 +306,9 @@ class Durable:
         except BaseException:
             cp.retire()
             raise
+        rs.legs = (StoredLeg(await self.store.events(run_id), rs.seq),)  # its result carries every leg
         runner._own_limits(rs)
+        runner._cap_saved(rs)
         rs.outcome = None
         if cancel:
             rs.cancel_requested = True
@@ -407,6 +410,8 @@ class Durable:
                 )
             if saved is not None:
                 await self._take_over(cp, rs.run_id, saved)
+                if not rs.legs:  # a copy loaded from JSON: its result carries every leg the store kept
+                    rs.legs = (StoredLeg(await self.store.events(rs.run_id), rs.seq),)
         except BaseException:
             cp.retire()
             raise

@@ -1,8 +1,10 @@
 """loopwright.testing: property-based testing of agents (``pip install loopwright[testing]``).
 
 - strategies: :func:`model_behaviours` (scripts of model replies valid for an agent's tools),
-  :func:`limits` (budgets worth testing);
-- :func:`assert_run_invariants` (raises :class:`InvariantViolation` naming the invariant);
+  :func:`limits` (budgets worth testing), :func:`decisions` (approvals, denials and values
+  for a run that waits, to drive it to its end with ``Runner.resume``);
+- :func:`assert_run_invariants` (raises :class:`InvariantViolation` naming the invariant; a
+  suspended run passes: waiting is not a failure);
 - :func:`agent_state_machine`: a hypothesis RuleBasedStateMachine stepping runs of an agent;
 - the pytest plugin (loaded automatically): the ``scripted_run`` fixture and a row-coverage
   report, with ``--loopwright-cov-fail-under=N``.
@@ -23,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "agent_state_machine": "stateful",
     "assert_run_invariants": "invariants",
     "check_partial": "invariants",
+    "decisions": "strategies",
     "describe_script": "invariants",
     "from_schema": "schema",
     "hostile_replies": "strategies",
@@ -40,6 +43,7 @@ __all__ = [
     "agent_state_machine",
     "assert_run_invariants",
     "check_partial",
+    "decisions",
     "describe_script",
     "from_schema",
     "hostile_replies",
@@ -59,6 +63,7 @@ if TYPE_CHECKING:
     from .stateful import agent_state_machine as agent_state_machine
     from .strategies import HostileModel as HostileModel
     from .strategies import ScriptItem as ScriptItem
+    from .strategies import decisions as decisions
     from .strategies import hostile_replies as hostile_replies
     from .strategies import hostile_tools as hostile_tools
     from .strategies import limits as limits

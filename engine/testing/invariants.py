@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -69,13 +69,17 @@ class _Checker:
         )
 
 
-def check_partial(trace: list[str], events: list[Event], machine: LoopMachine, script: Any = None) -> None:
-    """Invariants that hold at every step of a run, finished or not."""
+def check_partial(
+    trace: list[str], events: list[Event], machine: LoopMachine, script: Any = None, *, called: Iterable[str] = ()
+) -> None:
+    """Invariants that hold at every step of a run, finished or not. ``called``: ids of calls
+    made before the first of ``events`` (a run resumed from a saved state without its earlier
+    events: the calls of its history)."""
     c = _Checker(trace, events, script)
     _check_seq(c, events)
     _check_path(c, trace, events, machine)
     _check_terminal_ends(c, trace, machine)
-    _check_calls_answered_once(c, events)
+    _check_calls_answered_once(c, events, set(called))
 
 
 def _check_seq(c: _Checker, events: list[Event]) -> None:
@@ -106,21 +110,45 @@ def _check_terminal_ends(c: _Checker, trace: list[str], machine: LoopMachine) ->
         c.fail("a terminal state ends the run", "the run left a terminal state")
 
 
-def _check_calls_answered_once(c: _Checker, events: list[Event]) -> None:
+def _check_calls_answered_once(c: _Checker, events: list[Event], before: set[str]) -> None:
     called: set[str] = set()
     for e in events:
         if isinstance(e, ToolCalled):
             if e.call_id in called:
                 c.fail("every tool call answered exactly once", f"call id {e.call_id} was called twice")
             called.add(e.call_id)
-        elif isinstance(e, ToolAnswered) and e.call_id not in called:
+        elif isinstance(e, ToolAnswered) and e.call_id not in called and e.call_id not in before:
             c.fail("every tool call answered exactly once", f"a result for {e.call_id}, which was never called")
+
+
+def _earlier_calls(events: list[Event], messages: list[Message]) -> set[str]:
+    """The calls made before the first event, when the events do not begin at the run's start
+    (a run resumed from ``RunState.from_json`` without a store): those of its history."""
+    if events and events[0].type == "run_started":
+        return set()
+    logged = {e.call_id for e in events if isinstance(e, ToolCalled)}
+    return {p.id for m in messages for p in m.parts if isinstance(p, ToolCall)} - logged
+
+
+def _held_calls(result: RunResult) -> set[str]:
+    """The calls a waiting run has not answered yet: a suspended run's pending ones; a paused
+    run's last turn's, when that turn is the model's (it may have paused before ``act``)."""
+    if result.outcome == "suspended":
+        return {p.call_id for p in result.pending}
+    last = result.messages[-1] if result.messages else None
+    if result.outcome != "paused" or last is None or last.role != "assistant":
+        return set()
+    return {p.id for p in last.parts if isinstance(p, ToolCall)}
+
+
+_WAITING = frozenset({"suspended", "paused"})
 
 
 def assert_run_invariants(
     result: RunResult, agent: Agent | None = None, *, script: Sequence[Any] | None = None
 ) -> None:
-    """Check a finished run: it ended in a terminal state; its passes through ``reason``
+    """Check a run: it ended in a terminal state (or, suspended or paused, it waits; the calls
+    it holds are not yet answered); its passes through ``reason``
     are within ``max_iterations``; every tool call was answered exactly once with the same call
     id (in the events and in the history); its trace is a path of the agent's machine; event
     seq strictly increases; the tool calls executed are within ``max_tool_calls``; tokens are
@@ -132,29 +160,37 @@ def assert_run_invariants(
     if script is None and agent is not None and isinstance(agent.model, ScriptedModel):
         script = agent.model.script
     events, trace = result.events, result.trace
-    check_partial(trace, events, machine, script)
+    before = _earlier_calls(events, result.messages)
+    check_partial(trace, events, machine, script, called=before)
     c = _Checker(trace, events, script)
-    if trace[-1] not in machine.terminals:
+    if result.outcome in _WAITING:
+        if result.outcome == "suspended" and trace[-1] not in machine.waiting:
+            c.fail("a suspended run waits in a waiting state", f"it stopped in {trace[-1]!r}")
+    elif trace[-1] not in machine.terminals:
         c.fail("the run ends in a terminal state", f"it stopped in {trace[-1]!r}")
     limits = agent.limits if agent is not None else None
     if limits is not None and result.iterations > limits.max_iterations:
         c.fail("passes through reason <= max_iterations", f"{result.iterations} > {limits.max_iterations}")
     called = Counter(e.call_id for e in events if isinstance(e, ToolCalled))
     answered = Counter(e.call_id for e in events if isinstance(e, ToolAnswered))
-    if called != answered:
-        missing = sorted(set(called) - set(answered))
-        extra = sorted((answered - called).elements())
+    held = _held_calls(result)
+    missing = sorted(set(called) - set(answered) - held)
+    surplus = answered - called
+    surplus.subtract(before)  # called before the first event: answered once after it
+    extra = sorted((+surplus).elements())
+    if missing or extra:
         c.fail(
             "every tool call answered exactly once", f"unanswered: {missing}; answered without a call or twice: {extra}"
         )
-    _check_history(c, result.messages)
+    _check_history(c, result.messages, held)
     if limits is not None:
         _check_budgets(c, result, limits.max_tool_calls, limits.max_total_tokens)
 
 
-def _check_history(c: _Checker, messages: list[Message]) -> None:
+def _check_history(c: _Checker, messages: list[Message], held: Collection[str] = ()) -> None:
     """Both ways: the turn after a turn of calls answers exactly those calls, in order; a turn
-    of answers answers exactly the calls of the turn before it."""
+    of answers answers exactly the calls of the turn before it. The last turn of a waiting
+    run's (its calls ``held``) is answered when the run goes on."""
     before: list[str] = []
     for i, message in enumerate(messages):
         calls = [p.id for p in message.parts if isinstance(p, ToolCall)]
@@ -164,7 +200,7 @@ def _check_history(c: _Checker, messages: list[Message]) -> None:
                 "every tool call answered exactly once",
                 f"history turn {i} answers {answers} but the turn before calls {before}",
             )
-        if calls:
+        if calls and not (i == len(messages) - 1 and held):
             following = messages[i + 1] if i + 1 < len(messages) else None
             answered = [p.call_id for p in following.parts if isinstance(p, ToolResult)] if following else []
             if answered != calls:

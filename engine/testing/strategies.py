@@ -1,5 +1,6 @@
-"""Hypothesis strategies for testing agents: model behaviours valid for an agent, budgets, and
-hostile tools and models (:func:`hostile_tools`, :func:`hostile_replies`, :class:`HostileModel`).
+"""Hypothesis strategies for testing agents: model behaviours valid for an agent, budgets,
+decisions for a run that waits (:func:`decisions`), and hostile tools and models
+(:func:`hostile_tools`, :func:`hostile_replies`, :class:`HostileModel`).
 
 Every choice is drawn so that it shrinks toward ordinary behaviour (a fault drawn as "none",
 valid arguments, one call, a text reply), so a failing case shrinks to a small, readable script.
@@ -16,10 +17,12 @@ from typing import Any
 from hypothesis import strategies as st
 
 from ..agent import TRANSFER_TOOL, Agent
+from ..decisions import Approve, Deny
 from ..errors import ModelError
-from ..events import ModelResponse, TextPart, ToolCall, Usage
+from ..events import ModelResponse, PendingRequest, TextPart, ToolCall, Usage
 from ..limits import Limits
 from ..models.scripted import ScriptItem as ScriptItem
+from ..result import RunResult
 from ..tools import Tool
 from .invariants import scripted as scripted
 from .schema import from_schema
@@ -157,6 +160,37 @@ def limits(
         retry_backoff_s=st.just(0.0),
         salvage=st.booleans() if salvage is None else st.just(salvage),
     )
+
+
+@st.composite
+def decisions(
+    draw: st.DrawFn, waiting: RunResult | Sequence[PendingRequest], *, deny: float = 0.3, undecided: float = 0.0
+) -> dict[str, Any]:
+    """Decisions for a suspended run's pending requests, to hand to ``Runner.resume``: a
+    confirmation is approved, a credential gets a drawn token, a long-running call a drawn
+    result; at rate ``deny`` a request is denied instead, at rate ``undecided`` it is left
+    waiting (the run suspends again). ``deny=0`` approves every confirmation. Shrinks toward
+    approving everything. ``waiting`` is the suspended RunResult (or its ``pending``)."""
+    pending = waiting.pending if isinstance(waiting, RunResult) else waiting
+    chosen: dict[str, Any] = {}
+    for request in pending:
+        if _chance(draw, undecided):
+            continue
+        if _chance(draw, deny):
+            chosen[request.call_id] = Deny(reason=draw(st.text(max_size=12)))
+        elif request.kind == "confirmation":
+            chosen[request.call_id] = Approve()
+        elif request.kind == "credential":
+            chosen[request.call_id] = draw(_TOKENS)
+        else:
+            chosen[request.call_id] = draw(_RESULTS)
+    return chosen
+
+
+_TOKENS = st.text(min_size=1, max_size=16)
+_RESULTS: st.SearchStrategy[Any] = (
+    st.text(max_size=20) | st.integers() | st.dictionaries(st.text(max_size=5), st.integers(), max_size=3)
+)
 
 
 # ---------------------------------------------------------------- hostile tools and models
