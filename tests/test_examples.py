@@ -50,6 +50,7 @@ def test_the_tool_agent_runs_offline_on_a_scripted_model() -> None:
     assert "outcome: final" in out and "12.5 °C warmer" in out
 
 
+@pytest.mark.slow
 def test_the_tool_agent_runs_on_claude_when_a_key_is_set() -> None:
     """The same script on AnthropicModel, the SDK talking HTTP to the fake Messages API (the key and
     the base URL come from the environment, as a user's would)."""
@@ -80,6 +81,7 @@ def test_approval_resume_pays_once_in_one_process() -> None:
     assert "refused: run 'invoice-7' has ended" in out and "payments made: 1" in out
 
 
+@pytest.mark.slow
 def test_approval_resume_across_processes_pays_once(tmp_path: Path) -> None:
     db = str(tmp_path / "runs.db")
     code, out = run_example("approval_resume.py", "start", db)

@@ -43,7 +43,14 @@ def python_blocks(page: Path) -> list[tuple[str, str]]:
 BLOCKS = [block for page in PAGES for block in python_blocks(page)]
 
 
-@pytest.mark.parametrize("code", [code for _, code in BLOCKS], ids=[where for where, _ in BLOCKS])
+def _marks(code: str) -> list[pytest.MarkDecorator]:
+    """A block that runs DBOS is marked ``dbos`` (it launches DBOS: seconds), as the DBOS tests
+    are; one that runs a hypothesis property is ``slow``."""
+    marks = [pytest.mark.dbos] if re.search(r"^from dbos import|^import dbos", code, flags=re.M) else []
+    return marks + ([pytest.mark.slow] if "@given(" in code else [])
+
+
+@pytest.mark.parametrize("code", [pytest.param(code, id=where, marks=_marks(code)) for where, code in BLOCKS])
 def test_python_examples_run(code: str, request: pytest.FixtureRequest) -> None:
     where = request.node.callspec.id
     namespace: dict[str, object] = {"__name__": f"readme_{BLOCKS.index((where, code))}"}
