@@ -38,13 +38,19 @@ A whole module of them says so at its top instead (``pytestmark = pytest.mark.sl
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    matched: set[str] = set()
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         for fixture, marker in MARK_BY_FIXTURE.items():
             if fixture in fixtures:
                 item.add_marker(marker)
-        if item.nodeid.split("[")[0] in SLOW:
+        if (name := item.nodeid.split("[")[0]) in SLOW:
             item.add_marker("slow")
+            matched.add(name)
+    files = {item.nodeid.split("::")[0] for item in items}
+    stale = [name for name in SLOW if name.split("::")[0] in files and name not in matched]
+    if stale and not config.option.keyword:  # a renamed test would silently join the fast part
+        raise pytest.UsageError(f"tests/conftest.py SLOW names tests that do not exist (renamed?): {stale}")
 
 
 def _is_full_run(session: pytest.Session) -> bool:
