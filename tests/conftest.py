@@ -49,7 +49,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             matched.add(name)
     files = {item.nodeid.split("::")[0] for item in items}
     stale = [name for name in SLOW if name.split("::")[0] in files and name not in matched]
-    if stale and not config.option.keyword:  # a renamed test would silently join the fast part
+    whole_files = not config.option.keyword and not any("::" in arg for arg in config.args)
+    if stale and whole_files:  # a renamed test would silently join the fast part
         raise pytest.UsageError(f"tests/conftest.py SLOW names tests that do not exist (renamed?): {stale}")
 
 
