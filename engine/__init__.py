@@ -147,6 +147,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    __version__: str
     from .agent import Agent as Agent
     from .budgets import Budget as Budget
     from .context import RunContext as RunContext
@@ -227,6 +228,8 @@ sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # the installed distribution's, read on first use (importlib.metadata costs ~20 ms)
+        return importlib.import_module("importlib.metadata").version("loopwright")
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'loopwright' has no attribute {name!r}")

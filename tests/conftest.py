@@ -1,12 +1,57 @@
 """Shared test set-up: a full run of the suite fails if any row of any built-in machine (the
 core, each feature, both) never fired on that machine (the loopwright pytest plugin records the
-rows taken, per machine)."""
+rows taken, per machine); and the markers of tests that start servers, browsers or run long
+(``pytest -m "not postgres and not dbos and not browser and not slow"`` is the fast part)."""
 
 from __future__ import annotations
 
 import pytest
 
 pytest_plugins = ["pytester", "tests.pg_fixture"]
+
+MARK_BY_FIXTURE = {"pg_dsn": "postgres", "pg_url": "postgres", "browser": "browser"}
+"""A test that takes one of these fixtures (a PostgreSQL server, Chromium) gets the marker."""
+
+SLOW = {
+    "tests/test_layering.py::test_collecting_the_suite_works": "collects the whole suite in a child pytest",
+    "tests/test_anthropic_clients.py::test_own_clients_are_closed_when_their_loop_ends_200_run_sync_calls": "200 runs",
+    "tests/test_anthropic_model.py::test_demo_on_claude_against_the_fake_server": "the demo CLI in subprocesses",
+    "tests/test_store_property.py::test_crash_resume_equivalence_on_sqlite": "a long crash-and-resume property",
+    "tests/test_testing_kit.py::test_hypothesis_finds_and_shrinks_a_seeded_bug": "hypothesis shrinking in a child run",
+    "tests/test_testing_kit.py::test_coverage_report_is_exact": "a child pytest run",
+    "tests/test_bounds.py::test_any_verified_extension_ends_within_its_caps": "a long property over generated machines",
+    "tests/test_machine.py::test_the_compiled_choice_is_the_tables_rows_walked_in_order": "every state, every machine",
+    "tests/test_store_kill.py::test_kill_9_at_random_points_then_resume_in_new_processes": "kill -9, resume",
+    "tests/test_layering.py::test_a_stage_imports_no_other_stage": "a fresh interpreter per stage",
+    "tests/test_public_api.py::test_the_anthropic_sdk_is_imported_only_when_used": "imports the SDK in a child",
+    "tests/test_run_cli.py::test_a_run_kept_in_a_store_waits_and_is_resumed_from_it_by_id": "CLI subprocesses",
+    "tests/test_run_cli.py::test_bad_arguments_say_what_to_do": "CLI subprocesses",
+    "tests/test_run_cli.py::test_json_lines_then_a_saved_wait_then_resume": "CLI subprocesses",
+    "tests/test_feature_combinations.py::test_any_script_on_any_combination_ends_within_every_budget": "a property",
+    "tests/test_properties.py::test_every_run_ends_within_its_bounds": "a property",
+    "tests/test_anthropic_mapping.py::test_any_history_maps_to_turns_the_api_accepts_in_shape": "a property",
+    "tests/test_event_log.py::test_events_rebuilt_from_the_compact_log_equal_those_built_as_emitted": "a property",
+    "tests/test_transfer.py::test_arbitrary_transfers_stay_within_budget_and_end": "a property",
+}
+"""Tests of a few seconds each (``--durations``), by node id without parameters: marked ``slow``.
+A whole module of them says so at its top instead (``pytestmark = pytest.mark.slow``)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    matched: set[str] = set()
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        for fixture, marker in MARK_BY_FIXTURE.items():
+            if fixture in fixtures:
+                item.add_marker(marker)
+        if (name := item.nodeid.split("[")[0]) in SLOW:
+            item.add_marker("slow")
+            matched.add(name)
+    files = {item.nodeid.split("::")[0] for item in items}
+    stale = [name for name in SLOW if name.split("::")[0] in files and name not in matched]
+    whole_files = not config.option.keyword and not any("::" in arg for arg in config.args)
+    if stale and whole_files:  # a renamed test would silently join the fast part
+        raise pytest.UsageError(f"tests/conftest.py SLOW names tests that do not exist (renamed?): {stale}")
 
 
 def _is_full_run(session: pytest.Session) -> bool:

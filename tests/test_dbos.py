@@ -25,6 +25,8 @@ from loopwright import dbos_runner as lw
 
 from . import dbos_app, store_app
 
+pytestmark = pytest.mark.dbos
+
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[lw.Client]:

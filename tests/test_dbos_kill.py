@@ -27,6 +27,8 @@ from loopwright import dbos_runner as lw
 
 from .dbos_app import SLOW_S, STEPS
 
+pytestmark = [pytest.mark.dbos, pytest.mark.slow]
+
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = 200
 CONCURRENCY = 16

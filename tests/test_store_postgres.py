@@ -21,6 +21,8 @@ from .store_app import CRASH_AFTER, EXECUTED, Crash, labels, make_agent, steps_s
 from .store_fakes import CrashingStore, drive
 from .test_store_sqlite import PAY_SCRIPT
 
+pytestmark = pytest.mark.postgres
+
 
 @pytest.fixture(autouse=True)
 def _clean() -> None:
