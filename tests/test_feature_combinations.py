@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from loopwright import Agent, Limits, ModelResponse, Runner, ScriptedModel, Usage, approve, tool, verify
+from loopwright.agent import TRANSFER_TOOL
 from loopwright.events import ToolAnswered, ToolCall
 from loopwright.features import Compaction, Observer, Planner, PlanReAct, machine_for
 from loopwright.testing import assert_run_invariants, model_behaviours, scripted
@@ -113,10 +114,14 @@ def test_any_script_on_any_combination_ends_within_every_budget(data: st.DataObj
     cap = choice["repeats"]
     if cap is not None:  # no reply's calls ran more than cap - 1 times in a row
         nudged = {e.call_id for e in events if isinstance(e, ToolAnswered) and str(e.content).startswith("not run: ")}
+        # (transfer_to_agent is the engine's own: multi_agent's gate answers it before any tool runs, so a
+        # transfer refused twice in a row ran nothing; the drawn script [transfer to root, pay, transfer to
+        # root] with a planner's update between them found that)
         ran = [
             tuple((p.name, repr(sorted(p.args.items()))) for p in m.parts if isinstance(p, ToolCall))
             for m in result.messages
-            if m.role == "assistant" and any(isinstance(p, ToolCall) and p.id not in nudged for p in m.parts)
+            if m.role == "assistant"
+            and any(isinstance(p, ToolCall) and p.id not in nudged and p.name != TRANSFER_TOOL for p in m.parts)
         ]
         streak = longest = 0
         for i, key in enumerate(ran):
