@@ -30,11 +30,25 @@ those of issue 7 ("a lean hot path").
 (d) `import loopwright` in fresh interpreters (`python -X importtime`, 5 times after a
     warm-up): median of the last line's cumulative time, the five largest cumulative imports
     beneath it, and `import asyncio` measured the same way as the floor. Target: <= 150 ms.
+(e) a short run's fixed cost: K=1 (a model call asking for one call of the no-op tool, the
+    tool call, a model call answering with text), replies built once, the model stateless and
+    the Runner reused, as an app serves short requests. Microseconds per run for both loops,
+    each sample the mean of --batch runs back to back, samples interleaved as in (a) (the order
+    rotating); median and best of --repeats samples, ratios as in (a); and, for reference,
+    loopwright with the default Limits (limits as in (a) turn the run's deadline off; the
+    default's 30 minutes arm a timer per run). Target (issue 25): loopwright <= 3x the hand loop.
+(f) `Agent(...)` construction, as an app building an agent per request (for per-user
+    instructions) pays it: two tools given as plain functions, the same functions as
+    `@tool`-decorated tools, alternating in one process; median and best microseconds of
+    --repeats x 10 constructions each; and, for reference, plain functions seen for the first
+    time (new function objects each construction: what every construction cost before plain
+    functions were made tools once). Target (issue 25): plain functions <= 200 us.
 
 Usage:  python bench/bench_loop.py                       (all parts, about two minutes on 2 cores)
         python bench/bench_loop.py --quick               (30 repeats; 2,000 runs and one round for (b))
         python bench/bench_loop.py --only a,c --repeats 500 --json bench.json
         python bench/bench_loop.py --only b --gc-off       ((b) without the garbage collector)
+        python bench/bench_loop.py --only e,f --repeats 500
 """
 
 from __future__ import annotations
@@ -78,6 +92,8 @@ TARGET_RATIO = 2.0  # (a), (b) wall time and (c): loopwright over the hand loop
 TARGET_FLAT = 1.1  # (a): K=100 over K=10
 TARGET_KIB_PER_RUN = 20.0  # (b): resident memory per concurrent run
 TARGET_IMPORT_MS = 150.0  # (d)
+TARGET_SHORT_RATIO = 3.0  # (e): a K=1 run, loopwright over the hand loop (issue 25)
+TARGET_AGENT_US = 200.0  # (f): Agent(...) with plain-function tools (issue 25)
 
 
 # ---------------------------------------------------------------- the hand-written loop
@@ -249,8 +265,11 @@ class ByHistoryModel:
 TIMEOUT = None
 
 
-def lw_agent(k: int, delay_s: float = 0.0, fresh: bool = False) -> Agent:
-    model = ByHistoryModel(k, delay_s, fresh) if delay_s or fresh else ScriptedModel(lw_script(k))
+def lw_agent(k: int, delay_s: float = 0.0, fresh: bool = False, stateless: bool = False) -> Agent:
+    """``stateless``: the model replies by the history's length (one agent serves every run), as
+    it does when ``delay_s`` or ``fresh`` is given; else a ScriptedModel (one run's script)."""
+    stateless = stateless or bool(delay_s) or fresh
+    model = ByHistoryModel(k, delay_s, fresh) if stateless else ScriptedModel(lw_script(k))
     return Agent(name="bench", model=model, tools=[noop], limits=Limits(max_iterations=k + 1, timeout_s=TIMEOUT))
 
 
@@ -599,13 +618,168 @@ def part_d(runs: int = 5) -> dict[str, Any]:
     return out
 
 
+# ---------------------------------------------------------------- (e) K=1 runs
+async def short_runs(repeats: int, batch: int) -> dict[str, Any]:
+    """Seconds per K=1 run, each sample ``batch`` runs back to back: the hand loop, loopwright
+    (limits as in (a)) and, for reference, loopwright with the default Limits (its 30-minute
+    deadline armed: a timer per run); the order rotating sample by sample, as (a) alternates."""
+    model = hand_model(1)
+    quick = Runner(lw_agent(1, stateless=True))  # one runner for every run, as an app keeps it
+    default = Runner(lw_agent(1, stateless=True).replace(limits=Limits(max_iterations=2)))
+
+    async def hand() -> float:
+        started = time.perf_counter()
+        for _ in range(batch):
+            history = await hand_loop(model, HAND_TOOLS, "go")
+        elapsed = time.perf_counter() - started
+        assert hand_answer(history) == "done" and len(history) == 4
+        return elapsed / batch
+
+    def on(runner: Runner) -> Callable[[], Awaitable[float]]:
+        async def lw() -> float:
+            started = time.perf_counter()
+            for _ in range(batch):
+                result = await runner.run("go")
+            elapsed = time.perf_counter() - started
+            assert result.outcome == "final" and result.iterations == 2
+            return elapsed / batch
+
+        return lw
+
+    loops = {"hand": hand, "loopwright": on(quick), "loopwright_default_limits": on(default)}
+    taken: dict[str, list[float]] = {who: [] for who in loops}
+    order = list(loops)
+    gc.collect()
+    for i in range(repeats):
+        for who in order[i % 3 :] + order[: i % 3]:
+            taken[who].append(await loops[who]())
+    hands, lws = taken["hand"], taken["loopwright"]
+    h_med, l_med = statistics.median(hands), statistics.median(lws)
+    d_med = statistics.median(taken["loopwright_default_limits"])
+    return {
+        "repeats": repeats,
+        "batch": batch,
+        "hand_median_us": h_med * 1e6,
+        "hand_best_us": min(hands) * 1e6,
+        "loopwright_median_us": l_med * 1e6,
+        "loopwright_best_us": min(lws) * 1e6,
+        "ratio_of_medians": ratio(l_med, h_med),
+        "ratio_of_bests": ratio(min(lws), min(hands)),
+        "median_paired_ratio": statistics.median(ratio(x, y) for x, y in zip(lws, hands, strict=True)),
+        "default_limits_median_us": d_med * 1e6,
+        "default_limits_best_us": min(taken["loopwright_default_limits"]) * 1e6,
+        "default_limits_ratio_of_medians": ratio(d_med, h_med),
+    }
+
+
+def part_e(repeats: int, batch: int) -> dict[str, Any]:
+    print(
+        f"(e) K=1 runs (two model calls, one tool call), runner reused: {repeats} samples of {batch} runs"
+        " of each loop, interleaved; median (best) us per run"
+    )
+    asyncio.run(short_runs(6, batch))  # warm-up
+    r = asyncio.run(short_runs(repeats, batch))
+    r["target_met"] = r["ratio_of_medians"] <= TARGET_SHORT_RATIO
+    print(
+        f"  hand {r['hand_median_us']:6.1f} ({r['hand_best_us']:5.1f})   "
+        f"loopwright {r['loopwright_median_us']:6.1f} ({r['loopwright_best_us']:5.1f})   "
+        f"ratio of medians {r['ratio_of_medians']:4.2f}x, of bests {r['ratio_of_bests']:4.2f}x, "
+        f"paired median {r['median_paired_ratio']:4.2f}x"
+    )
+    print(
+        f"  for reference, loopwright with the default Limits (a deadline timer per run): "
+        f"{r['default_limits_median_us']:6.1f} ({r['default_limits_best_us']:5.1f}), "
+        f"{r['default_limits_ratio_of_medians']:4.2f}x the hand loop"
+    )
+    print(f"  target <= {TARGET_SHORT_RATIO:g}x (ratio of medians): {verdict(r['target_met'])}")
+    return r
+
+
+# ---------------------------------------------------------------- (f) Agent construction
+def make_tool_functions() -> list[Callable[..., Any]]:
+    """Two tools of an ordinary app, as plain functions: new function objects each call."""
+
+    async def lookup(city: str, days: int = 3) -> str:
+        """Look up the weather forecast.
+
+        Args:
+            city: The city, e.g. "Oslo".
+            days: How many days ahead.
+        """
+        return f"{city}: sunny for {days} days"
+
+    def convert(amount: float, currency: str) -> float:
+        """Convert an amount of money to euros.
+
+        Args:
+            amount: How much.
+            currency: The ISO code of its currency.
+        """
+        return amount
+
+    return [lookup, convert]
+
+
+def construct(tools: list[Any], model: ScriptedModel, n: int) -> float:
+    """Seconds per ``Agent(...)`` of ``tools``, mean of ``n`` back to back."""
+    started = time.perf_counter()
+    for i in range(n):
+        Agent(name="bench", model=model, tools=tools, instruction=f"You help user {i}.")
+    return (time.perf_counter() - started) / n
+
+
+def first_sight(model: ScriptedModel, n: int) -> float:
+    """Seconds per ``Agent(...)`` of plain functions no Agent has seen (the functions made outside the timing)."""
+    fresh = [make_tool_functions() for _ in range(n)]
+    started = time.perf_counter()
+    for tools in fresh:
+        Agent(name="bench", model=model, tools=tools, instruction="You help.")
+    return (time.perf_counter() - started) / n
+
+
+def part_f(repeats: int) -> dict[str, Any]:
+    per = 10
+    print(f"(f) Agent(...) construction, two tools: {repeats} samples of {per} constructions each, alternating; us")
+    model = ScriptedModel(lw_script(1))
+    plain = make_tool_functions()
+    decorated = [tool(f) for f in make_tool_functions()]
+    kinds: dict[str, list[Any]] = {"plain": plain, "decorated": decorated}
+    taken: dict[str, list[float]] = {"plain": [], "decorated": []}
+    for _ in range(5):  # warm-up (the plain functions' first sight among it)
+        construct(plain, model, per)
+        construct(decorated, model, per)
+    for i in range(repeats):
+        for kind in ("plain", "decorated") if i % 2 == 0 else ("decorated", "plain"):
+            taken[kind].append(construct(kinds[kind], model, per))
+    first = [first_sight(model, per) for _ in range(max(3, repeats // 20))]
+    out: dict[str, Any] = {"repeats": repeats, "per_sample": per}
+    for kind, samples in (*taken.items(), ("plain_first_sight", first)):
+        out[f"{kind}_median_us"] = statistics.median(samples) * 1e6
+        out[f"{kind}_best_us"] = min(samples) * 1e6
+    out["target_met"] = out["plain_median_us"] <= TARGET_AGENT_US
+    print(
+        f"  plain functions {out['plain_median_us']:7.1f} ({out['plain_best_us']:6.1f})   "
+        f"@tool tools {out['decorated_median_us']:7.1f} ({out['decorated_best_us']:6.1f})   "
+        f"plain, first sight {out['plain_first_sight_median_us']:7.1f} ({out['plain_first_sight_best_us']:6.1f})"
+    )
+    print(f"  target plain functions <= {TARGET_AGENT_US:g} us (median): {verdict(out['target_met'])}")
+    return out
+
+
 # ---------------------------------------------------------------- main
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="30 repeats for (a), 2,000 runs and 1 round for (b)")
+    parser.add_argument(
+        "--quick", action="store_true", help="30 repeats for (a), (e), (f); 2,000 runs and 1 round for (b)"
+    )
     parser.add_argument("--rounds", type=int, help="rounds of the three loops for (b) (default 3, 1 with --quick)")
-    parser.add_argument("--repeats", type=int, help="runs of each loop per K for (a) (default 200, 30 with --quick)")
-    parser.add_argument("--only", default="a,b,c,d", help="comma-separated parts to run, of a,b,c,d (default all)")
+    parser.add_argument(
+        "--repeats", type=int, help="samples of each loop for (a), (e) and (f) (default 200, 30 with --quick)"
+    )
+    parser.add_argument(
+        "--only", default="a,b,c,d,e,f", help="comma-separated parts to run, of a,b,c,d,e,f (default all)"
+    )
+    parser.add_argument("--batch", type=int, default=10, help="runs per sample for (e) (default 10)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write every figure to PATH as JSON")
     parser.add_argument(
         "--gc-off", action="store_true", help="(b) with the garbage collector disabled in every child (a diagnostic)"
@@ -613,20 +787,25 @@ def main() -> None:
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        return args
+    args.parts = {p.strip() for p in args.only.split(",") if p.strip()}
+    if not args.parts or args.parts - set("abcdef"):
+        parser.error(f"--only takes parts among a,b,c,d,e,f, not {args.only!r}")
+    args.repeats = args.repeats if args.repeats is not None else 30 if args.quick else 200
+    args.rounds = args.rounds if args.rounds is not None else 1 if args.quick else 3
+    if min(args.repeats, args.rounds, args.batch) < 1:
+        parser.error("--repeats, --rounds and --batch must be at least 1")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    if args.child:
         which, runs, k, delay = args.child
         if args.gc_off:
             gc.disable()
         print(json.dumps(asyncio.run(concurrent(which, int(runs), int(k), float(delay)))))
         return
-
-    parts = {p.strip() for p in args.only.split(",") if p.strip()}
-    if not parts or parts - set("abcd"):
-        parser.error(f"--only takes parts among a,b,c,d, not {args.only!r}")
-    repeats = args.repeats if args.repeats is not None else 30 if args.quick else 200
-    rounds = args.rounds if args.rounds is not None else 1 if args.quick else 3
-    if min(repeats, rounds) < 1:
-        parser.error("--repeats and --rounds must be at least 1")
-    runs = 2_000 if args.quick else 10_000
 
     figures: dict[str, Any] = {
         "python": sys.version.split()[0],
@@ -637,14 +816,17 @@ def main() -> None:
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     print(f"python {figures['python']}, {figures['cores']} cores")
-    if "a" in parts:
-        figures["a"] = part_a(repeats)
-    if "b" in parts:
-        figures["b"] = part_b(runs, rounds, args.gc_off)
-    if "c" in parts:
-        figures["c"] = part_c()
-    if "d" in parts:
-        figures["d"] = part_d()
+    parts: dict[str, Callable[[], dict[str, Any]]] = {
+        "a": lambda: part_a(args.repeats),
+        "b": lambda: part_b(2_000 if args.quick else 10_000, args.rounds, args.gc_off),
+        "c": part_c,
+        "d": part_d,
+        "e": lambda: part_e(args.repeats, args.batch),
+        "f": lambda: part_f(args.repeats),
+    }
+    for name, part in parts.items():
+        if name in args.parts:
+            figures[name] = part()
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
         print(f"figures written to {args.json}")

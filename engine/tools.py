@@ -17,13 +17,15 @@ import asyncio
 import contextvars
 import inspect
 import logging
+import operator
 import queue
 import re
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from types import MappingProxyType
+from types import FunctionType, MappingProxyType
 from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -226,8 +228,20 @@ class Tool:
             return await result
         return result
 
+    @classmethod
+    def _of(cls, fn: Callable[..., Any], fields: dict[str, Any]) -> Tool:
+        """A Tool of ``fn`` with ``fields`` (every slot but ``fn``), built without reading ``fn``."""
+        made = cls.__new__(cls)
+        made.fn = fn
+        for key, value in fields.items():
+            setattr(made, key, value)
+        return made
+
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
+
+
+_COPIED = tuple(slot for slot in Tool.__slots__ if slot != "fn")
 
 
 class ToolValueError(ValueError):
@@ -569,5 +583,52 @@ WORKERS = _Workers()
 """The worker threads of every sync tool call."""
 
 
+_MADE: weakref.WeakKeyDictionary[FunctionType, tuple[list[Any], dict[str, Any]]] = weakref.WeakKeyDictionary()
+"""What ``as_tool`` made of each plain function: the function's shape when it was made, and the
+Tool's fields but ``fn`` (so the entry does not keep the function alive; it goes with it)."""
+
+
+_END = object()  # closes each variable-length part of a shape
+
+
+def _shape(fn: FunctionType) -> list[Any] | None:
+    """Everything ``Tool(fn)`` reads of ``fn``, to be compared member by member by identity: its
+    code (parameters, async or not), name, docstring, defaults, annotations, attributes
+    (``__signature__``, ``__wrapped__``, markers), the same of the function it wraps; None when
+    it wraps something other than a function."""
+    shape: list[Any] = []
+    f: Any = fn
+    while True:
+        shape += (f.__code__, f.__name__, f.__doc__, f.__defaults__, getattr(f, "__type_params__", None))
+        for mapping in (f.__kwdefaults__ or {}, f.__annotations__, f.__dict__):
+            for pair in mapping.items():
+                shape += pair
+            shape.append(_END)
+        f = f.__dict__.get("__wrapped__")
+        if f is None:
+            return shape
+        if type(f) is not FunctionType:
+            return None
+
+
 def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
-    return obj if isinstance(obj, Tool) else Tool(obj)
+    """``obj`` if it is a Tool, else ``Tool(obj)``. A plain function is made a Tool once: a later
+    call with the same function, unchanged since, copies that Tool (its input model, its spec)
+    instead of building a pydantic model again, so an app may build an Agent per request.
+
+    A change to the function (its docstring, annotations, defaults, name, code or attributes, or
+    those of the function it ``functools.wraps``) makes it again. Not seen (as with ``@tool``,
+    which reads them once too): a module global that a string annotation names, rebound later,
+    and a mutable default changed in place. Other callables (bound methods, partials) are made
+    each time."""
+    if type(obj) is not FunctionType:
+        return obj if isinstance(obj, Tool) else Tool(obj)
+    shape = _shape(obj)
+    if shape is None:
+        return Tool(obj)
+    made = _MADE.get(obj)
+    if made is not None and len(made[0]) == len(shape) and all(map(operator.is_, made[0], shape)):
+        return Tool._of(obj, made[1])
+    new = Tool(obj)
+    _MADE[obj] = (shape, {key: getattr(new, key) for key in _COPIED})
+    return new
