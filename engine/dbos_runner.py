@@ -238,7 +238,7 @@ async def stage_step(run_id: str, stage: str, decisions: dict[str, Any] | None) 
             live.executed = True
             return {"stage": stage, "rejected": rejected}
         if not cancel or stage in run.machine.waiting:  # (a waiting state's handler settles its calls)
-            await _work(run.runner._handlers[stage], rs, ctx, live)
+            await _work(run.runner.handler(stage), rs, ctx, live)
     except Exception as exc:
         raised = f"{type(exc).__name__}: {exc}"
     finally:
@@ -268,7 +268,7 @@ async def _prepare(live: _Live, run_id: str, stage: str) -> Any:
     rs, ctx = run.state, run.ctx
     if stage == Stage.REASON and rs.request is None:
         attempt = rs.attempt
-        await _work(run.runner._handlers[Stage.PREPROCESS], rs, ctx)
+        await _work(run.runner.handler(Stage.PREPROCESS), rs, ctx)
         rs.attempt = attempt
     gates = ctx.gates
     if live.first:
@@ -299,7 +299,7 @@ def _resume(live: _Live, decisions: dict[str, Any] | None) -> tuple[bool, str | 
                 hook(rs, run.ctx, decode_decisions(decisions))
         except ResumeError as exc:
             return cancel, str(exc)
-        run.runner._own_limits(rs)
+        run.runner.adopt(rs)
         rs.outcome = None
     if cancel:
         rs.cancel_requested = True
@@ -343,8 +343,8 @@ def _adopt(live: _Live, out: dict[str, Any]) -> None:
     """A step's output came from the record: continue from the recorded state."""
     old = live.run
     rs = _fold(old.state, out)
-    old.runner._own_limits(rs)
-    run = Run(old.runner, rs, register=False)
+    old.runner.adopt(rs)
+    run = old.runner.attach(rs)
     run.ctx.on_result = _keep_result
     run.ctx.log = log = old.ctx.log
     for recorded in out["events"]:
@@ -357,7 +357,7 @@ def _row_after(run: Run, stage: str, out: Mapping[str, Any]) -> Row:
     if out.get("raised") is not None:
         run.state.error = ErrorInfo(kind="stage", message=f"stage {stage!r} raised {out['raised']}")
         return abort_row(stage)
-    return run._choose(stage)
+    return run.choose()
 
 
 # ------------------------------------------------------------------ the workflow
@@ -369,7 +369,7 @@ async def run_workflow(agent: str, input: str, state: dict[str, Any] | None = No
     run_id = DBOS.workflow_id
     assert run_id is not None
     runner = runner_for(agent)
-    live = _LIVE[run_id] = _Live(Run(runner, runner.new_run(input, run_id=run_id, state=state), register=False))
+    live = _LIVE[run_id] = _Live(runner.attach(runner.new_run(input, run_id=run_id, state=state)))
     live.run.ctx.on_result = _keep_result
     live.loop = asyncio.get_running_loop()
     try:
@@ -398,7 +398,7 @@ async def run_workflow(agent: str, input: str, state: dict[str, Any] | None = No
             if not live.executed:
                 _adopt(live, out)
             run = live.run
-            run._take(_row_after(run, stage, out))
+            run.take(_row_after(run, stage, out))
         result = live.run.result
         await DBOS.set_event_async(STATUS, {"outcome": result.outcome, "trace": result.trace})
         return _result_json(result)
@@ -646,8 +646,8 @@ def replay(steps: Sequence[Mapping[str, Any]], agent: Agent, trace: Sequence[str
             continue
         rs = _fold(rs, out)
         rs.trace = list(replayed)
-        runner._own_limits(rs)
-        run = Run(runner, rs, register=False)
+        runner.adopt(rs)
+        run = runner.attach(rs)
         row = _row_after(run, out["stage"], out)
         replayed.append(row.dest)
         following = [s for s in steps[i + 1 :] if "rejected" not in s]

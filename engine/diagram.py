@@ -95,7 +95,8 @@ def load_trace(path: str | os.PathLike[str]) -> list[Event]:
     return events
 
 
-def _events(trace: Trace) -> list[Any]:
+def events_of(trace: Trace) -> list[Any]:
+    """The events of a trace: a RunResult's, a JSONL file's (``loopwright run --json``), or the list given."""
     if isinstance(trace, RunResult):
         return list(trace.events)
     if isinstance(trace, str | os.PathLike):
@@ -121,7 +122,7 @@ def _unmatched(machine: LoopMachine, events: Sequence[Any]) -> tuple[Counter[Row
 def trace_counts(machine: LoopMachine, trace: Trace) -> Counter[Row]:
     """How often the run took each row of ``machine`` (ConfigurationError if it took an edge
     the machine does not have: it ran on another machine)."""
-    taken, missing = _unmatched(machine, _events(trace))
+    taken, missing = _unmatched(machine, events_of(trace))
     if missing:
         raise ConfigurationError(
             f"the trace took edges that machine {machine.name!r} does not have: {', '.join(dict.fromkeys(missing))}; "
@@ -132,7 +133,7 @@ def trace_counts(machine: LoopMachine, trace: Trace) -> Counter[Row]:
 
 def machine_of_trace(trace: Trace) -> LoopMachine:
     """The first built-in variant that has every edge the run took."""
-    events = _events(trace)
+    events = events_of(trace)
     for machine in VARIANTS.values():
         if not _unmatched(machine, events)[1]:
             return machine

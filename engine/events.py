@@ -303,14 +303,15 @@ class History(Sequence[Message]):
     request keeps showing what was sent when it was made, however the run goes on, and making
     one costs the same whatever the length of the history."""
 
-    __slots__ = ("_items", "_n")
+    __slots__ = ("_items", "n")
 
     def __init__(self, items: list[Message], n: int | None = None) -> None:
         self._items = items
-        self._n = len(items) if n is None else n
+        self.n = len(items) if n is None else n
+        """How many messages of the history this view shows (its ``len``, read without a call)."""
 
     def __len__(self) -> int:
-        return self._n
+        return self.n
 
     @overload
     def __getitem__(self, index: int) -> Message: ...
@@ -318,23 +319,23 @@ class History(Sequence[Message]):
     def __getitem__(self, index: slice) -> list[Message]: ...
     def __getitem__(self, index: int | slice) -> Message | list[Message]:
         if isinstance(index, slice):
-            return self._items[: self._n][index]
-        n = self._n
+            return self._items[: self.n][index]
+        n = self.n
         at = index + n if index < 0 else index
         if not 0 <= at < n:
             raise IndexError(f"history index {index} out of range (the request holds {n} messages)")
         return self._items[at]
 
     def __iter__(self) -> Iterator[Message]:
-        return itertools.islice(self._items, self._n)
+        return itertools.islice(self._items, self.n)
 
     def __reversed__(self) -> Iterator[Message]:
         items = self._items
-        return (items[i] for i in range(self._n - 1, -1, -1))
+        return (items[i] for i in range(self.n - 1, -1, -1))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, History | list | tuple):
-            return len(other) == self._n and all(a == b for a, b in zip(self, other, strict=False))
+            return len(other) == self.n and all(a == b for a, b in zip(self, other, strict=False))
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]

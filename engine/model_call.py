@@ -149,7 +149,7 @@ class ModelCall(Watched):
 def model_call(model: Any, ctx: RunContext) -> ModelCall:
     """The bound and error mapping for one call of ``model`` (see :class:`ModelCall`). A built-in model
     replaying a list answers at once: no bound, and its replies are not checked."""
-    instant = type(model) is ScriptedModel and model._function is None
+    instant = type(model) is ScriptedModel and model.instant
     timeout = None if instant else _timeout(ctx)
     if timeout is None:
         call = _new(ModelCall)

@@ -202,8 +202,50 @@ class Runner:
         RunResult once the stream is exhausted. Leaving the loop early cancels the run."""
         return RunStream(self, self.new_run(input, **options))
 
-    def _make_run(self, rs: RunState) -> Run:
+    # ------------------------------------------------------------------ the stepping protocol
+    # Runners of another kind (the durable resume, the DBOS workflow, workflow agents, a server)
+    # drive a run through these five and Run.choose/Run.take, never through private names:
+    #
+    #     rs = loaded_state(...)              # RunState.from_json, a store's load, a step's output
+    #     runner.adopt(rs)                    # the agent's budgets, the saved clock capped
+    #     run = runner.attach(rs)             # a Run for it (events, observers, the store's checkpointer)
+    #     runner.register(run)                # pause/cancel/active_runs find it from here on
+    #     while not run.done and not run.waiting:
+    #         waits = runner.handler(run.stage)(run.state, run.ctx)
+    #         if waits is not None:
+    #             await waits                 # a stage's work (I/O): yours to schedule, record, retry
+    #         run.take(run.choose())          # the table's choice (pure), then the transition
+    #
+    # ``Run.step()``/``run_to_end()`` do the same with the deadline, cancellation and fairness.
+
+    def handler(self, stage: str) -> Handler:
+        """The handler that does ``stage``'s work: ``waits = handler(run.state, run.ctx)``, then
+        ``await waits`` when it is not None (a handler may be a plain function)."""
+        return self._handlers[stage]
+
+    def adopt(self, rs: RunState) -> None:
+        """Make a state from outside this runner's own runs (JSON, a store, a recorded step)
+        its own: its budgets are the agent's, never the saved state's, and what it takes from
+        its saved clock and turn counters is capped at them."""
+        self._own_limits(rs)
+        self._cap_saved(rs)
+
+    def attach(self, rs: RunState) -> Run:
+        """A :class:`Run` for ``rs``, not started and not yet registered: its context, its event
+        log (a ``run_started`` event for a state that has none), its observers and, with a
+        store, its checkpointer (:attr:`Run.checkpointer`)."""
         return Run(self, rs, register=False)
+
+    def register(self, run: Run) -> None:
+        """``run`` is running on this runner: :meth:`pause`, :meth:`cancel` and
+        :meth:`active_runs` find it until it ends. A run id runs once at a time (ResumeError)."""
+        if run.run_id in self._active:
+            raise ResumeError(f"run {run.run_id!r} is already running on this runner")
+        self._active[run.run_id] = run
+
+    def is_running(self, run_id: str) -> bool:
+        """A run with this id is running on this runner."""
+        return run_id in self._active
 
     async def resume(
         self,
@@ -238,7 +280,7 @@ class Runner:
 
         check_saved_state(rs, self.machine, self.tree.agents)
         self._own_limits(rs)
-        run = Run(self, rs, register=False)
+        run = self.attach(rs)
         outcome = rs.outcome
         if outcome == "paused":
             _, at = self._paused.pop(rs.run_id, (rs, None))
@@ -257,7 +299,7 @@ class Runner:
         self._cap_saved(rs)
         if cancel:
             rs.cancel_requested = True
-        self._active[rs.run_id] = run
+        self.register(run)
         return await run.run_to_end()
 
     async def _reopen(self, run: Run, outcome: str | None, decisions: Mapping[str, Any] | None) -> None:
@@ -694,6 +736,24 @@ class Run:
         if row.dest not in self._terminals:
             row = self._abort(stage, "stage", KeyboardInterrupt())
         self._take(row)
+
+    def choose(self) -> Row:
+        """The row the table takes out of the current stage, after its work (pure: the
+        machine's guards on the run state). A guard that raises gives the abort row (the run
+        fails, the error named); no row at all fails the run and raises NoTransitionError."""
+        return self._choose(self.state.stage)
+
+    def take(self, row: Row) -> None:
+        """Take ``row``: its budget charged, the stage moved, the transition logged, observers
+        told; a row into a terminal finishes the run, one into a waiting state suspends it."""
+        self._take(row)
+
+    @property
+    def checkpointer(self) -> Any:
+        """The store's checkpointer of this run (None without a store): a custom runner calls
+        ``flush = run.checkpointer(row)`` after each :meth:`take` and awaits ``flush`` when it is
+        not None (the store writes before the stages that have side effects)."""
+        return self._save
 
     def _choose(self, stage: str) -> Row:
         try:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .agent import Agent
-from .diagram import Trace, _events, diagram, dot_available, machine_of_trace, trace_counts
+from .diagram import Trace, diagram, dot_available, events_of, machine_of_trace, trace_counts
 from .errors import ConfigurationError
 from .inputs import input_text
 from .machine import LoopMachine
@@ -56,7 +56,7 @@ def trace_page(trace: Trace, *, machine: Agent | LoopMachine | None = None, titl
     """The HTML page of one run: ``trace`` is its RunResult, its events, or a JSON-lines file of
     them; ``machine`` the Agent (or LoopMachine) it ran on (default: the result's machine, or
     the built-in machine that has every edge the run took)."""
-    events = _events(trace)
+    events = events_of(trace)
     if not events:
         raise ConfigurationError("the trace has no events: give a run's RunResult or its events.jsonl")
     loop = _machine(trace, machine, events)

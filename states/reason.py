@@ -36,7 +36,7 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     if ctx.tools_named is not tools:  # the agent's tools change rarely: their names are kept, not rebuilt
         ctx.tools_named, ctx.tool_names = tools, tuple([t.name for t in tools])
     messages = request.messages  # (a History's length without its __len__ frame)
-    ctx.record(ModelRequested, rs.attempt, messages._n if type(messages) is History else len(messages), ctx.tool_names)
+    ctx.record(ModelRequested, rs.attempt, messages.n if type(messages) is History else len(messages), ctx.tool_names)
     try:
         if plain(ctx):  # the model alone: awaited in this frame (model_call.ModelCall)
             model = ctx.agent.model

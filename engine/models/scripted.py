@@ -49,6 +49,8 @@ class ScriptedModel:
         self.name = name
         self._seen: list[tuple[ModelRequest, int]] = []
         self._function: ReplyFunction | None = None
+        self.instant = not callable(script)
+        """Replies from a list: each answered at once (the engine bounds and checks no such call)."""
         self._replies: list[ModelResponse | BaseException] = []
         if callable(script):
             self._function = script

@@ -293,26 +293,25 @@ class Durable:
         machine = runner.machine
         if saved.stage in machine.terminals:
             raise ResumeError(f"run {run_id!r} has ended (outcome {saved.outcome!r}); there is nothing to resume")
-        if run_id in runner._active:
+        if runner.is_running(run_id):
             raise ResumeError(f"run {run_id!r} is already running on this runner")
         rs = rebuild(saved)
         if rs.agent != runner.agent.name:
             raise ResumeError(f"run {run_id!r} belongs to agent {rs.agent!r}, not {runner.agent.name!r}")
         check_saved_state(rs, machine, runner.tree.agents)
-        run = runner._make_run(rs)
-        cp: Checkpointer = run._save
+        run = runner.attach(rs)
+        cp: Checkpointer = run.checkpointer
         try:
             await self._prepare(runner, run, cp, saved, decisions)
         except BaseException:
             cp.retire()
             raise
         rs.legs = (StoredLeg(await self.store.events(run_id), rs.seq),)  # its result carries every leg
-        runner._own_limits(rs)
-        runner._cap_saved(rs)
+        runner.adopt(rs)
         rs.outcome = None
         if cancel:
             rs.cancel_requested = True
-        runner._active[run_id] = run
+        runner.register(run)
         return await run.run_to_end()  # type: ignore[no-any-return]
 
     async def _prepare(
@@ -329,7 +328,7 @@ class Durable:
         await cp.replay_results(rs.seq)
         if rs.stage == Stage.REASON:  # the request is not saved (it is the history again): rebuild it
             attempt = rs.attempt
-            waits = runner._handlers[Stage.PREPROCESS](rs, run.ctx)
+            waits = runner.handler(Stage.PREPROCESS)(rs, run.ctx)
             if waits is not None:  # a handler may be a plain function (it waits only when it must)
                 await waits
             rs.attempt = attempt
@@ -381,7 +380,7 @@ class Durable:
         """Resuming a run paused in this process (its pause was written): its new worker
         carries on the run's log."""
         rs: RunState = run.state
-        cp: Checkpointer = run._save
+        cp: Checkpointer = run.checkpointer
         try:
             saved = await self.store.load(rs.run_id)
             if saved is not None:
@@ -394,7 +393,7 @@ class Durable:
         """Resuming a RunState/RunResult on a runner with a store: claim its suspension too, so
         a copy of the same saved state cannot be resumed twice."""
         rs: RunState = run.state
-        cp: Checkpointer = run._save
+        cp: Checkpointer = run.checkpointer
         try:
             saved = await self.store.load(rs.run_id)
             if saved is not None and (len(saved.messages) > len(rs.messages) or len(saved.trace) > len(rs.trace)):
