@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "RunBusy": "errors",
     "RunContext": "context",
     "RunResult": "result",
+    "Run": "runner",
     "RunState": "run_state",
     "RunStream": "runner",
     "Runner": "runner",
@@ -111,6 +112,7 @@ __all__ = [
     "ResumeError",
     "Row",
     "Rule",
+    "Run",
     "RunBusy",
     "RunContext",
     "RunResult",
@@ -202,6 +204,7 @@ if TYPE_CHECKING:
     from .observers import uninstrument as uninstrument
     from .result import RunResult as RunResult
     from .run_state import RunState as RunState
+    from .runner import Run as Run
     from .runner import Runner as Runner
     from .runner import RunStream as RunStream
     from .stage import Stage as Stage

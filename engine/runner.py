@@ -210,7 +210,7 @@ class Runner:
     #     runner.adopt(rs)                    # the agent's budgets, the saved clock capped
     #     run = runner.attach(rs)             # a Run for it (events, observers, the store's checkpointer)
     #     runner.register(run)                # pause/cancel/active_runs find it from here on
-    #     while not run.done and not run.waiting:
+    #     while not run.done and not run.waiting:   # (a resumed run's first step is its waiting state's)
     #         waits = runner.handler(run.stage)(run.state, run.ctx)
     #         if waits is not None:
     #             await waits                 # a stage's work (I/O): yours to schedule, record, retry
