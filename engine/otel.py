@@ -19,7 +19,17 @@ exporter (Jaeger, Tempo, Honeycomb, Datadog, Logfire...). A run becomes::
     └── ...
 
 Transitions are span events (``loopwright.transition``, with from, to, guard and iteration) on
-the active agent's span; limits, suspensions and resumptions are span events too. Message
+the active agent's span; limits, suspensions and resumptions are span events too.
+
+Waits: a run that waits (for an approval, a credential, a long-running result) is traced in
+legs, one ``invoke_agent`` root span per leg. A resumed leg links to every earlier leg of the run
+(span links with ``loopwright.run.id``, for runs resumed through the same observer; a leg resumed
+elsewhere carries ``loopwright.run.id`` and ``loopwright.resumed``). An ``execute_tool`` span means
+the tool ran: a call that waits for approval gets an ``await_confirmation <tool>`` span instead
+(``loopwright.tool.executed=false``) and its ``execute_tool`` span in the leg that runs it; a call
+answered without running (denied, timed out, a long-running tool's result supplied) is a
+``loopwright.tool.not_run`` event. A tool that ran and then waits (a credential, a long-running
+result) keeps its ``execute_tool`` span, with ``loopwright.wait.kind``. Message
 contents (model input and output, tool arguments and results) are off by default; turn them on
 with ``capture_content=True`` (or ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``):
 they go through ``redact`` first (:func:`redact_secrets` unless you pass your own).
@@ -42,7 +52,7 @@ from typing import Any
 
 try:
     from opentelemetry import trace
-    from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+    from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, Tracer, TracerProvider
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "loopwright.otel needs the OpenTelemetry API: pip install 'loopwright[otel]' (or opentelemetry-api)"
@@ -56,6 +66,8 @@ _UNKNOWN = object()
 _PROVIDER_FROM_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 REDACTED = "[REDACTED]"
+WAITING_RUNS = 10_000
+"""Waiting runs whose earlier legs an observer remembers for the links of their resumed legs."""
 Redactor = Callable[[Any], Any]
 
 _SECRET_KEY = re.compile(r"pass(word|wd)?|secret|token|api[_-]?key|authorization|credential|cookie", re.I)
@@ -105,22 +117,37 @@ class Tracing:
         self.transition_events = transition_events
         self.capture_content = capture_content
         self.redact: Redactor = redact or (lambda value: value)
+        self.waiting: dict[str, tuple[SpanContext, ...]] = {}
+        """Run id -> the root spans of the legs of a run that waits (suspended or paused)."""
 
     def on_start(self, run: Any) -> RunTrace | None:
         if self.on_global and _no_global_provider():
             return None  # the cheap check: no tracer provider is set at all
         root = run.runner.agent
-        span = self.tracer.start_span(f"invoke_agent {root.name}", kind=SpanKind.INTERNAL)
+        rs = run.state
+        earlier = self.waiting.pop(rs.run_id, ()) if self.waiting else ()
+        links = [Link(leg, {"loopwright.run.id": rs.run_id, "loopwright.link": "resumed_from"}) for leg in earlier]
+        span = self.tracer.start_span(f"invoke_agent {root.name}", kind=SpanKind.INTERNAL, links=links)
         if not span.is_recording():
             return None  # no provider, or sampled out: the run is not watched at all
-        span.set_attributes(_agent_attributes(root, run.state.run_id))
-        return RunTrace(self, run, span)
+        span.set_attributes(_agent_attributes(root, rs.run_id))
+        if len(rs.trace) > 1:  # a leg of a run that went past its start: resumed after a wait or a pause
+            span.set_attribute("loopwright.resumed", True)
+        return RunTrace(self, run, span, earlier)
+
+    def wait(self, run_id: str, legs: tuple[SpanContext, ...]) -> None:
+        """Remember the legs of a run that now waits, for its resumed leg's links."""
+        if len(self.waiting) >= WAITING_RUNS:  # runs never resumed here: forget the oldest
+            del self.waiting[next(iter(self.waiting))]
+        self.waiting[run_id] = legs
 
 
 class RunTrace:
     """One run's spans, built from its events as they are emitted (a per-run observer)."""
 
-    def __init__(self, tracing: Tracing, run: Any, root: Span) -> None:
+    def __init__(self, tracing: Tracing, run: Any, root: Span, earlier: tuple[SpanContext, ...] = ()) -> None:
+        self.tracing = tracing
+        self.earlier = earlier
         self.tracer = tracing.tracer
         self.content = tracing.capture_content
         self.transitions = tracing.transition_events
@@ -132,6 +159,8 @@ class RunTrace:
         self.chat: Span | None = None
         self.tools: dict[str, Span] = {}
         self.usage = [0, 0]  # input (with cache), output tokens of the whole run
+        self.waited: dict[str, str] = _pending(run.state) if len(run.state.trace) > 1 else {}
+        """Calls that waited (call id -> the kind of wait): answered unrun, they get no span."""
         if run.state.active_agent != self.tree.root.name:
             self._enter_agent(run.state.active_agent, time.time())
 
@@ -144,6 +173,8 @@ class RunTrace:
 
     def on_finish(self, result: Any) -> None:
         root = self.root
+        if result.outcome in ("suspended", "paused"):
+            self.tracing.wait(result.run_id, (*self.earlier, root.get_span_context()))
         root.set_attribute("loopwright.outcome", result.outcome)
         root.set_attribute("loopwright.iterations", result.iterations)
         root.set_attribute("loopwright.tool_calls", result.tool_calls)
@@ -309,6 +340,9 @@ class RunTrace:
 
     def _tool_answered(self, event: Any) -> None:
         span = self.tools.pop(event.call_id, None)
+        if span is None and event.call_id in self.waited:  # denied, timed out, or its result supplied
+            self._not_run(event, self.waited.pop(event.call_id))
+            return
         if span is None:  # answered without a call seen in this leg: its span covers its duration
             span = self._open_tool(event.call_id, event.name, None, event.agent, event.time - event.duration_s)
             del self.tools[event.call_id]
@@ -318,6 +352,18 @@ class RunTrace:
             span.set_attribute("error.type", "tool_error")
             span.set_status(Status(StatusCode.ERROR, str(event.content)[:300]))
         span.end(_ns(event.time))
+
+    def _not_run(self, event: Any, kind: str) -> None:
+        attributes: dict[str, Any] = {
+            "gen_ai.tool.name": event.name,
+            "gen_ai.tool.call.id": event.call_id,
+            "loopwright.wait.kind": kind,
+        }
+        if event.is_error:
+            attributes["error.type"] = "tool_error"
+        if self.content:
+            attributes["gen_ai.tool.call.result"] = self._json(event.content)
+        self._agent_span.add_event("loopwright.tool.not_run", attributes, timestamp=_ns(event.time))
 
     def _transferred(self, event: Any) -> None:
         self._agent_span.add_event(
@@ -339,6 +385,19 @@ class RunTrace:
         )
 
     def _suspended(self, event: Any) -> None:
+        end = _ns(event.time)
+        for request in event.pending:
+            self.waited[request.call_id] = request.kind
+            span = self.tools.pop(request.call_id, None)
+            if span is None:
+                continue
+            span.set_attribute("loopwright.wait.kind", request.kind)
+            ran = request.kind != "confirmation"  # a credential or a result is asked for by the running tool
+            span.set_attribute("loopwright.tool.executed", ran)
+            if not ran:  # not an execute_tool span: the tool runs (if approved) in the leg that resumes
+                span.update_name(f"await_confirmation {request.tool}")
+                span.set_attribute("gen_ai.operation.name", "await_confirmation")
+            span.end(end)
         self._agent_span.add_event(
             "loopwright.suspended",
             {"loopwright.pending": [f"{p.kind}:{p.tool}:{p.call_id}" for p in event.pending]},
@@ -368,6 +427,16 @@ _HANDLERS: dict[str, Callable[[RunTrace, Any], None]] = {
     "suspended": RunTrace._suspended,
     "resumed": RunTrace._resumed,
 }
+
+
+def _pending(rs: Any) -> dict[str, str]:
+    """The calls a run waits for (call id -> kind), from every feature slice that says."""
+    waits: dict[str, str] = {}
+    for part in rs.features.values():
+        requests = getattr(part, "pending_requests", None)
+        if requests is not None:
+            waits.update((request.call_id, request.kind) for request in requests())
+    return waits
 
 
 def _no_global_provider() -> bool:

@@ -64,9 +64,9 @@ def test_a_current_models_full_output_budget_works_through_complete(env: FakeCla
     """The SDK refuses a non-streamed request above ~21,333 max_tokens; complete() streams."""
     env.script.append(message(text("A long essay.")))
     model = AnthropicModel(CURRENT)
-    assert model.max_tokens == facts_for(CURRENT).max_output == 64_000
+    assert model.max_tokens == facts_for(CURRENT).max_output == 128_000
     assert complete(model, hi()).text == "A long essay."
-    assert env.requests[0]["max_tokens"] == 64_000 and env.requests[0]["stream"] is True
+    assert env.requests[0]["max_tokens"] == 128_000 and env.requests[0]["stream"] is True
 
 
 def test_max_tokens_defaults_per_model_and_is_checked() -> None:
@@ -74,8 +74,8 @@ def test_max_tokens_defaults_per_model_and_is_checked() -> None:
     assert AnthropicModel("anthropic.claude-haiku-4-5-20251001-v1:0").max_tokens == 64_000  # Bedrock's spelling
     assert AnthropicModel("claude-opus-4-6@20260205").max_tokens == 128_000  # Vertex's
     assert AnthropicModel("my-proxy-alias").max_tokens == 16_384  # unknown: a modest default
-    with pytest.raises(ConfigurationError, match=r"claude-sonnet-5-5 writes at most 64000 output tokens"):
-        AnthropicModel("claude-sonnet-5-5", max_tokens=100_000)
+    with pytest.raises(ConfigurationError, match=r"claude-sonnet-5-5 writes at most 128000 output tokens"):
+        AnthropicModel("claude-sonnet-5-5", max_tokens=128_001)
     with pytest.raises(ConfigurationError, match="max_tokens must be a positive int"):
         AnthropicModel(CURRENT, max_tokens=0)
 

@@ -32,7 +32,7 @@ import contextlib
 import inspect
 import warnings
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anthropic
@@ -58,6 +58,8 @@ __all__ = ["AnthropicModel", "Client", "ClientFactory", "to_messages", "to_respo
 Client: TypeAlias = "anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex"
 ClientFactory: TypeAlias = Callable[[], Client]
 CacheTTL = Literal["5m", "1h"]
+_Owned: TypeAlias = "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Client, AsyncGenerator[None, None]]]"
+"""The clients loopwright made, one per event loop, each with the generator that closes it."""
 
 _MISSING_KEY = (
     "ANTHROPIC_API_KEY is not set (and no other Anthropic credentials were found): export "
@@ -148,9 +150,7 @@ class AnthropicModel:
             )
         self._given_loop: weakref.ReferenceType[asyncio.AbstractEventLoop] | None = None
         self._given_sdk: Client | None = None
-        self._own: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Client, AsyncIterator[None]]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._own: _Owned = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------------ options
 
@@ -186,8 +186,10 @@ class AnthropicModel:
         own = self._own.get(loop)
         if own is not None:
             return own[0]
+        for closed in [other for other in self._own if other.is_closed()]:
+            del self._own[closed]  # a loop closed without shutting down its async generators
         client = self._make_client()
-        closer = _close_at_loop_end(client)
+        closer = _close_with_loop(client, loop, weakref.ref(self._own))
         # a started async generator is finalised by its loop when the loop shuts down (asyncio.run
         # and run_sync do): that closes the client, and its sockets, inside the loop that opened them
         await closer.__anext__()
@@ -233,7 +235,7 @@ class AnthropicModel:
         the loop shuts down). A client you passed in stays yours to close."""
         own = self._own.pop(asyncio.get_running_loop(), None)
         if own is not None:
-            await own[0].close()
+            await own[1].aclose()  # the closer's finally closes the client
 
     # ------------------------------------------------------------------ the Model protocol
 
@@ -365,10 +367,19 @@ def _is_client(value: object) -> bool:
     return isinstance(value, _CLIENT_TYPES)
 
 
-async def _close_at_loop_end(client: Client) -> AsyncIterator[None]:
+async def _close_with_loop(
+    client: Client, loop: asyncio.AbstractEventLoop, owned: weakref.ReferenceType[_Owned]
+) -> AsyncGenerator[None, None]:
+    """Suspended until its loop shuts down its async generators (or ``aclose``), then closes
+    ``client`` and drops the loop's entry from ``owned``: the entry holds this generator, whose
+    finalizer holds the loop, so an entry left behind would keep the closed loop and its client
+    alive as long as the model (200 ``run_sync`` calls: 200 loops)."""
     try:
         yield
     finally:
+        entries = owned()
+        if entries is not None and entries.get(loop, (None,))[0] is client:
+            del entries[loop]
         with contextlib.suppress(Exception):
             await client.close()
 

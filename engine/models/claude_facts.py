@@ -43,24 +43,26 @@ class ModelFacts:
 
 _OLD_SAMPLING = SAMPLING
 _TABLE: dict[str, ModelFacts] = {
-    # the 5.x line
+    # max_output: "Max output" on each model's page, platform.claude.com/docs/en/models/<model>/overview
+    # (and the comparison table of .../models/overview); a Mythos model shares its Fable twin's specs
+    # the 5.x line: 128K each, Haiku included
     "claude-opus-5-5": ModelFacts(max_output=128_000),
-    "claude-sonnet-5-5": ModelFacts(max_output=64_000),
-    "claude-haiku-5-5": ModelFacts(max_output=64_000),
-    "claude-fable-5-2": ModelFacts(max_output=64_000),
+    "claude-sonnet-5-5": ModelFacts(max_output=128_000),
+    "claude-haiku-5-5": ModelFacts(max_output=128_000),
+    "claude-fable-5-2": ModelFacts(max_output=128_000),
     "claude-mythos-5-2": ModelFacts(max_output=128_000),
-    "claude-fable-5-1": ModelFacts(max_output=64_000),
+    "claude-fable-5-1": ModelFacts(max_output=128_000),
     "claude-mythos-5-1": ModelFacts(max_output=128_000),
     "claude-opus-5": ModelFacts(max_output=128_000),
-    "claude-sonnet-5": ModelFacts(max_output=64_000),
-    "claude-fable-5": ModelFacts(max_output=64_000),
+    "claude-sonnet-5": ModelFacts(max_output=128_000),
+    "claude-fable-5": ModelFacts(max_output=128_000),
     "claude-mythos-5": ModelFacts(max_output=128_000),
-    # the 4.x line
+    # the 4.x line: 128K from 4.6 on, 64K for the 4.5 models
     "claude-opus-4-8": ModelFacts(max_output=128_000),
     "claude-opus-4-7": ModelFacts(max_output=128_000),
     "claude-opus-4-6": ModelFacts(max_output=128_000, sampling=_OLD_SAMPLING),
-    "claude-sonnet-4-6": ModelFacts(max_output=64_000, sampling=_OLD_SAMPLING),
-    "claude-mythos-preview": ModelFacts(max_output=128_000, deprecated="June 30th, 2026"),
+    "claude-sonnet-4-6": ModelFacts(max_output=128_000, sampling=_OLD_SAMPLING),
+    "claude-mythos-preview": ModelFacts(max_output=128_000, deprecated="June 30th, 2026"),  # no page found: as it was
     "claude-opus-4-5": ModelFacts(max_output=64_000, prefill=True, thinking="enabled", sampling=_OLD_SAMPLING),
     "claude-haiku-4-5": ModelFacts(max_output=64_000, prefill=True, thinking="enabled", sampling=_OLD_SAMPLING),
     "claude-sonnet-4-5": ModelFacts(
