@@ -20,6 +20,10 @@ PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglo
 
 NOT_PATHS = {
     "loopwright.transition": "the OpenTelemetry span event's name (docs/guide/observability.md)",
+    "loopwright.resumed": "an OpenTelemetry span attribute (docs/guide/observability.md)",
+    "loopwright.run.id": "an OpenTelemetry span link attribute (docs/guide/observability.md)",
+    "loopwright.tool.executed": "an OpenTelemetry span attribute (docs/guide/observability.md)",
+    "loopwright.tool.not_run": "an OpenTelemetry span event's name (docs/guide/observability.md)",
 }
 """Dotted names in the docs that are not import paths, each with where it comes from."""
 
