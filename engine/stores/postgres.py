@@ -260,12 +260,15 @@ async def _check_schema(pool: AsyncConnectionPool[AsyncConnection[Any]], url: st
 
 
 async def _migrate(pool: AsyncConnectionPool[AsyncConnection[Any]], url: str) -> None:
+    """Bring the tables to STORE_SCHEMA. Tables already there are only read: a database the
+    store may not write (read-only) opens, its runs can be listed and loaded (a write fails then)."""
+    async with pool.connection() as conn:
+        if await _schema_version(conn) == STORE_SCHEMA:
+            return
     async with pool.connection() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
         await conn.execute("CREATE TABLE IF NOT EXISTS lw_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        cur = await conn.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'")
-        row = await cur.fetchone()
-        found = int(row[0]) if row else 0
+        found = await _schema_version(conn)
         if found > STORE_SCHEMA:
             raise ConfigurationError(
                 f"the run store at {url} has schema version {found}, newer than this loopwright's {STORE_SCHEMA}; "
@@ -278,6 +281,17 @@ async def _migrate(pool: AsyncConnectionPool[AsyncConnection[Any]], url: str) ->
             "INSERT INTO lw_meta VALUES ('schema_version', %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
             (str(STORE_SCHEMA),),
         )
+
+
+async def _schema_version(conn: AsyncConnection[Any]) -> int:
+    """The tables' version (0: none yet)."""
+    cur = await conn.execute("SELECT to_regclass('lw_meta') IS NOT NULL")
+    exists = await cur.fetchone()
+    if not exists or not exists[0]:
+        return 0
+    cur = await conn.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'")
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
 
 
 __all__ = ["PostgresStore"]

@@ -154,28 +154,39 @@ class SQLiteStore:
         db = self._db
         self._cursor = db.cursor()
         """The checkpoints' and results' inserts go through this one cursor (not one made per call)."""
-        if self.path != ":memory:":
-            db.execute("PRAGMA journal_mode=WAL")
-        db.execute(f"PRAGMA synchronous={synchronous.upper()}")
         self._writes = 0
-        self._migrate()
-        if self.path != ":memory:":  # the WAL is folded back on the folder's thread, not in a commit
-            self._wal = f"{self.path}-wal"
-            self._wal_limit = FOLD_LIMIT * (db.execute("PRAGMA page_size").fetchone()[0] + 24)
-            db.execute("PRAGMA wal_autocheckpoint=0")
-            db.execute(f"PRAGMA journal_size_limit={self._wal_limit}")
+        try:
+            if self.path != ":memory:":
+                db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            self._migrate()
+            if self.path != ":memory:":  # the WAL is folded back on the folder's thread, not in a commit
+                self._wal = f"{self.path}-wal"
+                self._wal_limit = FOLD_LIMIT * (db.execute("PRAGMA page_size").fetchone()[0] + 24)
+                db.execute("PRAGMA wal_autocheckpoint=0")
+                db.execute(f"PRAGMA journal_size_limit={self._wal_limit}")
+        except BaseException:
+            self._cursor.close()
+            db.close()
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
+            raise
+        if self.path != ":memory:":
             self._folder = _Folder(self.path, synchronous.upper())
             weakref.finalize(self, self._folder.halt)  # a store dropped unclosed stops its folder too
 
     # ------------------------------------------------------------------ schema
 
     def _migrate(self) -> None:
+        """Bring the tables to STORE_SCHEMA. Tables already there are only read: a store the
+        process may not write opens (its runs can be listed and loaded; a write fails then)."""
         db = self._db
+        if self._schema_version() == STORE_SCHEMA:
+            return
         db.execute("BEGIN IMMEDIATE")
         try:
             db.execute("CREATE TABLE IF NOT EXISTS lw_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            row = db.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'").fetchone()
-            found = int(row[0]) if row else 0
+            found = self._schema_version()
             if found > STORE_SCHEMA:
                 raise ConfigurationError(
                     f"the run store {self.path} has schema version {found}, newer than this loopwright's "
@@ -187,8 +198,16 @@ class SQLiteStore:
             db.execute("INSERT OR REPLACE INTO lw_meta VALUES ('schema_version', ?)", (str(STORE_SCHEMA),))
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            _rollback(db)
             raise
+
+    def _schema_version(self) -> int:
+        """The tables' version (0: none yet)."""
+        try:
+            row = self._db.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.OperationalError:  # no lw_meta yet
+            return 0
+        return int(row[0]) if row else 0
 
     # ------------------------------------------------------------------ plumbing
 
@@ -207,7 +226,7 @@ class SQLiteStore:
         try:
             out = fn(db, *args)
         except BaseException:
-            db.execute("ROLLBACK")
+            _rollback(db)
             raise
         db.execute("COMMIT")
         self._wrote()
@@ -255,7 +274,11 @@ class SQLiteStore:
         else:
             run_no = self._run_no(cp.run_id, make=True)
         assert run_no is not None
-        _append(db, run_no, cp, version, owner)
+        try:
+            _append(db, run_no, cp, version, owner)
+        except BaseException:  # rolled back: a number made here is not the run's
+            self._run_nos.pop(cp.run_id, None)
+            raise
         if cp.outcome is None:  # (a store serving many runs keeps the numbers of those under way only)
             self._run_nos[cp.run_id] = run_no
         else:
@@ -384,6 +407,7 @@ class SQLiteStore:
             self._pool.shutdown(wait=True)
         if self._folder is not None:
             self._folder.stop()
+        self._cursor.close()  # (a cursor whose insert failed holds its statement, and so the connection's files)
         self._db.close()
 
     def _wrote(self) -> None:
@@ -421,6 +445,12 @@ def _append(db: sqlite3.Connection | sqlite3.Cursor, run_no: int, cp: Checkpoint
         )  # fmt: skip
     except sqlite3.IntegrityError:
         raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    """Roll the transaction back, if the error that stopped it left one (a full disk may have)."""
+    if db.in_transaction:
+        db.execute("ROLLBACK")
 
 
 def _span(run_no: int) -> tuple[int, int]:
