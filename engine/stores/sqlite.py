@@ -29,7 +29,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ConfigurationError, RunBusy
-from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun, decode_bodies, merge_heads
+from ..signing import check_key
+from .base import (
+    STORE_SCHEMA,
+    Checkpoint,
+    RunSummary,
+    SavedRun,
+    check_claim,
+    check_log,
+    check_result,
+    claim_mac,
+    decode_bodies,
+    log_mac,
+    merge_heads,
+    result_mac,
+)
 
 T = TypeVar("T")
 
@@ -64,6 +78,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "INSERT INTO lw_results SELECT r.run_no, s.call_id, s.seq, s.body FROM lw_results_2 AS s"
         " JOIN lw_runs AS r USING (run_id) ORDER BY 1, 2",
         "DROP TABLE lw_results_2",
+    ),
+    4: (  # each row's signature, when the store has a key (loopwright.signing)
+        "ALTER TABLE lw_log ADD COLUMN mac BLOB",
+        "ALTER TABLE lw_results ADD COLUMN mac BLOB",
+        "ALTER TABLE lw_claims ADD COLUMN mac BLOB",
     ),
 }
 """The statements that bring the tables from version ``n - 1`` to ``n``."""
@@ -129,13 +148,23 @@ class SQLiteStore:
     """Durable runs in the SQLite file ``path`` (created if missing; ``":memory:"`` for a
     throwaway store). See the module docstring for durability and threading. ``read_only=True``
     opens an existing store to read it (``loopwright runs list``): the file is not made, changed
-    or migrated, and one that is not a loopwright store is a ConfigurationError."""
+    or migrated, and one that is not a loopwright store is a ConfigurationError. With ``key``
+    (bytes), every row is signed and a row not signed with it is refused (:mod:`loopwright.signing`);
+    without, the store trusts its rows: whoever can write the file can change a resumed run."""
 
     def __init__(
-        self, path: str | Path, *, thread: bool = False, synchronous: str = "NORMAL", read_only: bool = False
+        self,
+        path: str | Path,
+        *,
+        thread: bool = False,
+        synchronous: str = "NORMAL",
+        read_only: bool = False,
+        key: bytes | None = None,
     ) -> None:
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ConfigurationError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
+        self._key = check_key(key)
+        """Rows are signed with it, and refused unless signed with it (None: trusted as they are)."""
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="loopwright-sqlite") if thread else None
@@ -252,7 +281,7 @@ class SQLiteStore:
         run_no = self._run_nos.get(cp.run_id) if version else None
         if run_no is None:
             return self._write(self._first, cp, version, owner)
-        _append(self._cursor, run_no, cp, version, owner)
+        _append(self._cursor, run_no, cp, version, owner, self._key and _log_mac(self._key, cp, version + 1))
         if cp.outcome is not None:  # the run stopped: its number is looked up again if it resumes
             del self._run_nos[cp.run_id]
         self._wrote()
@@ -275,7 +304,7 @@ class SQLiteStore:
             run_no = self._run_no(cp.run_id, make=True)
         assert run_no is not None
         try:
-            _append(db, run_no, cp, version, owner)
+            _append(db, run_no, cp, version, owner, self._key and _log_mac(self._key, cp, version + 1))
         except BaseException:  # rolled back: a number made here is not the run's
             self._run_nos.pop(cp.run_id, None)
             raise
@@ -298,7 +327,27 @@ class SQLiteStore:
         return run_no
 
     async def take(self, run_id: str, version: int, owner: str) -> int:
+        if self._key is not None:
+            return await self._do(self._write, self._take_signed, run_id, version, owner)
         return await self._do(self._take, run_id, version, owner)
+
+    def _take_signed(self, db: sqlite3.Connection, run_id: str, version: int, owner: str) -> int:
+        """:meth:`_take` in a store with a key: the new row is signed for its version."""
+        assert self._key is not None
+        run_no = self._run_no(run_id)
+        row = None
+        if run_no is not None:
+            row = db.execute(
+                "SELECT agent, stage, outcome, seq, head FROM lw_log WHERE id = ?", ((run_no << 32) | version,)
+            ).fetchone()
+        if run_no is None or row is None:
+            raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it")
+        cp = Checkpoint(run_id, row[0], row[1], row[2], row[3], bytes(row[4]), b"")
+        try:
+            _append(db, run_no, cp, version, owner, _log_mac(self._key, cp, version + 1))
+        except RunBusy:
+            raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it") from None
+        return version + 1
 
     def _take(self, run_id: str, version: int, owner: str) -> int:
         """Version ``version + 1``: the same head, no body, a new owner (RunBusy if taken first)."""
@@ -307,7 +356,7 @@ class SQLiteStore:
         if run_no is not None:
             try:
                 moved = self._db.execute(
-                    "INSERT INTO lw_log SELECT id + 1, agent, stage, outcome, seq, ?, ?, head, ? FROM lw_log"
+                    "INSERT INTO lw_log SELECT id + 1, agent, stage, outcome, seq, ?, ?, head, ?, NULL FROM lw_log"
                     " WHERE id = ?",
                     (owner, time.time(), b"", (run_no << 32) | version),
                 ).rowcount
@@ -329,7 +378,7 @@ class SQLiteStore:
                 []
                 if run_no is None
                 else db.execute(
-                    "SELECT agent, stage, outcome, id & 4294967295, owner, updated, head, body FROM lw_log"
+                    "SELECT agent, stage, outcome, id & 4294967295, owner, updated, head, body, mac, seq FROM lw_log"
                     " WHERE id BETWEEN ? AND ? ORDER BY id",
                     _span(run_no),
                 ).fetchall()
@@ -338,14 +387,16 @@ class SQLiteStore:
             db.execute("COMMIT")
         if not rows:
             return None
-        agent, stage, outcome, version, owner, updated, _head, _body = rows[-1]
+        if self._key is not None:
+            check_log(self._key, run_id, [(r[3], r[0], r[1], r[2], r[9], r[6], r[7], r[8]) for r in rows])
+        agent, stage, outcome, version, owner, updated = rows[-1][:6]
         heads = [bytes(r[6]) for r in rows]
         head = merge_heads(heads)
         messages, trace, _events = decode_bodies([r[7] for r in rows], run_id, events=False, heads=heads)
         return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
-        return await self._do(self._write, _claim, run_id, suspension, owner, decisions)
+        return await self._do(self._write, _claim, run_id, suspension, owner, decisions, self._key)
 
     async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
         if self._pool is None:
@@ -362,7 +413,9 @@ class SQLiteStore:
         run_no = self._run_nos.get(run_id)
         if run_no is None:  # (a run's first checkpoint, before any of its calls, numbered it)
             run_no = self._run_no(run_id, make=True)
-        self._cursor.execute("INSERT OR REPLACE INTO lw_results VALUES (?, ?, ?, ?)", (run_no, call_id, seq, body))
+        mac = self._key and result_mac(self._key, run_id, call_id, seq, body)
+        self._cursor.execute("INSERT OR REPLACE INTO lw_results VALUES (?, ?, ?, ?, ?)", (run_no, call_id, seq, body,
+                                                                                          mac))  # fmt: skip
         self._wrote()
 
     async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
@@ -370,11 +423,14 @@ class SQLiteStore:
 
     def _results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
         rows = self._db.execute(
-            "SELECT call_id, body FROM lw_results WHERE run_no = (SELECT run_no FROM lw_runs WHERE run_id = ?)"
-            " AND seq > ?",
+            "SELECT call_id, seq, body, mac FROM lw_results"
+            " WHERE run_no = (SELECT run_no FROM lw_runs WHERE run_id = ?) AND seq > ?",
             (run_id, after_seq),
         ).fetchall()
-        return {call_id: bytes(body) for call_id, body in rows}
+        if self._key is not None:
+            for call_id, seq, body, mac in rows:
+                check_result(self._key, run_id, call_id, seq, bytes(body), mac)
+        return {call_id: bytes(body) for call_id, _seq, body, _mac in rows}
 
     async def events(self, run_id: str) -> list[bytes]:
         return await self._do(self._events, run_id)
@@ -384,9 +440,12 @@ class SQLiteStore:
         if run_no is None:
             return []
         rows = self._db.execute(
-            "SELECT head, body FROM lw_log WHERE id BETWEEN ? AND ? ORDER BY id",
+            "SELECT head, body, id & 4294967295, agent, stage, outcome, seq, mac FROM lw_log WHERE id BETWEEN ? AND ?"
+            " ORDER BY id",
             _span(run_no),
         ).fetchall()
+        if self._key is not None:
+            check_log(self._key, run_id, [(r[2], r[3], r[4], r[5], r[6], r[0], r[1], r[7]) for r in rows])
         events = decode_bodies([r[1] for r in rows], run_id, heads=[r[0] for r in rows])[2]
         return [json.dumps(e).encode() for e in events]
 
@@ -431,20 +490,26 @@ class SQLiteStore:
         return f"SQLiteStore({self.path!r})"
 
 
-_APPEND = "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_APPEND = "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
-def _append(db: sqlite3.Connection | sqlite3.Cursor, run_no: int, cp: Checkpoint, version: int, owner: str) -> None:
-    """Version ``version + 1`` of run ``run_no`` into the log: its key is the optimistic lock (a
-    worker that wrote that version first makes this one RunBusy)."""
+def _append(
+    db: sqlite3.Connection | sqlite3.Cursor, run_no: int, cp: Checkpoint, version: int, owner: str, mac: bytes | None
+) -> None:
+    """Version ``version + 1`` of run ``run_no`` into the log (``mac``: its signature, if the
+    store has a key): its key is the optimistic lock (a worker that wrote that version first
+    makes this one RunBusy)."""
     try:
         db.execute(
             _APPEND,
             ((run_no << 32) | (version + 1), cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
-             cp.body),
+             cp.body, mac),
         )  # fmt: skip
     except sqlite3.IntegrityError:
         raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
+
+
+_log_mac = log_mac
 
 
 def _rollback(db: sqlite3.Connection) -> None:
@@ -466,14 +531,19 @@ def _size(path: str) -> int:
 
 
 def _claim(
-    db: sqlite3.Connection, run_id: str, suspension: str, owner: str, decisions: bytes
+    db: sqlite3.Connection, run_id: str, suspension: str, owner: str, decisions: bytes, key: bytes | None
 ) -> tuple[str, bytes] | None:
     row = db.execute(
-        "SELECT owner, decisions FROM lw_claims WHERE run_id = ? AND suspension = ?", (run_id, suspension)
+        "SELECT owner, decisions, mac FROM lw_claims WHERE run_id = ? AND suspension = ?", (run_id, suspension)
     ).fetchone()
     if row is not None:
+        if key is not None:
+            check_claim(key, run_id, suspension, row[0], bytes(row[1]), row[2])
         return row[0], bytes(row[1])
-    db.execute("INSERT INTO lw_claims VALUES (?, ?, ?, ?, ?)", (run_id, suspension, owner, decisions, time.time()))
+    mac = key and claim_mac(key, run_id, suspension, owner, decisions)
+    db.execute(
+        "INSERT INTO lw_claims VALUES (?, ?, ?, ?, ?, ?)", (run_id, suspension, owner, decisions, time.time(), mac)
+    )
     return None
 
 
