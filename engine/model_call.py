@@ -30,7 +30,7 @@ from .limits import Watched, watch
 from .models.base import StreamDelta
 from .models.scripted import ScriptedModel
 from .observers import enter_scopes
-from .values import ValueTooLarge, clean_text, storable
+from .values import ValueTooLarge, clean_text, is_storable, storable
 
 _new = object.__new__
 
@@ -165,23 +165,21 @@ def storable_reply(response: ModelResponse) -> ModelResponse:
     for i, part in enumerate(parts):
         kind = type(part)
         fields = part.__dict__
-        if kind is TextPart or kind is ThoughtPart:
+        if kind is ToolCall:
+            ident, name, args = fields["id"], fields["name"], fields["args"]
+            if ident.isascii() and name.isascii() and is_storable(args):
+                continue
+            part = part.model_copy(update={"id": clean_text(ident), "name": clean_text(name), "args": storable(args)})
+        elif kind is TextPart or kind is ThoughtPart:
             text = fields["text"]
             if text.isascii() or (cleaned := clean_text(text)) is text:
                 continue
             part = part.model_copy(update={"text": cleaned})
-        elif kind is ToolCall:
-            ident, name, args = fields["id"], fields["name"], fields["args"]
-            update = {"id": clean_text(ident), "name": clean_text(name), "args": storable(args)}
-            if update["id"] is ident and update["name"] is name and update["args"] is args:
-                continue
-            part = part.model_copy(update=update)
         elif kind is ProviderPart:
             text, block = fields["text"], fields["block"]
-            changed = {"text": clean_text(text), "block": storable(block)}
-            if changed["text"] is text and changed["block"] is block:
+            if text.isascii() and is_storable(block):
                 continue
-            part = part.model_copy(update=changed)
+            part = part.model_copy(update={"text": clean_text(text), "block": storable(block)})
         else:
             continue
         if new is None:

@@ -6,7 +6,7 @@ and signed store rows.
 key or was changed, with :class:`~loopwright.errors.ResumeError`.
 
 A store opened with ``key=k`` (``SQLiteStore(path, key=k)``, ``PostgresStore(dsn, key=k)``)
-signs each row it writes the same way (:func:`row_mac`): a checkpoint over its run id, version,
+signs each row it writes the same way (:class:`RowSigner`): a checkpoint over its run id, version,
 agent, stage, outcome, seq, head and body; a kept tool result over its run id, call id, seq and
 body; a claim over its run id, suspension, owner and decisions. Reading, it refuses (ResumeError)
 a row that is unsigned, changed, moved to another run or version, or signed with another key,
@@ -26,7 +26,7 @@ import json
 
 from pydantic_core import to_json
 
-from .errors import ResumeError
+from .errors import ConfigurationError, ResumeError
 
 _PREFIX = b'{"hmac_sha256":"'
 
@@ -62,39 +62,48 @@ ROW_MAC_SIZE = 32
 """Bytes of a store row's signature (HMAC-SHA256)."""
 
 
-def check_key(key: object) -> bytes | None:
-    """A store's ``key=`` (None: its rows are not signed); ConfigurationError if it is not bytes."""
+def row_signer(key: object) -> RowSigner | None:
+    """A store's ``key=`` as its signer (None: its rows are not signed); ConfigurationError if
+    it is not bytes."""
     if key is None:
         return None
     if not isinstance(key, bytes) or not key:
-        from .errors import ConfigurationError
-
         raise ConfigurationError(
             f"key= takes the signing key as bytes (e.g. 32 bytes from os.urandom(32), kept secret), got "
             f"{type(key).__name__} {key!r:.20}"
         )
-    return key
+    return RowSigner(key)
 
 
-def row_mac(key: bytes, fields: list[object], *blobs: bytes) -> bytes:
-    """The HMAC-SHA256 of a store row: its ``fields`` (kind first, then what names the row and
-    what it says, as JSON) and its ``blobs``, each preceded by its length."""
-    parts = [to_json(fields)]
-    for blob in blobs:
-        parts += (b"\n%d\n" % len(blob), blob)
-    return hmac.digest(key, b"".join(parts), "sha256")
+class RowSigner:
+    """Signs and checks a store's rows with one key (HMAC-SHA256; the key's HMAC state is made
+    once, each row's copies it)."""
 
+    __slots__ = ("_base",)
 
-def check_row(key: bytes, mac: bytes | None, what: str, fields: list[object], *blobs: bytes) -> None:
-    """Refuse (ResumeError) a row whose signature ``mac`` is missing or does not match
-    (``what``: the row, as the message names it)."""
-    if mac is None:
-        raise ResumeError(
-            f"{what} is not signed: it was written without key= (or its signature was removed); a store "
-            "opened with key= reads signed rows only"
-        )
-    if not hmac.compare_digest(bytes(mac), row_mac(key, fields, *blobs)):
-        raise ResumeError(
-            f"{what} does not match its signature: it was changed or moved, or signed with another key; "
-            "nothing of it is used"
-        )
+    def __init__(self, key: bytes) -> None:
+        self._base = hmac.new(key, digestmod=hashlib.sha256)
+
+    def mac(self, fields: list[object], *blobs: bytes) -> bytes:
+        """The signature of a row: its ``fields`` (kind first, then what names the row and what
+        it says, as JSON) and its ``blobs``, each preceded by its length."""
+        h = self._base.copy()
+        h.update(to_json(fields))
+        for blob in blobs:
+            h.update(b"\n%d\n" % len(blob))
+            h.update(blob)
+        return h.digest()
+
+    def check(self, mac: bytes | None, what: str, fields: list[object], *blobs: bytes) -> None:
+        """Refuse (ResumeError) a row whose signature ``mac`` is missing or does not match
+        (``what``: the row, as the message names it)."""
+        if mac is None:
+            raise ResumeError(
+                f"{what} is not signed: it was written without key= (or its signature was removed); a store "
+                "opened with key= reads signed rows only"
+            )
+        if not hmac.compare_digest(bytes(mac), self.mac(fields, *blobs)):
+            raise ResumeError(
+                f"{what} does not match its signature: it was changed or moved, or signed with another key; "
+                "nothing of it is used"
+            )

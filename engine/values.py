@@ -54,7 +54,33 @@ def storable(value: Any) -> Any:
     as a saved run holds it and reads it back: its text cleaned (:func:`clean_text`; ``value``
     itself when nothing changed). Raises :class:`ValueTooLarge` for an int of more than
     MAX_INT_DIGITS digits or nesting deeper than MAX_DEPTH."""
+    if is_storable(value, MAX_DEPTH):  # the usual case: a look, nothing built
+        return value
     return _storable(value, MAX_DEPTH)
+
+
+def is_storable(value: Any, depth: int = MAX_DEPTH) -> bool:
+    """Whether :func:`storable` keeps ``value`` as it is (False: it must be cleaned, or it is
+    refused); a look at each item, nothing built."""
+    kind = type(value)
+    if kind is str:
+        return value.isascii() or _SURROGATE.search(value) is None
+    if kind is int:
+        bits: int = value.bit_length()
+        return bits <= INT_BITS
+    if kind is dict or kind is list:
+        if not depth:
+            return False
+        if kind is dict:
+            for key in value:
+                if type(key) is str and not key.isascii() and _SURROGATE.search(key) is not None:
+                    return False
+            value = value.values()
+        for item in value:  # noqa: SIM110 (a loop: all() would add a generator's frame per container)
+            if not is_storable(item, depth - 1):
+                return False
+        return True
+    return kind is not tuple  # float, bool, None (and a tuple: storable makes it a list)
 
 
 def _storable(value: Any, depth: int) -> Any:
@@ -69,12 +95,8 @@ def _storable(value: Any, depth: int) -> Any:
         if not depth:
             raise ValueTooLarge(f"a {kind.__name__} nested more than {MAX_DEPTH} levels deep")
         if kind is list:
-            items = [_storable(item, depth - 1) for item in value]
-            return value if all(a is b for a, b in zip(items, value, strict=True)) else items
-        pairs = [(clean_text(k) if type(k) is str else k, _storable(v, depth - 1)) for k, v in value.items()]
-        if all(k is a and v is b for (k, v), (a, b) in zip(pairs, value.items(), strict=True)):
-            return value
-        return dict(pairs)
+            return [_storable(item, depth - 1) for item in value]
+        return {clean_text(k) if type(k) is str else k: _storable(v, depth - 1) for k, v in value.items()}
     if kind is tuple:  # (JSON data holds lists; a tuple is kept as one)
         return tuple(_storable(list(value), depth))
     return value

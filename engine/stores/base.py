@@ -42,7 +42,7 @@ from itertools import zip_longest
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ResumeError
-from ..signing import check_row, row_mac
+from ..signing import RowSigner
 
 STORE_SCHEMA = 4
 """The version of the stores' tables and rows; a store refuses to open tables of a newer
@@ -213,21 +213,21 @@ def merge_heads(heads: Sequence[bytes]) -> bytes:
 # ---------------------------------------------------------------- signed rows (a store with a key)
 
 
-def log_mac(key: bytes, cp: Checkpoint, version: int) -> bytes:
+def log_mac(signer: RowSigner, cp: Checkpoint, version: int) -> bytes:
     """The signature of checkpoint ``cp`` as version ``version`` of its run."""
-    return row_mac(key, ["log", cp.run_id, version, cp.agent, cp.stage, cp.outcome, cp.seq], cp.head, cp.body)
+    return signer.mac(["log", cp.run_id, version, cp.agent, cp.stage, cp.outcome, cp.seq], cp.head, cp.body)
 
 
 LogRow = tuple[int, str, str, "str | None", int, bytes, bytes, "bytes | None"]
 """A checkpoint as read back to check it: version, agent, stage, outcome, seq, head, body, mac."""
 
 
-def check_log(key: bytes, run_id: str, rows: Sequence[LogRow]) -> None:
-    """Refuse (ResumeError) a run's checkpoints unless each is signed with ``key`` as what it
+def check_log(signer: RowSigner, run_id: str, rows: Sequence[LogRow]) -> None:
+    """Refuse (ResumeError) a run's checkpoints unless each is signed by ``signer`` as what it
     says and they are versions 1, 2, ... n, none missing."""
     for version, agent, stage, outcome, seq, head, body, mac in rows:
         fields: list[object] = ["log", run_id, version, agent, stage, outcome, seq]
-        check_row(key, mac, f"run {run_id!r}: checkpoint {version} in the store", fields, bytes(head), bytes(body))
+        signer.check(mac, f"run {run_id!r}: checkpoint {version} in the store", fields, bytes(head), bytes(body))
     if [row[0] for row in rows] != list(range(1, len(rows) + 1)):
         raise ResumeError(
             f"run {run_id!r}: its checkpoints 1..{rows[-1][0]} are not all there (one was removed); the run is "
@@ -235,22 +235,24 @@ def check_log(key: bytes, run_id: str, rows: Sequence[LogRow]) -> None:
         )
 
 
-def result_mac(key: bytes, run_id: str, call_id: str, seq: int, body: bytes) -> bytes:
-    return row_mac(key, ["result", run_id, call_id, seq], body)
+def result_mac(signer: RowSigner, run_id: str, call_id: str, seq: int, body: bytes) -> bytes:
+    return signer.mac(["result", run_id, call_id, seq], body)
 
 
-def check_result(key: bytes, run_id: str, call_id: str, seq: int, body: bytes, mac: bytes | None) -> None:
+def check_result(signer: RowSigner, run_id: str, call_id: str, seq: int, body: bytes, mac: bytes | None) -> None:
     what = f"the kept result of call {call_id!r} of run {run_id!r}"
-    check_row(key, mac, what, ["result", run_id, call_id, seq], body)
+    signer.check(mac, what, ["result", run_id, call_id, seq], body)
 
 
-def claim_mac(key: bytes, run_id: str, suspension: str, owner: str, decisions: bytes) -> bytes:
-    return row_mac(key, ["claim", run_id, suspension, owner], decisions)
+def claim_mac(signer: RowSigner, run_id: str, suspension: str, owner: str, decisions: bytes) -> bytes:
+    return signer.mac(["claim", run_id, suspension, owner], decisions)
 
 
-def check_claim(key: bytes, run_id: str, suspension: str, owner: str, decisions: bytes, mac: bytes | None) -> None:
+def check_claim(
+    signer: RowSigner, run_id: str, suspension: str, owner: str, decisions: bytes, mac: bytes | None
+) -> None:
     what = f"the claim of suspension {suspension} of run {run_id!r}"
-    check_row(key, mac, what, ["claim", run_id, suspension, owner], decisions)
+    signer.check(mac, what, ["claim", run_id, suspension, owner], decisions)
 
 
 @runtime_checkable

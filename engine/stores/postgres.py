@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from ..errors import ConfigurationError, RunBusy
-from ..signing import check_key
+from ..signing import row_signer
 from .base import (
     STORE_SCHEMA,
     Checkpoint,
@@ -87,7 +87,7 @@ class PostgresStore:
         read_only: bool = False,
         key: bytes | None = None,
     ) -> None:
-        self._key = check_key(key)
+        self._signer = row_signer(key)
         self.url = dsn
         self._read_only = read_only
         """Read an existing store only (``loopwright runs list``): read-only sessions, no table
@@ -150,7 +150,7 @@ class PostgresStore:
         cp = checkpoint
         pool = await self._ready()
         async with pool.connection() as conn:
-            mac = self._key and log_mac(self._key, cp, version + 1)
+            mac = None if self._signer is None else log_mac(self._signer, cp, version + 1)
             cur = await conn.execute(
                 "INSERT INTO lw_log VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 (cp.run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head, cp.body,
@@ -168,7 +168,7 @@ class PostgresStore:
     async def take(self, run_id: str, version: int, owner: str) -> int:
         pool = await self._ready()
         async with pool.connection() as conn:
-            if self._key is None:
+            if self._signer is None:
                 cur = await conn.execute(
                     "INSERT INTO lw_log SELECT run_id, version + 1, agent, stage, outcome, seq, %s, %s, head, %s, NULL"
                     " FROM lw_log WHERE run_id = %s AND version = %s ON CONFLICT DO NOTHING",
@@ -185,7 +185,7 @@ class PostgresStore:
                     cur = await conn.execute(
                         "INSERT INTO lw_log VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                         (run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
-                         b"", log_mac(self._key, cp, version + 1)),
+                         b"", log_mac(self._signer, cp, version + 1)),
                     )  # fmt: skip
             if cur.rowcount == 1:
                 return version + 1
@@ -202,8 +202,8 @@ class PostgresStore:
             rows = await cur.fetchall()
         if not rows:
             return None
-        if self._key is not None:
-            check_log(self._key, run_id, [(r[3], r[0], r[1], r[2], r[9], r[6], r[7], r[8]) for r in rows])
+        if self._signer is not None:
+            check_log(self._signer, run_id, [(r[3], r[0], r[1], r[2], r[9], r[6], r[7], r[8]) for r in rows])
         agent, stage, outcome, version, owner, updated = rows[-1][:6]
         heads = [bytes(r[6]) for r in rows]
         head = merge_heads(heads)
@@ -213,7 +213,7 @@ class PostgresStore:
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
         pool = await self._ready()
         async with pool.connection() as conn, conn.cursor() as cur:
-            mac = self._key and claim_mac(self._key, run_id, suspension, owner, decisions)
+            mac = None if self._signer is None else claim_mac(self._signer, run_id, suspension, owner, decisions)
             await cur.execute(
                 "INSERT INTO lw_claims VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 (run_id, suspension, owner, decisions, time.time(), mac),
@@ -226,17 +226,18 @@ class PostgresStore:
             )
             row = await cur.fetchone()
         assert row is not None
-        if self._key is not None:
-            check_claim(self._key, run_id, suspension, row[0], bytes(row[1]), row[2])
+        if self._signer is not None:
+            check_claim(self._signer, run_id, suspension, row[0], bytes(row[1]), row[2])
         return row[0], bytes(row[1])
 
     async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
+        mac = None if self._signer is None else result_mac(self._signer, run_id, call_id, seq, body)
         pool = await self._ready()
         async with pool.connection() as conn:
             await conn.execute(
                 "INSERT INTO lw_results VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id, call_id)"
                 " DO UPDATE SET seq = EXCLUDED.seq, body = EXCLUDED.body, mac = EXCLUDED.mac",
-                (run_id, call_id, seq, body, self._key and result_mac(self._key, run_id, call_id, seq, body)),
+                (run_id, call_id, seq, body, mac),
             )
 
     async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
@@ -246,9 +247,9 @@ class PostgresStore:
                 "SELECT call_id, seq, body, mac FROM lw_results WHERE run_id = %s AND seq > %s", (run_id, after_seq)
             )
             rows = await cur.fetchall()
-        if self._key is not None:
+        if self._signer is not None:
             for call_id, seq, body, mac in rows:
-                check_result(self._key, run_id, call_id, seq, bytes(body), mac)
+                check_result(self._signer, run_id, call_id, seq, bytes(body), mac)
         return {call_id: bytes(body) for call_id, _seq, body, _mac in rows}
 
     async def events(self, run_id: str) -> list[bytes]:
@@ -260,8 +261,10 @@ class PostgresStore:
                 (run_id,),
             )
             rows = await cur.fetchall()
-        if self._key is not None and rows:
-            check_log(self._key, run_id, [(r[2], r[3], r[4], r[5], r[6], bytes(r[0]), bytes(r[1]), r[7]) for r in rows])
+        if self._signer is not None and rows:
+            check_log(
+                self._signer, run_id, [(r[2], r[3], r[4], r[5], r[6], bytes(r[0]), bytes(r[1]), r[7]) for r in rows]
+            )
         events = decode_bodies([bytes(r[1]) for r in rows], run_id, heads=[bytes(r[0]) for r in rows])[2]
         return [json.dumps(e).encode() for e in events]
 

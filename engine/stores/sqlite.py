@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ConfigurationError, RunBusy
-from ..signing import check_key
+from ..signing import RowSigner, row_signer
 from .base import (
     STORE_SCHEMA,
     Checkpoint,
@@ -163,7 +163,7 @@ class SQLiteStore:
     ) -> None:
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ConfigurationError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
-        self._key = check_key(key)
+        self._signer = row_signer(key)
         """Rows are signed with it, and refused unless signed with it (None: trusted as they are)."""
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
@@ -281,7 +281,8 @@ class SQLiteStore:
         run_no = self._run_nos.get(cp.run_id) if version else None
         if run_no is None:
             return self._write(self._first, cp, version, owner)
-        _append(self._cursor, run_no, cp, version, owner, self._key and _log_mac(self._key, cp, version + 1))
+        signer = self._signer
+        _append(self._cursor, run_no, cp, version, owner, None if signer is None else log_mac(signer, cp, version + 1))
         if cp.outcome is not None:  # the run stopped: its number is looked up again if it resumes
             del self._run_nos[cp.run_id]
         self._wrote()
@@ -304,7 +305,14 @@ class SQLiteStore:
             run_no = self._run_no(cp.run_id, make=True)
         assert run_no is not None
         try:
-            _append(db, run_no, cp, version, owner, self._key and _log_mac(self._key, cp, version + 1))
+            _append(
+                db,
+                run_no,
+                cp,
+                version,
+                owner,
+                None if self._signer is None else log_mac(self._signer, cp, version + 1),
+            )
         except BaseException:  # rolled back: a number made here is not the run's
             self._run_nos.pop(cp.run_id, None)
             raise
@@ -327,13 +335,13 @@ class SQLiteStore:
         return run_no
 
     async def take(self, run_id: str, version: int, owner: str) -> int:
-        if self._key is not None:
+        if self._signer is not None:
             return await self._do(self._write, self._take_signed, run_id, version, owner)
         return await self._do(self._take, run_id, version, owner)
 
     def _take_signed(self, db: sqlite3.Connection, run_id: str, version: int, owner: str) -> int:
         """:meth:`_take` in a store with a key: the new row is signed for its version."""
-        assert self._key is not None
+        assert self._signer is not None
         run_no = self._run_no(run_id)
         row = None
         if run_no is not None:
@@ -344,7 +352,7 @@ class SQLiteStore:
             raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it")
         cp = Checkpoint(run_id, row[0], row[1], row[2], row[3], bytes(row[4]), b"")
         try:
-            _append(db, run_no, cp, version, owner, _log_mac(self._key, cp, version + 1))
+            _append(db, run_no, cp, version, owner, log_mac(self._signer, cp, version + 1))
         except RunBusy:
             raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it") from None
         return version + 1
@@ -387,8 +395,8 @@ class SQLiteStore:
             db.execute("COMMIT")
         if not rows:
             return None
-        if self._key is not None:
-            check_log(self._key, run_id, [(r[3], r[0], r[1], r[2], r[9], r[6], r[7], r[8]) for r in rows])
+        if self._signer is not None:
+            check_log(self._signer, run_id, [(r[3], r[0], r[1], r[2], r[9], r[6], r[7], r[8]) for r in rows])
         agent, stage, outcome, version, owner, updated = rows[-1][:6]
         heads = [bytes(r[6]) for r in rows]
         head = merge_heads(heads)
@@ -396,7 +404,7 @@ class SQLiteStore:
         return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
-        return await self._do(self._write, _claim, run_id, suspension, owner, decisions, self._key)
+        return await self._do(self._write, _claim, run_id, suspension, owner, decisions, self._signer)
 
     async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
         if self._pool is None:
@@ -413,7 +421,7 @@ class SQLiteStore:
         run_no = self._run_nos.get(run_id)
         if run_no is None:  # (a run's first checkpoint, before any of its calls, numbered it)
             run_no = self._run_no(run_id, make=True)
-        mac = self._key and result_mac(self._key, run_id, call_id, seq, body)
+        mac = None if self._signer is None else result_mac(self._signer, run_id, call_id, seq, body)
         self._cursor.execute("INSERT OR REPLACE INTO lw_results VALUES (?, ?, ?, ?, ?)", (run_no, call_id, seq, body,
                                                                                           mac))  # fmt: skip
         self._wrote()
@@ -427,9 +435,9 @@ class SQLiteStore:
             " WHERE run_no = (SELECT run_no FROM lw_runs WHERE run_id = ?) AND seq > ?",
             (run_id, after_seq),
         ).fetchall()
-        if self._key is not None:
+        if self._signer is not None:
             for call_id, seq, body, mac in rows:
-                check_result(self._key, run_id, call_id, seq, bytes(body), mac)
+                check_result(self._signer, run_id, call_id, seq, bytes(body), mac)
         return {call_id: bytes(body) for call_id, _seq, body, _mac in rows}
 
     async def events(self, run_id: str) -> list[bytes]:
@@ -444,8 +452,8 @@ class SQLiteStore:
             " ORDER BY id",
             _span(run_no),
         ).fetchall()
-        if self._key is not None:
-            check_log(self._key, run_id, [(r[2], r[3], r[4], r[5], r[6], r[0], r[1], r[7]) for r in rows])
+        if self._signer is not None:
+            check_log(self._signer, run_id, [(r[2], r[3], r[4], r[5], r[6], r[0], r[1], r[7]) for r in rows])
         events = decode_bodies([r[1] for r in rows], run_id, heads=[r[0] for r in rows])[2]
         return [json.dumps(e).encode() for e in events]
 
@@ -509,9 +517,6 @@ def _append(
         raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
 
 
-_log_mac = log_mac
-
-
 def _rollback(db: sqlite3.Connection) -> None:
     """Roll the transaction back, if the error that stopped it left one (a full disk may have)."""
     if db.in_transaction:
@@ -531,16 +536,16 @@ def _size(path: str) -> int:
 
 
 def _claim(
-    db: sqlite3.Connection, run_id: str, suspension: str, owner: str, decisions: bytes, key: bytes | None
+    db: sqlite3.Connection, run_id: str, suspension: str, owner: str, decisions: bytes, signer: RowSigner | None
 ) -> tuple[str, bytes] | None:
     row = db.execute(
         "SELECT owner, decisions, mac FROM lw_claims WHERE run_id = ? AND suspension = ?", (run_id, suspension)
     ).fetchone()
     if row is not None:
-        if key is not None:
-            check_claim(key, run_id, suspension, row[0], bytes(row[1]), row[2])
+        if signer is not None:
+            check_claim(signer, run_id, suspension, row[0], bytes(row[1]), row[2])
         return row[0], bytes(row[1])
-    mac = key and claim_mac(key, run_id, suspension, owner, decisions)
+    mac = None if signer is None else claim_mac(signer, run_id, suspension, owner, decisions)
     db.execute(
         "INSERT INTO lw_claims VALUES (?, ?, ?, ?, ?, ?)", (run_id, suspension, owner, decisions, time.time(), mac)
     )
