@@ -461,7 +461,7 @@ def end_failed(run: Any, store: RunStore, exc: Exception, stopped: bool = False)
         rs.outcome, rs.error = "failed", ErrorInfo(kind="store", message=message)
     else:
         rs.error = ErrorInfo(kind="store", message=message)
-        run._take(abort_row(rs.stage))
+        run.take(abort_row(rs.stage))
     return run.result  # type: ignore[no-any-return]
 
 
