@@ -25,6 +25,7 @@ from .nesting import enter_tools, leave_tools, link
 from .observers import enter_scopes
 from .run_state import RunState
 from .tools import ArgumentsError, Pending, Tool, ToolContext, ToolValueError, capped, to_json_value
+from .values import INT_BITS
 
 _perf = time.perf_counter
 _monotonic = time.monotonic
@@ -190,7 +191,7 @@ async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunCo
 def _returned(call: ToolCall, value: Any, ctx: RunContext) -> CallOutcome:
     """What a tool's return value comes to: its result, or (a ``Pending``) a request to wait."""
     kind = type(value)
-    if kind is int or kind is float or kind is bool or value is None:  # JSON already, and short
+    if (kind is int and value.bit_length() <= INT_BITS) or kind is float or kind is bool or value is None:  # JSON
         return result(call, value, False)
     if isinstance(value, Pending):
         return _wait(call, "result", value.detail or f"{call.name} is still running")

@@ -21,17 +21,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from .values import clean_text
+
 REDACTED = "[redacted]"
 _KEY_LIKE = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+[A-Za-z0-9._\-]{8,})")
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with each known secret (8 characters or more) and anything shaped like an API
-    key or a bearer token replaced by ``[redacted]``: for error messages, which may echo them."""
+    key or a bearer token replaced by ``[redacted]``: for error messages, which may echo them
+    (and echo bad input: lone surrogates become U+FFFD, as in any value a run saves)."""
     for secret in secrets:
         if len(secret) >= 8 and secret in text:
             text = text.replace(secret, REDACTED)
-    return _KEY_LIKE.sub(REDACTED, text) if "sk-" in text or "Bearer" in text else text
+    return clean_text(_KEY_LIKE.sub(REDACTED, text) if "sk-" in text or "Bearer" in text else text)
 
 
 class LoopwrightError(Exception):

@@ -30,6 +30,7 @@ from .limits import Watched, watch
 from .models.base import StreamDelta
 from .models.scripted import ScriptedModel
 from .observers import enter_scopes
+from .values import ValueTooLarge, clean_text, is_storable, storable
 
 _new = object.__new__
 
@@ -80,8 +81,7 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
         if scoped is not None:
             scoped.close()
     if agent.after_model is not None:
-        call.check(response)
-        return await _after(response, ctx)
+        return await _after(call.check(response), ctx)
     return call.received(response)
 
 
@@ -124,11 +124,12 @@ class ModelCall(Watched):
             if failure is not exc:
                 raise failure from None
 
-    def check(self, response: Any) -> None:
+    def check(self, response: Any) -> ModelResponse:
         """A reply is a ModelResponse; one from a model the engine does not trust holds together
-        (a built-in model replaying a list, and a model with ``trusted_replies``, are trusted)."""
+        (a built-in model replaying a list, and a model with ``trusted_replies``, are trusted),
+        and comes back as a saved run holds it (:func:`storable_reply`)."""
         if self.instant and type(response) is ModelResponse:
-            return
+            return response
         model = self.model
         if not isinstance(response, ModelResponse):
             raise ModelError(
@@ -138,12 +139,53 @@ class ModelCall(Watched):
         if not self.instant and not _sound(response) and not getattr(model, "trusted_replies", False):
             wrong = malformed(response) or "it does not hold together"
             raise ModelError(f"model {type(model).__name__} returned a malformed reply: {wrong}", retryable=False)
+        try:
+            return storable_reply(response)
+        except ValueTooLarge as exc:
+            raise ModelError(
+                f"model {type(model).__name__} returned a malformed reply: {exc}, which a saved run could not read "
+                "back",
+                retryable=False,
+            ) from None
 
     def received(self, response: Any) -> ModelResponse:
         """The reply, checked, its tool calls' ids unique in the run."""
-        self.check(response)
+        response = self.check(response)
         ctx = self.ctx
         return unique_call_ids(response, ctx.call_ids or _ids_of(ctx))
+
+
+def storable_reply(response: ModelResponse) -> ModelResponse:
+    """``response`` as a saved run holds it, the same with and without a store: lone surrogates
+    in its text, thoughts, calls and provider blocks replaced by U+FFFD (:mod:`loopwright.values`;
+    ``response`` itself when it holds none). A call's arguments or a provider block that a saved
+    run could not read back (too deep, an int too long) raise :class:`ValueTooLarge`."""
+    parts = response.parts
+    new: list[Any] | None = None
+    for i, part in enumerate(parts):
+        kind = type(part)
+        fields = part.__dict__
+        if kind is ToolCall:
+            ident, name, args = fields["id"], fields["name"], fields["args"]
+            if ident.isascii() and name.isascii() and is_storable(args):
+                continue
+            part = part.model_copy(update={"id": clean_text(ident), "name": clean_text(name), "args": storable(args)})
+        elif kind is TextPart or kind is ThoughtPart:
+            text = fields["text"]
+            if text.isascii() or (cleaned := clean_text(text)) is text:
+                continue
+            part = part.model_copy(update={"text": cleaned})
+        elif kind is ProviderPart:
+            text, block = fields["text"], fields["block"]
+            if text.isascii() and is_storable(block):
+                continue
+            part = part.model_copy(update={"text": clean_text(text), "block": storable(block)})
+        else:
+            continue
+        if new is None:
+            new = list(parts)
+        new[i] = part
+    return response if new is None else response.model_copy(update={"parts": tuple(new)})
 
 
 def model_call(model: Any, ctx: RunContext) -> ModelCall:

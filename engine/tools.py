@@ -24,7 +24,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from types import FunctionType, MappingProxyType
 from typing import Any, get_type_hints, overload
 
@@ -34,6 +34,7 @@ from pydantic_core import to_json, to_jsonable_python
 from .errors import ConfigurationError
 from .events import DocumentPart, ImagePart, ToolSpec, sniff_media_type
 from .log import get_logger
+from .values import MAX_DEPTH, MAX_INT_DIGITS, ValueTooLarge, clean_text, int_fits, storable
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$")
@@ -292,13 +293,19 @@ def _fallback(value: Any) -> Any:
 
 
 def to_json_value(value: Any) -> Any:
-    """A tool's return value as JSON data. Pydantic models and dataclasses become dicts, the
-    bytes of an image or a PDF its part (``ImagePart``/``DocumentPart``), other UTF-8 bytes their
-    text, sets lists, and other objects their ``str``. A value that cannot become
-    JSON (bytes that are not UTF-8, an iterator or generator anywhere in it, a cycle, nesting
-    too deep, an object whose ``str`` raises) raises :class:`ToolValueError` naming its type."""
+    """A tool's return value as JSON data a saved run can hold and read back. Pydantic models and
+    dataclasses become dicts, the bytes of an image or a PDF its part (``ImagePart``/``DocumentPart``),
+    other UTF-8 bytes their text, sets lists, other objects their ``str``, and lone surrogates in
+    text U+FFFD (:mod:`loopwright.values`). A value that cannot become JSON (bytes that are not
+    UTF-8, an iterator or generator anywhere in it, a cycle, an object whose ``str`` raises) or
+    that a saved run could not read back (an int of more than ``MAX_INT_DIGITS`` digits, nesting
+    deeper than ``MAX_DEPTH``) raises :class:`ToolValueError` naming its type."""
     kind = type(value)
+    if kind is str:
+        return clean_text(value)
     if kind in _SIMPLE:
+        if kind is int and not int_fits(value):
+            raise ToolValueError(f"returned an int of more than {MAX_INT_DIGITS} digits, {_UNREADABLE}; return a str")
         return value
     if isinstance(value, bytes | bytearray | memoryview):  # an image or a PDF becomes its part
         return _binary(bytes(value))
@@ -309,14 +316,40 @@ def to_json_value(value: Any) -> Any:
             f"{where} a {lazy} (an iterator), which JSON cannot hold and which may never end; return a list instead"
         )
     try:
-        return to_jsonable_python(value, fallback=_fallback)
+        try:
+            plain = to_jsonable_python(value, fallback=_fallback)
+        except UnicodeEncodeError:  # a key with a lone surrogate (pydantic writes keys as UTF-8)
+            plain = to_jsonable_python(_keys_cleaned(value, MAX_DEPTH), fallback=_fallback)
+        return storable(plain)
     except ToolValueError as exc:
         raise ToolValueError(f"returned a {kind.__name__} that contains {str(exc).removeprefix('returned ')}") from None
+    except ValueTooLarge as exc:
+        fix = "return it as a str" if str(exc).startswith("an int") else "flatten it, or return it as a str"
+        raise ToolValueError(f"returned a {kind.__name__} holding {exc}, {_UNREADABLE}; {fix}") from None
     except Exception as exc:  # a cycle, nesting too deep, a __str__ that raises
         raise ToolValueError(
             f"returned a {kind.__name__}, which cannot become JSON ({type(exc).__name__}: {exc}); return plain "
             "data: str, numbers, lists and dicts of them, a pydantic model or a dataclass"
         ) from None
+
+
+_UNREADABLE = "which a saved run could not read back"
+
+
+def _keys_cleaned(value: Any, depth: int) -> Any:
+    """``value`` with the text of its dicts' keys cleaned (:func:`~loopwright.values.clean_text`),
+    models and dataclasses as dicts of their fields: what is left for ``to_jsonable_python``."""
+    if depth < 0:
+        raise ValueTooLarge(f"a {type(value).__name__} nested more than {MAX_DEPTH} levels deep")
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    elif is_dataclass(value) and not isinstance(value, type):
+        value = {f.name: getattr(value, f.name) for f in fields(value)}
+    if isinstance(value, dict):
+        return {clean_text(k) if isinstance(k, str) else k: _keys_cleaned(v, depth - 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_keys_cleaned(v, depth - 1) for v in value]
+    return value
 
 
 CUT_NOTE = "\n[... cut: the result was {size} characters, more than max_tool_result_chars={cap}]"

@@ -21,7 +21,11 @@ and its version (1, 2, 3, ...):
   resumed ``act`` re-runs only the calls that did not finish), and the claims of suspensions
   (a suspension is resumed once).
 
-The key is the optimistic lock: a worker writes version ``n + 1`` after the ``n`` it holds; if
+A store opened with ``key=`` signs every row and refuses rows that are not signed with it
+(:mod:`loopwright.signing` says what that shows and what it cannot); a store without one trusts
+its rows as they are.
+
+The log's primary key is the optimistic lock: a worker writes version ``n + 1`` after the ``n`` it holds; if
 another worker took the run (it wrote ``n + 1`` first), the insert collides and the first
 worker gets :class:`~loopwright.errors.RunBusy`.
 
@@ -37,10 +41,14 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Any, Protocol, runtime_checkable
 
-STORE_SCHEMA = 3
+from ..errors import ResumeError
+from ..signing import RowSigner
+
+STORE_SCHEMA = 4
 """The version of the stores' tables and rows; a store refuses to open tables of a newer
 version and migrates older ones when it opens them (2: heads may hold only what changed, events
-are kept as lists of their values; 3: SQLite's log is keyed by one integer per row)."""
+are kept as lists of their values; 3: SQLite's log is keyed by one integer per row; 4: rows
+carry a signature, ``mac``, when the store has a key: :mod:`loopwright.signing`)."""
 
 FULL_HEAD_EVERY = 32
 """A worker writes the whole head at its first checkpoint and at every 32nd after it, so a
@@ -200,6 +208,51 @@ def merge_heads(heads: Sequence[bytes]) -> bytes:
         merged.update(json.loads(head))
     del merged["~"]
     return json.dumps(merged, separators=(",", ":")).encode()
+
+
+# ---------------------------------------------------------------- signed rows (a store with a key)
+
+
+def log_mac(signer: RowSigner, cp: Checkpoint, version: int) -> bytes:
+    """The signature of checkpoint ``cp`` as version ``version`` of its run."""
+    return signer.mac(["log", cp.run_id, version, cp.agent, cp.stage, cp.outcome, cp.seq], cp.head, cp.body)
+
+
+LogRow = tuple[int, str, str, "str | None", int, bytes, bytes, "bytes | None"]
+"""A checkpoint as read back to check it: version, agent, stage, outcome, seq, head, body, mac."""
+
+
+def check_log(signer: RowSigner, run_id: str, rows: Sequence[LogRow]) -> None:
+    """Refuse (ResumeError) a run's checkpoints unless each is signed by ``signer`` as what it
+    says and they are versions 1, 2, ... n, none missing."""
+    for version, agent, stage, outcome, seq, head, body, mac in rows:
+        fields: list[object] = ["log", run_id, version, agent, stage, outcome, seq]
+        signer.check(mac, f"run {run_id!r}: checkpoint {version} in the store", fields, bytes(head), bytes(body))
+    if [row[0] for row in rows] != list(range(1, len(rows) + 1)):
+        raise ResumeError(
+            f"run {run_id!r}: its checkpoints 1..{rows[-1][0]} are not all there (one was removed); the run is "
+            "not loaded"
+        )
+
+
+def result_mac(signer: RowSigner, run_id: str, call_id: str, seq: int, body: bytes) -> bytes:
+    return signer.mac(["result", run_id, call_id, seq], body)
+
+
+def check_result(signer: RowSigner, run_id: str, call_id: str, seq: int, body: bytes, mac: bytes | None) -> None:
+    what = f"the kept result of call {call_id!r} of run {run_id!r}"
+    signer.check(mac, what, ["result", run_id, call_id, seq], body)
+
+
+def claim_mac(signer: RowSigner, run_id: str, suspension: str, owner: str, decisions: bytes) -> bytes:
+    return signer.mac(["claim", run_id, suspension, owner], decisions)
+
+
+def check_claim(
+    signer: RowSigner, run_id: str, suspension: str, owner: str, decisions: bytes, mac: bytes | None
+) -> None:
+    what = f"the claim of suspension {suspension} of run {run_id!r}"
+    signer.check(mac, what, ["claim", run_id, suspension, owner], decisions)
 
 
 @runtime_checkable

@@ -35,19 +35,20 @@ import time
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import TypeAdapter
 from pydantic_core import to_json
 
 from .. import features as _features  # the built-in features' run-state slices, to load saved states
 from ..decisions import Approve, Deny
-from ..errors import ConfigurationError, ResumeError, RunBusy
+from ..errors import ConfigurationError, LoopwrightError, ResumeError, RunBusy, redact
 from ..events import (
     EVENT_BY_TYPE,
     EVENT_FIELDS,
     EVENT_TYPE,
     DocumentPart,
+    ErrorInfo,
     EventBase,
     ImagePart,
     Message,
@@ -64,6 +65,7 @@ from ..events import (
     reply_of,
 )
 from ..machine import Row as _Row
+from ..machine import abort_row
 from ..result import StoredLeg
 from ..run_state import _SAVED, RunState, _slice_adapter
 from ..stage import Stage
@@ -75,6 +77,7 @@ if TYPE_CHECKING:
     from ..context import EventLog, RunContext, Where
     from ..result import RunResult
 
+T = TypeVar("T")
 Durability = Literal["transition", "iteration", "exit"]
 DURABILITY: tuple[Durability, ...] = ("transition", "iteration", "exit")
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
@@ -303,6 +306,9 @@ class Durable:
         cp: Checkpointer = run.checkpointer
         try:
             await self._prepare(runner, run, cp, saved, decisions)
+        except _StoreFailed as failed:  # nothing ran: the run as the store keeps it is resumed later
+            cp.retire()
+            return end_failed(run, self.store, failed.error)
         except BaseException:
             cp.retire()
             raise
@@ -323,9 +329,9 @@ class Durable:
             await self._claim(run, cp, saved, decisions)
         else:
             self._crashed(saved, rs, decisions)
-        cp.version = await self.store.take(rs.run_id, saved.version, cp.owner)
+        cp.version = await _stored(self.store.take(rs.run_id, saved.version, cp.owner))
         cp.n_messages, cp.n_trace = len(saved.messages), len(saved.trace)
-        await cp.replay_results(rs.seq)
+        await _stored(cp.replay_results(rs.seq))
         if rs.stage == Stage.REASON:  # the request is not saved (it is the history again): rebuild it
             attempt = rs.attempt
             waits = runner.handler(Stage.PREPROCESS)(rs, run.ctx)
@@ -359,7 +365,7 @@ class Durable:
     ) -> Mapping[str, Any] | None:
         rs: RunState = run.state
         suspension = str(rs.seq)
-        before = await self.store.claim(rs.run_id, suspension, cp.owner, encode_decisions(decisions or {}))
+        before = await _stored(self.store.claim(rs.run_id, suspension, cp.owner, encode_decisions(decisions or {})))
         if before is None:
             return decisions
         owner, claimed = before
@@ -419,6 +425,44 @@ class Durable:
         """This process's checkpoints continue the saved run's (its version taken in the store)."""
         cp.version = await self.store.take(run_id, saved.version, cp.owner)
         cp.n_messages, cp.n_trace = len(saved.messages), len(saved.trace)
+
+
+class _StoreFailed(Exception):
+    """A store call of a resume failed with ``error`` (not one of loopwright's errors)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+async def _stored(work: Awaitable[T]) -> T:
+    """``await work``, a store call; its failure (other than a loopwright error) as :class:`_StoreFailed`."""
+    try:
+        return await work
+    except LoopwrightError:
+        raise
+    except Exception as exc:
+        raise _StoreFailed(exc) from exc
+
+
+def end_failed(run: Any, store: RunStore, exc: Exception, stopped: bool = False) -> RunResult:
+    """End ``run`` failed because ``store`` failed with ``exc`` (the store keeps the run as of
+    its last checkpoint). A run that had stopped (``stopped``: it ended or suspended in memory,
+    but that was not written) keeps its trace and takes outcome "failed"; else it takes the
+    engine's abort edge from its state. Its result."""
+    rs: RunState = run.state
+    message = redact(
+        f"the run store ({type(store).__name__}) failed: {type(exc).__name__}: {exc}; it keeps the run as of "
+        f"its last checkpoint: resume it (runner.resume({rs.run_id!r})) once the store can be written"
+    )
+    if stopped:
+        if rs.error is not None and rs.outcome == "failed":
+            message = f"{rs.error.message}; and {message}"
+        rs.outcome, rs.error = "failed", ErrorInfo(kind="store", message=message)
+    else:
+        rs.error = ErrorInfo(kind="store", message=message)
+        run.take(abort_row(rs.stage))
+    return run.result  # type: ignore[no-any-return]
 
 
 def compact_events(  # noqa: C901, PLR0912 (every checkpoint's loop, its cases written out)
@@ -592,6 +636,9 @@ class Checkpointer:
             return self._write(dest in self.stops)
         try:
             self.version = now(self._checkpoint(), self.version, self.owner)
+        except Exception as exc:
+            self._not_saved(exc, dest in self.stops)
+            return None
         except BaseException:
             _LIVE.pop(self.owner, None)
             raise
@@ -603,12 +650,27 @@ class Checkpointer:
     async def _write(self, stop: bool) -> None:
         try:
             self.version = await self.store.save(self._checkpoint(), self.version, self.owner)
+        except Exception as exc:
+            self._not_saved(exc, stop)
+            return
         except BaseException:
             _LIVE.pop(self.owner, None)
             raise
         if stop:  # the run stopped (a resume makes a new run and checkpointer)
             _LIVE.pop(self.owner, None)
             self.run = None
+
+    def _not_saved(self, exc: Exception, stop: bool) -> None:
+        """The checkpoint was not written: another worker took the run (RunBusy) or the run id
+        is taken (errors of loopwright's: raised); else the store failed (a full or read-only
+        disk, a lost connection) and the run ends failed, that error named (:func:`end_failed`:
+        the run's state in the store is its last checkpoint, from which a resume goes on).
+        This worker writes no more."""
+        _LIVE.pop(self.owner, None)
+        run, self.run = self.run, None
+        if isinstance(exc, LoopwrightError):
+            raise exc
+        end_failed(run, self.store, exc, stop)
 
     def _checkpoint(self) -> Checkpoint:
         run = self.run

@@ -17,7 +17,21 @@ import time
 from typing import Any
 
 from ..errors import ConfigurationError, RunBusy
-from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun, decode_bodies, merge_heads
+from ..signing import row_signer
+from .base import (
+    STORE_SCHEMA,
+    Checkpoint,
+    RunSummary,
+    SavedRun,
+    check_claim,
+    check_log,
+    check_result,
+    claim_mac,
+    decode_bodies,
+    log_mac,
+    merge_heads,
+    result_mac,
+)
 
 try:
     import psycopg
@@ -41,6 +55,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     2: (),  # the rows' format (heads of the changed fields, events as lists): the tables are the same
     3: (),  # SQLite's log is keyed by one integer (its B-tree appends); these tables are the same
+    4: (  # each row's signature, when the store has a key (loopwright.signing)
+        "ALTER TABLE lw_log ADD COLUMN mac BYTEA",
+        "ALTER TABLE lw_results ADD COLUMN mac BYTEA",
+        "ALTER TABLE lw_claims ADD COLUMN mac BYTEA",
+    ),
 }
 _LOCK = 0x6C77_7374  # the advisory lock held while the tables are created or migrated
 
@@ -52,7 +71,11 @@ class PostgresStore:
     ``synchronous_commit=False`` the store's sessions do not wait (``SET synchronous_commit =
     off``): a commit then survives this process dying, as SQLite's WAL does, but a crash of the
     database server or its machine may lose the last few hundred milliseconds of checkpoints
-    (never a torn one); a resume then repeats that work."""
+    (never a torn one); a resume then repeats that work.
+
+    With ``key`` (bytes), every row is signed and a row not signed with it is refused
+    (:mod:`loopwright.signing`); without, the store trusts its rows: whoever can write the
+    tables can change a resumed run."""
 
     def __init__(
         self,
@@ -62,7 +85,9 @@ class PostgresStore:
         max_size: int = 10,
         synchronous_commit: bool = True,
         read_only: bool = False,
+        key: bytes | None = None,
     ) -> None:
+        self._signer = row_signer(key)
         self.url = dsn
         self._read_only = read_only
         """Read an existing store only (``loopwright runs list``): read-only sessions, no table
@@ -86,9 +111,15 @@ class PostgresStore:
         max_size: int = 10,
         synchronous_commit: bool = True,
         read_only: bool = False,
+        key: bytes | None = None,
     ) -> PostgresStore:
         store = cls(
-            dsn, min_size=min_size, max_size=max_size, synchronous_commit=synchronous_commit, read_only=read_only
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            synchronous_commit=synchronous_commit,
+            read_only=read_only,
+            key=key,
         )
         await store._ready()
         return store
@@ -119,10 +150,12 @@ class PostgresStore:
         cp = checkpoint
         pool = await self._ready()
         async with pool.connection() as conn:
+            mac = None if self._signer is None else log_mac(self._signer, cp, version + 1)
             cur = await conn.execute(
-                "INSERT INTO lw_log VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (cp.run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head, cp.body),
-            )
+                "INSERT INTO lw_log VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (cp.run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head, cp.body,
+                 mac),
+            )  # fmt: skip
             if cur.rowcount == 1:
                 return version + 1
         if version == 0:
@@ -135,11 +168,25 @@ class PostgresStore:
     async def take(self, run_id: str, version: int, owner: str) -> int:
         pool = await self._ready()
         async with pool.connection() as conn:
-            cur = await conn.execute(
-                "INSERT INTO lw_log SELECT run_id, version + 1, agent, stage, outcome, seq, %s, %s, head, %s"
-                " FROM lw_log WHERE run_id = %s AND version = %s ON CONFLICT DO NOTHING",
-                (owner, time.time(), b"", run_id, version),
-            )
+            if self._signer is None:
+                cur = await conn.execute(
+                    "INSERT INTO lw_log SELECT run_id, version + 1, agent, stage, outcome, seq, %s, %s, head, %s, NULL"
+                    " FROM lw_log WHERE run_id = %s AND version = %s ON CONFLICT DO NOTHING",
+                    (owner, time.time(), b"", run_id, version),
+                )
+            else:  # the new row signed for its version
+                cur = await conn.execute(
+                    "SELECT agent, stage, outcome, seq, head FROM lw_log WHERE run_id = %s AND version = %s",
+                    (run_id, version),
+                )
+                row = await cur.fetchone()
+                if row is not None:
+                    cp = Checkpoint(run_id, row[0], row[1], row[2], row[3], bytes(row[4]), b"")
+                    cur = await conn.execute(
+                        "INSERT INTO lw_log VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        (run_id, version + 1, cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
+                         b"", log_mac(self._signer, cp, version + 1)),
+                    )  # fmt: skip
             if cur.rowcount == 1:
                 return version + 1
         raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it")
@@ -148,14 +195,16 @@ class PostgresStore:
         pool = await self._ready()
         async with pool.connection() as conn:
             cur = await conn.execute(
-                "SELECT agent, stage, outcome, version, owner, updated, head, body FROM lw_log WHERE run_id = %s"
-                " ORDER BY version",
+                "SELECT agent, stage, outcome, version, owner, updated, head, body, mac, seq FROM lw_log"
+                " WHERE run_id = %s ORDER BY version",
                 (run_id,),
             )
             rows = await cur.fetchall()
         if not rows:
             return None
-        agent, stage, outcome, version, owner, updated, _head, _body = rows[-1]
+        if self._signer is not None:
+            check_log(self._signer, run_id, [(r[3], r[0], r[1], r[2], r[9], r[6], r[7], r[8]) for r in rows])
+        agent, stage, outcome, version, owner, updated = rows[-1][:6]
         heads = [bytes(r[6]) for r in rows]
         head = merge_heads(heads)
         messages, trace, _events = decode_bodies([bytes(r[7]) for r in rows], run_id, events=False, heads=heads)
@@ -164,41 +213,58 @@ class PostgresStore:
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
         pool = await self._ready()
         async with pool.connection() as conn, conn.cursor() as cur:
+            mac = None if self._signer is None else claim_mac(self._signer, run_id, suspension, owner, decisions)
             await cur.execute(
-                "INSERT INTO lw_claims VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (run_id, suspension, owner, decisions, time.time()),
+                "INSERT INTO lw_claims VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (run_id, suspension, owner, decisions, time.time(), mac),
             )
             if cur.rowcount == 1:
                 return None
             await cur.execute(
-                "SELECT owner, decisions FROM lw_claims WHERE run_id = %s AND suspension = %s", (run_id, suspension)
+                "SELECT owner, decisions, mac FROM lw_claims WHERE run_id = %s AND suspension = %s",
+                (run_id, suspension),
             )
             row = await cur.fetchone()
         assert row is not None
+        if self._signer is not None:
+            check_claim(self._signer, run_id, suspension, row[0], bytes(row[1]), row[2])
         return row[0], bytes(row[1])
 
     async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
+        mac = None if self._signer is None else result_mac(self._signer, run_id, call_id, seq, body)
         pool = await self._ready()
         async with pool.connection() as conn:
             await conn.execute(
-                "INSERT INTO lw_results VALUES (%s, %s, %s, %s) ON CONFLICT (run_id, call_id)"
-                " DO UPDATE SET seq = EXCLUDED.seq, body = EXCLUDED.body",
-                (run_id, call_id, seq, body),
+                "INSERT INTO lw_results VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id, call_id)"
+                " DO UPDATE SET seq = EXCLUDED.seq, body = EXCLUDED.body, mac = EXCLUDED.mac",
+                (run_id, call_id, seq, body, mac),
             )
 
     async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
         pool = await self._ready()
         async with pool.connection() as conn:
             cur = await conn.execute(
-                "SELECT call_id, body FROM lw_results WHERE run_id = %s AND seq > %s", (run_id, after_seq)
+                "SELECT call_id, seq, body, mac FROM lw_results WHERE run_id = %s AND seq > %s", (run_id, after_seq)
             )
-            return {call_id: bytes(body) for call_id, body in await cur.fetchall()}
+            rows = await cur.fetchall()
+        if self._signer is not None:
+            for call_id, seq, body, mac in rows:
+                check_result(self._signer, run_id, call_id, seq, bytes(body), mac)
+        return {call_id: bytes(body) for call_id, _seq, body, _mac in rows}
 
     async def events(self, run_id: str) -> list[bytes]:
         pool = await self._ready()
         async with pool.connection() as conn:
-            cur = await conn.execute("SELECT head, body FROM lw_log WHERE run_id = %s ORDER BY version", (run_id,))
+            cur = await conn.execute(
+                "SELECT head, body, version, agent, stage, outcome, seq, mac FROM lw_log WHERE run_id = %s"
+                " ORDER BY version",
+                (run_id,),
+            )
             rows = await cur.fetchall()
+        if self._signer is not None and rows:
+            check_log(
+                self._signer, run_id, [(r[2], r[3], r[4], r[5], r[6], bytes(r[0]), bytes(r[1]), r[7]) for r in rows]
+            )
         events = decode_bodies([bytes(r[1]) for r in rows], run_id, heads=[bytes(r[0]) for r in rows])[2]
         return [json.dumps(e).encode() for e in events]
 
@@ -260,12 +326,15 @@ async def _check_schema(pool: AsyncConnectionPool[AsyncConnection[Any]], url: st
 
 
 async def _migrate(pool: AsyncConnectionPool[AsyncConnection[Any]], url: str) -> None:
+    """Bring the tables to STORE_SCHEMA. Tables already there are only read: a database the
+    store may not write (read-only) opens, its runs can be listed and loaded (a write fails then)."""
+    async with pool.connection() as conn:
+        if await _schema_version(conn) == STORE_SCHEMA:
+            return
     async with pool.connection() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
         await conn.execute("CREATE TABLE IF NOT EXISTS lw_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        cur = await conn.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'")
-        row = await cur.fetchone()
-        found = int(row[0]) if row else 0
+        found = await _schema_version(conn)
         if found > STORE_SCHEMA:
             raise ConfigurationError(
                 f"the run store at {url} has schema version {found}, newer than this loopwright's {STORE_SCHEMA}; "
@@ -278,6 +347,17 @@ async def _migrate(pool: AsyncConnectionPool[AsyncConnection[Any]], url: str) ->
             "INSERT INTO lw_meta VALUES ('schema_version', %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
             (str(STORE_SCHEMA),),
         )
+
+
+async def _schema_version(conn: AsyncConnection[Any]) -> int:
+    """The tables' version (0: none yet)."""
+    cur = await conn.execute("SELECT to_regclass('lw_meta') IS NOT NULL")
+    exists = await cur.fetchone()
+    if not exists or not exists[0]:
+        return 0
+    cur = await conn.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'")
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
 
 
 __all__ = ["PostgresStore"]

@@ -29,7 +29,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import ConfigurationError, RunBusy
-from .base import STORE_SCHEMA, Checkpoint, RunSummary, SavedRun, decode_bodies, merge_heads
+from ..signing import RowSigner, row_signer
+from .base import (
+    STORE_SCHEMA,
+    Checkpoint,
+    RunSummary,
+    SavedRun,
+    check_claim,
+    check_log,
+    check_result,
+    claim_mac,
+    decode_bodies,
+    log_mac,
+    merge_heads,
+    result_mac,
+)
 
 T = TypeVar("T")
 
@@ -64,6 +78,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "INSERT INTO lw_results SELECT r.run_no, s.call_id, s.seq, s.body FROM lw_results_2 AS s"
         " JOIN lw_runs AS r USING (run_id) ORDER BY 1, 2",
         "DROP TABLE lw_results_2",
+    ),
+    4: (  # each row's signature, when the store has a key (loopwright.signing)
+        "ALTER TABLE lw_log ADD COLUMN mac BLOB",
+        "ALTER TABLE lw_results ADD COLUMN mac BLOB",
+        "ALTER TABLE lw_claims ADD COLUMN mac BLOB",
     ),
 }
 """The statements that bring the tables from version ``n - 1`` to ``n``."""
@@ -129,13 +148,23 @@ class SQLiteStore:
     """Durable runs in the SQLite file ``path`` (created if missing; ``":memory:"`` for a
     throwaway store). See the module docstring for durability and threading. ``read_only=True``
     opens an existing store to read it (``loopwright runs list``): the file is not made, changed
-    or migrated, and one that is not a loopwright store is a ConfigurationError."""
+    or migrated, and one that is not a loopwright store is a ConfigurationError. With ``key``
+    (bytes), every row is signed and a row not signed with it is refused (:mod:`loopwright.signing`);
+    without, the store trusts its rows: whoever can write the file can change a resumed run."""
 
     def __init__(
-        self, path: str | Path, *, thread: bool = False, synchronous: str = "NORMAL", read_only: bool = False
+        self,
+        path: str | Path,
+        *,
+        thread: bool = False,
+        synchronous: str = "NORMAL",
+        read_only: bool = False,
+        key: bytes | None = None,
     ) -> None:
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise ConfigurationError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
+        self._signer = row_signer(key)
+        """Rows are signed with it, and refused unless signed with it (None: trusted as they are)."""
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="loopwright-sqlite") if thread else None
@@ -154,28 +183,39 @@ class SQLiteStore:
         db = self._db
         self._cursor = db.cursor()
         """The checkpoints' and results' inserts go through this one cursor (not one made per call)."""
-        if self.path != ":memory:":
-            db.execute("PRAGMA journal_mode=WAL")
-        db.execute(f"PRAGMA synchronous={synchronous.upper()}")
         self._writes = 0
-        self._migrate()
-        if self.path != ":memory:":  # the WAL is folded back on the folder's thread, not in a commit
-            self._wal = f"{self.path}-wal"
-            self._wal_limit = FOLD_LIMIT * (db.execute("PRAGMA page_size").fetchone()[0] + 24)
-            db.execute("PRAGMA wal_autocheckpoint=0")
-            db.execute(f"PRAGMA journal_size_limit={self._wal_limit}")
+        try:
+            if self.path != ":memory:":
+                db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            self._migrate()
+            if self.path != ":memory:":  # the WAL is folded back on the folder's thread, not in a commit
+                self._wal = f"{self.path}-wal"
+                self._wal_limit = FOLD_LIMIT * (db.execute("PRAGMA page_size").fetchone()[0] + 24)
+                db.execute("PRAGMA wal_autocheckpoint=0")
+                db.execute(f"PRAGMA journal_size_limit={self._wal_limit}")
+        except BaseException:
+            self._cursor.close()
+            db.close()
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
+            raise
+        if self.path != ":memory:":
             self._folder = _Folder(self.path, synchronous.upper())
             weakref.finalize(self, self._folder.halt)  # a store dropped unclosed stops its folder too
 
     # ------------------------------------------------------------------ schema
 
     def _migrate(self) -> None:
+        """Bring the tables to STORE_SCHEMA. Tables already there are only read: a store the
+        process may not write opens (its runs can be listed and loaded; a write fails then)."""
         db = self._db
+        if self._schema_version() == STORE_SCHEMA:
+            return
         db.execute("BEGIN IMMEDIATE")
         try:
             db.execute("CREATE TABLE IF NOT EXISTS lw_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            row = db.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'").fetchone()
-            found = int(row[0]) if row else 0
+            found = self._schema_version()
             if found > STORE_SCHEMA:
                 raise ConfigurationError(
                     f"the run store {self.path} has schema version {found}, newer than this loopwright's "
@@ -187,8 +227,16 @@ class SQLiteStore:
             db.execute("INSERT OR REPLACE INTO lw_meta VALUES ('schema_version', ?)", (str(STORE_SCHEMA),))
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            _rollback(db)
             raise
+
+    def _schema_version(self) -> int:
+        """The tables' version (0: none yet)."""
+        try:
+            row = self._db.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.OperationalError:  # no lw_meta yet
+            return 0
+        return int(row[0]) if row else 0
 
     # ------------------------------------------------------------------ plumbing
 
@@ -207,7 +255,7 @@ class SQLiteStore:
         try:
             out = fn(db, *args)
         except BaseException:
-            db.execute("ROLLBACK")
+            _rollback(db)
             raise
         db.execute("COMMIT")
         self._wrote()
@@ -233,7 +281,8 @@ class SQLiteStore:
         run_no = self._run_nos.get(cp.run_id) if version else None
         if run_no is None:
             return self._write(self._first, cp, version, owner)
-        _append(self._cursor, run_no, cp, version, owner)
+        signer = self._signer
+        _append(self._cursor, run_no, cp, version, owner, None if signer is None else log_mac(signer, cp, version + 1))
         if cp.outcome is not None:  # the run stopped: its number is looked up again if it resumes
             del self._run_nos[cp.run_id]
         self._wrote()
@@ -255,7 +304,18 @@ class SQLiteStore:
         else:
             run_no = self._run_no(cp.run_id, make=True)
         assert run_no is not None
-        _append(db, run_no, cp, version, owner)
+        try:
+            _append(
+                db,
+                run_no,
+                cp,
+                version,
+                owner,
+                None if self._signer is None else log_mac(self._signer, cp, version + 1),
+            )
+        except BaseException:  # rolled back: a number made here is not the run's
+            self._run_nos.pop(cp.run_id, None)
+            raise
         if cp.outcome is None:  # (a store serving many runs keeps the numbers of those under way only)
             self._run_nos[cp.run_id] = run_no
         else:
@@ -275,7 +335,27 @@ class SQLiteStore:
         return run_no
 
     async def take(self, run_id: str, version: int, owner: str) -> int:
+        if self._signer is not None:
+            return await self._do(self._write, self._take_signed, run_id, version, owner)
         return await self._do(self._take, run_id, version, owner)
+
+    def _take_signed(self, db: sqlite3.Connection, run_id: str, version: int, owner: str) -> int:
+        """:meth:`_take` in a store with a key: the new row is signed for its version."""
+        assert self._signer is not None
+        run_no = self._run_no(run_id)
+        row = None
+        if run_no is not None:
+            row = db.execute(
+                "SELECT agent, stage, outcome, seq, head FROM lw_log WHERE id = ?", ((run_no << 32) | version,)
+            ).fetchone()
+        if run_no is None or row is None:
+            raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it")
+        cp = Checkpoint(run_id, row[0], row[1], row[2], row[3], bytes(row[4]), b"")
+        try:
+            _append(db, run_no, cp, version, owner, log_mac(self._signer, cp, version + 1))
+        except RunBusy:
+            raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it") from None
+        return version + 1
 
     def _take(self, run_id: str, version: int, owner: str) -> int:
         """Version ``version + 1``: the same head, no body, a new owner (RunBusy if taken first)."""
@@ -284,7 +364,7 @@ class SQLiteStore:
         if run_no is not None:
             try:
                 moved = self._db.execute(
-                    "INSERT INTO lw_log SELECT id + 1, agent, stage, outcome, seq, ?, ?, head, ? FROM lw_log"
+                    "INSERT INTO lw_log SELECT id + 1, agent, stage, outcome, seq, ?, ?, head, ?, NULL FROM lw_log"
                     " WHERE id = ?",
                     (owner, time.time(), b"", (run_no << 32) | version),
                 ).rowcount
@@ -306,7 +386,7 @@ class SQLiteStore:
                 []
                 if run_no is None
                 else db.execute(
-                    "SELECT agent, stage, outcome, id & 4294967295, owner, updated, head, body FROM lw_log"
+                    "SELECT agent, stage, outcome, id & 4294967295, owner, updated, head, body, mac, seq FROM lw_log"
                     " WHERE id BETWEEN ? AND ? ORDER BY id",
                     _span(run_no),
                 ).fetchall()
@@ -315,14 +395,16 @@ class SQLiteStore:
             db.execute("COMMIT")
         if not rows:
             return None
-        agent, stage, outcome, version, owner, updated, _head, _body = rows[-1]
+        if self._signer is not None:
+            check_log(self._signer, run_id, [(r[3], r[0], r[1], r[2], r[9], r[6], r[7], r[8]) for r in rows])
+        agent, stage, outcome, version, owner, updated = rows[-1][:6]
         heads = [bytes(r[6]) for r in rows]
         head = merge_heads(heads)
         messages, trace, _events = decode_bodies([r[7] for r in rows], run_id, events=False, heads=heads)
         return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
-        return await self._do(self._write, _claim, run_id, suspension, owner, decisions)
+        return await self._do(self._write, _claim, run_id, suspension, owner, decisions, self._signer)
 
     async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
         if self._pool is None:
@@ -339,7 +421,9 @@ class SQLiteStore:
         run_no = self._run_nos.get(run_id)
         if run_no is None:  # (a run's first checkpoint, before any of its calls, numbered it)
             run_no = self._run_no(run_id, make=True)
-        self._cursor.execute("INSERT OR REPLACE INTO lw_results VALUES (?, ?, ?, ?)", (run_no, call_id, seq, body))
+        mac = None if self._signer is None else result_mac(self._signer, run_id, call_id, seq, body)
+        self._cursor.execute("INSERT OR REPLACE INTO lw_results VALUES (?, ?, ?, ?, ?)", (run_no, call_id, seq, body,
+                                                                                          mac))  # fmt: skip
         self._wrote()
 
     async def results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
@@ -347,11 +431,14 @@ class SQLiteStore:
 
     def _results(self, run_id: str, after_seq: int) -> dict[str, bytes]:
         rows = self._db.execute(
-            "SELECT call_id, body FROM lw_results WHERE run_no = (SELECT run_no FROM lw_runs WHERE run_id = ?)"
-            " AND seq > ?",
+            "SELECT call_id, seq, body, mac FROM lw_results"
+            " WHERE run_no = (SELECT run_no FROM lw_runs WHERE run_id = ?) AND seq > ?",
             (run_id, after_seq),
         ).fetchall()
-        return {call_id: bytes(body) for call_id, body in rows}
+        if self._signer is not None:
+            for call_id, seq, body, mac in rows:
+                check_result(self._signer, run_id, call_id, seq, bytes(body), mac)
+        return {call_id: bytes(body) for call_id, _seq, body, _mac in rows}
 
     async def events(self, run_id: str) -> list[bytes]:
         return await self._do(self._events, run_id)
@@ -361,9 +448,12 @@ class SQLiteStore:
         if run_no is None:
             return []
         rows = self._db.execute(
-            "SELECT head, body FROM lw_log WHERE id BETWEEN ? AND ? ORDER BY id",
+            "SELECT head, body, id & 4294967295, agent, stage, outcome, seq, mac FROM lw_log WHERE id BETWEEN ? AND ?"
+            " ORDER BY id",
             _span(run_no),
         ).fetchall()
+        if self._signer is not None:
+            check_log(self._signer, run_id, [(r[2], r[3], r[4], r[5], r[6], r[0], r[1], r[7]) for r in rows])
         events = decode_bodies([r[1] for r in rows], run_id, heads=[r[0] for r in rows])[2]
         return [json.dumps(e).encode() for e in events]
 
@@ -384,6 +474,7 @@ class SQLiteStore:
             self._pool.shutdown(wait=True)
         if self._folder is not None:
             self._folder.stop()
+        self._cursor.close()  # (a cursor whose insert failed holds its statement, and so the connection's files)
         self._db.close()
 
     def _wrote(self) -> None:
@@ -407,20 +498,29 @@ class SQLiteStore:
         return f"SQLiteStore({self.path!r})"
 
 
-_APPEND = "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_APPEND = "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
-def _append(db: sqlite3.Connection | sqlite3.Cursor, run_no: int, cp: Checkpoint, version: int, owner: str) -> None:
-    """Version ``version + 1`` of run ``run_no`` into the log: its key is the optimistic lock (a
-    worker that wrote that version first makes this one RunBusy)."""
+def _append(
+    db: sqlite3.Connection | sqlite3.Cursor, run_no: int, cp: Checkpoint, version: int, owner: str, mac: bytes | None
+) -> None:
+    """Version ``version + 1`` of run ``run_no`` into the log (``mac``: its signature, if the
+    store has a key): its key is the optimistic lock (a worker that wrote that version first
+    makes this one RunBusy)."""
     try:
         db.execute(
             _APPEND,
             ((run_no << 32) | (version + 1), cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
-             cp.body),
+             cp.body, mac),
         )  # fmt: skip
     except sqlite3.IntegrityError:
         raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    """Roll the transaction back, if the error that stopped it left one (a full disk may have)."""
+    if db.in_transaction:
+        db.execute("ROLLBACK")
 
 
 def _span(run_no: int) -> tuple[int, int]:
@@ -436,14 +536,19 @@ def _size(path: str) -> int:
 
 
 def _claim(
-    db: sqlite3.Connection, run_id: str, suspension: str, owner: str, decisions: bytes
+    db: sqlite3.Connection, run_id: str, suspension: str, owner: str, decisions: bytes, signer: RowSigner | None
 ) -> tuple[str, bytes] | None:
     row = db.execute(
-        "SELECT owner, decisions FROM lw_claims WHERE run_id = ? AND suspension = ?", (run_id, suspension)
+        "SELECT owner, decisions, mac FROM lw_claims WHERE run_id = ? AND suspension = ?", (run_id, suspension)
     ).fetchone()
     if row is not None:
+        if signer is not None:
+            check_claim(signer, run_id, suspension, row[0], bytes(row[1]), row[2])
         return row[0], bytes(row[1])
-    db.execute("INSERT INTO lw_claims VALUES (?, ?, ?, ?, ?)", (run_id, suspension, owner, decisions, time.time()))
+    mac = None if signer is None else claim_mac(signer, run_id, suspension, owner, decisions)
+    db.execute(
+        "INSERT INTO lw_claims VALUES (?, ?, ?, ?, ?, ?)", (run_id, suspension, owner, decisions, time.time(), mac)
+    )
     return None
 
 
