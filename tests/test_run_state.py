@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopwright import Agent, ConfigurationError, Limits, Runner, RunState, ScriptedModel, ToolCall, tool
+from loopwright.data.run_state import _SAVED, SCHEMA_VERSION
 from loopwright.features import machine_for
-from loopwright.run_state import _SAVED, SCHEMA_VERSION
 from loopwright.testing import scripted
 
 from .example_feature import DOUBLE_CHECK

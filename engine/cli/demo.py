@@ -16,13 +16,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .agent import Agent
-from .context import RunContext
-from .events import Message, ModelRequest, ModelResponse, TextPart, ToolCall, ToolResult, Usage
-from .limits import Limits
-from .models.base import Model
-from .models.scripted import ScriptedModel
-from .tools import Tool, tool
+from ..data.events import Message, ModelRequest, ModelResponse, TextPart, ToolCall, ToolResult, Usage
+from ..data.limits import Limits
+from ..models.base import Model
+from ..models.scripted import ScriptedModel
+from ..runtime.agent import Agent
+from ..runtime.context import RunContext
+from ..runtime.tools import Tool, tool
 
 DEMO_INPUT = "I have 900 USD. Can I afford 3 nights in Lisbon, and is it warmer there or in Porto?"
 
@@ -135,10 +135,10 @@ DEMO_OPTIONS = ("plan-react", "planner", "observer", "output-type")
 def _with_options(request: ModelRequest) -> ModelResponse:
     """The demo's "model" with the options on: it answers the planner and the observer, writes
     Plan-ReAct's tags when asked to, and its final answer as JSON when a schema is asked for."""
-    from .features.observer import OBSERVER_INSTRUCTION
-    from .features.plan_react import PLANNING_INSTRUCTION
-    from .features.planner import PLANNER_INSTRUCTION
-    from .features.structured_output import instruction_for
+    from ..features.observer import OBSERVER_INSTRUCTION
+    from ..features.plan_react import PLANNING_INSTRUCTION
+    from ..features.planner import PLANNER_INSTRUCTION
+    from ..features.structured_output import instruction_for
 
     usage = Usage(input_tokens=30 * len(request.messages), output_tokens=20, requests=1)
     first = request.instructions[0].text if request.instructions else ""
@@ -170,7 +170,7 @@ def _with_options(request: ModelRequest) -> ModelResponse:
 def demo_agent(model: Model | None = None, *, delay_s: float = 0.0, options: Sequence[str] = ()) -> Agent:
     """The demo agent, on the scripted model unless another ``model`` is given. ``options``
     switches on composed features (see :data:`DEMO_OPTIONS`)."""
-    from .features import Observer, Planner, PlanReAct
+    from ..features import Observer, Planner, PlanReAct
 
     unknown = sorted(set(options) - set(DEMO_OPTIONS))
     if unknown:

@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .events import (
+from ..data.events import (
     ErrorOccurred,
     Event,
     LimitReached,
@@ -23,8 +23,8 @@ from .events import (
     ToolCalled,
     Transferred,
 )
-from .result import RunResult
-from .runner import Runner
+from ..data.result import RunResult
+from ..loop.runner import Runner
 
 
 class LiveView:

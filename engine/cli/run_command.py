@@ -34,16 +34,16 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.text import Text
 
-from .agent import Agent
-from .decisions import approve, deny
-from .errors import ConfigurationError, ResumeError
-from .events import Event, PendingRequest
+from ..data.decisions import approve, deny
+from ..data.errors import ConfigurationError, ResumeError
+from ..data.events import Event, PendingRequest
+from ..data.result import RunResult
+from ..data.run_state import RunState
+from ..durable.checkpoint import rebuild
+from ..loop.runner import Runner
+from ..runtime.agent import Agent
 from .live import LiveView
-from .result import RunResult
-from .run_state import RunState
-from .runner import Runner
 from .runs_cli import open_cli_store
-from .stores.durable import rebuild
 
 RUNS_DIR = Path(".loopwright") / "runs"
 EXIT_WAITING = 3
@@ -171,7 +171,7 @@ def run_command(args: Any) -> int:
         _fail(f"loopwright run: writing the events failed ({why}); the run went on: {result.outcome}")
         return 1
     if args.trace is not None:
-        from .diagram import dot_available
+        from ..machines.diagram import dot_available
         from .trace_page import NO_DRAWING, write_trace_page
 
         page = write_trace_page(feed.events, args.trace, machine=agent)
@@ -197,7 +197,7 @@ def _fail(message: str) -> None:
 
 
 def _load(target: str) -> Agent | None:
-    from .verify import load_target
+    from ..machines.verify import load_target
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # the project's own folder, as `python -m` does

@@ -24,11 +24,11 @@ import sqlite3
 import sys
 from typing import Any
 
-from .decisions import approve, deny
-from .errors import ConfigurationError, ResumeError
-from .events import EVENT_ADAPTER
-from .stores import RunStore, SQLiteStore, open_store
-from .stores.durable import rebuild
+from ..data.decisions import approve, deny
+from ..data.errors import ConfigurationError, ResumeError
+from ..data.events import EVENT_ADAPTER
+from ..durable.checkpoint import rebuild
+from ..stores import RunStore, SQLiteStore, open_store
 
 
 def add_runs_parser(sub: Any) -> None:
@@ -76,7 +76,7 @@ async def open_cli_store(url: str, *, read_only: bool = False) -> RunStore:
         if path is not None and read_only:
             return SQLiteStore(path, read_only=True)
         if read_only and url.startswith(("postgresql://", "postgres://")):
-            from .stores.postgres import PostgresStore
+            from ..stores.postgres import PostgresStore
 
             return await PostgresStore.open(url, read_only=True)
         return await open_store(url)
@@ -168,9 +168,9 @@ async def _show(store: RunStore, run_id: str, as_json: bool) -> int:
 
 
 async def _resume(store: RunStore, args: argparse.Namespace) -> int:
-    from .agent import Agent
-    from .runner import Runner
-    from .verify import load_target
+    from ..loop.runner import Runner
+    from ..machines.verify import load_target
+    from ..runtime.agent import Agent
 
     if args.target is None:
         print("loopwright runs resume: name the run's agent: --agent myapp.agents:support", file=sys.stderr)
@@ -196,7 +196,7 @@ async def _resume(store: RunStore, args: argparse.Namespace) -> int:
 
 
 async def _diagram(store: RunStore, run_id: str, fmt: str, target: str | None) -> int:
-    from .diagram import FORMATS, diagram, machine_for_target, machine_of_trace
+    from ..machines.diagram import FORMATS, diagram, machine_for_target, machine_of_trace
 
     if fmt not in FORMATS:
         print(f"loopwright runs diagram: unknown format {fmt!r}; use one of {', '.join(FORMATS)}", file=sys.stderr)

@@ -29,12 +29,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .agent import Agent
-from .diagram import Trace, diagram, dot_available, events_of, machine_of_trace, trace_counts
-from .errors import ConfigurationError
-from .inputs import input_text
-from .machine import LoopMachine
-from .result import RunResult
+from ..data.errors import ConfigurationError
+from ..data.inputs import input_text
+from ..data.result import RunResult
+from ..machines.diagram import Trace, diagram, dot_available, events_of, machine_of_trace, trace_counts
+from ..runtime.agent import Agent
+from ..table.machine import LoopMachine
 
 TEXT_CAP = 2000
 """Characters of a long text shown until its "show all" control is clicked."""
@@ -112,7 +112,7 @@ def write_trace_page(
 
 
 def _machine(trace: Trace, given: Agent | LoopMachine | None, events: list[Any]) -> LoopMachine:
-    from .features import machine_for
+    from ..features import machine_for
 
     if isinstance(given, Agent):
         return machine_for(given)
@@ -435,7 +435,7 @@ def run_command(args: Any) -> int:
     """``loopwright trace EVENTS [-o trace.html] [--agent module:attr]``: 0 written, 2 bad input."""
     import sys
 
-    from .diagram import load_trace, machine_for_target
+    from ..machines.diagram import load_trace, machine_for_target
 
     try:
         machine = machine_for_target(args.target)
@@ -454,7 +454,7 @@ def _stored_events(url: str, run_id: str) -> list[Any]:
     """Every event a store kept of run ``run_id`` (all its legs), in order."""
     import asyncio
 
-    from .events import EVENT_ADAPTER
+    from ..data.events import EVENT_ADAPTER
     from .runs_cli import open_cli_store
 
     async def read() -> list[bytes]:

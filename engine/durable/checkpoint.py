@@ -41,9 +41,9 @@ from pydantic import TypeAdapter
 from pydantic_core import to_json
 
 from .. import features as _features  # the built-in features' run-state slices, to load saved states
-from ..decisions import Approve, Deny
-from ..errors import ConfigurationError, LoopwrightError, ResumeError, RunBusy, redact
-from ..events import (
+from ..data.decisions import Approve, Deny
+from ..data.errors import ConfigurationError, LoopwrightError, ResumeError, RunBusy, redact
+from ..data.events import (
     EVENT_BY_TYPE,
     EVENT_FIELDS,
     EVENT_TYPE,
@@ -64,18 +64,18 @@ from ..events import (
     is_reply,
     reply_of,
 )
-from ..machine import Row as _Row
-from ..machine import abort_row
-from ..result import StoredLeg
-from ..run_state import _SAVED, RunState, _slice_adapter
-from ..stage import Stage
-from ..trust import check_saved_state
-from .base import FULL_HEAD_EVERY, Checkpoint, RunStore, SavedRun
-from .sqlite import SQLiteStore
+from ..data.result import StoredLeg
+from ..data.run_state import _SAVED, RunState, _slice_adapter
+from ..data.stage import Stage
+from ..stores.base import FULL_HEAD_EVERY, Checkpoint, RunStore, SavedRun
+from ..stores.sqlite import SQLiteStore
+from ..table.machine import Row as _Row
+from ..table.machine import abort_row
+from .trust import check_saved_state
 
 if TYPE_CHECKING:
-    from ..context import EventLog, RunContext, Where
-    from ..result import RunResult
+    from ..data.result import RunResult
+    from ..runtime.context import EventLog, RunContext, Where
 
 T = TypeVar("T")
 Durability = Literal["transition", "iteration", "exit"]

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import ResumeError
-from .events import ToolCall
-from .machine import LoopMachine
-from .run_state import RunState
+from ..data.errors import ResumeError
+from ..data.events import ToolCall
+from ..data.run_state import RunState
+from ..table.machine import LoopMachine
 
 _COUNTERS = ("seq", "iteration", "attempt", "tool_calls_made")
 

@@ -51,16 +51,16 @@ from typing import Any
 from pydantic import TypeAdapter
 from pydantic_core import to_json
 
-from .agent import Agent
-from .decisions import Approve, Deny
-from .errors import ConfigurationError, LoopwrightError, ResumeError
-from .events import EVENT_ADAPTER, ErrorInfo, EventBase, Message, ToolCall, ToolResult
-from .machine import Row, abort_row
-from .result import RunResult
-from .run_state import RunState
-from .runner import Run, Runner
-from .stage import Stage
-from .stores.durable import head_json, new_owner, owner_alive
+from ..data.decisions import Approve, Deny
+from ..data.errors import ConfigurationError, LoopwrightError, ResumeError
+from ..data.events import EVENT_ADAPTER, ErrorInfo, EventBase, Message, ToolCall, ToolResult
+from ..data.result import RunResult
+from ..data.run_state import RunState
+from ..data.stage import Stage
+from ..durable.checkpoint import head_json, new_owner, owner_alive
+from ..loop.runner import Run, Runner
+from ..runtime.agent import Agent
+from ..table.machine import Row, abort_row
 
 try:
     from dbos import DBOS, DBOSClient, EnqueueOptions

@@ -58,8 +58,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "loopwright.otel needs the OpenTelemetry API: pip install 'loopwright[otel]' (or opentelemetry-api)"
     ) from exc
 
-from .events import Message, ModelResponse, TextPart, ThoughtPart, ToolCall, ToolResult
-from .observers import INSTRUMENTS
+from ..data.events import Message, ModelResponse, TextPart, ThoughtPart, ToolCall, ToolResult
+from ..runtime.observers import INSTRUMENTS
 
 _NO_PROVIDER = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 _UNKNOWN = object()

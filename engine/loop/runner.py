@@ -33,20 +33,20 @@ from typing import Any, TypedDict, Unpack
 
 from pydantic import JsonValue
 
-from . import nesting
-from .agent import Agent, AgentTree
-from .budgets import TURN_BUDGETS, start_turn
-from .calls import ANSWERED, answer_unrun_calls
-from .context import RunContext
-from .errors import ConfigurationError, MachineError, NoTransitionError, ResumeError
-from .events import ErrorInfo, LimitReached, Paused, Resumed, RunFinished, RunStarted
-from .features import machine_for
-from .inputs import UserInput, user_input
-from .machine import LoopMachine, Row, abort_row
-from .observers import INSTRUMENTS, EventSink, Observers
-from .result import RunResult, copy_state
-from .run_state import RunState
-from .stage import Stage
+from ..data.errors import ConfigurationError, MachineError, NoTransitionError, ResumeError
+from ..data.events import ErrorInfo, LimitReached, Paused, Resumed, RunFinished, RunStarted
+from ..data.inputs import UserInput, user_input
+from ..data.result import RunResult, copy_state
+from ..data.run_state import RunState
+from ..data.stage import Stage
+from ..features import machine_for
+from ..runtime import nesting
+from ..runtime.agent import Agent, AgentTree
+from ..runtime.calls import ANSWERED, answer_unrun_calls
+from ..runtime.context import RunContext
+from ..runtime.observers import INSTRUMENTS, EventSink, Observers
+from ..table.budgets import TURN_BUDGETS, start_turn
+from ..table.machine import LoopMachine, Row, abort_row
 
 from loopwright.states import HANDLERS, Handler  # isort: skip
 
@@ -116,7 +116,7 @@ class Runner:
         """Where runs are checkpointed (``SQLiteStore``, ``PostgresStore``; see :mod:`loopwright.stores`)."""
         self._durable: Any = None
         if store is not None:
-            from .stores.durable import Durable
+            from ..durable.checkpoint import Durable
 
             self._durable = Durable(store, durability)
 
@@ -276,7 +276,7 @@ class Runner:
                 )
             return await self._durable.resume(self, target, decisions, cancel)  # type: ignore[no-any-return]
         rs = self._resumable(target, decisions)
-        from .trust import check_saved_state
+        from ..durable.trust import check_saved_state
 
         check_saved_state(rs, self.machine, self.tree.agents)
         self._own_limits(rs)

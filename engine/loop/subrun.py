@@ -9,10 +9,10 @@ result naming the agent and why.
 
 from __future__ import annotations
 
-from .agent import Agent
-from .errors import ConfigurationError, ToolError
+from ..data.errors import ConfigurationError, ToolError
+from ..runtime.agent import Agent
+from ..runtime.tools import Tool
 from .runner import Runner
-from .tools import Tool
 
 
 def agent_tool(agent: Agent, *, name: str | None = None, description: str | None = None) -> Tool:

@@ -29,13 +29,13 @@ from typing import Any, Literal, TypeAlias, overload
 
 from pydantic import ValidationError
 
-from .agent import Agent
-from .errors import ConfigurationError
-from .events import EVENT_ADAPTER, Event
-from .features import BUILT_IN_MACHINES as VARIANTS
-from .features import machine_for
-from .machine import TRIGGER, LoopMachine, Row
-from .result import RunResult
+from ..data.errors import ConfigurationError
+from ..data.events import EVENT_ADAPTER, Event
+from ..data.result import RunResult
+from ..features import BUILT_IN_MACHINES as VARIANTS
+from ..features import machine_for
+from ..runtime.agent import Agent
+from ..table.machine import TRIGGER, LoopMachine, Row
 from .verify import load_target
 
 Format: TypeAlias = Literal["mermaid", "dot", "svg", "png"]

@@ -33,13 +33,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from .agent import Agent
-from .budgets import Budget
-from .errors import MachineError
-from .events import ToolCall
-from .features import machine_for
-from .machine import CORE, Extension, Guard, Handler, LoopMachine, Row, Rule, compose, extend_machine
-from .run_state import RunState
+from ..data.errors import MachineError
+from ..data.events import ToolCall
+from ..data.run_state import RunState
+from ..features import machine_for
+from ..runtime.agent import Agent
+from ..table.budgets import Budget
+from ..table.machine import CORE, Extension, Guard, Handler, LoopMachine, Row, Rule, compose, extend_machine
 from .verify import verify
 
 __all__ = ["Budget", "Extension", "Rule", "extend", "veto"]

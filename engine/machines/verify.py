@@ -30,12 +30,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from . import guards as _guards
-from .agent import Agent
-from .errors import MachineError
-from .features import machine_for
-from .machine import CORE, LoopMachine
-from .rules import (
+from ..data.errors import MachineError
+from ..data.run_state import RunState
+from ..data.stage import TERMINALS, Stage
+from ..features import machine_for
+from ..runtime.agent import Agent
+from ..table import guards as _guards
+from ..table.machine import CORE, LoopMachine
+from ..table.rules import (
     RULES,
     GuardRef,
     RowLike,
@@ -47,8 +49,6 @@ from .rules import (
     guard_problem,
     resolve_guard,
 )
-from .run_state import RunState
-from .stage import TERMINALS, Stage
 
 __all__ = [
     "BUILTIN_GUARDS",

@@ -25,10 +25,10 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel
 
-from .errors import ConfigurationError
-from .events import Instruction, ModelRequest, ModelResponse, ToolCall, ToolResult, ToolSpec
-from .limits import Limits
-from .models.base import Model
+from ..data.errors import ConfigurationError
+from ..data.events import Instruction, ModelRequest, ModelResponse, ToolCall, ToolResult, ToolSpec
+from ..data.limits import Limits
+from ..models.base import Model
 from .tools import Tool, as_tool
 
 RunContext: TypeAlias = Any

@@ -16,16 +16,16 @@ from collections.abc import Awaitable, Coroutine, Generator, Sequence
 from types import CoroutineType
 from typing import Any, TypeVar
 
+from ..data.errors import CredentialRequired, redact
+from ..data.events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
+from ..data.limits import Watched, watch
+from ..data.run_state import RunState
+from ..data.values import INT_BITS
 from .context import CURRENT_CALL, RunContext
-from .errors import CredentialRequired, redact
-from .events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
-from .limits import Watched, watch
 from .model_call import known_secrets
 from .nesting import enter_tools, leave_tools, link
 from .observers import enter_scopes
-from .run_state import RunState
 from .tools import ArgumentsError, Pending, Tool, ToolContext, ToolValueError, capped, to_json_value
-from .values import INT_BITS
 
 _perf = time.perf_counter
 _monotonic = time.monotonic

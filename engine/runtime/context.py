@@ -14,9 +14,8 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from .budgets import Budget
-from .errors import ConfigurationError
-from .events import (
+from ..data.errors import ConfigurationError
+from ..data.events import (
     EVENT_BY_TYPE,
     EVENT_CLASSES,
     EVENT_FIELDS,
@@ -30,9 +29,10 @@ from .events import (
     make_event,
     reply_of,
 )
-from .limits import Limits
+from ..data.limits import Limits
+from ..data.run_state import RunState
+from ..table.budgets import Budget
 from .nesting import Up, up_of
-from .run_state import RunState
 
 if TYPE_CHECKING:
     from .agent import Agent, AgentTree

@@ -9,9 +9,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .context import RunContext
-from .errors import ModelError, TokenBudgetError, redact
-from .events import (
+from ..data.errors import ModelError, TokenBudgetError, redact
+from ..data.events import (
     ErrorInfo,
     ErrorOccurred,
     Instruction,
@@ -26,11 +25,12 @@ from .events import (
     Usage,
     new_call_id,
 )
-from .limits import Watched, watch
-from .models.base import StreamDelta
-from .models.scripted import ScriptedModel
+from ..data.limits import Watched, watch
+from ..data.values import ValueTooLarge, clean_text, is_storable, storable
+from ..models.base import StreamDelta
+from ..models.scripted import ScriptedModel
+from .context import RunContext
 from .observers import enter_scopes
-from .values import ValueTooLarge, clean_text, is_storable, storable
 
 _new = object.__new__
 

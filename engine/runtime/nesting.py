@@ -33,9 +33,9 @@ from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import Any, NamedTuple
 
-from .errors import ConfigurationError
-from .events import ZERO_USAGE, ErrorInfo, ErrorOccurred, Usage
-from .run_state import RunState
+from ..data.errors import ConfigurationError
+from ..data.events import ZERO_USAGE, ErrorInfo, ErrorOccurred, Usage
+from ..data.run_state import RunState
 
 _charging = threading.Lock()
 

@@ -31,10 +31,10 @@ from typing import Any, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_json, to_jsonable_python
 
-from .errors import ConfigurationError
-from .events import DocumentPart, ImagePart, ToolSpec, sniff_media_type
+from ..data.errors import ConfigurationError
+from ..data.events import DocumentPart, ImagePart, ToolSpec, sniff_media_type
+from ..data.values import MAX_DEPTH, MAX_INT_DIGITS, ValueTooLarge, clean_text, int_fits, storable
 from .log import get_logger
-from .values import MAX_DEPTH, MAX_INT_DIGITS, ValueTooLarge, clean_text, int_fits, storable
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$")

@@ -28,8 +28,8 @@ from operator import attrgetter, le, lt
 from types import FunctionType
 from typing import Any, Literal
 
-from .errors import MachineError
-from .run_state import RunState
+from ..data.errors import MachineError
+from ..data.run_state import RunState
 
 Guard = Callable[[RunState], bool]
 Scope = Literal["run", "turn", "pass"]

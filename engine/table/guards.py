@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..data.events import ToolCall
+from ..data.run_state import RunState
 from .budgets import ITERATIONS, RETRIES, TIME, TOKENS, TOOL_CALLS
-from .events import ToolCall
-from .run_state import RunState
 
 Guard = Callable[[RunState], bool]
 

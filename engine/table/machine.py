@@ -54,9 +54,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 from transitions import Machine
 
+from ..data.errors import MachineError, NoTransitionError
+from ..data.events import ModelRequest, ModelResponse, Outcome, ToolCall
+from ..data.limits import Limits
+from ..data.run_state import RunState, register_slice
+from ..data.stage import TERMINALS, Stage
 from .budgets import CORE_BUDGETS, Budget, budget_of, budget_spent_by, registry
-from .errors import MachineError, NoTransitionError
-from .events import ModelRequest, ModelResponse, Outcome, ToolCall
 from .guards import (
     GUARDS,
     cancel_requested,
@@ -74,13 +77,10 @@ from .guards import (
     within_token_budget,
     within_tool_call_budget,
 )
-from .limits import Limits
 from .rules import Table, resolve_guard, structural
-from .run_state import RunState, register_slice
-from .stage import TERMINALS, Stage
 
 if TYPE_CHECKING:
-    from .context import RunContext
+    from ..runtime.context import RunContext
 
 Guard = Callable[[RunState], bool]
 GuardRef = Guard | str

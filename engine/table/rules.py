@@ -30,8 +30,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, TypeVar
 
-from .errors import MachineError
-from .stage import Stage
+from ..data.errors import MachineError
+from ..data.stage import Stage
 
 GuardFn: TypeAlias = Callable[[Any], bool]
 """A guard function, ``(RunState) -> bool`` (this layer does not know RunState)."""

@@ -1,0 +1,11 @@
+"""The old path of :mod:`loopwright.cli.trace_page` (the same module object, kept for existing imports)."""
+
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from loopwright.cli.trace_page import *  # noqa: F403
+else:
+    import importlib
+
+    sys.modules[__name__] = importlib.import_module("loopwright.cli.trace_page")
