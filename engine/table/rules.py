@@ -32,6 +32,7 @@ from typing import Any, Protocol, TypeAlias, TypeVar
 
 from ..data.errors import MachineError
 from ..data.stage import Stage
+from .graph import cycles, reach
 
 GuardFn: TypeAlias = Callable[[Any], bool]
 """A guard function, ``(RunState) -> bool`` (this layer does not know RunState)."""
@@ -187,7 +188,7 @@ def reachable(table: Table) -> list[Violation]:
     """Rule 1: every state is reachable from the initial state."""
     if table.initial not in table.states:
         return []  # rule 5 reports it
-    seen = _reach(table.initial, _successors(table))
+    seen = reach(table.initial, _successors(table))
     unreachable = [s for s in table.states if s not in seen]
     if not unreachable:
         return []
@@ -207,7 +208,7 @@ def can_end(table: Table) -> list[Violation]:
     pred = _predecessors(table)
     ends: set[str] = set()
     for terminal in table.terminals.intersection(table.states):
-        ends |= _reach(terminal, pred)
+        ends |= reach(terminal, pred)
     stuck = [s for s in table.working if s not in ends]
     if not stuck:
         return []
@@ -475,128 +476,7 @@ def _predecessors(table: Table) -> dict[str, list[str]]:
     return pred
 
 
-def _reach(start: str, succ: Mapping[str, Sequence[str]]) -> set[str]:
-    seen, todo = {start}, [start]
-    while todo:
-        for nxt in succ.get(todo.pop(), []):
-            if nxt not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    return seen
-
-
-# ------------------------------------------------------------------ cycles of the unbounded graph
-
-_Free: TypeAlias = Mapping[str, Sequence[tuple[str, RowLike]]]
-"""Each state's unbounded rows, as ``(dest, row)`` in table order."""
-
-
 def _cycles(table: Table) -> list[list[RowLike]]:
     """One cycle of rows for each strongly connected part of the unbounded graph that has one,
     in table order of each cycle's first state (so reports are stable)."""
-    free: dict[str, list[tuple[str, RowLike]]] = {s: [] for s in table.states}
-    for a, b, row in _edges(table, unbounded=True):
-        free[a].append((b, row))
-    order = {s: i for i, s in enumerate(table.states)}
-    cycles: list[list[RowLike]] = []
-    for part in _strongly_connected(table.states, {s: [d for d, _ in nexts] for s, nexts in free.items()}):
-        first = min(part, key=order.__getitem__)
-        if len(part) > 1 or any(dest == first for dest, _ in free[first]):
-            cycles.append(_shortest_cycle(first, set(part), free))
-    cycles.sort(key=lambda c: order[str(c[0].source)])
-    return cycles
-
-
-def _strongly_connected(states: Sequence[str], succ: Mapping[str, Sequence[str]]) -> list[list[str]]:
-    """The strongly connected parts of the graph ``succ`` (Tarjan's algorithm, iterative)."""
-    tarjan = _Tarjan(succ)
-    for root in states:
-        if root not in tarjan.index:
-            tarjan.visit(root)
-    return tarjan.parts
-
-
-@dataclass(slots=True)
-class _Tarjan:
-    """The state of one run of Tarjan's algorithm over ``succ``."""
-
-    succ: Mapping[str, Sequence[str]]
-    index: dict[str, int] = field(default_factory=dict)
-    low: dict[str, int] = field(default_factory=dict)
-    stack: list[str] = field(default_factory=list)
-    on_stack: set[str] = field(default_factory=set)
-    parts: list[list[str]] = field(default_factory=list)
-
-    def visit(self, root: str) -> None:
-        work: list[tuple[str, int]] = [(root, 0)]
-        while work:
-            node, i = work.pop()
-            if i == 0:
-                self._enter(node)
-            nexts = self.succ[node]
-            if i < len(nexts):
-                work.append((node, i + 1))
-                self._follow(node, nexts[i], work)
-            else:
-                self._leave(node, work[-1][0] if work else None)
-
-    def _enter(self, node: str) -> None:
-        self.index[node] = self.low[node] = len(self.index)
-        self.stack.append(node)
-        self.on_stack.add(node)
-
-    def _follow(self, node: str, nxt: str, work: list[tuple[str, int]]) -> None:
-        if nxt not in self.index:
-            work.append((nxt, 0))
-        elif nxt in self.on_stack:
-            self.low[node] = min(self.low[node], self.index[nxt])
-
-    def _leave(self, node: str, parent: str | None) -> None:
-        if parent is not None:
-            self.low[parent] = min(self.low[parent], self.low[node])
-        if self.low[node] == self.index[node]:
-            self.parts.append(self._pop_part(node))
-
-    def _pop_part(self, node: str) -> list[str]:
-        part: list[str] = []
-        while not part or part[-1] != node:
-            member = self.stack.pop()
-            self.on_stack.discard(member)
-            part.append(member)
-        return part
-
-
-def _shortest_cycle(first: str, members: set[str], free: _Free) -> list[RowLike]:
-    """A shortest cycle of rows from ``first`` back to it inside one strongly connected part."""
-    back = _back_links(first, members, free)
-    path: list[RowLike] = []
-    node = first
-    while not path or node != first:
-        node, row = back[node]
-        path.append(row)
-    return path[::-1]
-
-
-def _back_links(first: str, members: set[str], free: _Free) -> dict[str, tuple[str, RowLike]]:
-    """Breadth-first from ``first`` inside ``members``: for each state reached, the state and
-    row it was reached from, until ``first`` itself is reached again."""
-    back: dict[str, tuple[str, RowLike]] = {}
-    frontier = [first]
-    while frontier and first not in back:
-        frontier = _expand(frontier, first, members, free, back)
-    return back
-
-
-def _expand(
-    frontier: list[str], first: str, members: set[str], free: _Free, back: dict[str, tuple[str, RowLike]]
-) -> list[str]:
-    nxt: list[str] = []
-    for node in frontier:
-        for dest, row in free[node]:
-            if dest not in members or dest in back:
-                continue
-            back[dest] = (node, row)
-            if dest == first:
-                return []
-            nxt.append(dest)
-    return nxt
+    return cycles(table.states, _edges(table, unbounded=True))
