@@ -102,8 +102,8 @@ class RunState:
 
     def to_json(self, *, key: bytes | None = None) -> bytes:
         """The saved form; with ``key``, signed (HMAC-SHA256, :mod:`loopwright.signing`)."""
-        saved = {name: getattr(self, name) for name in _SAVED}
-        saved["features"] = {name: _slice_adapter(name).dump_python(value) for name, value in self.features.items()}
+        saved = {name: getattr(self, name) for name in SAVED_FIELDS}
+        saved["features"] = {name: slice_adapter(name).dump_python(value) for name, value in self.features.items()}
         data: bytes = _SAVED_ADAPTER.dump_json(saved)
         return data if key is None else sign(data, key)
 
@@ -122,7 +122,7 @@ class RunState:
         try:
             raw = _SAVED_ADAPTER.validate_json(data)
             saved: dict[str, Any] = dict(raw)
-            saved["features"] = {name: _slice_adapter(name).validate_python(v) for name, v in raw["features"].items()}
+            saved["features"] = {name: slice_adapter(name).validate_python(v) for name, v in raw["features"].items()}
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got {err['input']!r})"[:300]
@@ -133,10 +133,10 @@ class RunState:
 
 
 _NOT_SAVED = frozenset({"limits", "turn_limits", "request", "legs"})
-_SAVED = tuple(f.name for f in fields(RunState) if f.name not in _NOT_SAVED)
+SAVED_FIELDS = tuple(f.name for f in fields(RunState) if f.name not in _NOT_SAVED)
 _hints = get_type_hints(RunState)
 _SavedRunState = TypedDict(  # type: ignore[misc]
-    "_SavedRunState", {name: (dict[str, Any] if name == "features" else _hints[name]) for name in _SAVED}
+    "_SavedRunState", {name: (dict[str, Any] if name == "features" else _hints[name]) for name in SAVED_FIELDS}
 )
 _SAVED_ADAPTER: TypeAdapter[Any] = TypeAdapter(_SavedRunState)
 _VERSION_ADAPTER: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
@@ -158,7 +158,7 @@ def register_slice(feature: str, cls: type[Any]) -> None:
         _SLICES[feature] = (cls, TypeAdapter(cls))
 
 
-def _slice_adapter(feature: str) -> TypeAdapter[Any]:
+def slice_adapter(feature: str) -> TypeAdapter[Any]:
     known = _SLICES.get(feature)
     if known is None:
         raise ConfigurationError(

@@ -65,7 +65,7 @@ from ..data.events import (
     reply_of,
 )
 from ..data.result import StoredLeg
-from ..data.run_state import _SAVED, RunState, _slice_adapter
+from ..data.run_state import SAVED_FIELDS, RunState, slice_adapter
 from ..data.stage import Stage
 from ..stores.base import FULL_HEAD_EVERY, Checkpoint, RunStore, SavedRun
 from ..stores.sqlite import SQLiteStore
@@ -126,7 +126,7 @@ def _not_a_zombie(pid: int) -> bool:
         return True
 
 
-_saved_fields = operator.attrgetter(*_SAVED)
+_saved_fields = operator.attrgetter(*SAVED_FIELDS)
 _HOT = ("stage", "seq", "iteration", "attempt", "tool_calls_made")
 """Head fields a head of changes always carries (small, and most change at every checkpoint)."""
 _REPLACED = ("usage", "response", "text")
@@ -135,7 +135,9 @@ text and the usage are replaced at every model call)."""
 _IN_PLACE = ("state", "vetoes", "charges", "turn_start")
 """Head fields a run changes in place (dicts): a head of changes carries each unless it is
 empty and was empty."""
-_COLD = tuple(name for name in _SAVED if name not in {*_HOT, *_REPLACED, *_IN_PLACE, "messages", "trace", "features"})
+_COLD = tuple(
+    name for name in SAVED_FIELDS if name not in {*_HOT, *_REPLACED, *_IN_PLACE, "messages", "trace", "features"}
+)
 """The others (replaced, rarely): compared as one tuple, then one by one if that differs."""
 _cold_fields = operator.attrgetter(*_COLD)
 
@@ -179,7 +181,7 @@ def features_json(features: Mapping[str, Any]) -> bytes:
     for name, value in features.items():
         known = _SLICE_JSON.get(name)
         if known is None:
-            known = _SLICE_JSON[name] = (_slice_adapter(name).serializer.to_json, to_json(name) + b":")
+            known = _SLICE_JSON[name] = (slice_adapter(name).serializer.to_json, to_json(name) + b":")
         out.append(known[1] + known[0](value))
     return b"{" + b",".join(out) + b"}"
 
@@ -190,7 +192,7 @@ def head_json(rs: RunState) -> bytes:
 
 
 def _whole_head(values: tuple[Any, ...], features: bytes) -> bytes:
-    saved = dict(zip(_SAVED, values, strict=True))
+    saved = dict(zip(SAVED_FIELDS, values, strict=True))
     saved["messages"] = saved["trace"] = ()
     del saved["features"]
     saved["response"] = plain_response(saved["response"])
