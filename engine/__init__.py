@@ -12,71 +12,71 @@ import types
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
-    "Agent": "agent",
+    "Agent": "runtime.agent",
     "AnthropicModel": "models.anthropic_model",
-    "Approve": "decisions",
-    "Budget": "budgets",
-    "ConfigurationError": "errors",
-    "CredentialRequired": "errors",
-    "Deny": "decisions",
-    "DocumentPart": "events",
-    "ErrorInfo": "events",
-    "Event": "events",
-    "Extension": "machine",
-    "ImagePart": "events",
-    "Instruction": "events",
-    "InstructionError": "errors",
-    "Limits": "limits",
-    "LoopMachine": "machine",
-    "LoopwrightError": "errors",
-    "MachineError": "errors",
-    "Message": "events",
+    "Approve": "data.decisions",
+    "Budget": "table.budgets",
+    "ConfigurationError": "data.errors",
+    "CredentialRequired": "data.errors",
+    "Deny": "data.decisions",
+    "DocumentPart": "data.events",
+    "ErrorInfo": "data.events",
+    "Event": "data.events",
+    "Extension": "table.machine",
+    "ImagePart": "data.events",
+    "Instruction": "data.events",
+    "InstructionError": "data.errors",
+    "Limits": "data.limits",
+    "LoopMachine": "table.machine",
+    "LoopwrightError": "data.errors",
+    "MachineError": "data.errors",
+    "Message": "data.events",
     "Model": "models",
-    "ModelError": "errors",
-    "ModelRequest": "events",
-    "ModelResponse": "events",
-    "NoTransitionError": "errors",
-    "Pending": "tools",
-    "PendingRequest": "events",
-    "ProviderPart": "events",
-    "Report": "verify",
-    "ResumeError": "errors",
-    "Row": "machine",
-    "Rule": "machine",
-    "RunBusy": "errors",
-    "RunContext": "context",
-    "RunResult": "result",
-    "Run": "runner",
-    "RunState": "run_state",
-    "RunStream": "runner",
-    "Runner": "runner",
-    "ScriptExhaustedError": "errors",
+    "ModelError": "data.errors",
+    "ModelRequest": "data.events",
+    "ModelResponse": "data.events",
+    "NoTransitionError": "data.errors",
+    "Pending": "runtime.tools",
+    "PendingRequest": "data.events",
+    "ProviderPart": "data.events",
+    "Report": "machines.verify",
+    "ResumeError": "data.errors",
+    "Row": "table.machine",
+    "Rule": "table.machine",
+    "RunBusy": "data.errors",
+    "RunContext": "runtime.context",
+    "RunResult": "data.result",
+    "Run": "loop.runner",
+    "RunState": "data.run_state",
+    "RunStream": "loop.runner",
+    "Runner": "loop.runner",
+    "ScriptExhaustedError": "data.errors",
     "ScriptedModel": "models",
-    "Stage": "stage",
+    "Stage": "data.stage",
     "StreamDelta": "models",
     "StreamingModel": "models",
-    "TextPart": "events",
-    "ThoughtPart": "events",
-    "TokenBudgetError": "errors",
-    "Tool": "tools",
-    "ToolCall": "events",
-    "ToolError": "errors",
-    "ToolResult": "events",
-    "ToolSpec": "events",
-    "Usage": "events",
-    "Violation": "verify",
-    "agent_tool": "subrun",
-    "approve": "decisions",
-    "compose": "machine",
-    "configure_logging": "observers",
-    "deny": "decisions",
-    "diagram": "diagram",
-    "extend": "extend",
-    "instrument": "observers",
-    "tool": "tools",
-    "uninstrument": "observers",
-    "verify": "verify",
-    "veto": "extend",
+    "TextPart": "data.events",
+    "ThoughtPart": "data.events",
+    "TokenBudgetError": "data.errors",
+    "Tool": "runtime.tools",
+    "ToolCall": "data.events",
+    "ToolError": "data.errors",
+    "ToolResult": "data.events",
+    "ToolSpec": "data.events",
+    "Usage": "data.events",
+    "Violation": "machines.verify",
+    "agent_tool": "loop.subrun",
+    "approve": "data.decisions",
+    "compose": "table.machine",
+    "configure_logging": "runtime.observers",
+    "deny": "data.decisions",
+    "diagram": "machines.diagram",
+    "extend": "machines.extend",
+    "instrument": "runtime.observers",
+    "tool": "runtime.tools",
+    "uninstrument": "runtime.observers",
+    "verify": "machines.verify",
+    "veto": "machines.extend",
 }
 """Each public name and the module (under ``loopwright``) that defines it."""
 
@@ -150,79 +150,80 @@ __all__ = [
 
 if TYPE_CHECKING:
     __version__: str
-    from .agent import Agent as Agent
-    from .budgets import Budget as Budget
-    from .context import RunContext as RunContext
-    from .decisions import Approve as Approve
-    from .decisions import Deny as Deny
-    from .decisions import approve as approve
-    from .decisions import deny as deny
-    from .diagram import diagram as diagram
-    from .errors import ConfigurationError as ConfigurationError
-    from .errors import CredentialRequired as CredentialRequired
-    from .errors import InstructionError as InstructionError
-    from .errors import LoopwrightError as LoopwrightError
-    from .errors import MachineError as MachineError
-    from .errors import ModelError as ModelError
-    from .errors import NoTransitionError as NoTransitionError
-    from .errors import ResumeError as ResumeError
-    from .errors import RunBusy as RunBusy
-    from .errors import ScriptExhaustedError as ScriptExhaustedError
-    from .errors import TokenBudgetError as TokenBudgetError
-    from .errors import ToolError as ToolError
-    from .events import DocumentPart as DocumentPart
-    from .events import ErrorInfo as ErrorInfo
-    from .events import Event as Event
-    from .events import ImagePart as ImagePart
-    from .events import Instruction as Instruction
-    from .events import Message as Message
-    from .events import ModelRequest as ModelRequest
-    from .events import ModelResponse as ModelResponse
-    from .events import PendingRequest as PendingRequest
-    from .events import ProviderPart as ProviderPart
-    from .events import TextPart as TextPart
-    from .events import ThoughtPart as ThoughtPart
-    from .events import ToolCall as ToolCall
-    from .events import ToolResult as ToolResult
-    from .events import ToolSpec as ToolSpec
-    from .events import Usage as Usage
-    from .extend import extend as extend
-    from .extend import veto as veto
-    from .limits import Limits as Limits
-    from .machine import Extension as Extension
-    from .machine import LoopMachine as LoopMachine
-    from .machine import Row as Row
-    from .machine import Rule as Rule
-    from .machine import compose as compose
+    from .data.decisions import Approve as Approve
+    from .data.decisions import Deny as Deny
+    from .data.decisions import approve as approve
+    from .data.decisions import deny as deny
+    from .data.errors import ConfigurationError as ConfigurationError
+    from .data.errors import CredentialRequired as CredentialRequired
+    from .data.errors import InstructionError as InstructionError
+    from .data.errors import LoopwrightError as LoopwrightError
+    from .data.errors import MachineError as MachineError
+    from .data.errors import ModelError as ModelError
+    from .data.errors import NoTransitionError as NoTransitionError
+    from .data.errors import ResumeError as ResumeError
+    from .data.errors import RunBusy as RunBusy
+    from .data.errors import ScriptExhaustedError as ScriptExhaustedError
+    from .data.errors import TokenBudgetError as TokenBudgetError
+    from .data.errors import ToolError as ToolError
+    from .data.events import DocumentPart as DocumentPart
+    from .data.events import ErrorInfo as ErrorInfo
+    from .data.events import Event as Event
+    from .data.events import ImagePart as ImagePart
+    from .data.events import Instruction as Instruction
+    from .data.events import Message as Message
+    from .data.events import ModelRequest as ModelRequest
+    from .data.events import ModelResponse as ModelResponse
+    from .data.events import PendingRequest as PendingRequest
+    from .data.events import ProviderPart as ProviderPart
+    from .data.events import TextPart as TextPart
+    from .data.events import ThoughtPart as ThoughtPart
+    from .data.events import ToolCall as ToolCall
+    from .data.events import ToolResult as ToolResult
+    from .data.events import ToolSpec as ToolSpec
+    from .data.events import Usage as Usage
+    from .data.limits import Limits as Limits
+    from .data.result import RunResult as RunResult
+    from .data.run_state import RunState as RunState
+    from .data.stage import Stage as Stage
+    from .loop.runner import Run as Run
+    from .loop.runner import Runner as Runner
+    from .loop.runner import RunStream as RunStream
+    from .loop.subrun import agent_tool as agent_tool
+    from .machines.diagram import diagram as diagram
+    from .machines.extend import extend as extend
+    from .machines.extend import veto as veto
+    from .machines.verify import Report as Report
+    from .machines.verify import Violation as Violation
+    from .machines.verify import verify as verify
     from .models import Model as Model
     from .models import ScriptedModel as ScriptedModel
     from .models import StreamDelta as StreamDelta
     from .models import StreamingModel as StreamingModel
     from .models.anthropic_model import AnthropicModel as AnthropicModel
-    from .observers import configure_logging as configure_logging
-    from .observers import instrument as instrument
-    from .observers import uninstrument as uninstrument
-    from .result import RunResult as RunResult
-    from .run_state import RunState as RunState
-    from .runner import Run as Run
-    from .runner import Runner as Runner
-    from .runner import RunStream as RunStream
-    from .stage import Stage as Stage
-    from .subrun import agent_tool as agent_tool
-    from .tools import Pending as Pending
-    from .tools import Tool as Tool
-    from .tools import tool as tool
-    from .verify import Report as Report
-    from .verify import Violation as Violation
-    from .verify import verify as verify
+    from .runtime.agent import Agent as Agent
+    from .runtime.context import RunContext as RunContext
+    from .runtime.observers import configure_logging as configure_logging
+    from .runtime.observers import instrument as instrument
+    from .runtime.observers import uninstrument as uninstrument
+    from .runtime.tools import Pending as Pending
+    from .runtime.tools import Tool as Tool
+    from .runtime.tools import tool as tool
+    from .table.budgets import Budget as Budget
+    from .table.machine import Extension as Extension
+    from .table.machine import LoopMachine as LoopMachine
+    from .table.machine import Row as Row
+    from .table.machine import Rule as Rule
+    from .table.machine import compose as compose
 
 
 class _Package(types.ModuleType):
     """``loopwright`` itself. ``diagram``, ``verify`` and ``extend`` name both a function and
-    the module defining it: importing the module must not hide the function."""
+    a module (the old path of :mod:`loopwright.machines.diagram`, ...): importing the module must
+    not hide the function."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, types.ModuleType) and name in _EXPORTS and _EXPORTS[name] == name:
+        if isinstance(value, types.ModuleType) and name in _EXPORTS:
             return  # the module stays in sys.modules; the public name is the function
         super().__setattr__(name, value)
 

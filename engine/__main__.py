@@ -1,5 +1,5 @@
-"""``python -m loopwright``: the ``loopwright`` command (:mod:`loopwright.cli`)."""
+"""``python -m loopwright``: the ``loopwright`` command (:mod:`loopwright.cli.app`)."""
 
-from .cli import main
+from .cli.app import main
 
 raise SystemExit(main())

@@ -1,34 +1,11 @@
-"""Decisions for pending tool calls, handed to ``Runner.resume``: ``approve()``, ``deny(reason)``
-or — for a credential or a long-running tool's result — the value itself."""
+"""The old path of :mod:`loopwright.data.decisions` (the same module object, kept for existing imports)."""
 
-from __future__ import annotations
+import sys
+from typing import TYPE_CHECKING
 
-from typing import Any, Literal
+if TYPE_CHECKING:
+    from loopwright.data.decisions import *  # noqa: F403
+else:
+    import importlib
 
-from pydantic import BaseModel, ConfigDict
-
-
-class Approve(BaseModel):
-    """Run the call that waited for confirmation (exactly once)."""
-
-    model_config = ConfigDict(frozen=True)
-    type: Literal["approve"] = "approve"
-
-
-class Deny(BaseModel):
-    """Do not run the call; the model gets an error result "denied by the user: <reason>"."""
-
-    model_config = ConfigDict(frozen=True)
-    type: Literal["deny"] = "deny"
-    reason: str = ""
-
-
-def approve() -> Approve:
-    return Approve()
-
-
-def deny(reason: str = "") -> Deny:
-    return Deny(reason=reason)
-
-
-Decision = Approve | Deny | Any
+    sys.modules[__name__] = importlib.import_module("loopwright.data.decisions")

@@ -1,28 +1,11 @@
-"""The core loop's stages: the states of the core machine, and which of them end a run.
+"""The old path of :mod:`loopwright.data.stage` (the same module object, kept for existing imports)."""
 
-Features add states of their own (``transfer``, ``suspended``, a user's ``review``); they are
-plain strings, named by the feature that adds them.
-"""
+import sys
+from typing import TYPE_CHECKING
 
-from __future__ import annotations
+if TYPE_CHECKING:
+    from loopwright.data.stage import *  # noqa: F403
+else:
+    import importlib
 
-from enum import StrEnum
-
-
-class Stage(StrEnum):
-    """A named state of the core loop. The value is the state's name in the machine."""
-
-    START = "start"
-    PREPROCESS = "preprocess"
-    REASON = "reason"
-    POSTPROCESS = "postprocess"
-    ACT = "act"
-    DECIDE = "decide"
-    SALVAGE = "salvage"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-TERMINALS: frozenset[str] = frozenset({Stage.DONE, Stage.FAILED, Stage.CANCELLED})
-"""A run that enters one of these has ended; they have no outgoing rows."""
+    sys.modules[__name__] = importlib.import_module("loopwright.data.stage")

@@ -1,45 +1,11 @@
-"""``agent_tool``: an agent used as a tool of another agent.
+"""The old path of :mod:`loopwright.loop.subrun` (the same module object, kept for existing imports)."""
 
-Calling the tool runs the agent on the task the model gives it, as a child of the calling run
-(:mod:`loopwright.nesting`): it charges the caller's budgets, ends by the caller's deadline and
-counts toward ``Limits.max_depth``. The tool's result is the agent's answer; a run that does
-not answer (failed, cancelled, out of budget with no salvage, waiting for a person) is an error
-result naming the agent and why.
-"""
+import sys
+from typing import TYPE_CHECKING
 
-from __future__ import annotations
+if TYPE_CHECKING:
+    from loopwright.loop.subrun import *  # noqa: F403
+else:
+    import importlib
 
-from .agent import Agent
-from .errors import ConfigurationError, ToolError
-from .runner import Runner
-from .tools import Tool
-
-
-def agent_tool(agent: Agent, *, name: str | None = None, description: str | None = None) -> Tool:
-    """A tool that hands a task to ``agent`` and answers with its final text.
-
-    ``name`` defaults to the agent's name and ``description`` to its ``description``; the
-    model fills one argument, ``task`` (the agent sees nothing else of the conversation)."""
-    if not isinstance(agent, Agent):
-        raise ConfigurationError(f"agent_tool takes an Agent, got {type(agent).__name__}")
-    runner = Runner(agent)
-
-    async def run_agent(task: str) -> str:
-        """Hand a task to the agent.
-
-        Args:
-            task: The task, in full: the agent sees nothing else of this conversation.
-        """
-        result = await runner.run(task)
-        if result.outcome in ("final", "salvaged"):
-            return result.output or ""
-        if result.outcome == "suspended":
-            raise ToolError(f"agent {agent.name!r} needs a person's decision, which a nested run cannot wait for")
-        why = result.error.message if result.error is not None else f"out of budget ({result.limit})"
-        raise ToolError(f"agent {agent.name!r} failed ({result.outcome}): {why}")
-
-    words = description or agent.description or f"Ask the agent {agent.name!r} to do a task and answer with its result."
-    return Tool(run_agent, name=name or agent.name, description=words)
-
-
-__all__ = ["agent_tool"]
+    sys.modules[__name__] = importlib.import_module("loopwright.loop.subrun")

@@ -9,8 +9,8 @@ the hot path a coroutine each (preprocess returns one only when an instruction m
 
 from __future__ import annotations
 
-from loopwright.machine import Handler
-from loopwright.stage import TERMINALS, Stage
+from loopwright.data.stage import TERMINALS, Stage
+from loopwright.table.machine import Handler
 
 from .act import act
 from .decide import decide

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 
-from loopwright.calls import (
+from loopwright.data.events import PendingRequest, ToolCall, ToolResult
+from loopwright.data.run_state import RunState
+from loopwright.runtime.calls import (
     CallOutcome,
     answer,
     answer_turn,
@@ -27,9 +29,7 @@ from loopwright.calls import (
     tool_call_room,
     tool_calls,
 )
-from loopwright.context import RunContext
-from loopwright.events import PendingRequest, ToolCall, ToolResult
-from loopwright.run_state import RunState
+from loopwright.runtime.context import RunContext
 
 NO_WAITING = (
     "this agent's loop has no waiting state; declare the tool with requires_confirmation=, long_running= or "

@@ -5,8 +5,8 @@ with outcome ``"limit"``.
 
 from __future__ import annotations
 
-from loopwright.context import RunContext
-from loopwright.run_state import RunState
+from loopwright.data.run_state import RunState
+from loopwright.runtime.context import RunContext
 
 
 def decide(rs: RunState, ctx: RunContext) -> None:

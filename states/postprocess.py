@@ -13,10 +13,10 @@ and the continuation's text is appended to ``text``.
 
 from __future__ import annotations
 
-from loopwright.context import RunContext
-from loopwright.events import ZERO_USAGE, ErrorInfo, ErrorOccurred, Message, TextPart, ToolCall, kept, trusted
-from loopwright.guards import TRUNCATED
-from loopwright.run_state import RunState
+from loopwright.data.events import ZERO_USAGE, ErrorInfo, ErrorOccurred, Message, TextPart, ToolCall, kept, trusted
+from loopwright.data.run_state import RunState
+from loopwright.runtime.context import RunContext
+from loopwright.table.guards import TRUNCATED
 
 
 def postprocess(rs: RunState, ctx: RunContext) -> None:

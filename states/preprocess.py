@@ -13,11 +13,11 @@ import inspect
 import re
 from collections.abc import Awaitable, Mapping
 
-from loopwright.agent import PLACEHOLDER, Agent
-from loopwright.context import RunContext
-from loopwright.errors import InstructionError
-from loopwright.events import ErrorInfo, History, Instruction, ModelRequest, trusted
-from loopwright.run_state import RunState
+from loopwright.data.errors import InstructionError
+from loopwright.data.events import ErrorInfo, History, Instruction, ModelRequest, trusted
+from loopwright.data.run_state import RunState
+from loopwright.runtime.agent import PLACEHOLDER, Agent
+from loopwright.runtime.context import RunContext
 
 
 def _fill_placeholders(text: str, state: Mapping[str, object], agent: str) -> str:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 
-from loopwright.context import RunContext
-from loopwright.events import ErrorOccurred, History, ModelRequested, ModelResponded
-from loopwright.model_call import call_model, error_info, model_call, plain
-from loopwright.run_state import RunState
+from loopwright.data.events import ErrorOccurred, History, ModelRequested, ModelResponded
+from loopwright.data.run_state import RunState
+from loopwright.runtime.context import RunContext
+from loopwright.runtime.model_call import call_model, error_info, model_call, plain
 
 
 async def reason(rs: RunState, ctx: RunContext) -> None:

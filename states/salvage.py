@@ -16,8 +16,7 @@ by a note saying they were left out, and the model refuses it too if it still do
 
 from __future__ import annotations
 
-from loopwright.context import RunContext
-from loopwright.events import (
+from loopwright.data.events import (
     ErrorOccurred,
     History,
     Message,
@@ -30,8 +29,9 @@ from loopwright.events import (
     ToolResult,
     trusted,
 )
-from loopwright.model_call import call_model, error_info
-from loopwright.run_state import RunState
+from loopwright.data.run_state import RunState
+from loopwright.runtime.context import RunContext
+from loopwright.runtime.model_call import call_model, error_info
 
 SALVAGE_PROMPT = (
     "You have run out of {budget} and cannot call any more tools. Using only what is already "

@@ -5,9 +5,9 @@ Reads ``input`` (text, or parts: text, images, documents); writes ``messages`` (
 
 from __future__ import annotations
 
-from loopwright.context import RunContext
-from loopwright.events import Message, TextPart, trusted
-from loopwright.run_state import RunState
+from loopwright.data.events import Message, TextPart, trusted
+from loopwright.data.run_state import RunState
+from loopwright.runtime.context import RunContext
 
 
 def start(rs: RunState, ctx: RunContext) -> None:

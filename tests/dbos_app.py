@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from loopwright import Agent, Extension, Limits, Rule, RunState, ToolCall
-from loopwright.dbos_runner import register
+from loopwright.integrations.dbos_runner import register
 
 from .store_app import by_turn, make_agent, pay, steps_script, work
 

@@ -7,7 +7,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from loopwright import Agent, Limits, ScriptedModel, tool
-from loopwright.events import Event
+from loopwright.data.events import Event
 
 T = TypeVar("T")
 

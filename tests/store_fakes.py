@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from loopwright import Agent, Runner, approve
-from loopwright.result import RunResult
+from loopwright.data.result import RunResult
 from loopwright.stores import Checkpoint, RunStore, StoreWrapper
 
 from .store_app import Crash

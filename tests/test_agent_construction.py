@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwright import Agent, ScriptedModel, TextPart, Tool, tool
-from loopwright.events import ModelResponse
-from loopwright.tools import ArgumentsError, as_tool
+from loopwright.data.events import ModelResponse
+from loopwright.runtime.tools import ArgumentsError, as_tool
 
 MODEL = ScriptedModel([ModelResponse(parts=(TextPart(text="ok"),))])
 

@@ -16,7 +16,7 @@ import anthropic
 import pytest
 
 from loopwright import Agent, AnthropicModel, ConfigurationError, Limits, Runner, RunResult
-from loopwright.events import ModelRequest, ModelResponse, TextPart
+from loopwright.data.events import ModelRequest, ModelResponse, TextPart
 from loopwright.models import anthropic_model
 from loopwright.models.claude_facts import CURRENT, facts_for
 
@@ -157,7 +157,7 @@ def test_vertex_and_bedrock_clients_are_accepted(fake: FakeClaude) -> None:
 def test_docs_and_messages_name_a_current_model() -> None:
     old = "claude-sonnet-4-5"
     assert facts_for(CURRENT).deprecated is None and facts_for(CURRENT).known
-    for path in ("README.md", "engine/cli.py", "engine/models/anthropic_model.py", "tests/test_cli.py"):
+    for path in ("README.md", "engine/cli/app.py", "engine/models/anthropic_model.py", "tests/test_cli.py"):
         assert old not in (ROOT / path).read_text(), f"{path} still names {old}"
     with pytest.raises(ConfigurationError, match=CURRENT):
         AnthropicModel("")

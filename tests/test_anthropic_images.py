@@ -14,7 +14,7 @@ import anthropic
 import pytest
 
 from loopwright import AnthropicModel, tool
-from loopwright.events import DocumentPart, ImagePart, Message, ModelRequest, TextPart
+from loopwright.data.events import DocumentPart, ImagePart, Message, ModelRequest, TextPart
 
 from .fake_claude import FakeClaude, message, text, tool_use
 from .test_anthropic_model import agent, run

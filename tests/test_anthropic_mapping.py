@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwright import AnthropicModel
-from loopwright.events import (
+from loopwright.data.events import (
     Instruction,
     Message,
     ModelRequest,

@@ -19,7 +19,7 @@ import anthropic
 import pytest
 
 from loopwright import Agent, AnthropicModel, Limits, Runner, RunResult, tool
-from loopwright.events import ErrorOccurred, TextDelta, ToolAnswered
+from loopwright.data.events import ErrorOccurred, TextDelta, ToolAnswered
 from loopwright.models.anthropic_mapping import CONTINUE
 
 from .fake_claude import (

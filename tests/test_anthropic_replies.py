@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from loopwright.events import ErrorOccurred, ProviderPart
-from loopwright.run_state import RunState
+from loopwright.data.events import ErrorOccurred, ProviderPart
+from loopwright.data.run_state import RunState
 
 from .fake_claude import (
     FakeClaude,

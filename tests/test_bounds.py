@@ -35,7 +35,7 @@ from loopwright import (
     verify,
 )
 from loopwright.features import machine_for
-from loopwright.rules import describe_row
+from loopwright.table.rules import describe_row
 
 from .helpers import add
 

@@ -10,7 +10,7 @@ import anthropic
 import pytest
 
 from loopwright import Agent, AnthropicModel, Limits, Runner, RunResult, ScriptedModel, ToolCall, approve, tool
-from loopwright.events import ToolResult
+from loopwright.data.events import ToolResult
 from loopwright.testing import assert_run_invariants
 
 from .fake_claude import FakeClaude, message, text, tool_use

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from loopwright.cli import main
-from loopwright.diagram import markdown
-from loopwright.events import EVENT_ADAPTER
+from loopwright.data.events import EVENT_ADAPTER
 from loopwright.features import BUILT_IN_MACHINES
-from loopwright.machine import CORE
+from loopwright.machines.diagram import markdown
+from loopwright.table.machine import CORE
 
 
 def test_demo_json_prints_every_event(capsys: pytest.CaptureFixture[str]) -> None:
@@ -161,7 +161,7 @@ def test_diagram_regenerates_the_diagrams(tmp_path: Path, capsys: pytest.Capture
 def test_diagram_notes_the_svgs_it_cannot_draw(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(sys.modules["loopwright.diagram"], "dot_available", lambda: False)
+    monkeypatch.setattr(sys.modules["loopwright.machines.diagram"], "dot_available", lambda: False)
     assert main(["diagram", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == "skipped the SVGs: Graphviz is not installed (pip install graphviz; apt-get install graphviz)"

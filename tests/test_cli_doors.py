@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from loopwright.events import EVENT_ADAPTER
+from loopwright.data.events import EVENT_ADAPTER
 
 ROOT = Path(__file__).resolve().parent.parent
 CONSOLE_SCRIPT = Path(sys.executable).with_name("loopwright")

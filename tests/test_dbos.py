@@ -289,7 +289,7 @@ def test_a_step_that_rewrites_the_history_records_the_new_history_and_folds_back
     """A stage that replaces older turns (compaction) keeps none of the old prefix: its step
     records the new history from where it changed, and the fold gives exactly that history."""
     from loopwright import Message, RunState, TextPart
-    from loopwright.stores.durable import head_json
+    from loopwright.durable.checkpoint import head_json
 
     def say(role: str, text: str) -> Message:
         return Message(role=role, parts=(TextPart(text=text),))  # type: ignore[arg-type]

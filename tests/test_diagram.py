@@ -10,9 +10,9 @@ import pytest
 
 from loopwright import ConfigurationError, Runner, ToolCall
 from loopwright.cli import main
-from loopwright.diagram import diagram, dot_available, markdown, trace_counts, write_diagrams
 from loopwright.features import BUILT_IN_MACHINES
-from loopwright.machine import CORE
+from loopwright.machines.diagram import diagram, dot_available, markdown, trace_counts, write_diagrams
+from loopwright.table.machine import CORE
 
 from .helpers import agent
 
@@ -28,7 +28,7 @@ def _edges(text: str) -> dict[tuple[str, str], str]:
 
 @pytest.mark.parametrize("machine", BUILT_IN_MACHINES.values(), ids=list(BUILT_IN_MACHINES))
 def test_every_row_is_an_edge_labelled_with_its_guards(machine: object) -> None:
-    from loopwright.machine import LoopMachine
+    from loopwright.table.machine import LoopMachine
 
     assert isinstance(machine, LoopMachine)
     edges = _edges(diagram(machine))
@@ -151,8 +151,8 @@ def test_a_trace_from_another_machine_is_refused(tmp_path: Path, capsys: pytest.
 
 def test_multi_agent_traces_find_their_variant() -> None:
     rows = [r for r in BUILT_IN_MACHINES["multi_agent"].rows if r.dest == "transfer"]
-    from loopwright.diagram import machine_of_trace
-    from loopwright.events import StateEntered
+    from loopwright.data.events import StateEntered
+    from loopwright.machines.diagram import machine_of_trace
 
     event = StateEntered(
         run_id="r", seq=1, time=0, state="transfer", iteration=1, agent="a", source="decide", guard=rows[0].label

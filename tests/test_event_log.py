@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pydantic_core import to_jsonable_python
 
 from loopwright import Runner, ToolCall
-from loopwright.result import RunResult
+from loopwright.data.result import RunResult
 from loopwright.testing import limits, model_behaviours, scripted
 
 from .test_transfer import go, tree
@@ -156,9 +156,9 @@ def test_a_past_reply_is_kept_as_its_values_not_as_the_reply_object() -> None:
 def test_emit_takes_fields_by_name_or_all_in_order_and_refuses_a_mix_up() -> None:
     import pytest
 
-    from loopwright.context import RunContext
-    from loopwright.events import EVENT_FIELDS, ToolCalled
-    from loopwright.run_state import RunState
+    from loopwright.data.events import EVENT_FIELDS, ToolCalled
+    from loopwright.data.run_state import RunState
+    from loopwright.runtime.context import RunContext
 
     root = tree()
     runner = Runner(root)

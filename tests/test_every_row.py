@@ -23,7 +23,7 @@ from loopwright import (
     approve,
     tool,
 )
-from loopwright.errors import TokenBudgetError
+from loopwright.data.errors import TokenBudgetError
 from loopwright.features import BUILT_IN_MACHINES, Compaction, Observer, Planner, PlanReAct, machine_for
 from loopwright.features.compaction import SUMMARY_INSTRUCTION
 from loopwright.features.observer import OBSERVER_INSTRUCTION

@@ -10,11 +10,11 @@ import pytest
 
 from loopwright import Agent, Limits, RunContext, Runner, RunState, ScriptedModel, ToolCall, tool
 from loopwright.cli import main
-from loopwright.diagram import diagram
-from loopwright.errors import MachineError
-from loopwright.extend import Rule, extend, veto
-from loopwright.machine import CORE, Row
-from loopwright.verify import verify
+from loopwright.data.errors import MachineError
+from loopwright.machines.diagram import diagram
+from loopwright.machines.extend import Rule, extend, veto
+from loopwright.machines.verify import verify
+from loopwright.table.machine import CORE, Row
 
 FORBIDDEN = {"delete_account"}
 deleted: list[str] = []

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from loopwright import Agent, Limits, ModelResponse, Runner, ScriptedModel, Usage, approve, tool, verify
-from loopwright.agent import TRANSFER_TOOL
-from loopwright.events import ToolAnswered, ToolCall
+from loopwright.data.events import ToolAnswered, ToolCall
 from loopwright.features import Compaction, Observer, Planner, PlanReAct, machine_for
+from loopwright.runtime.agent import TRANSFER_TOOL
 from loopwright.testing import assert_run_invariants, model_behaviours, scripted
 
 from .helpers import add

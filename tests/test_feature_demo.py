@@ -7,8 +7,8 @@ import json
 import pytest
 
 from loopwright.cli import main
-from loopwright.demo import TripAnswer, demo_agent
-from loopwright.runner import Runner
+from loopwright.cli.demo import TripAnswer, demo_agent
+from loopwright.loop.runner import Runner
 
 
 def events(capsys: pytest.CaptureFixture[str], *flags: str) -> list[dict[str, object]]:

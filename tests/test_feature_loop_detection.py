@@ -20,9 +20,9 @@ from loopwright import (
     ToolCall,
     tool,
 )
-from loopwright.events import ToolAnswered, ToolResult
+from loopwright.data.events import ToolAnswered, ToolResult
 from loopwright.features import BUILT_IN_MACHINES, LOOP_DETECTION, machine_for
-from loopwright.machine import CORE
+from loopwright.table.machine import CORE
 from loopwright.testing import assert_run_invariants
 
 RAN: list[str] = []

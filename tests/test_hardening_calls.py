@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from loopwright import Agent, Limits, Runner, ScriptedModel, ToolCall, approve, tool
-from loopwright.events import Message, ModelResponse, TextPart, ToolResult
+from loopwright.data.events import Message, ModelResponse, TextPart, ToolResult
 from loopwright.testing import InvariantViolation, assert_run_invariants
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from loopwright import Agent, Limits, Runner, ScriptedModel, ToolCall, tool
-from loopwright.result import RunResult
+from loopwright.data.result import RunResult
 from loopwright.testing import assert_run_invariants
 
 
@@ -128,7 +128,7 @@ def test_an_exception_out_of_a_stage_fails_the_run_answers_its_calls_and_unregis
     """A stage of an extension that raises after the model asked for tools: the run fails with
     the error named, the calls are answered, the id is free again."""
     from loopwright import Extension, Row
-    from loopwright.stage import Stage
+    from loopwright.data.stage import Stage
 
     async def exploding(rs: Any, ctx: Any) -> None:
         raise ValueError("kaboom")

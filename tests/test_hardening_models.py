@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from loopwright import Agent, Limits, ModelResponse, Runner, ScriptedModel, TextPart, ToolCall
-from loopwright.events import Usage
+from loopwright.data.events import Usage
 from loopwright.testing import assert_run_invariants
 
 

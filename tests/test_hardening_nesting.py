@@ -22,7 +22,7 @@ from loopwright import (
     agent_tool,
     tool,
 )
-from loopwright.events import Usage
+from loopwright.data.events import Usage
 from loopwright.testing import assert_run_invariants
 
 

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopwright import Agent, Limits, Runner
-from loopwright.result import RunResult
+from loopwright.data.result import RunResult
 from loopwright.testing import HostileModel, assert_run_invariants, hostile_replies, hostile_tools
 
 EXAMPLES = int(os.environ.get("LOOPWRIGHT_HARDENING_EXAMPLES", "60"))

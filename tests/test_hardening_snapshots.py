@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from loopwright import Agent, Runner, ScriptedModel, ToolCall, approve, tool
-from loopwright.result import RunResult
+from loopwright.data.result import RunResult
 
 
 def test_a_suspended_result_does_not_change_when_the_run_is_resumed() -> None:

@@ -173,7 +173,7 @@ class Expired(TimeoutError):
 async def within(seconds: float, awaitable: Awaitable[T]) -> T:
     """``await awaitable`` bounded by a watch, used the way the model call and a tool call use
     it (``loopwright.limits.watch``'s docstring)."""
-    from loopwright.limits import watch
+    from loopwright.data.limits import watch
 
     bound = watch(seconds)
     try:

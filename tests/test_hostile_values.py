@@ -17,14 +17,14 @@ from hypothesis import strategies as st
 from pydantic_core import to_json
 
 from loopwright import Agent, ResumeError, Runner, RunState, ScriptedModel, ToolCall, tool
-from loopwright.events import ModelRequest, ModelResponse, TextPart, ThoughtPart, ToolResult
+from loopwright.cli.trace_page import write_trace_page
+from loopwright.data.events import ModelRequest, ModelResponse, TextPart, ThoughtPart, ToolResult
+from loopwright.data.values import MAX_DEPTH, MAX_INT_DIGITS
+from loopwright.durable.checkpoint import rebuild
 from loopwright.models.scripted import to_response
+from loopwright.runtime.tools import to_json_value
 from loopwright.stores import RunStore, SQLiteStore
-from loopwright.stores.durable import rebuild
 from loopwright.testing import assert_run_invariants
-from loopwright.tools import to_json_value
-from loopwright.trace_page import write_trace_page
-from loopwright.values import MAX_DEPTH, MAX_INT_DIGITS
 
 CHARGED: list[int] = []
 STORES = ["none", "sqlite", "sqlite-thread", "postgres"]

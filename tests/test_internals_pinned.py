@@ -28,7 +28,7 @@ import pytest
 from pydantic import BaseModel
 
 from loopwright import Agent, Limits, Runner, RunResult, ScriptedModel, ToolCall, tool
-from loopwright.events import (
+from loopwright.data.events import (
     ErrorInfo,
     Message,
     ModelResponse,
@@ -38,7 +38,7 @@ from loopwright.events import (
     kept,
     trusted,
 )
-from loopwright.events import ToolCall as EventsToolCall
+from loopwright.data.events import ToolCall as EventsToolCall
 
 LoopFactory = Callable[[], asyncio.AbstractEventLoop]
 

@@ -1,8 +1,10 @@
-"""loopwright's modules are layered: no import cycles, stages import only lower layers, the plugin loads no engine."""
+"""loopwright's folders are floors: each imports only the floors below it, no import cycles, the old
+module paths are aliases of the new ones, stages import only lower layers, the plugin loads no engine."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +15,59 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"loopwright": ROOT / "engine", "loopwright.states": ROOT / "states"}
 STAGES = {"act", "decide", "postprocess", "preprocess", "reason", "salvage", "start"}
+
+FLOORS = [
+    "data",  # plain values: events and their parts, limits, run state, result, errors, stages
+    "stores",  # storage only: what a store keeps and the SQLite and PostgreSQL stores
+    "models",  # the model protocol, the scripted model, the Anthropic adapter
+    "table",  # the transition table: machine, rows, guards, budgets, rules
+    "runtime",  # what a stage runs with: context, event log, agent, tools, model calls, nesting, observers
+    "states",  # the stages (the top-level states/ folder, installed as loopwright.states)
+    "features",  # one module per composed feature
+    "machines",  # an agent's whole machine: extend, verify, diagram
+    "durable",  # ownership, checkpoints, resume, the checks a saved state passes
+    "loop",  # the Runner and Run that drive a run (the public stepping protocol), agents as tools
+    "integrations",  # DBOS, OpenTelemetry
+    "testing",  # the pytest plugin, hypothesis strategies, invariants
+    "cli",  # the loopwright command and what it runs
+]
+"""The floors, lowest first: a module imports only modules of its own floor or of floors below."""
+
+UPWARD_FOR_TYPES = {
+    ("loopwright.table.machine", "loopwright.runtime.context"): "a row's handler takes the run's context",
+}
+"""Imports of a higher floor allowed under ``if TYPE_CHECKING:`` only (an annotation, no import at
+run time), each with why."""
+
+OLD_PATHS = {
+    **{
+        f"loopwright.{m}": f"loopwright.data.{m}"
+        for m in (
+            "decisions",
+            "errors",
+            "events",
+            "inputs",
+            "limits",
+            "result",
+            "run_state",
+            "signing",
+            "stage",
+            "values",
+        )
+    },
+    **{f"loopwright.{m}": f"loopwright.table.{m}" for m in ("budgets", "guards", "machine", "rules")},
+    **{
+        f"loopwright.{m}": f"loopwright.runtime.{m}"
+        for m in ("agent", "calls", "context", "log", "model_call", "nesting", "observers", "tools")
+    },
+    **{f"loopwright.{m}": f"loopwright.machines.{m}" for m in ("diagram", "extend", "verify")},
+    **{f"loopwright.{m}": f"loopwright.loop.{m}" for m in ("runner", "subrun")},
+    **{f"loopwright.{m}": f"loopwright.integrations.{m}" for m in ("dbos_runner", "otel")},
+    **{f"loopwright.{m}": f"loopwright.cli.{m}" for m in ("demo", "live", "run_command", "runs_cli", "trace_page")},
+    "loopwright.trust": "loopwright.durable.trust",
+    "loopwright.stores.durable": "loopwright.durable.checkpoint",
+}
+"""Every module path users imported before the floors, and the module it now names."""
 
 
 def module_files() -> dict[str, Path]:
@@ -148,15 +203,18 @@ def a_cycle(graph: dict[str, set[str]], members: list[str]) -> list[str]:
 
 
 def test_the_walk_finds_every_module_and_the_edges_it_should() -> None:
-    assert {"loopwright", "loopwright.machine", "loopwright.features", "loopwright.features.waiting"} <= set(MODULES)
+    assert {"loopwright", "loopwright.table.machine", "loopwright.features", "loopwright.features.waiting"} <= set(
+        MODULES
+    )
     assert {f"loopwright.states.{s}" for s in STAGES} | {"loopwright.states"} <= set(MODULES)
     graph = import_graph()
-    assert "loopwright.guards" in graph["loopwright.verify"]  # from . import guards as _guards
-    assert "loopwright.features" in graph["loopwright.runner"]  # from .features import machine_for
-    assert "loopwright.states" in graph["loopwright.runner"]  # from loopwright.states import HANDLERS
-    assert "loopwright.context" in graph["loopwright.machine"]  # under if TYPE_CHECKING:
-    assert "loopwright.limits" in graph["loopwright.machine"]  # inside a function
-    assert "loopwright.runner" in graph["loopwright"]  # the package's own re-exports
+    assert "loopwright.table.guards" in graph["loopwright.machines.verify"]  # from ..table import guards as _guards
+    assert "loopwright.features" in graph["loopwright.loop.runner"]  # from ..features import machine_for
+    assert "loopwright.states" in graph["loopwright.loop.runner"]  # from loopwright.states import HANDLERS
+    assert "loopwright.runtime.context" in graph["loopwright.table.machine"]  # under if TYPE_CHECKING:
+    assert "loopwright.data.limits" in graph["loopwright.table.machine"]  # inside a function
+    assert "loopwright.loop.runner" in graph["loopwright"]  # the package's own re-exports
+    assert graph["loopwright.events"] == {"loopwright.data.events"}  # an old path: its target alone
 
 
 def test_strongly_connected_finds_cycles_and_only_cycles() -> None:
@@ -166,7 +224,83 @@ def test_strongly_connected_finds_cycles_and_only_cycles() -> None:
     assert a_cycle(graph, ["a", "b", "c"]) == ["a", "b", "c", "a"]
 
 
+def floor_of(module: str) -> int | None:
+    """The floor a module stands on (its index in :data:`FLOORS`); ``None`` for the package itself
+    (``loopwright``: it re-exports every floor) and the old paths."""
+    if module in OLD_PATHS or module == "loopwright":
+        return None
+    if module == "loopwright.__main__":
+        return FLOORS.index("cli")
+    return FLOORS.index(module.split(".")[1])
+
+
 # ------------------------------------------------------------------ the rules
+
+
+def test_every_module_stands_on_a_floor() -> None:
+    strays = [
+        m
+        for m in MODULES
+        if m not in OLD_PATHS and m not in {"loopwright", "loopwright.__main__"} and m.split(".")[1] not in FLOORS
+    ]
+    assert not strays, f"{strays}: put each in the folder of its floor (FLOORS in {Path(__file__).name})"
+    folders = {p.name for p in PACKAGES["loopwright"].iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders | {"states"} == set(FLOORS)
+
+
+def test_each_floor_imports_only_floors_below_it() -> None:
+    wrong = []
+    for module in MODULES:
+        floor = floor_of(module)
+        if floor is None:
+            continue
+        for target, how in sorted(set(imports_of(module))):
+            if target == module:
+                continue
+            if target in OLD_PATHS:
+                wrong.append(f"{module} imports {target}, an old path: import {OLD_PATHS[target]}")
+                continue
+            above = floor_of(target)
+            if above is None:
+                wrong.append(f"{module} imports the package loopwright itself ({how})")
+            elif above > floor and not (how == "TYPE_CHECKING" and (module, target) in UPWARD_FOR_TYPES):
+                wrong.append(
+                    f"{module} ({FLOORS[floor]}) imports {target} ({FLOORS[above]}, a higher floor; {how}):"
+                    " move the module up, or pass what it needs down"
+                )
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_allowed_type_imports_are_still_needed() -> None:
+    for (module, target), why in UPWARD_FOR_TYPES.items():
+        assert (target, "TYPE_CHECKING") in set(imports_of(module)), f"{module} no longer needs {target} ({why})"
+
+
+def test_an_old_path_imports_its_target_alone() -> None:
+    """The old top-level modules are aliases: the file says so, imports nothing else, and
+    importing it gives the very module of the new path (so classes, isinstance and pickles hold)."""
+    assert {m for m in MODULES if "sys.modules[__name__] =" in MODULES[m].read_text()} == set(OLD_PATHS)
+    for old, new in OLD_PATHS.items():
+        assert imported(old) == {new}, old
+        assert f'importlib.import_module("{new}")' in MODULES[old].read_text(), old
+        assert importlib.import_module(old) is importlib.import_module(new), old
+
+
+def test_an_old_path_gives_the_same_classes_in_a_fresh_interpreter() -> None:
+    code = (
+        "import pickle, loopwright.events as old, loopwright.runner as runner\n"
+        "from loopwright.data.events import ToolCall\n"
+        "from loopwright import Runner, diagram\n"
+        "import loopwright.diagram\n"
+        "call = old.ToolCall(name='t', args={})\n"
+        "assert isinstance(call, ToolCall) and runner.Runner is Runner and callable(diagram)\n"
+        "assert pickle.loads(pickle.dumps(call)) == call\n"
+        "import loopwright; assert callable(loopwright.diagram)\n"
+        "print('ok')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
 
 
 def test_no_import_cycles() -> None:
@@ -187,18 +321,18 @@ def test_no_import_cycles() -> None:
 
 
 def test_the_machine_does_not_import_the_agent() -> None:
-    assert "loopwright.agent" not in import_graph()["loopwright.machine"]
+    assert "loopwright.runtime.agent" not in import_graph()["loopwright.table.machine"]
 
 
 def test_importing_the_machine_loads_no_agent() -> None:
-    code = "import sys, loopwright.machine; print('loopwright.agent' in sys.modules)"
+    code = "import sys, loopwright.table.machine; print('loopwright.runtime.agent' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
 
 
 def test_the_result_does_not_import_the_diagram() -> None:
-    assert "loopwright.diagram" not in import_graph()["loopwright.result"]
+    assert "loopwright.machines.diagram" not in import_graph()["loopwright.data.result"]
 
 
 @pytest.mark.parametrize("stage", sorted(STAGES))

@@ -6,7 +6,7 @@ import io
 import json
 
 from loopwright import Runner, ToolCall, configure_logging
-from loopwright.log import redact_secrets
+from loopwright.runtime.log import redact_secrets
 
 from .helpers import agent
 
@@ -62,7 +62,7 @@ def test_structlog_mode_uses_the_apps_configuration_with_secrets_redacted() -> N
     structlog.configure(processors=[capture])
     configure_logging("structlog")
     try:
-        from loopwright.log import get_logger
+        from loopwright.runtime.log import get_logger
 
         get_logger().info("probe", token="abc", detail="key sk-ant-0123456789abcdef")
         Runner(agent(["hi"])).run_sync("go")

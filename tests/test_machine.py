@@ -7,15 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwright import Limits, ModelResponse, TextPart, ToolCall, Usage
-from loopwright.errors import MachineError, NoTransitionError
-from loopwright.events import ErrorInfo
+from loopwright.data.errors import MachineError, NoTransitionError
+from loopwright.data.events import ErrorInfo
+from loopwright.data.run_state import RunState
+from loopwright.data.stage import TERMINALS, Stage
 from loopwright.features import BUILT_IN_MACHINES
 from loopwright.features.multi_agent import Transfers
 from loopwright.features.waiting import Waiting
-from loopwright.guards import has_response
-from loopwright.machine import CORE, LoopMachine, Row
-from loopwright.run_state import RunState
-from loopwright.stage import TERMINALS, Stage
+from loopwright.table.guards import has_response
+from loopwright.table.machine import CORE, LoopMachine, Row
 
 TABLE = BUILT_IN_MACHINES["multi_agent+waiting"].rows
 
@@ -227,7 +227,7 @@ def test_the_compiled_choice_is_the_tables_rows_walked_in_order(
 
 
 def test_no_matching_row_is_a_loud_error() -> None:
-    from loopwright.machine import _chooser
+    from loopwright.table.machine import _chooser
 
     machine = LoopMachine([Row(s, "done") for s in CORE.states if s not in TERMINALS])
     only = Row("start", "done", (has_response,))  # (the checks refuse a state without a fallback: made by hand)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from loopwright import Agent, Limits, ModelResponse, Runner, RunResult, TextPart, ToolCall, tool
-from loopwright.events import Usage
+from loopwright.data.events import Usage
 from loopwright.testing import assert_run_invariants
 
 SECRET = "sk-test-0123456789abcdef"

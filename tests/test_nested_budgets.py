@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, TextPart, ToolCall, tool
-from loopwright.events import ToolResult, Usage
+from loopwright.data.events import ToolResult, Usage
 from loopwright.testing import assert_run_invariants
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from loopwright import Agent, Row, Runner, RunResult, ToolCall, instrument, uninstrument
-from loopwright.runner import Run
+from loopwright.loop.runner import Run
 
 from .helpers import agent
 

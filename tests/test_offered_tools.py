@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopwright import Agent, Extension, ModelRequest, Runner, ScriptedModel, ToolCall, tool
-from loopwright.events import ToolResult
+from loopwright.data.events import ToolResult
 from loopwright.testing import assert_run_invariants
 
 ran: list[str] = []

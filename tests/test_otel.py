@@ -20,11 +20,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-import loopwright.otel
+import loopwright.integrations.otel
 from loopwright import Agent, ModelError, ModelResponse, Runner, TextPart, ToolCall, Usage, tool
-from loopwright.events import EventBase
+from loopwright.data.events import EventBase
+from loopwright.integrations.otel import Tracing, redact_secrets
 from loopwright.models.scripted import ScriptedModel
-from loopwright.otel import Tracing, redact_secrets
 
 
 @pytest.fixture
@@ -339,7 +339,7 @@ def test_redact_secrets_walks_values() -> None:
 def test_a_run_no_tracer_records_builds_no_event(exported: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     """No tracer provider (the API's default): instrument() adds no per-run watcher, so the run
     records its events compactly and builds none (the zero-cost path)."""
-    loopwright.otel.instrument()  # the global provider: none is set in this process
+    loopwright.integrations.otel.instrument()  # the global provider: none is set in this process
     try:
         assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
         runner = Runner(helpdesk())
@@ -354,7 +354,7 @@ def test_a_run_no_tracer_records_builds_no_event(exported: tuple[TracerProvider,
         assert outcome == "final"
         assert built == [] and unwatched  # no event object built, no watcher, no tool scope
     finally:
-        loopwright.otel.uninstrument()
+        loopwright.integrations.otel.uninstrument()
 
 
 def test_instrument_traces_every_runner_once_a_provider_is_set() -> None:

@@ -12,8 +12,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from loopwright import Agent, ModelResponse, Pending, Runner, TextPart, ToolCall, Usage, approve, deny, tool
+from loopwright.integrations.otel import Tracing
 from loopwright.models.scripted import ScriptedModel
-from loopwright.otel import Tracing
 
 
 @pytest.fixture
@@ -168,7 +168,7 @@ def test_a_run_resumed_from_saved_json_in_a_new_process_still_carries_its_run_id
     exported: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
     """Across processes the first leg's span is not known here: the run id joins the legs."""
-    from loopwright.run_state import RunState
+    from loopwright.data.run_state import RunState
 
     provider, exporter = exported
     runner, _ = support(provider, [calls("refund"), reply("Refunded.", "end_turn")])

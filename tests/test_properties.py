@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopwright import Agent, Limits, Runner, ScriptedModel, tool
-from loopwright.result import RunResult
+from loopwright.data.result import RunResult
 from loopwright.testing import agent_state_machine, assert_run_invariants, limits, model_behaviours
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from loopwright.machine import CORE
+from loopwright.table.machine import CORE
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

@@ -23,7 +23,7 @@ from loopwright import (
     approve,
     tool,
 )
-from loopwright.events import History
+from loopwright.data.events import History
 from loopwright.features import Compaction
 from loopwright.features.compaction import SUMMARY_INSTRUCTION
 

@@ -22,9 +22,9 @@ from loopwright import (
     approve,
     tool,
 )
+from loopwright.cli.trace_page import write_trace_page
 from loopwright.stores import SQLiteStore
 from loopwright.testing import InvariantViolation, assert_run_invariants
-from loopwright.trace_page import write_trace_page
 
 DEADLINES: list[float | None] = []
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopwright.rules import (
+from loopwright.table.rules import (
     CHECKS,
     RULES,
     GuardRef,

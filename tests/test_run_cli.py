@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from loopwright.events import EVENT_ADAPTER
+from loopwright.data.events import EVENT_ADAPTER
 
 APP = '''
 import asyncio

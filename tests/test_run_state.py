@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopwright import Agent, ConfigurationError, Limits, Runner, RunState, ScriptedModel, ToolCall, tool
+from loopwright.data.run_state import SAVED_FIELDS, SCHEMA_VERSION
 from loopwright.features import machine_for
-from loopwright.run_state import _SAVED, SCHEMA_VERSION
 from loopwright.testing import scripted
 
 from .example_feature import DOUBLE_CHECK
@@ -104,7 +104,7 @@ async def stepped(agent: Agent, steps: int, text: str = "go") -> RunState:
 
 
 def assert_same_saved_fields(loaded: RunState, rs: RunState) -> None:
-    for name in _SAVED:
+    for name in SAVED_FIELDS:
         if name == "features":
             continue
         assert getattr(loaded, name) == getattr(rs, name), f"{name} changed on the round trip"
@@ -128,14 +128,14 @@ def test_a_run_saved_at_any_point_loads_back_equal(combination: str, steps: int)
     assert loaded.to_json() == saved  # and it saves the same again
     assert loaded.request is None and loaded.turn_limits is None
     raw = json.loads(saved)
-    assert set(raw) == set(_SAVED)
+    assert set(raw) == set(SAVED_FIELDS)
     assert not {"limits", "turn_limits", "request"} & set(raw)
 
 
 def test_the_saved_fields_are_all_but_the_agents_and_the_request() -> None:
     every = {f.name for f in dataclasses.fields(RunState)}
-    assert set(_SAVED) == every - {"limits", "turn_limits", "request", "legs"}
-    assert "schema_version" in _SAVED and "features" in _SAVED
+    assert set(SAVED_FIELDS) == every - {"limits", "turn_limits", "request", "legs"}
+    assert "schema_version" in SAVED_FIELDS and "features" in SAVED_FIELDS
 
 
 def test_the_schema_version_is_saved() -> None:

@@ -23,7 +23,7 @@ from loopwright import (
     Usage,
     tool,
 )
-from loopwright.events import ErrorOccurred, LimitReached, RunFinished, StateEntered, ToolAnswered
+from loopwright.data.events import ErrorOccurred, LimitReached, RunFinished, StateEntered, ToolAnswered
 
 from .helpers import add, agent, run, types
 
@@ -96,16 +96,16 @@ def test_a_tool_timeout_is_armed_when_the_tool_first_suspends_and_counts_from_it
     """A quick tool that ends in its first step pays for no watch (it could not be cancelled
     anyway); one that suspends is bounded, its time counted from the call's start: 0.15 s of
     blocking work before its first await leave it 0.05 s of a 0.2 s timeout, not 0.2 s."""
-    import loopwright.calls
+    import loopwright.runtime.calls
 
     armed: list[float] = []
-    real_watch = loopwright.calls.watch
+    real_watch = loopwright.runtime.calls.watch
 
     def counting_watch(seconds: float) -> Any:
         armed.append(seconds)
         return real_watch(seconds)
 
-    monkeypatch.setattr(loopwright.calls, "watch", counting_watch)
+    monkeypatch.setattr(loopwright.runtime.calls, "watch", counting_watch)
 
     @tool
     async def quick() -> str:

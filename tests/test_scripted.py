@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from loopwright import ConfigurationError, ModelRequest, ScriptedModel, ToolCall
-from loopwright.errors import ScriptExhaustedError
+from loopwright.data.errors import ScriptExhaustedError
 
 
 def test_script_items_become_replies() -> None:

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwright import Agent, Limits, Run, Runner, RunResult, RunState, ScriptedModel, ToolCall, approve, tool
-from loopwright.errors import ResumeError
+from loopwright.data.errors import ResumeError
 from loopwright.stores import SQLiteStore
 
 

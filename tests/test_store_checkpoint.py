@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from loopwright import Agent, Limits, RunContext, Runner, ScriptedModel, ToolCall, tool
-from loopwright.events import (
+from loopwright.data.events import (
     DocumentPart,
     ImagePart,
     Message,
@@ -26,10 +26,10 @@ from loopwright.events import (
     ToolResult,
     Usage,
 )
+from loopwright.durable.checkpoint import _FLAT, head_json, plain_message, plain_response
 from loopwright.stores import Checkpoint, SQLiteStore, StoreWrapper
 from loopwright.stores import durable as durable_module
 from loopwright.stores.base import DELTA, FULL_HEAD_EVERY, merge_heads
-from loopwright.stores.durable import _FLAT, head_json, plain_message, plain_response
 
 from .store_app import make_agent, steps_script
 

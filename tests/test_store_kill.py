@@ -12,8 +12,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from loopwright.durable.checkpoint import rebuild
 from loopwright.stores import SQLiteStore
-from loopwright.stores.durable import rebuild
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = 24  # more than 6 kills can get through (at most 3 calls each), so every kill lands

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from loopwright import ConfigurationError, ResumeError, Runner, RunState, ToolCall, approve
-from loopwright.errors import RunBusy
+from loopwright.data.errors import RunBusy
+from loopwright.durable.checkpoint import rebuild
 from loopwright.stores import open_store
-from loopwright.stores.durable import rebuild
 from loopwright.stores.postgres import PostgresStore
 
 from .store_app import CRASH_AFTER, EXECUTED, Crash, labels, make_agent, steps_script

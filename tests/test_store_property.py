@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopwright import ToolCall
-from loopwright.result import RunResult
+from loopwright.data.result import RunResult
 
 from .store_app import CRASH_AFTER, EXECUTED, tree_agent
 from .store_fakes import drive

@@ -27,11 +27,11 @@ from loopwright import (
     approve,
     tool,
 )
-from loopwright.errors import RunBusy
+from loopwright.data.errors import RunBusy
+from loopwright.durable.checkpoint import rebuild
 from loopwright.models.scripted import to_response
 from loopwright.stores import Checkpoint, SQLiteStore, open_store
 from loopwright.stores.base import DELTA, FULL_HEAD_EVERY
-from loopwright.stores.durable import rebuild
 
 from .store_app import CRASH_AFTER, EXECUTED, Crash, labels, make_agent, steps_script, tree_agent
 from .store_fakes import CrashingStore, drive
@@ -448,7 +448,7 @@ def test_a_model_call_retried_after_a_step_resumes_after_a_crash_at_each_checkpo
     """The model call after a step of tools writes nothing, but its retry does (the step's
     replay covers one model call, not two): a crash at any checkpoint of a run whose second
     model call fails once resumes to the same end, each tool once."""
-    from loopwright.errors import ModelError
+    from loopwright.data.errors import ModelError
 
     failed: list[int] = []
 

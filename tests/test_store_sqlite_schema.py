@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from loopwright import Runner, RunResult, approve
-from loopwright.errors import ConfigurationError, RunBusy
+from loopwright.data.errors import ConfigurationError, RunBusy
+from loopwright.durable.checkpoint import rebuild
 from loopwright.stores import Checkpoint, SQLiteStore, StoreWrapper
 from loopwright.stores.base import STORE_SCHEMA, SavedRun, decode_bodies
-from loopwright.stores.durable import rebuild
 
 from .store_app import EXECUTED, labels, make_agent, steps_script
 from .test_store_sqlite import PAY_SCRIPT

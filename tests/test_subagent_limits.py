@@ -18,7 +18,7 @@ from loopwright import (
     TextPart,
     ToolCall,
 )
-from loopwright.events import LimitReached, ModelRequested, ToolCalled, Transferred
+from loopwright.data.events import LimitReached, ModelRequested, ToolCalled, Transferred
 from loopwright.testing import assert_run_invariants
 
 from .helpers import add

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 
 from loopwright import Agent, ModelResponse, Runner, ScriptedModel, ToolCall, ToolResult, tool
-from loopwright.result import RunResult
+from loopwright.data.result import RunResult
 from loopwright.testing import (
     InvariantViolation,
     assert_run_invariants,

@@ -14,10 +14,10 @@ import anthropic
 import pytest
 
 from loopwright import Agent, AnthropicModel, Limits, Runner, RunResult, ScriptedModel, tool
-from loopwright.errors import TokenBudgetError
-from loopwright.events import ToolResult
-from loopwright.machine import CORE
+from loopwright.data.errors import TokenBudgetError
+from loopwright.data.events import ToolResult
 from loopwright.states.salvage import LEFT_OUT
+from loopwright.table.machine import CORE
 
 from .fake_claude import FakeClaude, message, text, tool_use
 

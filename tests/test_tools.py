@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from loopwright import ConfigurationError, RunContext, Tool, tool
-from loopwright.tools import ArgumentsError, to_json_value
+from loopwright.runtime.tools import ArgumentsError, to_json_value
 
 
 def test_schema_and_description_from_the_function() -> None:

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from loopwright import Agent, ModelError, Runner, RunResult, ToolCall, tool
-from loopwright.diagram import dot_available, trace_counts
-from loopwright.errors import ConfigurationError
+from loopwright.cli.trace_page import trace_page, write_trace_page
+from loopwright.data.errors import ConfigurationError
+from loopwright.machines.diagram import dot_available, trace_counts
 from loopwright.models.scripted import ScriptedModel
-from loopwright.trace_page import trace_page, write_trace_page
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

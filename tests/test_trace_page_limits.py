@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from loopwright import Agent, Runner, RunResult
+from loopwright.cli.trace_page import SUMMARY_CAP, TEXT_CAP, trace_page, write_trace_page
 from loopwright.models.scripted import ScriptedModel
-from loopwright.trace_page import SUMMARY_CAP, TEXT_CAP, trace_page, write_trace_page
 
 from .test_trace_page import CHROMIUM, CHROMIUM_ARGS, _browser_or_skip
 

@@ -8,12 +8,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopwright import Agent, ConfigurationError, Limits, ModelRequest, Runner, ScriptedModel, TextPart, ToolCall
-from loopwright.agent import AgentTree
-from loopwright.demo import HELPDESK_INPUT, helpdesk_agent
-from loopwright.events import ToolAnswered, Transferred
+from loopwright.cli.demo import HELPDESK_INPUT, helpdesk_agent
+from loopwright.data.events import ToolAnswered, Transferred
 from loopwright.features import BUILT_IN_MACHINES, machine_for
 from loopwright.features.multi_agent import transfer_spec
-from loopwright.machine import CORE
+from loopwright.runtime.agent import AgentTree
+from loopwright.table.machine import CORE
 from loopwright.testing import agent_state_machine, assert_run_invariants, limits, model_behaviours, scripted
 
 from .helpers import add

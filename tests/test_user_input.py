@@ -13,9 +13,9 @@ import anthropic
 import pytest
 
 from loopwright import Agent, AnthropicModel, ConfigurationError, Runner, RunState, ScriptedModel
-from loopwright.events import DocumentPart, ImagePart, TextPart, ToolCall
-from loopwright.inputs import input_text
-from loopwright.trace_page import trace_page
+from loopwright.cli.trace_page import trace_page
+from loopwright.data.events import DocumentPart, ImagePart, TextPart, ToolCall
+from loopwright.data.inputs import input_text
 
 from .fake_claude import FakeClaude, message, text
 from .test_anthropic_images import PDF, PNG, b64

@@ -9,16 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopwright import Limits, ModelResponse, TextPart, ToolCall, Usage
-from loopwright.errors import MachineError
-from loopwright.events import ErrorInfo
-from loopwright.extend import Rule
+from loopwright.data.errors import MachineError
+from loopwright.data.events import ErrorInfo
+from loopwright.data.run_state import RunState
 from loopwright.features import BUILT_IN_MACHINES
 from loopwright.features.multi_agent import Transfers
 from loopwright.features.waiting import Waiting
-from loopwright.guards import cancel_requested, has_tool_calls, within_iteration_budget
-from loopwright.machine import LoopMachine, Row
-from loopwright.run_state import RunState
-from loopwright.verify import verify
+from loopwright.machines.extend import Rule
+from loopwright.machines.verify import verify
+from loopwright.table.guards import cancel_requested, has_tool_calls, within_iteration_budget
+from loopwright.table.machine import LoopMachine, Row
 
 STATES = ["start", "work", "extra", "done", "failed", "cancelled"]
 
@@ -284,7 +284,7 @@ def test_a_state_on_acts_exit_looping_back_while_calls_wait_is_caught() -> None:
     """Issue 13: with the waiting feature, a state of the user's between act and decide that
     goes back to preprocess carries the run past its held calls; verify names the row and what
     to do. The same state going on to decide is fine, as are the built-in machines that wait."""
-    from loopwright.extend import extend
+    from loopwright.machines.extend import extend
 
     back = Row("x0", "preprocess", (_over_budget,), bounded_by="max_iterations")
     loops = extend(

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopwright import ResumeError, Runner, RunState, ToolCall, ToolResult, approve, deny
-from loopwright.events import Resumed, Suspended, ToolAnswered
+from loopwright.data.events import Resumed, Suspended, ToolAnswered
 from loopwright.features import BUILT_IN_MACHINES, machine_for
 from loopwright.testing import assert_run_invariants
 

@@ -108,7 +108,7 @@ def test_a_timeout_ends_a_never_suspending_run_promptly() -> None:
 def test_a_waiting_task_runs_within_one_iteration_of_a_never_suspending_run() -> None:
     """The bound itself: while another task is ready, a run that never suspends takes at most
     ``_HOLD`` + 1 transitions before that task runs (one loop iteration is five)."""
-    from loopwright.runner import _HOLD
+    from loopwright.loop.runner import _HOLD
 
     ticker = Ticker()
     streaks: list[int] = []
@@ -142,7 +142,7 @@ def test_runs_that_suspend_anyway_pay_no_extra_round_trips() -> None:
     """Many runs whose model call suspends (a real model's does): the engine adds at most one
     yield of its own per iteration (it used to yield before every stage while any other run
     was ready: five round trips of the event loop per iteration)."""
-    import loopwright.runner as runner_module
+    import loopwright.loop.runner as runner_module
 
     yields = 0
     real_sleep = asyncio.sleep

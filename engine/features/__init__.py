@@ -14,8 +14,8 @@ feature set so agents alike share one machine.
 
 from __future__ import annotations
 
-from loopwright.agent import Agent
-from loopwright.machine import CORE, Extension, LoopMachine, compose
+from loopwright.runtime.agent import Agent
+from loopwright.table.machine import CORE, Extension, LoopMachine, compose
 
 from .compaction import COMPACTION, Compaction
 from .loop_detection import LOOP_DETECTION

@@ -26,9 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loopwright.budgets import Budget
-from loopwright.context import RunContext
-from loopwright.events import (
+from loopwright.data.events import (
     Compacted,
     ErrorInfo,
     ErrorOccurred,
@@ -39,9 +37,11 @@ from loopwright.events import (
     TextPart,
     trusted,
 )
-from loopwright.machine import Extension, detour
-from loopwright.model_call import side_call
-from loopwright.run_state import RunState
+from loopwright.data.run_state import RunState
+from loopwright.runtime.context import RunContext
+from loopwright.runtime.model_call import side_call
+from loopwright.table.budgets import Budget
+from loopwright.table.machine import Extension, detour
 
 from .loop_detection import not_repeating_calls
 

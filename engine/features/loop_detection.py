@@ -23,12 +23,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from loopwright.budgets import Budget
-from loopwright.calls import result
-from loopwright.context import RunContext
-from loopwright.events import ErrorInfo, ErrorOccurred, Message, ToolCall, ToolResult
-from loopwright.machine import ACT, DECIDE, PRE, Extension
-from loopwright.run_state import RunState
+from loopwright.data.events import ErrorInfo, ErrorOccurred, Message, ToolCall, ToolResult
+from loopwright.data.run_state import RunState
+from loopwright.runtime.calls import result
+from loopwright.runtime.context import RunContext
+from loopwright.table.budgets import Budget
+from loopwright.table.machine import ACT, DECIDE, PRE, Extension
 
 NAME = "loop_detection"
 

@@ -22,13 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopwright.agent import TRANSFER_TOOL, Agent
-from loopwright.budgets import Budget, start_turn
-from loopwright.calls import result
-from loopwright.context import RunContext
-from loopwright.events import Message, ModelRequest, TextPart, ToolCall, ToolResult, ToolSpec, Transferred, trusted
-from loopwright.machine import DECIDE, PRE, WITHIN_BUDGETS, Extension, Row, cancellable
-from loopwright.run_state import RunState
+from loopwright.data.events import Message, ModelRequest, TextPart, ToolCall, ToolResult, ToolSpec, Transferred, trusted
+from loopwright.data.run_state import RunState
+from loopwright.runtime.agent import TRANSFER_TOOL, Agent
+from loopwright.runtime.calls import result
+from loopwright.runtime.context import RunContext
+from loopwright.table.budgets import Budget, start_turn
+from loopwright.table.machine import DECIDE, PRE, WITHIN_BUDGETS, Extension, Row, cancellable
 
 NAME = "multi_agent"
 TRANSFER = "transfer"

@@ -22,9 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from loopwright.budgets import Budget
-from loopwright.context import RunContext
-from loopwright.events import (
+from loopwright.data.events import (
     ErrorInfo,
     ErrorOccurred,
     Instruction,
@@ -34,9 +32,11 @@ from loopwright.events import (
     TextPart,
     trusted,
 )
-from loopwright.machine import Extension, detour
-from loopwright.model_call import side_call
-from loopwright.run_state import RunState
+from loopwright.data.run_state import RunState
+from loopwright.runtime.context import RunContext
+from loopwright.runtime.model_call import side_call
+from loopwright.table.budgets import Budget
+from loopwright.table.machine import Extension, detour
 
 from .loop_detection import not_repeating_calls
 from .structured_output import json_text

@@ -31,8 +31,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from loopwright.context import RunContext
-from loopwright.events import (
+from loopwright.data.events import (
     ErrorInfo,
     ErrorOccurred,
     Instruction,
@@ -44,8 +43,9 @@ from loopwright.events import (
     ToolCall,
     trusted,
 )
-from loopwright.machine import Extension
-from loopwright.run_state import RunState
+from loopwright.data.run_state import RunState
+from loopwright.runtime.context import RunContext
+from loopwright.table.machine import Extension
 
 NAME = "plan_react"
 PLANNING, REPLANNING, REASONING, ACTION, FINAL_ANSWER = (

@@ -25,8 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from loopwright.context import RunContext
-from loopwright.events import (
+from loopwright.data.events import (
     ErrorInfo,
     ErrorOccurred,
     Instruction,
@@ -34,10 +33,11 @@ from loopwright.events import (
     PlanUpdated,
     ToolCall,
 )
-from loopwright.guards import is_final_response
-from loopwright.machine import ACT, DECIDE, DONE, PRE, START, Extension, Row, cancellable
-from loopwright.model_call import side_call
-from loopwright.run_state import RunState
+from loopwright.data.run_state import RunState
+from loopwright.runtime.context import RunContext
+from loopwright.runtime.model_call import side_call
+from loopwright.table.guards import is_final_response
+from loopwright.table.machine import ACT, DECIDE, DONE, PRE, START, Extension, Row, cancellable
 
 from .structured_output import json_text
 

@@ -37,12 +37,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from loopwright.budgets import Budget
-from loopwright.context import RunContext
-from loopwright.events import ErrorInfo, ErrorOccurred, Instruction, Message, ModelRequest, TextPart, trusted
-from loopwright.guards import is_final_response
-from loopwright.machine import DECIDE, DONE, FAILED, PRE, SALVAGE, WITHIN_BUDGETS, Extension, Row, cancellable
-from loopwright.run_state import RunState
+from loopwright.data.events import ErrorInfo, ErrorOccurred, Instruction, Message, ModelRequest, TextPart, trusted
+from loopwright.data.run_state import RunState
+from loopwright.runtime.context import RunContext
+from loopwright.table.budgets import Budget
+from loopwright.table.guards import is_final_response
+from loopwright.table.machine import DECIDE, DONE, FAILED, PRE, SALVAGE, WITHIN_BUDGETS, Extension, Row, cancellable
 
 NAME = "structured_output"
 VALIDATE = "validate"

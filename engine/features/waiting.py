@@ -23,15 +23,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopwright.budgets import Budget
-from loopwright.calls import CallOutcome, Job, answer_turn, fill, interruption, record, result, run_jobs, tool_calls
-from loopwright.context import RunContext
-from loopwright.decisions import Approve, Deny
-from loopwright.errors import ResumeError
-from loopwright.events import PendingRequest, Resumed, Suspended, ToolCall, ToolResult
-from loopwright.machine import DECIDE, DONE, Extension, Row, cancellable
-from loopwright.run_state import RunState
-from loopwright.tools import to_json_value
+from loopwright.data.decisions import Approve, Deny
+from loopwright.data.errors import ResumeError
+from loopwright.data.events import PendingRequest, Resumed, Suspended, ToolCall, ToolResult
+from loopwright.data.run_state import RunState
+from loopwright.runtime.calls import (
+    CallOutcome,
+    Job,
+    answer_turn,
+    fill,
+    interruption,
+    record,
+    result,
+    run_jobs,
+    tool_calls,
+)
+from loopwright.runtime.context import RunContext
+from loopwright.runtime.tools import to_json_value
+from loopwright.table.budgets import Budget
+from loopwright.table.machine import DECIDE, DONE, Extension, Row, cancellable
 
 NAME = "waiting"
 SUSPENDED = "suspended"

@@ -15,7 +15,7 @@ import time
 
 import anthropic
 
-from ..errors import ModelError
+from ..data.errors import ModelError
 
 _RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 _ERROR_TYPE_STATUS = {

@@ -25,8 +25,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ModelError
-from ..events import (
+from ..data.errors import ModelError
+from ..data.events import (
     DocumentPart,
     ImagePart,
     Instruction,

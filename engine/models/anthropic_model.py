@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anthropic
 
-from ..errors import ConfigurationError, ModelError, TokenBudgetError
-from ..events import ModelRequest, ModelResponse
+from ..data.errors import ConfigurationError, ModelError, TokenBudgetError
+from ..data.events import ModelRequest, ModelResponse
 from .anthropic_errors import stream_error
 from .anthropic_mapping import (
     add_dynamic,

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..events import ModelRequest, ModelResponse
+from ..data.events import ModelRequest, ModelResponse
 
 
 @runtime_checkable

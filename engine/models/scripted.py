@@ -6,8 +6,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeAlias
 
-from ..errors import ConfigurationError, ScriptExhaustedError
-from ..events import ModelRequest, ModelResponse, TextPart, ToolCall, Usage
+from ..data.errors import ConfigurationError, ScriptExhaustedError
+from ..data.events import ModelRequest, ModelResponse, TextPart, ToolCall, Usage
 
 ScriptItem: TypeAlias = str | Sequence[ToolCall] | ModelResponse | BaseException
 """One reply of a script: a text reply, a tool-use reply (its calls), a reply, or an exception

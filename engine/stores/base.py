@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import ResumeError
-from ..signing import RowSigner
+from ..data.errors import ResumeError
+from ..data.signing import RowSigner
 
 STORE_SCHEMA = 4
 """The version of the stores' tables and rows; a store refuses to open tables of a newer

@@ -16,8 +16,8 @@ import re
 import time
 from typing import Any
 
-from ..errors import ConfigurationError, RunBusy
-from ..signing import row_signer
+from ..data.errors import ConfigurationError, RunBusy
+from ..data.signing import row_signer
 from .base import (
     STORE_SCHEMA,
     Checkpoint,

@@ -28,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..errors import ConfigurationError, RunBusy
-from ..signing import RowSigner, row_signer
+from ..data.errors import ConfigurationError, RunBusy
+from ..data.signing import RowSigner, row_signer
 from .base import (
     STORE_SCHEMA,
     Checkpoint,

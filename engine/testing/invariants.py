@@ -7,9 +7,8 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from itertools import pairwise
 from typing import Any
 
-from ..agent import Agent
-from ..errors import ModelError
-from ..events import (
+from ..data.errors import ModelError
+from ..data.events import (
     Event,
     Message,
     ModelResponded,
@@ -21,10 +20,11 @@ from ..events import (
     ToolCalled,
     ToolResult,
 )
+from ..data.result import RunResult
 from ..features import machine_for
-from ..machine import CORE, LoopMachine, abort_row
 from ..models.scripted import ScriptedModel
-from ..result import RunResult
+from ..runtime.agent import Agent
+from ..table.machine import CORE, LoopMachine, abort_row
 
 
 class InvariantViolation(AssertionError):

@@ -38,7 +38,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     """Install row coverage before the first test runs (not on collect-only)."""
     if session.config.option.collectonly:
         return
-    from loopwright.observers import instrument
+    from loopwright.runtime.observers import instrument
     from loopwright.testing.coverage import coverage
 
     coverage.reset()
@@ -48,7 +48,7 @@ def pytest_runtestloop(session: pytest.Session) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _installed:
-        from loopwright.observers import uninstrument
+        from loopwright.runtime.observers import uninstrument
 
         for observer in _installed:
             uninstrument(observer)
@@ -115,7 +115,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 @pytest.fixture
 def scripted_run() -> Callable[..., Any]:
     """Run an agent on a scripted model, check the invariants, return the result."""
-    from loopwright.runner import Runner
+    from loopwright.loop.runner import Runner
     from loopwright.testing.invariants import assert_run_invariants, scripted
 
     def run(agent: Any, script: Sequence[Any], text: str = "hello", *, check: bool = True, **kw: Any) -> Any:

@@ -9,13 +9,13 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from ..agent import Agent
-from ..context import RunContext
-from ..errors import ToolError
-from ..events import ToolCall
+from ..data.errors import ToolError
+from ..data.events import ToolCall
 from ..features import machine_for
-from ..machine import LoopMachine
-from ..runner import Run, Runner
+from ..loop.runner import Run, Runner
+from ..runtime.agent import Agent
+from ..runtime.context import RunContext
+from ..table.machine import LoopMachine
 from .invariants import assert_run_invariants, check_partial, scripted
 from .strategies import ScriptItem, model_behaviours
 

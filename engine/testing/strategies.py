@@ -16,14 +16,14 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from ..agent import TRANSFER_TOOL, Agent
-from ..decisions import Approve, Deny
-from ..errors import ModelError
-from ..events import ModelResponse, PendingRequest, TextPart, ToolCall, Usage
-from ..limits import Limits
+from ..data.decisions import Approve, Deny
+from ..data.errors import ModelError
+from ..data.events import ModelResponse, PendingRequest, TextPart, ToolCall, Usage
+from ..data.limits import Limits
+from ..data.result import RunResult
 from ..models.scripted import ScriptItem as ScriptItem
-from ..result import RunResult
-from ..tools import Tool
+from ..runtime.agent import TRANSFER_TOOL, Agent
+from ..runtime.tools import Tool
 from .invariants import scripted as scripted
 from .schema import from_schema
 

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from .events import Event
-from .result import RunResult
-from .runner import Runner
+from ..data.events import Event
+from ..data.result import RunResult
+from ..loop.runner import Runner
 
 if TYPE_CHECKING:
-    from .machine import LoopMachine
+    from ..table.machine import LoopMachine
 
 
 class _Parser(argparse.ArgumentParser):
@@ -145,7 +145,7 @@ def _in_this_project() -> bool:
 
 def _worker(argv: list[str]) -> int:
     try:
-        from .dbos_runner import worker_main
+        from ..integrations.dbos_runner import worker_main
     except ImportError as exc:
         print(f"loopwright worker: {exc}", file=sys.stderr)
         return 2
@@ -157,8 +157,8 @@ def _check(target: str) -> int:
     (or the LoopMachine) named by ``target``. Returns 0 when it holds every rule, 1 on any
     violation (or when the machine cannot even be built: its MachineError is printed), 2 when
     ``target`` names nothing usable (the message says why)."""
-    from .errors import MachineError
-    from .verify import load_target, verify
+    from ..data.errors import MachineError
+    from ..machines.verify import load_target, verify
 
     try:
         obj = load_target(target)
@@ -187,8 +187,8 @@ def _diagram(out_dir: str | None, trace: str | None, fmt: str | None, target: st
     Returns 0 on success, 1 when the drawing cannot be made (e.g. Graphviz missing), 2 for a
     bad format, target or trace file (the message says which).
     """
-    from .diagram import FORMATS, load_trace, machine_for_target
-    from .errors import ConfigurationError
+    from ..data.errors import ConfigurationError
+    from ..machines.diagram import FORMATS, load_trace, machine_for_target
 
     if fmt is not None and fmt not in FORMATS:
         print(f"loopwright diagram: unknown format {fmt!r}; use one of {', '.join(FORMATS)}", file=sys.stderr)
@@ -220,7 +220,7 @@ def _diagram(out_dir: str | None, trace: str | None, fmt: str | None, target: st
 
 def _regenerate(out_dir: str | None, fmt: str | None) -> None:
     """Write the built-in variants' diagrams: ``fmt`` only, or mermaid and (with Graphviz) SVG."""
-    from .diagram import DIAGRAMS_DIR, Format, dot_available, write_diagrams
+    from ..machines.diagram import DIAGRAMS_DIR, Format, dot_available, write_diagrams
 
     formats: list[Format] = [cast("Format", fmt)] if fmt is not None else ["mermaid"]
     if fmt is None and dot_available():
@@ -234,7 +234,7 @@ def _regenerate(out_dir: str | None, fmt: str | None) -> None:
 def _draw(machine: LoopMachine | None, events: list[Event] | None, out_dir: str | None, fmt: str) -> None:
     """Draw one machine (None: the built-in variant the trace ran on), with the trace overlaid,
     to standard output or into ``out_dir``."""
-    from .diagram import diagram, machine_of_trace, write_diagram
+    from ..machines.diagram import diagram, machine_of_trace, write_diagram
 
     machine = machine or machine_of_trace(events or [])
     if out_dir is not None:
@@ -261,7 +261,7 @@ def _demo(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-        from .models.anthropic_model import AnthropicModel
+        from ..models.anthropic_model import AnthropicModel
 
         model = AnthropicModel(model=args.model)  # max_tokens: the model's own output limit
     if args.example == "helpdesk":

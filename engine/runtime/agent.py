@@ -1,0 +1,295 @@
+"""Agent: the definition of one agent (model, instruction, tools, limits, callbacks).
+
+An Agent is configuration, shared by all its runs; a run's own data lives in its RunState.
+
+Callbacks, in the order they run (each may be sync or async):
+
+1. ``before_model(request, ctx)`` -> None, a replacement ModelRequest, or a ModelResponse
+   (which skips the model call);
+2. ``after_model(response, ctx)`` -> None or a replacement ModelResponse;
+3. ``before_tool(call, ctx)`` -> None, or a value that is used as the tool's result (the tool
+   is not called);
+4. ``after_tool(call, result, ctx)`` -> None or a replacement ToolResult.
+
+A callback that raises is not swallowed: a model callback fails the run with its error, a tool
+callback turns that call's result into an error result naming the callback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias
+
+from pydantic import BaseModel
+
+from ..data.errors import ConfigurationError
+from ..data.events import Instruction, ModelRequest, ModelResponse, ToolCall, ToolResult, ToolSpec
+from ..data.limits import Limits
+from ..models.base import Model
+from .tools import Tool, as_tool
+
+RunContext: TypeAlias = Any
+"""The run context (``loopwright.RunContext``, a higher layer: this module does not import it)."""
+Extension: TypeAlias = Any
+"""A ``loopwright.Extension`` (a higher layer: this module does not import it)."""
+LoopMachine: TypeAlias = Any
+"""A ``loopwright.LoopMachine`` (a higher layer: this module does not import it)."""
+
+InstructionProvider: TypeAlias = Callable[[RunContext], "str | Awaitable[str]"]
+BeforeModel: TypeAlias = Callable[
+    [ModelRequest, RunContext],
+    "ModelRequest | ModelResponse | Awaitable[ModelRequest | ModelResponse | None] | None",
+]
+AfterModel: TypeAlias = Callable[[ModelResponse, RunContext], "ModelResponse | Awaitable[ModelResponse | None] | None"]
+BeforeTool: TypeAlias = Callable[[ToolCall, RunContext], Any]
+AfterTool: TypeAlias = Callable[[ToolCall, ToolResult, RunContext], "ToolResult | Awaitable[ToolResult | None] | None"]
+
+_AGENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+TRANSFER_TOOL = "transfer_to_agent"
+HistoryPolicy: TypeAlias = Literal["shared", "isolated"]
+PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_.:-]*)(\??)\}")
+
+
+def has_placeholders(text: str) -> bool:
+    return any(m.group(1) for m in PLACEHOLDER.finditer(text))
+
+
+class Agent:
+    """One agent definition: a value. Once made it does not change (``replace()`` makes a
+    variant); a tree of agents is a value too, and the same agent may sit in several trees.
+
+    ``instruction`` is static text (sent as a cacheable block), text with ``{key}``
+    placeholders filled from the session state each pass (``{key?}`` may be missing), or a
+    function of the run context returning the text (sync or async). ``static_instruction``
+    is an optional cached prefix sent before a dynamic instruction.
+
+    ``limits``: a root agent's limits bound the whole run; a sub-agent's own limits bound its
+    turn while it is the active agent (see :class:`~loopwright.Limits`).
+
+    ``sub_agents`` makes a tree (names unique in it). An agent with somewhere to go gets a
+    ``transfer_to_agent(agent_name, task)`` tool listing only the agents it may reach: its
+    sub-agents, its parent and its peers (``disallow_transfer_to_parent`` /
+    ``disallow_transfer_to_peers`` turn the last two off). ``history`` is what the agent sees
+    after a transfer to it: ``"shared"`` — the whole conversation, other agents' turns marked
+    as theirs — or ``"isolated"`` — a branch that starts from the transfer's task.
+
+    ``output_type`` (a pydantic model class) asks for a structured final answer: the reply must
+    validate against it (a reply that does not goes back to the model with the validation error,
+    at most ``Limits.max_parse_retries`` times) and ``RunResult.output`` is the validated object.
+    ``planner`` (``loopwright.features.PlanReAct()``) asks the model to plan, reason and answer
+    under tags; only the final answer is visible; ``loopwright.features.Planner()`` keeps a
+    structured plan, written first and updated after each act. ``observer``
+    (``loopwright.features.Observer(every=3)``) looks at the recent steps every few passes and
+    may add a correction. ``compaction`` (``loopwright.features.Compaction(max_tokens=...)``)
+    replaces older turns by a summary once the history passes a token threshold.
+
+    ``extensions`` adds the user's own states and rows (:class:`~loopwright.machine.Extension`,
+    or what :func:`~loopwright.extend` makes) to the machine this agent runs on; ``machine``
+    names a machine built with :func:`~loopwright.extend` (its extensions are used the same way).
+    """
+
+    name: str
+    model: Model
+    instruction: str | InstructionProvider
+    static_instruction: str | None
+    description: str
+    tools: Mapping[str, Tool]
+    limits: Limits
+    own_limits: Limits | None
+    """The limits given to this agent (None: the defaults, and for a sub-agent: only the run's)."""
+    model_settings: dict[str, Any]
+    before_model: BeforeModel | None
+    after_model: AfterModel | None
+    before_tool: BeforeTool | None
+    after_tool: AfterTool | None
+    machine: LoopMachine | None
+    extensions: tuple[Extension, ...]
+    sub_agents: tuple[Agent, ...]
+    disallow_transfer_to_parent: bool
+    disallow_transfer_to_peers: bool
+    history: HistoryPolicy
+    output_type: type[BaseModel] | None
+    planner: Any
+    observer: Any
+    compaction: Any
+    tool_specs: tuple[ToolSpec, ...]
+    instruction_is_dynamic: bool
+    static_instructions: tuple[Instruction, ...]
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: Model,
+        instruction: str | InstructionProvider = "",
+        static_instruction: str | None = None,
+        description: str = "",
+        tools: Sequence[Tool | Callable[..., Any]] = (),
+        limits: Limits | None = None,
+        model_settings: Mapping[str, Any] | None = None,
+        before_model: BeforeModel | None = None,
+        after_model: AfterModel | None = None,
+        before_tool: BeforeTool | None = None,
+        after_tool: AfterTool | None = None,
+        machine: LoopMachine | None = None,
+        extensions: Sequence[Extension] = (),
+        sub_agents: Sequence[Agent] = (),
+        disallow_transfer_to_parent: bool = False,
+        disallow_transfer_to_peers: bool = False,
+        history: HistoryPolicy = "shared",
+        output_type: type[BaseModel] | None = None,
+        planner: Any = None,
+        observer: Any = None,
+        compaction: Any = None,
+    ) -> None:
+        _check_options(name, model, limits, instruction, history)
+        _check_features(name, output_type, planner, observer, compaction)
+        own = object.__setattr__
+        own(self, "_options", {
+            "name": name, "model": model, "instruction": instruction, "static_instruction": static_instruction,
+            "description": description, "tools": tools, "limits": limits, "model_settings": model_settings,
+            "before_model": before_model, "after_model": after_model, "before_tool": before_tool,
+            "after_tool": after_tool, "machine": machine, "extensions": extensions, "sub_agents": sub_agents,
+            "disallow_transfer_to_parent": disallow_transfer_to_parent,
+            "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
+            "output_type": output_type, "planner": planner, "observer": observer,
+            "compaction": compaction,
+        })  # fmt: skip
+        tool_map = _tool_map(name, tools)
+        subs = tuple(sub_agents)
+        for sub in subs:
+            if not isinstance(sub, Agent):
+                raise ConfigurationError(f"agent {name!r}: sub_agents must be Agents, got {type(sub).__name__}")
+        dynamic = callable(instruction) or has_placeholders(instruction)
+        static: list[Instruction] = []
+        if static_instruction:
+            static.append(Instruction(text=static_instruction, cache=True))
+        if isinstance(instruction, str) and instruction and not dynamic:
+            static.append(Instruction(text=instruction, cache=True))
+        for key, value in {
+            "name": name, "model": model, "instruction": instruction, "static_instruction": static_instruction,
+            "description": description, "tools": MappingProxyType(tool_map), "limits": limits or Limits(),
+            "own_limits": limits, "model_settings": dict(model_settings or {}), "before_model": before_model,
+            "after_model": after_model, "before_tool": before_tool, "after_tool": after_tool, "machine": machine,
+            "extensions": tuple(extensions), "sub_agents": subs,
+            "disallow_transfer_to_parent": disallow_transfer_to_parent,
+            "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
+            "output_type": output_type, "planner": planner, "observer": observer,
+            "compaction": compaction,
+            "tool_specs": tuple(t.spec for t in tool_map.values()), "instruction_is_dynamic": dynamic,
+            "static_instructions": tuple(static),
+        }.items():  # fmt: skip
+            own(self, key, value)
+        doubles = sorted(n for n, count in Counter(a.name for a in self.walk()).items() if count > 1)
+        if doubles:
+            raise ConfigurationError(f"agent names must be unique in a tree; these appear more than once: {doubles}")
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError(f"an Agent is a value and does not change: make a variant with agent.replace({key}=...)")
+
+    def __delattr__(self, key: str) -> None:
+        raise AttributeError("an Agent is a value and does not change")
+
+    def replace(self, **changes: Any) -> Agent:
+        """A new Agent like this one with ``changes`` applied, e.g. ``agent.replace(model=m)``."""
+        unknown = set(changes) - set(self._options)
+        if unknown:
+            raise ConfigurationError(
+                f"Agent.replace got unknown options {sorted(unknown)}; use {sorted(self._options)}"
+            )
+        return Agent(**{**self._options, **changes})
+
+    def walk(self) -> Iterator[Agent]:
+        """This agent and every agent below it, depth first."""
+        yield self
+        for sub in self.sub_agents:
+            yield from sub.walk()
+
+    def __repr__(self) -> str:
+        return f"Agent(name={self.name!r}, tools={list(self.tools)})"
+
+    _options: dict[str, Any]
+
+
+def _check_options(name: object, model: object, limits: object, instruction: object, history: object) -> None:
+    if not isinstance(name, str) or not _AGENT_NAME.match(name):
+        raise ConfigurationError(
+            f"agent name {name!r} is not allowed: use letters, digits, '_' or '-', not starting with a digit"
+        )
+    if not isinstance(model, Model):
+        raise ConfigurationError(
+            f"agent {name!r}: model {model!r} has no `async def complete(request)`; pass a "
+            "ScriptedModel, an AnthropicModel, or any object with that method"
+        )
+    if limits is not None and not isinstance(limits, Limits):
+        raise ConfigurationError(f"agent {name!r}: limits must be a loopwright.Limits, got {type(limits).__name__}")
+    if not (isinstance(instruction, str) or callable(instruction)):
+        raise ConfigurationError(f"agent {name!r}: instruction must be a str or a function of the run context")
+    if history not in ("shared", "isolated"):
+        raise ConfigurationError(f"agent {name!r}: history must be 'shared' or 'isolated', got {history!r}")
+
+
+def _check_features(name: str, output_type: object, planner: object, observer: object, compaction: object) -> None:
+    if output_type is not None and not (isinstance(output_type, type) and issubclass(output_type, BaseModel)):
+        raise ConfigurationError(
+            f"agent {name!r}: output_type must be a pydantic model class (class Answer(BaseModel): ...), "
+            f"got {output_type!r}"
+        )
+    for option, value, example in (
+        ("planner", planner, "a planner such as loopwright.features.PlanReAct() or loopwright.features.Planner()"),
+        ("observer", observer, "an observer such as loopwright.features.Observer(every=3)"),
+        ("compaction", compaction, "loopwright.features.Compaction(...)"),
+    ):
+        if value is not None and getattr(value, "extension", None) is None:
+            raise ConfigurationError(f"agent {name!r}: {option} must be {example}, got {value!r}")
+
+
+def _tool_map(name: str, tools: Sequence[Tool | Callable[..., Any]]) -> dict[str, Tool]:
+    found: dict[str, Tool] = {}
+    for item in tools:
+        t = as_tool(item)
+        if t.name in found:
+            raise ConfigurationError(
+                f"agent {name!r} has two tools named {t.name!r}; give one another name with @tool(name=...)"
+            )
+        found[t.name] = t
+    if TRANSFER_TOOL in found:
+        raise ConfigurationError(
+            f"agent {name!r}: the tool name {TRANSFER_TOOL!r} is reserved for transfers between agents; rename yours"
+        )
+    return found
+
+
+class AgentTree:
+    """The agents of one tree, with the links a value cannot hold: each agent's parent and the
+    agents it may transfer to. The runner builds one per root agent."""
+
+    def __init__(self, root: Agent) -> None:
+        self.root = root
+        self.agents: dict[str, Agent] = {a.name: a for a in root.walk()}
+        self._parent: dict[str, Agent] = {sub.name: a for a in root.walk() for sub in a.sub_agents}
+        self._targets: dict[str, tuple[Agent, ...]] = {}
+
+    def __iter__(self) -> Iterator[Agent]:
+        return iter(self.agents.values())
+
+    def parent(self, name: str) -> Agent | None:
+        return self._parent.get(name)
+
+    def targets(self, name: str) -> tuple[Agent, ...]:
+        """The agents ``name`` may transfer to: sub-agents, parent, peers (switches permitting)."""
+        found = self._targets.get(name)
+        if found is None:
+            agent = self.agents[name]
+            targets = list(agent.sub_agents)
+            parent = self._parent.get(name)
+            if parent is not None:
+                if not agent.disallow_transfer_to_parent:
+                    targets.append(parent)
+                if not agent.disallow_transfer_to_peers:
+                    targets += [peer for peer in parent.sub_agents if peer is not agent]
+            found = self._targets[name] = tuple(targets)
+        return found

@@ -1,0 +1,242 @@
+"""Runs nested in tools: a run started while a tool of another run is executing is that run's
+child.
+
+A child charges every run above it as it goes, not when it ends, so runs that go on at once
+(a reply's calls, each starting a run) share the room left rather than each seeing all of it:
+
+- ``max_iterations``: each model pass of a child is taken from the room of every run above it
+  before the pass is made. A child takes its first pass when it starts (it is refused, with a
+  :class:`ConfigurationError` the calling tool's result reports, when a run above has none
+  left) and each next pass during the pass before it (:meth:`Up.model_call`); when none is
+  left, its own ``max_iterations`` is lowered to the passes it made, so its table stops it
+  there (salvage, or outcome ``"limit"``), naming ``max_iterations``. A pass taken but not
+  made is given back when the child ends. So the passes of the whole tree are at most the
+  root's ``max_iterations``; salvage calls are not passes (one per run at most, and the tree
+  holds at most ``max_iterations`` runs).
+- ``max_total_tokens``: a child's tokens are added to every run above it before each of its
+  model calls, and the call is refused (the run salvages, naming ``max_total_tokens``) when a
+  run above has spent its budget.
+- ``max_tool_calls``: a child's calls past the least room of the runs above it are answered
+  "not run", and the calls it runs are charged to them at once.
+
+It starts with that room as its own caps (where smaller than its agent's) and ends by the
+parent's deadline at the latest. Runs nest at most ``Limits.max_depth`` deep (the root's).
+
+The link is a context variable set while a run's tools run (:func:`enter_tools`), so it reaches
+runs started in a tool's own task, in tasks it creates, and in a sync tool's thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextvars import ContextVar, Token
+from typing import Any, NamedTuple
+
+from ..data.errors import ConfigurationError
+from ..data.events import ZERO_USAGE, ErrorInfo, ErrorOccurred, Usage
+from ..data.run_state import RunState
+
+_charging = threading.Lock()
+
+
+class Parent(NamedTuple):
+    """The run whose tool is running, and how deep it is (a top-level run is 0)."""
+
+    state: RunState
+    depth: int
+
+
+class Up:
+    """A child run's link to the runs above it (``RunContext.up``): what it has charged them."""
+
+    __slots__ = ("above", "child", "depth", "held", "sent_calls", "sent_usage")
+
+    def __init__(self, child: RunState, above: tuple[RunState, ...], depth: int) -> None:
+        self.child = child
+        """The child run (kept: its ``id`` is the key of this link while the run goes on)."""
+        self.above = above
+        """The runs above, its parent first, the root last."""
+        self.depth = depth
+        self.held = 0
+        """Passes taken from the runs above and not made yet (0 or 1)."""
+        self.sent_calls = 0
+        self.sent_usage: Usage = ZERO_USAGE
+        """The tool calls and tokens of this run already added to the runs above."""
+
+    def passes_left(self) -> int:
+        """The least room left in ``max_iterations`` of the runs above."""
+        return min(up.limits.max_iterations - up.iteration for up in self.above)
+
+    def take_pass(self) -> bool:
+        """Take one pass from every run above, if each has one left."""
+        with _charging:
+            if self.passes_left() <= 0:
+                return False
+            for up in self.above:
+                up.iteration += 1
+            self.held += 1
+            return True
+
+    def send(self, rs: RunState) -> None:
+        """Add the tool calls and tokens the child ``rs`` spent since last time to the runs above."""
+        calls, usage = rs.tool_calls_made - self.sent_calls, rs.usage
+        if usage is self.sent_usage and not calls:
+            return
+        spent = _minus(usage, self.sent_usage)
+        with _charging:
+            for up in self.above:
+                up.tool_calls_made += calls
+                if spent is not ZERO_USAGE:
+                    up.usage = up.usage + spent
+        self.sent_calls, self.sent_usage = rs.tool_calls_made, usage
+
+    def refuses(self, rs: RunState, ctx: Any) -> bool:
+        """Before each model call of the child ``rs`` (in ``reason``; ``rs.attempt`` is 1 for a
+        pass's first call, which ``rs.iteration`` already counts): True when the runs above
+        have no room for it (``rs.model_error`` and an ``error`` event say why). A pass uses
+        the pass taken for it and takes the next one, or lowers the child's own
+        ``max_iterations`` to the passes it made when the runs above have none left."""
+        refused = self._refusal(rs)
+        if refused is None:
+            return False
+        rs.model_error = refused
+        ctx.emit(ErrorOccurred, error=refused)
+        return True
+
+    def _refusal(self, rs: RunState) -> ErrorInfo | None:
+        self.send(rs)
+        for up in self.above:
+            cap = up.limits.max_total_tokens
+            if cap is not None and up.usage.total_tokens >= cap:
+                return ErrorInfo(  # (the table's token-budget rows: salvage, naming max_total_tokens)
+                    kind="token_budget",
+                    message=f"run {up.run_id!r} above this run has spent its max_total_tokens={cap} "
+                    f"({up.usage.total_tokens} tokens, with its nested runs); the model call was not made",
+                )
+        if rs.attempt != 1:
+            return None
+        if self.held:
+            self.held -= 1
+        elif not self.take_pass():  # (only when the table came round without the iteration guard)
+            return ErrorInfo(
+                kind="model",
+                message=f"the runs above run {rs.run_id!r} have spent their max_iterations with their nested "
+                f"runs (the root's: {self.above[-1].limits.max_iterations}); the model call was not made",
+            )
+        if rs.iteration < rs.limits.max_iterations and not self.take_pass():
+            rs.limits = rs.limits.model_copy(update={"max_iterations": rs.iteration})
+        return None
+
+    def run_calls(self, room: tuple[int, int] | None, wanted: int) -> tuple[int, int] | None:
+        """``act`` of the child is about to run up to ``wanted`` tool calls with ``room`` left
+        of its own: the least room of it and the runs above (with the cap that says so); the
+        calls that fit are charged to the runs above now."""
+        with _charging:
+            above = self.tool_call_room()
+            if above is not None and (room is None or above[0] < room[0]):
+                room = above
+            runs = wanted if room is None else min(wanted, max(room[0], 0))
+            for up in self.above:
+                up.tool_calls_made += runs
+            self.sent_calls += runs
+        return room
+
+    def tool_call_room(self) -> tuple[int, int] | None:
+        """The least room left in ``max_tool_calls`` of the runs above, and that run's cap
+        (None: none has a cap)."""
+        rooms = [(cap - up.tool_calls_made, cap) for up in self.above if (cap := up.limits.max_tool_calls)]
+        return min(rooms) if rooms else None
+
+    def end(self, rs: RunState) -> None:
+        """The child ``rs`` has ended: its last tool calls and tokens go up, an unmade pass back."""
+        self.send(rs)
+        with _charging:
+            for up in self.above:
+                up.iteration -= self.held
+        self.held = 0
+
+
+def _minus(a: Usage, b: Usage) -> Usage:
+    if b is ZERO_USAGE:
+        return a
+    return Usage(
+        input_tokens=max(a.input_tokens - b.input_tokens, 0),
+        output_tokens=max(a.output_tokens - b.output_tokens, 0),
+        cache_read_tokens=max(a.cache_read_tokens - b.cache_read_tokens, 0),
+        cache_creation_tokens=max(a.cache_creation_tokens - b.cache_creation_tokens, 0),
+        requests=max(a.requests - b.requests, 0),
+    )
+
+
+_PARENT: ContextVar[Parent | None] = ContextVar("loopwright_parent_run", default=None)
+_UPS: dict[int, Up] = {}
+"""The link of each child run in progress (by ``id`` of its RunState; top-level runs are not here)."""
+
+
+def link(rs: RunState) -> Parent:
+    """What runs started in the tools of the run ``rs`` see as their parent (the same for the
+    whole run: its context keeps it)."""
+    up = _UPS.get(id(rs))
+    return Parent(rs, 0 if up is None else up.depth)
+
+
+enter_tools: Callable[[Parent], Token[Parent | None]] = _PARENT.set
+"""``enter_tools(link(rs))``: tools of the run ``rs`` are about to run; runs started from them
+are its children (until ``leave_tools(token)``). The context variable's own methods: no frame."""
+leave_tools: Callable[[Token[Parent | None]], None] = _PARENT.reset
+
+
+def parent() -> Parent | None:
+    return _PARENT.get()
+
+
+def up_of(rs: RunState) -> Up | None:
+    """The link of the run ``rs`` to the runs above it (None: a top-level run)."""
+    return _UPS.get(id(rs))
+
+
+def adopt(rs: RunState, up: Parent) -> None:
+    """Make the new run ``rs`` a child of ``up``: check the depth, take its first pass from the
+    runs above, cap its budgets by their room, bound it by the parent's deadline."""
+    top = up.state.limits
+    depth = up.depth + 1
+    if depth > top.max_depth:
+        raise ConfigurationError(
+            f"run {rs.run_id!r} would nest {depth} deep in tools of run {up.state.run_id!r}, past its "
+            f"max_depth={top.max_depth}; answer without starting another run (or raise Limits.max_depth)"
+        )
+    above_up = _UPS.get(id(up.state))
+    link_ = Up(rs, (up.state, *(above_up.above if above_up is not None else ())), depth)
+    room: dict[str, Any] = {}
+    iterations = link_.passes_left()
+    if not link_.take_pass():
+        raise ConfigurationError(
+            f"run {up.state.run_id!r} has spent its max_iterations={top.max_iterations} (with the runs nested "
+            "in its tools); a run started in its tool would have no model calls left"
+        )
+    room["max_iterations"] = min(rs.limits.max_iterations, iterations)
+    tool_calls = room_[0] if (room_ := link_.tool_call_room()) is not None else None
+    tokens = [u.limits.max_total_tokens - u.usage.total_tokens for u in link_.above if u.limits.max_total_tokens]
+    for name, left in (("max_tool_calls", tool_calls), ("max_total_tokens", min(tokens) if tokens else None)):
+        if left is None:
+            continue
+        if left <= 0:
+            link_.end(rs)
+            raise ConfigurationError(
+                f"run {up.state.run_id!r} has spent its {name}={getattr(top, name)} (with the runs nested in "
+                "its tools); no run can start in its tool"
+            )
+        own = getattr(rs.limits, name)
+        room[name] = left if own is None else min(own, left)
+    rs.limits = rs.limits.model_copy(update=room)
+    if up.state.deadline is not None and (rs.deadline is None or up.state.deadline < rs.deadline):
+        rs.deadline = up.state.deadline
+    _UPS[id(rs)] = link_
+
+
+def charge(rs: RunState) -> None:
+    """The child run ``rs`` has ended: the rest of what it spent goes to the runs above."""
+    up = _UPS.pop(id(rs), None)
+    if up is not None:
+        up.end(rs)
