@@ -75,7 +75,7 @@ class _Workers:
                 self._idle.append(inbox)
 
 
-class _Carried(Exception):
+class Carried(Exception):
     """A BaseException a sync tool raised, on its way from the thread to the awaiting call."""
 
     def __init__(self, error: BaseException) -> None:
@@ -89,7 +89,7 @@ def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None
     elif error is not None:
         # a BaseException (GeneratorExit, SystemExit, KeyboardInterrupt) travels wrapped: the task
         # would throw it into the outermost coroutine, past every handler below it
-        future.set_exception(error if isinstance(error, Exception) else _Carried(error))
+        future.set_exception(error if isinstance(error, Exception) else Carried(error))
     else:
         future.set_result(value)
 

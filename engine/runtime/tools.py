@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from ..data.errors import ConfigurationError
 from ..data.events import ToolSpec
 from .tool_context import RunView, ToolContext
-from .tool_threads import MAX_TOOL_THREADS, WORKERS, _Carried
+from .tool_threads import MAX_TOOL_THREADS, WORKERS, Carried
 from .tool_values import CUT_NOTE, ToolValueError, capped, to_json_value
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
@@ -221,7 +221,7 @@ class Tool:
         if self.blocking:
             try:
                 return await WORKERS.run(self.fn, kwargs, self.name)
-            except _Carried as carried:
+            except Carried as carried:
                 raise carried.error from None
         result = self.fn(**kwargs)
         if inspect.isawaitable(result):  # a sync function that returned a coroutine

@@ -49,18 +49,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from transitions import Machine
 
 from ..data.errors import MachineError, NoTransitionError
-from ..data.events import ModelRequest, ModelResponse, Outcome, ToolCall
+from ..data.events import ModelRequest, ModelResponse, ToolCall
 from ..data.limits import Limits
 from ..data.run_state import RunState, register_slice
 from ..data.stage import TERMINALS, Stage
 from .budgets import CORE_BUDGETS, Budget, budget_of, budget_spent_by, registry
-from .guards import (
+from .chooser import compile_chooser, fast_guard
+from .guards import (  # noqa: F401 (imported here before the rows moved: kept for who imports them from here)
     GUARDS,
     cancel_requested,
     deadline_passed,
@@ -77,137 +77,39 @@ from .guards import (
     within_token_budget,
     within_tool_call_budget,
 )
+from .rows import ACT as ACT
+from .rows import CANCELLED as CANCELLED
+from .rows import CORE_ROWS as CORE_ROWS
+from .rows import DECIDE as DECIDE
+from .rows import DEFAULT_OUTCOMES as DEFAULT_OUTCOMES
+from .rows import DONE as DONE
+from .rows import FAILED as FAILED
+from .rows import POST as POST
+from .rows import PRE as PRE
+from .rows import REASON as REASON
+from .rows import SALVAGE as SALVAGE
+from .rows import START as START
+from .rows import WITHIN_BUDGETS as WITHIN_BUDGETS
+from .rows import Guard as Guard
+from .rows import GuardRef as GuardRef
+from .rows import Row as Row
+from .rows import Rule as Rule
+from .rows import abort_row as abort_row
+from .rows import cancellable as cancellable
+from .rows import detour as detour
+from .rows import raised as raised
 from .rules import Table, resolve_guard, structural
+from .table_edits import apply_changes
+
+_chooser = compile_chooser  # its name before it moved (tests import it from here)
 
 if TYPE_CHECKING:
     from ..runtime.context import RunContext
 
-Guard = Callable[[RunState], bool]
-GuardRef = Guard | str
 Handler = Callable[[RunState, "RunContext"], Awaitable[None] | None]
 """A stage's work: ``async def`` (awaited), or a plain ``def`` for a stage that never waits (it
 may still return an awaitable for the runner to await when, this time, it must wait)."""
 TRIGGER = "advance"
-DEFAULT_OUTCOMES: dict[str, Outcome] = {Stage.DONE: "final", Stage.CANCELLED: "cancelled", Stage.FAILED: "failed"}
-"""The outcome of a row into a core terminal that says none."""
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One edge: ``source -> dest`` when every guard holds.
-
-    ``guards`` are functions ``(RunState) -> bool`` or, in a row a user writes, their names
-    (resolved when the machine is built). ``bounded_by`` names the budget this row is charged
-    to (required on cycle-closing rows). ``outcome`` is the run's outcome when this row enters a
-    terminal (rows into ``done``, ``cancelled``, ``failed`` default to ``final``,
-    ``cancelled``, ``failed``). ``records_limit``: taking
-    this row means a budget ran out, and the engine records which (the budget of the first
-    bounded row out of ``source`` that could not fire)."""
-
-    source: str
-    dest: str
-    guards: tuple[GuardRef, ...] = ()
-    bounded_by: str | None = None
-    outcome: Outcome | None = None
-    records_limit: bool = False
-    origin: str = field(default="core", compare=False)
-    """The extension that added the row (``core`` for the core's own)."""
-    label: str = field(init=False, compare=False, repr=False)
-    """How the row reads in logs and diagrams: its guards joined by ``&``, or ``else``."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "source", str(self.source))
-        object.__setattr__(self, "dest", str(self.dest))
-        object.__setattr__(self, "guards", tuple(self.guards))
-        if self.outcome is None and self.dest in DEFAULT_OUTCOMES:
-            object.__setattr__(self, "outcome", DEFAULT_OUTCOMES[self.dest])
-        object.__setattr__(self, "label", " & ".join(self.guard_names) if self.guards else "else")
-
-    @property
-    def guard_names(self) -> tuple[str, ...]:
-        return tuple(g if isinstance(g, str) else getattr(g, "__name__", repr(g)) for g in self.guards)
-
-    @property
-    def is_fallback(self) -> bool:
-        return not self.guards and self.bounded_by is None
-
-    def __str__(self) -> str:
-        bound = f" [bounded: {self.bounded_by}]" if self.bounded_by else ""
-        return f"{self.source} -> {self.dest} ({self.label}){bound}"
-
-
-def Rule(
-    source: str, dest: str, *guards: GuardRef, bounded_by: str | None = None, outcome: Outcome | None = None
-) -> Row:
-    """A row written the short way: ``Rule("review", "act", "has_tool_calls")``."""
-    return Row(source, dest, guards, bounded_by, outcome)
-
-
-def cancellable(stage: str) -> Row:
-    """The first row out of each working stage: a cancelled run goes to ``cancelled``."""
-    return Row(stage, Stage.CANCELLED, (cancel_requested,))
-
-
-START, PRE, REASON, POST, ACT, DECIDE, SALVAGE = (
-    Stage.START,
-    Stage.PREPROCESS,
-    Stage.REASON,
-    Stage.POSTPROCESS,
-    Stage.ACT,
-    Stage.DECIDE,
-    Stage.SALVAGE,
-)
-DONE, FAILED, CANCELLED = Stage.DONE, Stage.FAILED, Stage.CANCELLED
-
-WITHIN_BUDGETS: tuple[Guard, ...] = (
-    within_iteration_budget,
-    within_tool_call_budget,
-    within_token_budget,
-    within_time_budget,
-)
-"""Every budget has room: every way back into the loop (go round, hand over) requires it."""
-
-
-def detour(state: str, guards: tuple[GuardRef, ...], budget: str) -> dict[str, Any]:
-    """An :class:`Extension`'s rows for a bounded side trip from decide: ``decide -> state``
-    (tried before decide's loop back to preprocess, with the same budgets, then ``guards``),
-    then ``state -> preprocess``; ``budget`` bounds the trip. Use as ``Extension(...,
-    **detour(...))``."""
-    return {
-        "rows_before": {(DECIDE, PRE): [Row(DECIDE, state, (*WITHIN_BUDGETS, *guards), bounded_by=budget)]},
-        "rows": [cancellable(state), Row(state, PRE)],
-    }
-
-
-# fmt: off
-CORE_ROWS: tuple[Row, ...] = (
-    Row(START,    PRE),
-    cancellable(PRE),
-    Row(PRE,      FAILED,    (has_error,)),
-    Row(PRE,      REASON),
-    cancellable(REASON),
-    Row(REASON,   POST,      (has_response,)),
-    Row(REASON,   DECIDE,    (deadline_passed,)),
-    Row(REASON,   REASON,    (has_retryable_model_error, retries_left), bounded_by="max_model_retries"),
-    Row(REASON,   SALVAGE,   (request_over_token_budget, salvage_allowed), records_limit=True),
-    Row(REASON,   DONE,      (request_over_token_budget,), outcome="limit", records_limit=True),
-    Row(REASON,   FAILED),
-    cancellable(POST),
-    Row(POST,     ACT,       (has_tool_calls,)),
-    Row(POST,     DECIDE),
-    cancellable(ACT),
-    Row(ACT,      DECIDE),
-    cancellable(DECIDE),
-    Row(DECIDE,   DONE,      (is_final_response,), outcome="final"),
-    Row(DECIDE,   PRE,       WITHIN_BUDGETS, bounded_by="max_iterations"),
-    Row(DECIDE,   SALVAGE,   (salvage_allowed,), records_limit=True),
-    Row(DECIDE,   DONE,      outcome="limit", records_limit=True),
-    cancellable(SALVAGE),
-    Row(SALVAGE,  DONE,      (has_response,), outcome="salvaged"),
-    Row(SALVAGE,  DONE,      outcome="limit", records_limit=True),
-)
-"""Every row of the core loop, in the order the machine tries them."""
-# fmt: on
 
 
 @dataclass(frozen=True, eq=False)
@@ -272,87 +174,6 @@ class Extension:
         return f"Extension({self.name!r})"
 
 
-def raised(rs: RunState) -> bool:
-    """The engine's abort edge: a stage or a guard raised (never chosen by the table; the
-    engine takes it itself, and it is in no table)."""
-    return False
-
-
-_ABORT_ROWS: dict[str, Row] = {}
-
-
-def abort_row(state: str) -> Row:
-    """``state -> failed (raised)``: the row the engine takes when a stage or guard raises."""
-    row = _ABORT_ROWS.get(state)
-    if row is None:
-        row = _ABORT_ROWS[state] = Row(state, FAILED, (raised,), outcome="failed", origin="engine")
-    return row
-
-
-_ONE_ATTRIBUTE: dict[Guard, Guard] = {
-    cancel_requested: attrgetter("cancel_requested"),
-    deadline_passed: attrgetter("deadline_hit"),
-    has_error: attrgetter("error"),  # an ErrorInfo, a ModelResponse: pydantic models, always true
-    has_response: attrgetter("response"),
-}
-
-
-def _fast(guard: Guard) -> Guard:
-    """The core guards that return one attribute of the run state, as a C attrgetter (no
-    Python frame: ``cancel_requested`` is tested at every transition); others as they are."""
-    return _ONE_ATTRIBUTE.get(guard, guard)
-
-
-def _chooser(
-    state: str,
-    entries: tuple[tuple[Row, tuple[Guard, ...], Budget | None], ...],
-    rows_from: Callable[[str], tuple[Row, ...]],
-) -> Callable[[RunState], Row]:
-    """``choose`` for one state, compiled: its rows in order, each one ``if`` of its budget's
-    room and its guards, written out as one function (no loop over rows and guards, no
-    tuples unpacked: it runs at every transition). For ``decide`` of the plain loop::
-
-        def choose_decide(rs):
-            if g0_0(rs): return r0                      # decide -> cancelled if cancel_requested
-            if not spent1(rs) and g1_0(rs) and ...: return r1
-            ...
-            return r4                                   # the fallback: no guards, no budget
-
-    A state without a fallback that no row matches raises NoTransitionError."""
-    names: dict[str, Any] = {}
-    lines = ["def choose(rs):"]
-    fallback = False
-    for i, (row, guards, budget) in enumerate(entries):
-        names[f"r{i}"] = row
-        tests = []
-        if budget is not None:
-            names[f"spent{i}"] = budget.spent
-            tests.append(f"not spent{i}(rs)")
-        for j, guard in enumerate(guards):
-            names[f"g{i}_{j}"] = guard
-            tests.append(f"g{i}_{j}(rs)")
-        if not tests:
-            lines.append(f"    return r{i}")
-            fallback = True
-            break
-        lines.append(f"    if {' and '.join(tests)}: return r{i}")
-    if not fallback:
-
-        def unmatched(rs: RunState) -> Row:
-            tried = "; ".join(str(r) for r in rows_from(state)) or "none"
-            raise NoTransitionError(
-                f"no row out of state {state!r} matched (rows tried: {tried}); every working state "
-                "must end in a fallback row with no guards"
-            )
-
-        names["unmatched"] = unmatched
-        lines.append("    return unmatched(rs)")
-    exec("\n".join(lines), names)  # (the code is made here from the table: names only, no values)
-    chooser: Callable[[RunState], Row] = names["choose"]
-    chooser.__name__ = chooser.__qualname__ = f"choose_{state}"
-    return chooser
-
-
 class LoopMachine:
     """A checked transition table and the ``transitions.Machine`` built from it.
 
@@ -405,7 +226,7 @@ class LoopMachine:
             self.machine.add_transition(TRIGGER, row.source, row.dest, conditions=list(row.guards))
         self._compiled = self._compile()
         self.choosers: dict[str, Callable[[RunState], Row]] = {
-            state: _chooser(state, entries, self.rows_from) for state, entries in self._compiled.items()
+            state: compile_chooser(state, entries, self.rows_from) for state, entries in self._compiled.items()
         }
         """For each state, :meth:`choose` for that state as one function (what the runner calls)."""
         self._hooks: dict[str, tuple[Callable[..., Any], ...]] = {}
@@ -427,7 +248,7 @@ class LoopMachine:
             entries = []
             for row, tr in zip(rows, transitions, strict=True):
                 assert tr.dest == row.dest
-                guards = tuple(_fast(cast(Guard, c.func)) for c in tr.conditions)
+                guards = tuple(fast_guard(cast(Guard, c.func)) for c in tr.conditions)
                 entries.append((row, guards, self.budgets[row.bounded_by] if row.bounded_by else None))
             compiled[state] = tuple(entries)
         return compiled
@@ -552,59 +373,6 @@ _LIMIT_FIELDS = frozenset(Limits.model_fields)
 # ------------------------------------------------------------------ composition
 
 
-def _rows_out(table: Sequence[Row], source: str) -> str:
-    out = [str(r) for r in table if r.source == source]
-    return f"the rows out of {source!r} are: {'; '.join(out)}" if out else f"no row leaves {source!r}"
-
-
-def _matching(table: list[Row], key: tuple[str, str], ext: Extension, op: str) -> list[int]:
-    """Where the rows ``key`` = (source, dest) are; MachineError naming ``op`` (how the
-    extension wrote it) when there is none."""
-    hits = [i for i, r in enumerate(table) if (r.source, r.dest) == key]
-    if not hits:
-        raise MachineError(f"extension {ext.name!r}: {op} matches no row; {_rows_out(table, key[0])}")
-    return hits
-
-
-def _insert_before_fallback(table: list[Row], row: Row, ext: Extension) -> None:
-    out = [i for i, r in enumerate(table) if r.source == row.source]
-    if not out:
-        table.append(row)
-        return
-    last = out[-1]
-    if table[last].is_fallback and row.is_fallback:
-        raise MachineError(
-            f"extension {ext.name!r}: row {row} would be a second fallback of {row.source!r}, which already ends in "
-            f"{table[last]}; remove=[({row.source!r}, {table[last].dest!r})] first to replace it"
-        )
-    table.insert(last if table[last].is_fallback else last + 1, row)
-
-
-def _apply(table: list[Row], ext: Extension) -> list[Row]:
-    """``table`` with ``ext``'s row changes applied (remove, redirect, require, rows_before, rows)."""
-    for key in ext.remove:
-        hits = set(_matching(table, key, ext, f"remove={key}"))
-        table = [r for i, r in enumerate(table) if i not in hits]
-    for key, new_dest in ext.redirect.items():
-        for i in _matching(table, key, ext, f"redirect={{{key}: {new_dest!r}}}"):
-            r = table[i]
-            table[i] = Row(r.source, new_dest, r.guards, r.bounded_by, None, r.records_limit, ext.name)
-    for key, guards in ext.require.items():
-        for i in _matching(table, key, ext, f"require={{{key}: ...}}"):
-            r = table[i]
-            table[i] = Row(r.source, r.dest, (*guards, *r.guards), r.bounded_by, r.outcome, r.records_limit, r.origin)
-    for key, rows in ext.rows_before.items():
-        at = _matching(table, key, ext, f"rows_before={{{key}: ...}}")[0]
-        table[at:at] = [_own(r, ext) for r in rows]
-    for row in ext.rows:
-        _insert_before_fallback(table, _own(row, ext), ext)
-    return table
-
-
-def _own(row: Row, ext: Extension) -> Row:
-    return Row(row.source, row.dest, row.guards, row.bounded_by, row.outcome, row.records_limit, ext.name)
-
-
 def _states(base: LoopMachine, table: Sequence[Row], ext: Extension) -> list[str]:
     taken = [s for s in ext.states if s in base.states]
     if taken:
@@ -626,7 +394,7 @@ def extend_machine(base: LoopMachine, ext: Extension, *, name: str | None = None
     for b in ext.budgets:
         if not isinstance(b, Budget):
             raise MachineError(f"extension {ext.name!r}: budgets must be Budget values, got {b!r}")
-    table = _apply(list(base.rows), ext)
+    table = apply_changes(list(base.rows), ext)
     return LoopMachine(
         table,
         states=_states(base, table, ext),
