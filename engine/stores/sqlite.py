@@ -5,7 +5,7 @@ the run's log (:mod:`loopwright.stores.base`; a rowid table keyed by ``run_no <<
 version``, ``lw_runs`` numbering the runs), its own transaction, which readers never block. A
 committed checkpoint survives the process being killed (``kill -9``); a power cut may lose the
 last few (WAL's NORMAL mode; pass ``synchronous="FULL"`` to fsync every commit). The WAL is
-folded back into the file on the store's own thread (:class:`_Folder`), not in a commit.
+folded back into the file on the store's own thread (:class:`Folder`), not in a commit.
 
 By default each write runs on the calling thread: a WAL commit takes tens of microseconds,
 less than a hop to a worker thread and back. ``SQLiteStore(path, thread=True)`` runs every
@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -29,119 +28,24 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..data.errors import ConfigurationError, RunBusy
-from ..data.signing import RowSigner, row_signer
+from ..data.signing import row_signer
 from .base import (
     STORE_SCHEMA,
     Checkpoint,
     RunSummary,
     SavedRun,
-    check_claim,
     check_log,
     check_result,
-    claim_mac,
     decode_bodies,
     log_mac,
     merge_heads,
     result_mac,
 )
+from .sqlite_rows import append_checkpoint, claim_suspension, log_span, rollback
+from .sqlite_schema import MIGRATIONS, open_existing
+from .sqlite_wal import FOLD_EVERY, FOLD_LIMIT, Folder, wal_size
 
 T = TypeVar("T")
-
-MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (
-        """CREATE TABLE lw_log (
-            run_id TEXT NOT NULL, version INTEGER NOT NULL, agent TEXT NOT NULL, stage TEXT NOT NULL,
-            outcome TEXT, seq INTEGER NOT NULL, owner TEXT NOT NULL, updated REAL NOT NULL,
-            head BLOB NOT NULL, body BLOB NOT NULL, PRIMARY KEY (run_id, version)) WITHOUT ROWID""",
-        "CREATE TABLE lw_results (run_id TEXT NOT NULL, call_id TEXT NOT NULL, seq INTEGER NOT NULL,"
-        " body BLOB NOT NULL, PRIMARY KEY (run_id, call_id)) WITHOUT ROWID",
-        "CREATE TABLE lw_claims (run_id TEXT NOT NULL, suspension TEXT NOT NULL, owner TEXT NOT NULL,"
-        " decisions BLOB NOT NULL, claimed REAL NOT NULL, PRIMARY KEY (run_id, suspension)) WITHOUT ROWID",
-    ),
-    2: (),  # the rows' format (heads of the changed fields, events as lists): the tables are the same
-    3: (  # the log keyed by one integer (run number << 32 | version): a checkpoint appends to a rowid table
-        "ALTER TABLE lw_log RENAME TO lw_log_2",
-        "CREATE TABLE lw_runs (run_no INTEGER PRIMARY KEY, run_id TEXT NOT NULL UNIQUE)",
-        """CREATE TABLE lw_log (
-            id INTEGER PRIMARY KEY, agent TEXT NOT NULL, stage TEXT NOT NULL, outcome TEXT,
-            seq INTEGER NOT NULL, owner TEXT NOT NULL, updated REAL NOT NULL, head BLOB NOT NULL,
-            body BLOB NOT NULL)""",
-        "INSERT INTO lw_runs (run_id) SELECT DISTINCT run_id FROM lw_log_2 ORDER BY run_id",
-        "INSERT INTO lw_log SELECT (r.run_no << 32) | l.version, l.agent, l.stage, l.outcome, l.seq, l.owner,"
-        " l.updated, l.head, l.body FROM lw_log_2 AS l JOIN lw_runs AS r USING (run_id) ORDER BY 1",
-        "DROP TABLE lw_log_2",
-        # tool results keyed by the run's number too (a new run's results append to the tree)
-        "ALTER TABLE lw_results RENAME TO lw_results_2",
-        "CREATE TABLE lw_results (run_no INTEGER NOT NULL, call_id TEXT NOT NULL, seq INTEGER NOT NULL,"
-        " body BLOB NOT NULL, PRIMARY KEY (run_no, call_id)) WITHOUT ROWID",
-        "INSERT OR IGNORE INTO lw_runs (run_id) SELECT DISTINCT run_id FROM lw_results_2 ORDER BY run_id",
-        "INSERT INTO lw_results SELECT r.run_no, s.call_id, s.seq, s.body FROM lw_results_2 AS s"
-        " JOIN lw_runs AS r USING (run_id) ORDER BY 1, 2",
-        "DROP TABLE lw_results_2",
-    ),
-    4: (  # each row's signature, when the store has a key (loopwright.signing)
-        "ALTER TABLE lw_log ADD COLUMN mac BLOB",
-        "ALTER TABLE lw_results ADD COLUMN mac BLOB",
-        "ALTER TABLE lw_claims ADD COLUMN mac BLOB",
-    ),
-}
-"""The statements that bring the tables from version ``n - 1`` to ``n``."""
-
-FOLD_EVERY = 400
-"""Commits between two wake-ups of a store's folder (about 1000 WAL pages, SQLite's own default)."""
-FOLD_LIMIT = 4000
-"""WAL pages past which the writer folds the WAL itself (it did not start over); the WAL file
-is cut back to that size when it starts over (``journal_size_limit``)."""
-
-
-class _Folder:
-    """Folds the WAL back into the database file (a passive checkpoint, its fsyncs included)
-    on its own thread and connection, woken every FOLD_EVERY commits: no commit waits for it
-    (SQLite's automatic checkpoint would run inside the commit that crosses its threshold).
-    A passive checkpoint never blocks the writer, nor readers and writers in other processes.
-
-    The WAL starts over from its beginning only if, as a write begins, every page in it is
-    folded back; a writer that never pauses keeps adding pages while the folder works, so the
-    folder tries again at once (a few times), and once the WAL file is longer than FOLD_LIMIT
-    pages (it is cut back to that when it starts over) the writer folds it itself, between two
-    of its commits: a bounded WAL, whether or not the folder's thread got to run."""
-
-    def __init__(self, path: str, synchronous: str) -> None:
-        self.wake = threading.Event()
-        self.stopping = False
-        self.folds = 0
-        self.thread = threading.Thread(
-            target=self._run, args=(path, synchronous), name="loopwright-sqlite-wal", daemon=True
-        )
-        self.thread.start()
-
-    def _run(self, path: str, synchronous: str) -> None:
-        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        try:
-            db.execute(f"PRAGMA synchronous={synchronous}")
-            while True:
-                self.wake.wait()
-                self.wake.clear()
-                if self.stopping:
-                    return
-                try:
-                    for _ in range(4):
-                        ((_busy, pages, folded),) = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                        self.folds += 1
-                        if pages == folded:
-                            break
-                except sqlite3.Error:  # another process's checkpoint holds the lock: the next wake-up
-                    pass
-        finally:
-            db.close()
-
-    def halt(self) -> None:
-        self.stopping = True
-        self.wake.set()
-
-    def stop(self) -> None:
-        self.halt()
-        self.thread.join()
 
 
 class SQLiteStore:
@@ -174,9 +78,9 @@ class SQLiteStore:
         self._run_nos: dict[str, int] = {}
         """The numbers of the runs under way (a run's log keys are ``run_no << 32 | version``), as
         looked up or made; a run that stops (ends, suspends, pauses) is forgotten here."""
-        self._folder: _Folder | None = None
+        self._folder: Folder | None = None
         if read_only:  # an existing store, to read: no file made, no table added, no switch to WAL
-            self._db = _open_existing(self.path)
+            self._db = open_existing(self.path)
             self._cursor = self._db.cursor()
             return
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
@@ -201,7 +105,7 @@ class SQLiteStore:
                 self._pool.shutdown(wait=False)
             raise
         if self.path != ":memory:":
-            self._folder = _Folder(self.path, synchronous.upper())
+            self._folder = Folder(self.path, synchronous.upper())
             weakref.finalize(self, self._folder.halt)  # a store dropped unclosed stops its folder too
 
     # ------------------------------------------------------------------ schema
@@ -227,7 +131,7 @@ class SQLiteStore:
             db.execute("INSERT OR REPLACE INTO lw_meta VALUES ('schema_version', ?)", (str(STORE_SCHEMA),))
             db.execute("COMMIT")
         except BaseException:
-            _rollback(db)
+            rollback(db)
             raise
 
     def _schema_version(self) -> int:
@@ -255,7 +159,7 @@ class SQLiteStore:
         try:
             out = fn(db, *args)
         except BaseException:
-            _rollback(db)
+            rollback(db)
             raise
         db.execute("COMMIT")
         self._wrote()
@@ -282,7 +186,9 @@ class SQLiteStore:
         if run_no is None:
             return self._write(self._first, cp, version, owner)
         signer = self._signer
-        _append(self._cursor, run_no, cp, version, owner, None if signer is None else log_mac(signer, cp, version + 1))
+        append_checkpoint(
+            self._cursor, run_no, cp, version, owner, None if signer is None else log_mac(signer, cp, version + 1)
+        )
         if cp.outcome is not None:  # the run stopped: its number is looked up again if it resumes
             del self._run_nos[cp.run_id]
         self._wrote()
@@ -296,7 +202,7 @@ class SQLiteStore:
             except sqlite3.IntegrityError:  # a run in the store, or numbered by tool results kept before it
                 run_no = self._run_no(cp.run_id)  # (durability="exit" writes its first checkpoint at the end)
                 assert run_no is not None
-                if db.execute("SELECT 1 FROM lw_log WHERE id BETWEEN ? AND ?", _span(run_no)).fetchone():
+                if db.execute("SELECT 1 FROM lw_log WHERE id BETWEEN ? AND ?", log_span(run_no)).fetchone():
                     raise ConfigurationError(
                         f"run id {cp.run_id!r} is already in the store; resume it with "
                         f"runner.resume({cp.run_id!r}) or start the run with a new run_id"
@@ -305,7 +211,7 @@ class SQLiteStore:
             run_no = self._run_no(cp.run_id, make=True)
         assert run_no is not None
         try:
-            _append(
+            append_checkpoint(
                 db,
                 run_no,
                 cp,
@@ -352,7 +258,7 @@ class SQLiteStore:
             raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it")
         cp = Checkpoint(run_id, row[0], row[1], row[2], row[3], bytes(row[4]), b"")
         try:
-            _append(db, run_no, cp, version, owner, log_mac(self._signer, cp, version + 1))
+            append_checkpoint(db, run_no, cp, version, owner, log_mac(self._signer, cp, version + 1))
         except RunBusy:
             raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it") from None
         return version + 1
@@ -388,7 +294,7 @@ class SQLiteStore:
                 else db.execute(
                     "SELECT agent, stage, outcome, id & 4294967295, owner, updated, head, body, mac, seq FROM lw_log"
                     " WHERE id BETWEEN ? AND ? ORDER BY id",
-                    _span(run_no),
+                    log_span(run_no),
                 ).fetchall()
             )
         finally:
@@ -404,7 +310,7 @@ class SQLiteStore:
         return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
-        return await self._do(self._write, _claim, run_id, suspension, owner, decisions, self._signer)
+        return await self._do(self._write, claim_suspension, run_id, suspension, owner, decisions, self._signer)
 
     async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
         if self._pool is None:
@@ -450,7 +356,7 @@ class SQLiteStore:
         rows = self._db.execute(
             "SELECT head, body, id & 4294967295, agent, stage, outcome, seq, mac FROM lw_log WHERE id BETWEEN ? AND ?"
             " ORDER BY id",
-            _span(run_no),
+            log_span(run_no),
         ).fetchall()
         if self._signer is not None:
             check_log(self._signer, run_id, [(r[2], r[3], r[4], r[5], r[6], r[0], r[1], r[7]) for r in rows])
@@ -488,7 +394,7 @@ class SQLiteStore:
         FOLD_LIMIT pages, this writer does)."""
         if self._folder is not None:
             self._writes = 0
-            if _size(self._wal) > self._wal_limit:
+            if wal_size(self._wal) > self._wal_limit:
                 with contextlib.suppress(sqlite3.Error):  # another process's checkpoint: it folds
                     self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             else:
@@ -496,85 +402,3 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
-
-
-_APPEND = "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-
-
-def _append(
-    db: sqlite3.Connection | sqlite3.Cursor, run_no: int, cp: Checkpoint, version: int, owner: str, mac: bytes | None
-) -> None:
-    """Version ``version + 1`` of run ``run_no`` into the log (``mac``: its signature, if the
-    store has a key): its key is the optimistic lock (a worker that wrote that version first
-    makes this one RunBusy)."""
-    try:
-        db.execute(
-            _APPEND,
-            ((run_no << 32) | (version + 1), cp.agent, cp.stage, cp.outcome, cp.seq, owner, time.time(), cp.head,
-             cp.body, mac),
-        )  # fmt: skip
-    except sqlite3.IntegrityError:
-        raise RunBusy(f"run {cp.run_id!r} was taken over by another worker; this worker stops running it") from None
-
-
-def _rollback(db: sqlite3.Connection) -> None:
-    """Roll the transaction back, if the error that stopped it left one (a full disk may have)."""
-    if db.in_transaction:
-        db.execute("ROLLBACK")
-
-
-def _span(run_no: int) -> tuple[int, int]:
-    """The first and last key of a run's log."""
-    return run_no << 32, (run_no << 32) | 0xFFFFFFFF
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
-
-
-def _claim(
-    db: sqlite3.Connection, run_id: str, suspension: str, owner: str, decisions: bytes, signer: RowSigner | None
-) -> tuple[str, bytes] | None:
-    row = db.execute(
-        "SELECT owner, decisions, mac FROM lw_claims WHERE run_id = ? AND suspension = ?", (run_id, suspension)
-    ).fetchone()
-    if row is not None:
-        if signer is not None:
-            check_claim(signer, run_id, suspension, row[0], bytes(row[1]), row[2])
-        return row[0], bytes(row[1])
-    mac = None if signer is None else claim_mac(signer, run_id, suspension, owner, decisions)
-    db.execute(
-        "INSERT INTO lw_claims VALUES (?, ?, ?, ?, ?, ?)", (run_id, suspension, owner, decisions, time.time(), mac)
-    )
-    return None
-
-
-def _open_existing(path: str) -> sqlite3.Connection:
-    """A read-only connection to the loopwright store ``path`` (ConfigurationError, in one line,
-    when there is no file, or it is not SQLite, or not a loopwright store)."""
-    if not os.path.isfile(path):
-        raise ConfigurationError(f"no run store at {path!r} (no such file); check the path")
-    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
-    db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30)
-    try:
-        row = db.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'").fetchone()
-    except sqlite3.DatabaseError as exc:
-        db.close()
-        if "no such table" in str(exc):
-            raise ConfigurationError(f"{path!r} is not a loopwright run store (it has no lw_meta table)") from None
-        raise ConfigurationError(f"{path!r} is not a SQLite database ({exc}); name a loopwright run store") from None
-    found = int(row[0]) if row is not None else 0
-    if found != STORE_SCHEMA:
-        db.close()
-        do = (
-            "read it with the loopwright version that wrote it"
-            if found > STORE_SCHEMA
-            else "open it once for writing (a Runner with this store) to bring it up to date"
-        )
-        raise ConfigurationError(
-            f"the run store {path!r} has schema version {found}, this loopwright reads {STORE_SCHEMA}; {do}"
-        )
-    return db
