@@ -22,8 +22,6 @@ class RowLike(Protocol):
     """What the rules read of a row: a :class:`~loopwright.Row`, or a
     :class:`~loopwright.extend.Rule` whose guards may be names."""
 
-    __module__ = "loopwright.table.rules"  # its public home, where pickles and messages find it
-
     @property
     def source(self) -> str: ...
     @property
