@@ -118,7 +118,7 @@ async def main():
     out["first"] = first.outcome
     await store.close()
     EXECUTED.clear()
-    os.chmod(path, 0o444)  # the file is read-only for this (unprivileged) user
+    os.chmod(path, 0o444)  # the file is read-only for this process (no capability overrides its mode)
     before = open_files()
     store = SQLiteStore(path)  # it opens: its runs can be read
     out["listed"] = [r.run_id for r in await store.runs()]
@@ -147,15 +147,17 @@ asyncio.run(main())
 def test_a_read_only_store_file_ends_runs_and_resumes_failed_and_keeps_them(tmp_path: Path) -> None:
     setpriv = shutil.which("setpriv")
     if os.geteuid() != 0 or setpriv is None:
-        pytest.skip("needs root and setpriv to run the check as the unprivileged user nobody")
+        pytest.skip("needs root and setpriv to run the check without the capabilities that override file modes")
     folder = tempfile.mkdtemp(prefix="loopwright-ro-", dir="/tmp")
     try:
         os.chmod(folder, 0o777)
         script = Path(folder) / "read_only.py"
         script.write_text(READ_ONLY.format(root=str(ROOT)))
         done = subprocess.run(
-            [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, str(script),
-             f"{folder}/runs.db"],
+            # root without the capabilities that override file permissions: a 0o444 file is read-only
+            # for it (it keeps reading the checkout and its venv, whatever their modes)
+            [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--inh-caps=-dac_override,-dac_read_search",
+             sys.executable, str(script), f"{folder}/runs.db"],
             capture_output=True, text=True, timeout=120, cwd=folder,
             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
         )  # fmt: skip
