@@ -207,6 +207,11 @@ def result_body(answered: ToolResult) -> bytes:
     return answered.__pydantic_serializer__.to_json(answered)
 
 
+def result_text(answered: ToolResult) -> str:
+    """A tool result as JSON text (a DBOS event's value)."""
+    return RESULT.dump_json(answered).decode()
+
+
 def load_result(data: bytes | str) -> ToolResult:
     """A tool result from its JSON."""
     return RESULT.validate_json(data)
@@ -264,15 +269,15 @@ def decode_decisions(data: bytes, credential_calls: set[str]) -> dict[str, Any]:
 # ---------------------------------------------------------------- a run's result
 
 
-def result_json(result: RunResult) -> str:
+def run_result_json(result: RunResult) -> str:
     """A RunResult as JSON text, its run state included (a DBOS workflow's output)."""
     data = json.loads(result.model_dump_json())
     data["run_state"] = result.run_state.to_json().decode()
     return json.dumps(data)
 
 
-def result_from_json(text: str) -> RunResult:
-    """A RunResult from :func:`result_json`'s text (events included)."""
+def run_result_from_json(text: str) -> RunResult:
+    """A RunResult from :func:`run_result_json`'s text (events included)."""
     data = json.loads(text)
     rs = RunState.from_json(data.pop("run_state"))
     events = data.pop("events", [])
