@@ -40,7 +40,6 @@ from ..stores.base import Checkpoint, RunStore
 from ..stores.compact import compact_events
 from ..stores.sqlite import SQLiteStore
 from ..table.machine import Row as _Row
-from .codec import _FLAT as _FLAT
 from .codec import HeadWriter, load_result, plain_message, result_body
 from .codec import head_json as head_json
 from .codec import plain_response as plain_response
