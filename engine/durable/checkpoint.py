@@ -23,6 +23,11 @@ Resuming (``runner.resume(run_id, decisions)``):
 Two workers resuming one run: each ``take`` names the version it loaded; exactly one moves it
 on, the other gets :class:`RunBusy`. A run whose worker is alive (this process, a live process
 on this host, or a checkpoint younger than ``lease_s`` from another host) is not taken over.
+
+The parts: this module writes checkpoints (:class:`Checkpointer`) and holds a runner's settings
+(:class:`Durable`); :mod:`~loopwright.durable.resume` resumes, :mod:`~loopwright.durable.ownership`
+says whose a run is, :mod:`~loopwright.durable.codec` encodes heads, messages, results and
+decisions, and :mod:`loopwright.stores.compact` a body's events.
 """
 
 from __future__ import annotations
