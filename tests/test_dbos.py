@@ -289,7 +289,8 @@ def test_a_step_that_rewrites_the_history_records_the_new_history_and_folds_back
     """A stage that replaces older turns (compaction) keeps none of the old prefix: its step
     records the new history from where it changed, and the fold gives exactly that history."""
     from loopwright import Message, RunState, TextPart
-    from loopwright.durable.checkpoint import head_json
+    from loopwright.durable.codec import head_json, message_json
+    from loopwright.integrations.dbos_step import fold, messages_kept
 
     def say(role: str, text: str) -> Message:
         return Message(role=role, parts=(TextPart(text=text),))  # type: ignore[arg-type]
@@ -298,13 +299,13 @@ def test_a_step_that_rewrites_the_history_records_the_new_history_and_folds_back
     before = RunState(run_id="r", agent="x", input="hi", messages=list(old))
     rs = RunState(run_id="r", agent="x", input="hi", messages=list(old), iteration=3)
     rs.messages[:] = [say("user", "hi [summary]"), *old[2:]]  # compaction, in place
-    keep = lw._kept(old, rs.messages)
+    keep = messages_kept(old, rs.messages)
     assert keep == 0
     out = {"stage": "compact", "head": head_json(rs).decode(), "keep": keep, "events": [], "raised": None}
-    out["messages"] = [lw._MESSAGE.dump_json(m).decode() for m in rs.messages[keep:]]
-    folded = lw._fold(before, out)
+    out["messages"] = [message_json(m) for m in rs.messages[keep:]]
+    folded = fold(before, out)
     assert folded.messages == rs.messages and folded.iteration == 3
     rs.messages.append(say("user", "d"))  # and a plain append keeps the whole prefix
-    assert lw._kept(list(rs.messages[:-1]), rs.messages) == 3
+    assert messages_kept(list(rs.messages[:-1]), rs.messages) == 3
     with pytest.raises(lw.ReplayDivergence, match="do not follow one another"):
-        lw._fold(RunState(run_id="r", agent="x", input="hi"), {**out, "keep": 2})
+        fold(RunState(run_id="r", agent="x", input="hi"), {**out, "keep": 2})

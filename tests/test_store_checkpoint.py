@@ -26,7 +26,7 @@ from loopwright.data.events import (
     ToolResult,
     Usage,
 )
-from loopwright.durable.checkpoint import _FLAT, head_json, plain_message, plain_response
+from loopwright.durable.codec import _FLAT, head_json, plain_message, plain_response
 from loopwright.stores import Checkpoint, SQLiteStore, StoreWrapper
 from loopwright.stores import durable as durable_module
 from loopwright.stores.base import DELTA, FULL_HEAD_EVERY, merge_heads

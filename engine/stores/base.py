@@ -7,7 +7,8 @@ and its version (1, 2, 3, ...):
   ``trace`` left out: counters, the latest reply, the features' slices). The first checkpoint
   of a worker, and every :data:`FULL_HEAD_EVERY`-th after it, holds the whole head; the others
   only the fields that changed (a JSON object marked ``"~"``), so a checkpoint stays small.
-  The run's state is the last whole head with the changes after it applied (:func:`merge_heads`);
+  The run's state is the last whole head with the changes after it applied (:func:`merge_heads`;
+  the heads' and bodies' compact form is written and read by :mod:`loopwright.stores.compact`);
 - the *body*: only what is new since the previous checkpoint, as ``{"s": seq of its first
   event, "w": [stage, iteration, agent] before it, "m": messages, "t": trace entries, "e":
   events, "k": own field names of the event types this worker had not written yet, "g":
@@ -35,27 +36,22 @@ and :class:`~loopwright.stores.PostgresStore` implement :class:`RunStore`.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import zip_longest
 from typing import Any, Protocol, runtime_checkable
 
 from ..data.errors import ResumeError
 from ..data.signing import RowSigner
+from .compact import DELTA as DELTA
+from .compact import FULL_HEAD_EVERY as FULL_HEAD_EVERY
+from .compact import decode_bodies as decode_bodies
+from .compact import merge_heads as merge_heads
 
 STORE_SCHEMA = 4
 """The version of the stores' tables and rows; a store refuses to open tables of a newer
 version and migrates older ones when it opens them (2: heads may hold only what changed, events
 are kept as lists of their values; 3: SQLite's log is keyed by one integer per row; 4: rows
 carry a signature, ``mac``, when the store has a key: :mod:`loopwright.signing`)."""
-
-FULL_HEAD_EVERY = 32
-"""A worker writes the whole head at its first checkpoint and at every 32nd after it, so a
-load applies at most 31 changes to the last whole head."""
-
-DELTA = b'{"~":1'
-"""How a head that holds only the changed fields begins."""
 
 
 @dataclass(slots=True)
@@ -103,111 +99,6 @@ class RunSummary:
     outcome: str | None
     updated: float
     version: int
-
-
-_NO_HEADS = object()
-
-
-def decode_bodies(
-    bodies: Iterable[bytes], run_id: str, events: bool = True, heads: Iterable[bytes] = ()
-) -> tuple[list[Any], list[str], list[Any]]:
-    """The messages, trace and (unless ``events`` is False) events of a run's bodies, in order
-    (each event with its run id). A reply is kept once, in the head: decoding needs the rows'
-    ``heads`` too."""
-    messages: list[Any] = []
-    trace: list[str] = []
-    out: list[Any] = []
-    kinds: dict[str, list[str]] = {}
-    guards: dict[int, str] = {}
-    response: Any = _NO_HEADS
-    for body, head in zip_longest(bodies, heads):
-        if head and b'"response"' in head:
-            response = json.loads(head).get("response", response)
-        if body:
-            part = json.loads(body)
-            new = part["m"]
-            if any(type(m) is list for m in new):  # [agent]: the reply in the head, as its message
-                new = [_reply_message(m[0], response) if type(m) is list else m for m in new]
-            messages += new
-            trace += part["t"]
-            kinds.update(part.get("k", ()))
-            guards.update(part.get("g", ()))
-            if events:
-                out += _events(part, kinds, guards, run_id, response) if "s" in part else _events_2(part, kinds, run_id)
-    return messages, trace, out
-
-
-def _reply_message(agent: str | None, response: Any) -> dict[str, Any]:
-    if response is _NO_HEADS or response is None:
-        raise ValueError("decode_bodies(...) needs the rows' heads to decode their bodies")
-    return {"role": "assistant", "parts": response["parts"], "agent": agent}
-
-
-def _events(
-    part: dict[str, Any], kinds: dict[str, list[str]], guards: dict[int, str], run_id: str, response: Any
-) -> list[Any]:
-    """A body's events (``"s"``: the first one's seq, ``"w"``: where the run was before it;
-    ``response``: its head's)."""
-    seq = part["s"]
-    stage, iteration, agent = part["w"]
-    out: list[Any] = []
-    for event in part["e"]:
-        if type(event) is dict:  # a built event
-            stage, iteration, agent = event["state"], event["iteration"], event["agent"]
-        else:
-            first = event[0]
-            if first is None:  # where the next entry was recorded
-                _, stage, iteration, agent = event
-                continue
-            if type(first) is not str:  # a transition: [time, source, dest, guard or its number]
-                at, source, stage, guard = event
-                if type(guard) is int:
-                    guard = guards[guard]
-                event = {"type": "state_entered", "run_id": run_id, "seq": seq, "time": at, "state": stage,
-                         "iteration": iteration, "agent": agent, "source": source, "guard": guard}  # fmt: skip
-            else:  # [type, time, *own field values]
-                kind, at, *values = event
-                if not values and kind == "model_responded":  # the reply in the head
-                    if response is _NO_HEADS:
-                        raise ValueError("decode_bodies(...) needs the rows' heads to decode their bodies")
-                    values = [response]
-                own = dict(zip(kinds[kind], values, strict=True))
-                event = {"type": kind, "run_id": run_id, "seq": seq, "time": at, "state": stage,
-                         "iteration": iteration, "agent": agent, **own}  # fmt: skip
-        out.append(event)
-        seq += 1
-    return out
-
-
-def _events_2(part: dict[str, Any], kinds: dict[str, list[str]], run_id: str) -> list[Any]:
-    """A body written by schema 2: each event ``[type, seq, time, state, iteration, agent,
-    *own field values]`` or built."""
-    out: list[Any] = []
-    for event in part["e"]:
-        if type(event) is list:
-            kind, seq, at, state, iteration, agent, *values = event
-            own = dict(zip(kinds[kind], values, strict=True))
-            event = {"type": kind, "run_id": run_id, "seq": seq, "time": at, "state": state,
-                     "iteration": iteration, "agent": agent, **own}  # fmt: skip
-        out.append(event)
-    return out
-
-
-def merge_heads(heads: Sequence[bytes]) -> bytes:
-    """The whole head of a run from its heads in version order: the last whole one, with the
-    changes written after it applied."""
-    last = len(heads) - 1
-    while last > 0 and heads[last].startswith(DELTA):
-        last -= 1
-    if last == len(heads) - 1:
-        return heads[last]
-    if heads[last].startswith(DELTA):
-        raise ValueError("the run's log holds no whole head")
-    merged = json.loads(heads[last])
-    for head in heads[last + 1 :]:
-        merged.update(json.loads(head))
-    del merged["~"]
-    return json.dumps(merged, separators=(",", ":")).encode()
 
 
 # ---------------------------------------------------------------- signed rows (a store with a key)
