@@ -120,7 +120,7 @@ class Run(Paced):
         if register:
             runner.register(self)
         if rs.seq == 0:
-            self.ctx.emit(RunStarted, rs.input)
+            self.ctx.record(RunStarted, rs.input)
 
     @property
     def run_id(self) -> str:
@@ -387,9 +387,10 @@ class Run(Paced):
             rs.output = rs.text
         elif rs.outcome == "failed" and rs.error is None:
             rs.error = rs.model_error or ErrorInfo(kind="failed", message=f"the run failed in {row.source!r}")
-        ctx.emit(RunFinished, rs.outcome, rs.output, rs.error)
+        ctx.record(RunFinished, rs.outcome, rs.output, rs.error)
         nesting.charge(rs)
-        self._notify_finish()
+        if INSTRUMENTS.finish or self.runner.observers.finish or self._own is not None:
+            self._notify_finish()
         rs.request = None  # an ended run makes no more requests: its result does not keep the last one
         if ctx.interrupt is not None:  # a tool was interrupted: the run has ended; on up it goes
             raise ctx.interrupt

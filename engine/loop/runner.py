@@ -18,8 +18,8 @@ abort edge, ``state -> failed (raised)``); every tool call is still answered.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
@@ -45,11 +45,16 @@ from loopwright.states import HANDLERS, Handler  # isort: skip
 _clock = time.time
 
 
+def _new_id() -> str:
+    """A new run id: 32 random hex digits (``uuid4().hex``'s form, at a fifth of its cost)."""
+    return os.urandom(16).hex()
+
+
 class RunOptions(TypedDict, total=False):
     """Options of a new run (``run``, ``run_sync``, ``stream``, ``start``, ``new_run``)."""
 
     run_id: str | None
-    """The run's id (default: a new uuid); ``runner.cancel(run_id)`` uses it."""
+    """The run's id (default: 32 new random hex digits); ``runner.cancel(run_id)`` uses it."""
     state: dict[str, JsonValue] | None
     """Session state: instruction placeholders read it, tools read and write it."""
     after: RunResult | None
@@ -121,7 +126,7 @@ class Runner:
             raise ConfigurationError(
                 f"no agent named {active!r} in this runner's tree; the agents are: {', '.join(self.tree.agents)}"
             )
-        run_id = options.get("run_id") or uuid.uuid4().hex
+        run_id = options.get("run_id") or _new_id()
         if run_id in self._active:
             raise ConfigurationError(f"run id {run_id!r} is already running on this runner; use a new one")
         machine = self.machine
