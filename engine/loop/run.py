@@ -233,8 +233,8 @@ class Run(Paced):
                 raised, cancelled_from_outside = self._caught(stage, exc, task)
             finally:
                 self._in_stage = False
-            if rs.deadline is not None:
-                self._check_deadline(task)
+            if rs.deadline is not None and (self._timed_out or (not rs.deadline_hit and _clock() >= rs.deadline)):
+                self._check_deadline(task)  # (its quiet case written out: a run with a deadline passes here each time)
             if raised is None:
                 try:  # the table's choice (Run._choose, without its frame: this runs at every transition)
                     row = choosers[stage](rs)
