@@ -18,12 +18,9 @@ abort edge, ``state -> failed (raised)``); every tool call is still answered.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypedDict, Unpack
-
-from pydantic import JsonValue
+from typing import Any, Unpack
 
 from ..data.errors import ConfigurationError, MachineError, ResumeError
 from ..data.events import Resumed
@@ -37,35 +34,13 @@ from ..runtime.agent import Agent, AgentTree
 from ..runtime.observers import Observers
 from ..table.budgets import TURN_BUDGETS, start_turn
 from ..table.machine import LoopMachine
+from .options import OPTION_NAMES, OPTIONS, RunOptions, new_run_id
 from .run import Run, RunHost
 from .stream import RunStream
 
 from loopwright.states import HANDLERS, Handler  # isort: skip
 
 _clock = time.time
-
-
-def _new_id() -> str:
-    """A new run id: 32 random hex digits (``uuid4().hex``'s form, at a fifth of its cost)."""
-    return os.urandom(16).hex()
-
-
-class RunOptions(TypedDict, total=False):
-    """Options of a new run (``run``, ``run_sync``, ``stream``, ``start``, ``new_run``)."""
-
-    run_id: str | None
-    """The run's id (default: 32 new random hex digits); ``runner.cancel(run_id)`` uses it."""
-    state: dict[str, JsonValue] | None
-    """Session state: instruction placeholders read it, tools read and write it."""
-    after: RunResult | None
-    """A finished run of this conversation: continue its history and state, with the agent
-    that answered last."""
-    agent: str | None
-    """Which agent of the tree takes this message (default: as ``after`` says, else the root)."""
-
-
-_OPTIONS = frozenset(RunOptions.__annotations__)
-_OPTION_NAMES = ", ".join(RunOptions.__annotations__)
 
 
 class Runner:
@@ -117,16 +92,16 @@ class Runner:
         """A fresh run state in the initial state (not yet running); see :class:`RunOptions`.
         ``input`` is text, or parts: text, images, documents (:mod:`loopwright.inputs`)."""
         given = input if isinstance(input, str) else user_input(input)
-        if not options.keys() <= _OPTIONS:
-            unknown = ", ".join(repr(k) for k in options if k not in _OPTIONS)
-            raise ConfigurationError(f"unknown run option {unknown}; the options are: {_OPTION_NAMES}")
+        if not options.keys() <= OPTIONS:
+            unknown = ", ".join(repr(k) for k in options if k not in OPTIONS)
+            raise ConfigurationError(f"unknown run option {unknown}; the options are: {OPTION_NAMES}")
         after = options.get("after")
         active = options.get("agent") or (after.answered_by if after is not None else self.agent.name)
         if active not in self.tree.agents:
             raise ConfigurationError(
                 f"no agent named {active!r} in this runner's tree; the agents are: {', '.join(self.tree.agents)}"
             )
-        run_id = options.get("run_id") or _new_id()
+        run_id = options.get("run_id") or new_run_id()
         if run_id in self._active:
             raise ConfigurationError(f"run id {run_id!r} is already running on this runner; use a new one")
         machine = self.machine
