@@ -23,6 +23,8 @@ def test_the_moved_names_are_the_same_objects_at_every_old_path() -> None:
         assert module.RunOptions is loopwright.loop.options.RunOptions
         assert module.Runner is loopwright.Runner
         assert set(module.__all__) >= {"Run", "RunOptions", "RunStream", "Runner"}
+    for cls in (loopwright.Run, loopwright.RunStream, loopwright.Runner):
+        assert cls.__module__ == "loopwright.loop.runner", cls  # the path users import them from
 
 
 def test_a_runner_gives_a_run_what_run_host_names() -> None:

@@ -81,6 +81,7 @@ class Run(Paced):
     by hand with :meth:`step` (one stage's work, then one transition) and inspect ``state``
     (the RunState), ``stage``, ``done``, ``events`` and, once done, ``result``."""
 
+    __module__ = "loopwright.loop.runner"  # its public home, where reprs and messages find it
     __slots__ = ("_handlers", "_own", "_save", "_stops", "_terminals", "ctx", "machine", "pausing", "runner")
 
     def __init__(

@@ -16,6 +16,8 @@ _FINISHED = object()
 class RunStream:
     """An async iterator over one run's events; ``result`` once it is exhausted."""
 
+    __module__ = "loopwright.loop.runner"  # its public home, where reprs and messages find it
+
     def __init__(self, runner: RunHost, rs: RunState) -> None:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self.run = Run(runner, rs, sink=self._queue.put_nowait, stream_deltas=True)
