@@ -7,7 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, computed_field
 
-from .events import EVENT_ADAPTER, ErrorInfo, Event, Message, Outcome, PendingRequest, Usage, trusted
+from .build import all_fields, new_object, set_dict, set_extra, set_fields_set, set_private
+from .events import EVENT_ADAPTER, ErrorInfo, Event, Message, Outcome, PendingRequest, Usage
 from .run_state import RunState
 
 
@@ -87,29 +88,37 @@ class RunResult(BaseModel):
         if rs.outcome is None:
             raise ValueError(f"run {rs.run_id} has not ended (it is in state {rs.stage!r})")
         ended = rs.outcome not in _GOES_ON  # its trace and history never change again: shared, not copied
-        result = trusted(
-            cls,
-            run_id=rs.run_id,
-            agent=rs.agent,
-            answered_by=rs.active_agent,
-            outcome=rs.outcome,
-            output=_output(rs),
-            trace=rs.trace if ended else list(rs.trace),
-            usage=rs.usage,
-            iterations=rs.iteration,
-            tool_calls=rs.tool_calls_made,
-            error=rs.error,
-            limit=rs.limit,
-            messages=rs.messages if ended else list(rs.messages),
-            state=copy_state(rs.state),
-            pending=[
-                p for part in rs.features.values() if (ask := getattr(part, "pending_requests", None)) for p in ask()
-            ],
-            run_state=rs,
-        )
+        features = rs.features
         legs = rs.legs
         earlier = legs[:-1] if legs and legs[-1] is log else legs  # (a suspended run's own leg is its log)
-        object.__setattr__(result, "__pydantic_private__", {"_log": log, "_earlier": earlier, "_machine": machine})
+        result = new_object(cls)  # (events.trusted, written out, its private attributes set at once)
+        set_dict(
+            result,
+            {
+                "run_id": rs.run_id,
+                "agent": rs.agent,
+                "answered_by": rs.active_agent,
+                "outcome": rs.outcome,
+                "output": _output(rs) if features else rs.output,
+                "trace": rs.trace if ended else list(rs.trace),
+                "usage": rs.usage,
+                "iterations": rs.iteration,
+                "tool_calls": rs.tool_calls_made,
+                "error": rs.error,
+                "limit": rs.limit,
+                "messages": rs.messages if ended else list(rs.messages),
+                "state": copy_state(rs.state) if rs.state else {},
+                "pending": [
+                    p for part in features.values() if (ask := getattr(part, "pending_requests", None)) for p in ask()
+                ]
+                if features
+                else [],
+                "run_state": rs,
+            },
+        )
+        set_fields_set(result, _ALL_FIELDS)
+        set_extra(result, None)
+        set_private(result, {"_log": log, "_earlier": earlier, "_machine": machine})
         return result
 
 
@@ -143,3 +152,6 @@ def _output(rs: RunState) -> Any:
         if final is not None and (value := final()) is not None:
             return value
     return rs.output
+
+
+_ALL_FIELDS = all_fields(RunResult)

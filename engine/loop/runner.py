@@ -1,12 +1,4 @@
-"""Runner: holds the one loop of the engine.
-
-::
-
-    while run_state.stage is not terminal:               # Run.run_to_end
-        HANDLERS[stage](run_state, ctx)                  # Run.step: the stage does the work,
-        row = machine.choose(stage, run_state)           #   the table picks the edge
-        machine.charge(row, run_state)                   #   a bounded row is charged to its budget
-        run_state.stage = row.dest
+"""Runner: the facade of the engine's one loop (the loop itself: :mod:`loopwright.loop.run`).
 
 ``run``, ``stream`` and hand-driven runs (``start`` + ``Run.step``) share that one loop;
 ``run_sync`` wraps ``run``. The outcome of a run is the outcome of the terminal row it took.
@@ -27,14 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypedDict, Unpack
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, Unpack
 
-from pydantic import JsonValue
-
-from ..data.errors import ConfigurationError, MachineError, NoTransitionError, ResumeError
-from ..data.events import ErrorInfo, LimitReached, Paused, Resumed, RunFinished, RunStarted
+from ..data.errors import ConfigurationError, MachineError, ResumeError
+from ..data.events import Resumed
 from ..data.inputs import UserInput, user_input
 from ..data.result import RunResult, copy_state
 from ..data.run_state import RunState
@@ -42,43 +31,16 @@ from ..data.stage import Stage
 from ..features import machine_for
 from ..runtime import nesting
 from ..runtime.agent import Agent, AgentTree
-from ..runtime.calls import ANSWERED, answer_unrun_calls
-from ..runtime.context import RunContext
-from ..runtime.observers import INSTRUMENTS, EventSink, Observers
+from ..runtime.observers import Observers
 from ..table.budgets import TURN_BUDGETS, start_turn
-from ..table.machine import LoopMachine, Row, abort_row
+from ..table.machine import LoopMachine
+from .options import OPTION_NAMES, OPTIONS, RunOptions, new_run_id
+from .run import Run, RunHost
+from .stream import RunStream
 
 from loopwright.states import HANDLERS, Handler  # isort: skip
 
 _clock = time.time
-_perf = time.perf_counter
-_monotonic = time.monotonic
-_BASE_TIME = asyncio.BaseEventLoop.time
-_FINISHED = object()
-_OTHER_LOOP = object()
-_SLICE_S = 0.001
-"""A run that never suspends still lets the event loop run at least this often (seconds)."""
-_HOLD = 4
-"""A run goes on for at most this many more stages while another task waits (ready, or a timer
-due), then lets it run: a waiting task runs within one loop iteration (five stages) of this run."""
-
-
-class RunOptions(TypedDict, total=False):
-    """Options of a new run (``run``, ``run_sync``, ``stream``, ``start``, ``new_run``)."""
-
-    run_id: str | None
-    """The run's id (default: a new uuid); ``runner.cancel(run_id)`` uses it."""
-    state: dict[str, JsonValue] | None
-    """Session state: instruction placeholders read it, tools read and write it."""
-    after: RunResult | None
-    """A finished run of this conversation: continue its history and state, with the agent
-    that answered last."""
-    agent: str | None
-    """Which agent of the tree takes this message (default: as ``after`` says, else the root)."""
-
-
-_OPTIONS = frozenset(RunOptions.__annotations__)
-_OPTION_NAMES = ", ".join(RunOptions.__annotations__)
 
 
 class Runner:
@@ -130,16 +92,16 @@ class Runner:
         """A fresh run state in the initial state (not yet running); see :class:`RunOptions`.
         ``input`` is text, or parts: text, images, documents (:mod:`loopwright.inputs`)."""
         given = input if isinstance(input, str) else user_input(input)
-        if not options.keys() <= _OPTIONS:
-            unknown = ", ".join(repr(k) for k in options if k not in _OPTIONS)
-            raise ConfigurationError(f"unknown run option {unknown}; the options are: {_OPTION_NAMES}")
+        if not options.keys() <= OPTIONS:
+            unknown = ", ".join(repr(k) for k in options if k not in OPTIONS)
+            raise ConfigurationError(f"unknown run option {unknown}; the options are: {OPTION_NAMES}")
         after = options.get("after")
         active = options.get("agent") or (after.answered_by if after is not None else self.agent.name)
         if active not in self.tree.agents:
             raise ConfigurationError(
                 f"no agent named {active!r} in this runner's tree; the agents are: {', '.join(self.tree.agents)}"
             )
-        run_id = options.get("run_id") or uuid.uuid4().hex
+        run_id = options.get("run_id") or new_run_id()
         if run_id in self._active:
             raise ConfigurationError(f"run id {run_id!r} is already running on this runner; use a new one")
         machine = self.machine
@@ -242,6 +204,25 @@ class Runner:
         if run.run_id in self._active:
             raise ResumeError(f"run {run.run_id!r} is already running on this runner")
         self._active[run.run_id] = run
+
+    def unregister(self, run_id: str) -> None:
+        """The run ``run_id`` has stopped (ended, suspended, paused, or left by an error that
+        goes on up): :meth:`active_runs` no longer lists it. Nothing if it was not running."""
+        self._active.pop(run_id, None)
+
+    def hold_paused(self, rs: RunState) -> None:
+        """``rs`` stopped at :meth:`pause`: keep it, with when it stopped (its clock stops while it
+        is paused), so ``resume(run_id)`` finds it in this process."""
+        self._paused[rs.run_id] = (rs, _clock())
+
+    @property
+    def handlers(self) -> Mapping[str, Handler]:
+        """Every stage's handler, by stage (:meth:`handler` of each; the step loop reads them all)."""
+        return self._handlers
+
+    def checkpointer_for(self, run: Run) -> Any:
+        """The store's checkpointer of ``run`` (None without a store): :attr:`Run.checkpointer`."""
+        return self._durable.attach(run) if self._durable is not None else None
 
     def is_running(self, run_id: str) -> bool:
         """A run with this id is running on this runner."""
@@ -419,449 +400,6 @@ class Runner:
         return list(self._active)
 
 
-class Run:
-    """One run in progress. ``Runner.run`` drives it to the end; apps and tests may drive it
-    by hand with :meth:`step` (one stage's work, then one transition) and inspect ``state``
-    (the RunState), ``stage``, ``done``, ``events`` and, once done, ``result``."""
-
-    __slots__ = (
-        "_handlers",
-        "_held",
-        "_in_stage",
-        "_loop",
-        "_own",
-        "_save",
-        "_stops",
-        "_terminals",
-        "_timed_out",
-        "_timer",
-        "_waiter",
-        "_yielded",
-        "ctx",
-        "machine",
-        "pausing",
-        "runner",
-        "state",
-        "task",
-    )
-
-    def __init__(
-        self,
-        runner: Runner,
-        rs: RunState,
-        *,
-        sink: Callable[[Any], None] | None = None,
-        stream_deltas: bool = False,
-        register: bool = True,
-    ) -> None:
-        self.runner = runner
-        self.state = rs
-        machine = self.machine = runner.machine
-        own = self._own = Observers(EventSink(sink)) if sink is not None else None
-        if INSTRUMENTS.start or runner.observers.start:  # observers that watch this run alone
-            own = self._own = runner.observers.start_run(self, INSTRUMENTS.start_run(self, own))
-        watching = [o for o in (INSTRUMENTS, runner.observers, own) if o is not None and o.event]
-        self.ctx = RunContext(
-            runner.tree,
-            rs,
-            watchers=[_watcher(o) for o in watching],
-            stream_deltas=stream_deltas,
-            features=machine.features,
-            hooks=machine.hooks,
-            budgets=machine.budgets,
-        )
-        if own is not None:
-            self.ctx.tool_scopes, self.ctx.model_scopes = own.scopes("tool_scope"), own.scopes("model_scope")
-        self.task: asyncio.Task[Any] | None = None
-        self._handlers = runner._handlers
-        self._terminals = machine.terminals
-        self._stops = machine.stops
-        self._loop: Any = None
-        self._yielded = 0.0
-        self._waiter = 0
-        """``id()`` of the waiter first in the loop's line when last looked (see _must_yield):
-        an id, not the handle, so a run never keeps another task's finished step alive."""
-        self._held = 0
-        self._timer: asyncio.TimerHandle | None = None
-        """The run's one deadline timer (armed at its first step when it has ``timeout_s``)."""
-        self._in_stage = False
-        self._timed_out = False
-        """The deadline timer cancelled the stage in progress (the runner takes it back)."""
-        self.pausing = False
-        """``Runner.pause`` asked this run to stop at its next transition."""
-        self._save = runner._durable.attach(self) if runner._durable is not None else None
-        if register:
-            runner._active[rs.run_id] = self
-        if rs.seq == 0:
-            self.ctx.emit(RunStarted, rs.input)
-
-    @property
-    def run_id(self) -> str:
-        return self.state.run_id
-
-    @property
-    def stage(self) -> str:
-        return self.state.stage
-
-    @property
-    def done(self) -> bool:
-        """The run has ended (a terminal state)."""
-        return self.state.stage in self._terminals
-
-    @property
-    def waiting(self) -> bool:
-        """The run is paused in a waiting state until ``Runner.resume``."""
-        return self.state.stage in self.machine.waiting
-
-    @property
-    def events(self) -> list[Any]:
-        """This run's events so far (built from the compact log on demand)."""
-        return self.ctx.log.events()
-
-    @property
-    def result(self) -> RunResult:
-        return RunResult.of(self.state, self.ctx.log, self.machine)
-
-    async def run_to_end(self) -> RunResult:
-        """Step until a terminal state (or a waiting one); the result."""
-        await self._steps(to_end=True)
-        return self._ended()
-
-    def _ended(self) -> RunResult:
-        """The result once the steps to the end have returned (``Runner.pause``: paused here)."""
-        if self.pausing and self.state.stage not in self._stops:
-            return self._pause_here()
-        return RunResult.of(self.state, self.ctx.log, self.machine)
-
-    def _pause_here(self) -> RunResult:
-        """``Runner.pause``: stop between two stages, with outcome ``"paused"``."""
-        rs, runner = self.state, self.runner
-        self.pausing = False
-        self._disarm_deadline()
-        runner._active.pop(rs.run_id, None)
-        runner._paused[rs.run_id] = (rs, _clock())
-        rs.outcome = "paused"
-        self.ctx.emit(Paused)
-        rs.legs = (*rs.legs, self.ctx.log)  # a resume's result carries this leg's events too
-        self._notify_finish()
-        return RunResult.of(rs, self.ctx.log, self.machine)
-
-    async def step(self) -> Row | None:
-        """Do the current stage's work, then take one transition. Returns the row taken
-        (None if the run had already ended). If the task running this is cancelled, the run
-        still moves to ``cancelled`` (results kept) before ``CancelledError`` propagates."""
-        return await self._steps(to_end=False)
-
-    def _must_yield(self) -> bool:
-        """Whether to let the event loop run before the next stage (not before the run's first).
-
-        Another task waits (ready, or its timer due): the first time this run sees that
-        waiter it goes on; if the same waiter is still first in line ``_HOLD`` stages later,
-        the loop has not run since, and the run yields. A waiter that changed means the loop
-        ran in between (a stage suspended): counting starts again. So a run that suspends
-        anyway (a model call) pays no extra round trip of the loop, and one that never
-        suspends holds it for at most ``_HOLD`` + 1 stages. With nothing waiting, the run
-        still yields once per ``_SLICE_S`` since its own last yield (I/O is polled then)."""
-        if len(self.state.trace) < 2:
-            return False
-        loop = self._loop
-        if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
-            self._yielded = _monotonic()
-            if not hasattr(loop, "_ready") or type(loop).time is not _BASE_TIME:
-                loop = self._loop = _OTHER_LOOP  # not asyncio's own: yield at every transition
-        if loop is _OTHER_LOOP:
-            return True
-        ready = loop._ready
-        if ready:
-            waiter = ready[0]
-        else:
-            now = _monotonic()  # asyncio's own loops keep time.monotonic(): read it without a Python frame
-            scheduled = loop._scheduled
-            if not scheduled or scheduled[0]._when > now:
-                self._waiter = 0
-                return now - self._yielded > _SLICE_S
-            waiter = scheduled[0]
-        if id(waiter) != self._waiter:  # (a reused id only makes the run yield sooner)
-            self._waiter, self._held = id(waiter), 0
-            return False
-        self._held += 1
-        return self._held >= _HOLD
-
-    def _arm_deadline(self) -> None:
-        """One timer per run (not one per stage): when ``timeout_s`` runs out it marks the
-        deadline and cancels the stage in progress, which the table then ends."""
-        rs = self.state
-        if self._timer is not None or rs.deadline_hit or rs.deadline is None:
-            return
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_at(loop.time() + (rs.deadline - _clock()), self._deadline_passed)
-
-    def _check_deadline(self, task: asyncio.Task[Any] | None) -> None:
-        """After a stage: take back a deadline cancellation the stage swallowed; note a
-        deadline that passed while the stage ran without waiting."""
-        if self._timed_out:
-            self._take_back_cancel(task)
-        rs = self.state
-        if rs.deadline is not None and not rs.deadline_hit and _clock() >= rs.deadline:
-            rs.deadline_hit = True
-
-    def _deadline_passed(self) -> None:
-        self._timer = None
-        self.state.deadline_hit = True
-        task = self.task
-        if self._in_stage and task is not None and not task.done():
-            self._timed_out = True
-            task.cancel()
-
-    def _disarm_deadline(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _caught(
-        self, stage: str, exc: BaseException, task: asyncio.Task[Any] | None
-    ) -> tuple[BaseException | None, bool]:
-        """What ``stage`` raising ``exc`` comes to: the exception the table's abort edge takes
-        (None: none), and whether the task was cancelled from outside (the run ends cancelled,
-        then the cancellation goes on up). A KeyboardInterrupt ends the run cancelled and goes
-        on up; SystemExit and GeneratorExit are answered like any error; anything else (not
-        :data:`loopwright.calls.ANSWERED`) goes on up, the run left as it was."""
-        if isinstance(exc, asyncio.CancelledError):
-            return None, self._cancelled_from_outside(task)
-        if isinstance(exc, KeyboardInterrupt):
-            self._interrupted(stage)
-            raise exc
-        return self._answerable(exc), False
-
-    def _cancelled_from_outside(self, task: asyncio.Task[Any] | None) -> bool:
-        """The stage was cancelled: by the engine itself (the deadline, ``runner.cancel``: the
-        table ends the run), or from outside (True: the run ends cancelled, then re-raises)."""
-        if self._take_back_cancel(task):
-            return False
-        self.state.cancel_requested = True
-        return True
-
-    def _take_back_cancel(self, task: asyncio.Task[Any] | None) -> bool:
-        """Undo the cancellations that were the engine's own (the deadline's, ``runner.cancel``);
-        whether those were all there were (False: someone else cancelled the task too)."""
-        if self._timed_out:
-            self._timed_out = False
-            if task is None or task.uncancel() == 0:
-                return True  # only the run's deadline
-        if self.state.cancel_requested and task is not None and task.cancelling():
-            task.uncancel()  # our own runner.cancel(): end normally
-            return True
-        return False
-
-    async def _steps(self, to_end: bool) -> Row | None:  # noqa: C901 (the hot path, inlined on purpose: see below)
-        """Do the current stage's work, then take one transition; with ``to_end``, go on until
-        a terminal or waiting state (or ``Runner.pause``) — the first step always runs: a
-        resumed run starts in its waiting state, and its first step resumes it. The last row
-        taken (None if the run had already ended). One frame for the whole run: the hot path.
-        The quiet case of the yield test and the table's choice are written out here rather
-        than called (a Python call costs about a thousand instructions, five times a pass;
-        ``bench/bench_instructions.py``); everything rare is a method of its own."""
-        self.task = asyncio.current_task()
-        self._arm_deadline()
-        rs, ctx = self.state, self.ctx
-        handlers, terminals, stops, choosers = self._handlers, self._terminals, self._stops, self.machine.choosers
-        row: Row | None = None
-        while True:
-            stage = rs.stage
-            if stage in terminals:
-                return row
-            task = self.task
-            cancelled_from_outside = False
-            raised: BaseException | None = None
-            try:
-                loop = self._loop  # (the quiet case of _must_yield, without its frame)
-                if (
-                    loop is None
-                    or loop is _OTHER_LOOP
-                    or loop._ready
-                    or (now := _monotonic()) - self._yielded > _SLICE_S
-                    or (loop._scheduled and loop._scheduled[0]._when <= now)
-                ) and self._must_yield():
-                    await asyncio.sleep(0)
-                    self._yielded, self._waiter = _monotonic(), 0
-                self._in_stage = True
-                waits = handlers[stage](rs, ctx)
-                if waits is not None:
-                    await waits
-            except BaseException as exc:  # a stage never stops the loop (see _caught)
-                raised, cancelled_from_outside = self._caught(stage, exc, task)
-            finally:
-                self._in_stage = False
-            if rs.deadline is not None:
-                self._check_deadline(task)
-            if raised is None:
-                try:  # the table's choice (Run._choose, without its frame: this runs at every transition)
-                    row = choosers[stage](rs)
-                except Exception as exc:
-                    row = self._unchosen(stage, exc)
-            else:
-                row = self._abort(stage, "stage", raised)
-            self._take(row)
-            flush = self._save(row) if self._save is not None else None
-            if flush is not None or cancelled_from_outside:
-                await self._saved(flush, cancelled_from_outside)
-            if not to_end or rs.stage in stops or self.pausing:
-                return row
-
-    async def _saved(self, flush: Awaitable[None] | None, cancelled_from_outside: bool) -> None:
-        """After a transition: the store's write, if it has one to make (it writes before the
-        stages that have side effects); then a cancellation from outside goes on up."""
-        if flush is not None:
-            await flush
-        if cancelled_from_outside:
-            raise asyncio.CancelledError
-
-    def _answerable(self, exc: BaseException) -> BaseException:
-        """What a stage raised, for the abort edge; any other BaseException than those
-        (:data:`loopwright.calls.ANSWERED`) propagates untouched, the run unregistered and left as
-        it was (like a process that died: a store resumes it from its last checkpoint)."""
-        if isinstance(exc, ANSWERED):
-            return exc
-        self.runner._active.pop(self.state.run_id, None)
-        self._disarm_deadline()
-        raise exc
-
-    def _interrupted(self, stage: str) -> None:
-        """A stage was interrupted (KeyboardInterrupt): the run ends cancelled (failed, if no
-        row out of ``stage`` leads to a terminal), and the caller re-raises the interrupt."""
-        self.ctx.interrupt = None
-        self.state.cancel_requested = True
-        row = self._choose(stage)
-        if row.dest not in self._terminals:
-            row = self._abort(stage, "stage", KeyboardInterrupt())
-        self._take(row)
-
-    def choose(self) -> Row:
-        """The row the table takes out of the current stage, after its work (pure: the
-        machine's guards on the run state). A guard that raises gives the abort row (the run
-        fails, the error named); no row at all fails the run and raises NoTransitionError."""
-        return self._choose(self.state.stage)
-
-    def take(self, row: Row) -> None:
-        """Take ``row``: its budget charged, the stage moved, the transition logged, observers
-        told; a row into a terminal finishes the run, one into a waiting state suspends it."""
-        self._take(row)
-
-    @property
-    def checkpointer(self) -> Any:
-        """The store's checkpointer of this run (None without a store): a custom runner calls
-        ``flush = run.checkpointer(row)`` after each :meth:`take` and awaits ``flush`` when it is
-        not None (the store writes before the stages that have side effects)."""
-        return self._save
-
-    def _choose(self, stage: str) -> Row:
-        try:
-            return self.machine.choose(stage, self.state)
-        except Exception as exc:
-            return self._unchosen(stage, exc)
-
-    def _unchosen(self, stage: str, exc: Exception) -> Row:
-        """The table could not choose out of ``stage``: a guard raised ``exc`` (the abort edge),
-        or no row matched (the run fails, and the NoTransitionError goes on up)."""
-        if isinstance(exc, NoTransitionError):
-            self._take(self._abort(stage, "table", None))
-            raise exc
-        return self._abort(stage, "guard", exc)
-
-    def _abort(self, stage: str, where: str, exc: BaseException | None) -> Row:
-        """The engine's abort edge: the run fails, the error named."""
-        rs = self.state
-        what = "no row matched" if exc is None else f"{type(exc).__name__}: {exc}"
-        culprit = f"stage {stage!r} raised" if where == "stage" else f"a guard out of {stage!r} raised"
-        if where == "table":
-            culprit = f"the table out of {stage!r} failed:"
-        rs.error = ErrorInfo(kind=where, message=f"{culprit} {what}")
-        return abort_row(stage)
-
-    def _take(self, row: Row) -> None:
-        rs, ctx, machine = self.state, self.ctx, self.machine
-        if row.bounded_by is not None:
-            machine.charge(row, rs)
-        rs.stage = row.dest
-        rs.trace.append(row.dest)
-        # the StateEntered event, kept as the row itself (RunContext.record's twin for a
-        # transition, written out: it runs five times a pass; the entry shapes: context.LogEntry)
-        log = ctx.log
-        rs.seq += 1
-        if rs.iteration == log.iteration and rs.active_agent == log.agent:
-            log.entries.append(row)
-        else:
-            log.entries.append((row, rs.iteration, rs.active_agent))
-            log.iteration, log.agent = rs.iteration, rs.active_agent
-        log.stage = row.dest
-        log.times.append(_clock())
-        if ctx.watchers:
-            ctx.tell_latest()
-        if row.records_limit and rs.limit is None:
-            self._record_limit(row)
-        if INSTRUMENTS.transition:
-            INSTRUMENTS.notify(INSTRUMENTS.transition, self, row)
-        observers = self.runner.observers
-        if observers.transition:
-            observers.notify(observers.transition, self, row)
-        own = self._own
-        if own is not None and own.transition:
-            own.notify(own.transition, self, row)
-        if row.dest in self._stops:
-            if row.dest in self._terminals:
-                self._finish(row)
-            else:
-                self._pause()
-
-    def _record_limit(self, row: Row) -> None:
-        rs = self.state
-        budget = self.machine.spent_budget(row, rs)
-        if budget is None:
-            return
-        rs.limit = budget.name
-        used, cap = budget.binding(rs)
-        self.ctx.emit(LimitReached, limit=budget.name, value=float(cap or 0), used=float(used))
-
-    def _pause(self) -> None:
-        """The run entered a waiting state: the features pause it; the runner returns."""
-        rs = self.state
-        self._disarm_deadline()
-        self.runner._active.pop(rs.run_id, None)
-        for hook in self.machine.hooks("pause"):
-            hook(rs, self.ctx)
-        rs.outcome = "suspended"
-        rs.legs = (*rs.legs, self.ctx.log)  # a resume's result carries this leg's events too
-        self._notify_finish()
-
-    def _finish(self, row: Row) -> None:
-        rs, ctx = self.state, self.ctx
-        self._disarm_deadline()
-        self.runner._active.pop(rs.run_id, None)
-        why = f"the run ended in {rs.stage!r}"
-        for hook in self.machine.hooks("finish"):
-            hook(rs, ctx, why)
-        answer_unrun_calls(rs, ctx, why)
-        rs.outcome = row.outcome
-        if rs.outcome in ("final", "salvaged"):
-            rs.output = rs.text
-        elif rs.outcome == "failed" and rs.error is None:
-            rs.error = rs.model_error or ErrorInfo(kind="failed", message=f"the run failed in {row.source!r}")
-        ctx.emit(RunFinished, rs.outcome, rs.output, rs.error)
-        nesting.charge(rs)
-        self._notify_finish()
-        rs.request = None  # an ended run makes no more requests: its result does not keep the last one
-        if ctx.interrupt is not None:  # a tool was interrupted: the run has ended; on up it goes
-            raise ctx.interrupt
-
-    def _notify_finish(self) -> None:
-        sets = [o for o in (INSTRUMENTS, self.runner.observers, self._own) if o is not None and o.finish]
-        if sets:
-            result = RunResult.of(self.state, self.ctx.log, self.machine)
-            for observers in sets:
-                observers.notify(observers.finish, result)
-
-
 def _sync(work: Coroutine[Any, Any, RunResult]) -> RunResult:
     """``asyncio.run(work)``, the result kept out of the task (asyncio formats the main task
     when it restores the SIGINT handler: a large result would be rendered for nothing)."""
@@ -874,13 +412,6 @@ def _sync(work: Coroutine[Any, Any, RunResult]) -> RunResult:
     return kept[0]
 
 
-def _watcher(observers: Observers) -> Callable[[Any], None]:
-    def watch(event: Any) -> None:
-        observers.notify(observers.event, event)
-
-    return watch
-
-
 def _current_task() -> asyncio.Task[Any] | None:
     """The running task, or None when called outside an event loop (cancel() may be)."""
     try:
@@ -889,39 +420,4 @@ def _current_task() -> asyncio.Task[Any] | None:
         return None
 
 
-class RunStream:
-    """An async iterator over one run's events; ``result`` once it is exhausted."""
-
-    def __init__(self, runner: Runner, rs: RunState) -> None:
-        self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self.run = Run(runner, rs, sink=self._queue.put_nowait, stream_deltas=True)
-        self.run_id = rs.run_id
-        self._task: asyncio.Task[RunResult] | None = None
-        self._result: RunResult | None = None
-
-    @property
-    def result(self) -> RunResult:
-        if self._result is None:
-            raise RuntimeError("the run has not finished: iterate the stream to its end first")
-        return self._result
-
-    def __aiter__(self) -> AsyncIterator[Any]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[Any]:
-        if self._task is not None:
-            raise RuntimeError("a RunStream can be iterated once")
-        queue = self._queue
-        task = self._task = asyncio.create_task(self.run.run_to_end())
-        task.add_done_callback(lambda _t: queue.put_nowait(_FINISHED))
-        try:
-            while (event := await queue.get()) is not _FINISHED:
-                yield event
-            self._result = await task
-        finally:
-            if not task.done():  # the consumer left early: end the run cleanly
-                self.run.runner.cancel(self.run_id)
-                await asyncio.gather(task, return_exceptions=True)
-
-
-__all__ = ["Run", "RunOptions", "RunStream", "Runner"]
+__all__ = ["Run", "RunHost", "RunOptions", "RunStream", "Runner"]

@@ -1,0 +1,411 @@
+"""Run: one run in progress, and the step loop that drives it.
+
+::
+
+    while run_state.stage is not terminal:               # Run.run_to_end
+        HANDLERS[stage](run_state, ctx)                  # Run.step: the stage does the work,
+        row = machine.choose(stage, run_state)           #   the table picks the edge
+        machine.charge(row, run_state)                   #   a bounded row is charged to its budget
+        run_state.stage = row.dest
+
+A Run is made by its runner (:class:`~loopwright.loop.runner.Runner`, or any :class:`RunHost`)
+and reads of it only what :class:`RunHost` names. The fairness probe and the deadline are its
+base, :class:`~loopwright.loop.pacing.Paced`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from ..data.errors import NoTransitionError
+from ..data.events import ErrorInfo, LimitReached, Paused, RunFinished, RunStarted
+from ..data.result import RunResult
+from ..data.run_state import RunState
+from ..runtime import nesting
+from ..runtime.agent import Agent, AgentTree
+from ..runtime.calls import ANSWERED, answer_unrun_calls
+from ..runtime.context import RunContext
+from ..runtime.observers import INSTRUMENTS, EventSink, Observers
+from ..table.machine import LoopMachine, Row, abort_row
+from .pacing import OTHER_LOOP, SLICE_S, Paced
+
+from loopwright.states import Handler  # isort: skip
+
+_clock = time.time
+_monotonic = time.monotonic
+
+
+class RunHost(Protocol):
+    """What a :class:`Run` reads of the runner that drives it (:class:`~loopwright.loop.runner.Runner`
+    is one): the agents and the machine, the stages' handlers, the store's checkpointer, and the
+    register of running and paused runs."""
+
+    agent: Agent
+    tree: AgentTree
+    machine: LoopMachine
+    observers: Observers
+
+    @property
+    def handlers(self) -> Mapping[str, Handler]:
+        """Each stage's handler, by stage (:meth:`handler` of them all)."""
+        ...
+
+    def handler(self, stage: str) -> Handler: ...
+
+    def adopt(self, rs: RunState) -> None: ...
+
+    def attach(self, rs: RunState) -> Run: ...
+
+    def checkpointer_for(self, run: Run) -> Any:
+        """The store's checkpointer of ``run`` (None without a store)."""
+        ...
+
+    def register(self, run: Run) -> None: ...
+
+    def unregister(self, run_id: str) -> None:
+        """The run has stopped (ended, suspended, paused, or left by an error): no longer running."""
+        ...
+
+    def hold_paused(self, rs: RunState) -> None:
+        """``rs`` was paused (``Runner.pause``): keep it, and when, for a resume by its id."""
+        ...
+
+    def cancel(self, run_id: str) -> bool: ...
+
+
+class Run(Paced):
+    """One run in progress. ``Runner.run`` drives it to the end; apps and tests may drive it
+    by hand with :meth:`step` (one stage's work, then one transition) and inspect ``state``
+    (the RunState), ``stage``, ``done``, ``events`` and, once done, ``result``."""
+
+    __module__ = "loopwright.loop.runner"  # its public home, where reprs and messages find it
+    __slots__ = ("_handlers", "_own", "_save", "_stops", "_terminals", "ctx", "machine", "pausing", "runner")
+
+    def __init__(
+        self,
+        runner: RunHost,
+        rs: RunState,
+        *,
+        sink: Callable[[Any], None] | None = None,
+        stream_deltas: bool = False,
+        register: bool = True,
+    ) -> None:
+        self.runner = runner
+        self.state = rs
+        machine = self.machine = runner.machine
+        own = self._own = Observers(EventSink(sink)) if sink is not None else None
+        if INSTRUMENTS.start or runner.observers.start:  # observers that watch this run alone
+            own = self._own = runner.observers.start_run(self, INSTRUMENTS.start_run(self, own))
+        watching = [o for o in (INSTRUMENTS, runner.observers, own) if o is not None and o.event]
+        self.ctx = RunContext(
+            runner.tree,
+            rs,
+            watchers=[_watcher(o) for o in watching],
+            stream_deltas=stream_deltas,
+            features=machine.features,
+            hooks=machine.hooks,
+            budgets=machine.budgets,
+        )
+        if own is not None:
+            self.ctx.tool_scopes, self.ctx.model_scopes = own.scopes("tool_scope"), own.scopes("model_scope")
+        self._start_pacing()
+        self._handlers = runner.handlers
+        self._terminals = machine.terminals
+        self._stops = machine.stops
+        self.pausing = False
+        """``Runner.pause`` asked this run to stop at its next transition."""
+        self._save = runner.checkpointer_for(self)
+        if register:
+            runner.register(self)
+        if rs.seq == 0:
+            self.ctx.record(RunStarted, rs.input)
+
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
+
+    @property
+    def stage(self) -> str:
+        return self.state.stage
+
+    @property
+    def done(self) -> bool:
+        """The run has ended (a terminal state)."""
+        return self.state.stage in self._terminals
+
+    @property
+    def waiting(self) -> bool:
+        """The run is paused in a waiting state until ``Runner.resume``."""
+        return self.state.stage in self.machine.waiting
+
+    @property
+    def events(self) -> list[Any]:
+        """This run's events so far (built from the compact log on demand)."""
+        return self.ctx.log.events()
+
+    @property
+    def result(self) -> RunResult:
+        return RunResult.of(self.state, self.ctx.log, self.machine)
+
+    async def run_to_end(self) -> RunResult:
+        """Step until a terminal state (or a waiting one); the result."""
+        await self._steps(to_end=True)
+        return self._ended()
+
+    def _ended(self) -> RunResult:
+        """The result once the steps to the end have returned (``Runner.pause``: paused here)."""
+        if self.pausing and self.state.stage not in self._stops:
+            return self._pause_here()
+        return RunResult.of(self.state, self.ctx.log, self.machine)
+
+    def _pause_here(self) -> RunResult:
+        """``Runner.pause``: stop between two stages, with outcome ``"paused"``."""
+        rs, runner = self.state, self.runner
+        self.pausing = False
+        self._disarm_deadline()
+        runner.unregister(rs.run_id)
+        runner.hold_paused(rs)
+        rs.outcome = "paused"
+        self.ctx.emit(Paused)
+        rs.legs = (*rs.legs, self.ctx.log)  # a resume's result carries this leg's events too
+        self._notify_finish()
+        return RunResult.of(rs, self.ctx.log, self.machine)
+
+    async def step(self) -> Row | None:
+        """Do the current stage's work, then take one transition. Returns the row taken
+        (None if the run had already ended). If the task running this is cancelled, the run
+        still moves to ``cancelled`` (results kept) before ``CancelledError`` propagates."""
+        return await self._steps(to_end=False)
+
+    def _caught(
+        self, stage: str, exc: BaseException, task: asyncio.Task[Any] | None
+    ) -> tuple[BaseException | None, bool]:
+        """What ``stage`` raising ``exc`` comes to: the exception the table's abort edge takes
+        (None: none), and whether the task was cancelled from outside (the run ends cancelled,
+        then the cancellation goes on up). A KeyboardInterrupt ends the run cancelled and goes
+        on up; SystemExit and GeneratorExit are answered like any error; anything else (not
+        :data:`loopwright.calls.ANSWERED`) goes on up, the run left as it was."""
+        if isinstance(exc, asyncio.CancelledError):
+            return None, self._cancelled_from_outside(task)
+        if isinstance(exc, KeyboardInterrupt):
+            self._interrupted(stage)
+            raise exc
+        return self._answerable(exc), False
+
+    async def _steps(self, to_end: bool) -> Row | None:  # noqa: C901 (the hot path, inlined on purpose: see below)
+        """Do the current stage's work, then take one transition; with ``to_end``, go on until
+        a terminal or waiting state (or ``Runner.pause``) — the first step always runs: a
+        resumed run starts in its waiting state, and its first step resumes it. The last row
+        taken (None if the run had already ended). One frame for the whole run: the hot path.
+        The quiet case of the yield test and the table's choice are written out here rather
+        than called (a Python call costs about a thousand instructions, five times a pass;
+        ``bench/bench_instructions.py``); everything rare is a method of its own."""
+        self.task = asyncio.current_task()
+        self._arm_deadline()
+        rs, ctx = self.state, self.ctx
+        handlers, terminals, stops, choosers = self._handlers, self._terminals, self._stops, self.machine.choosers
+        row: Row | None = None
+        while True:
+            stage = rs.stage
+            if stage in terminals:
+                return row
+            task = self.task
+            cancelled_from_outside = False
+            raised: BaseException | None = None
+            try:
+                loop = self._loop  # (the quiet case of _must_yield, without its frame)
+                if (
+                    loop is None
+                    or loop is OTHER_LOOP
+                    or loop._ready
+                    or (now := _monotonic()) - self._yielded > SLICE_S
+                    or (loop._scheduled and loop._scheduled[0]._when <= now)
+                ) and self._must_yield():
+                    await asyncio.sleep(0)
+                    self._yielded, self._waiter = _monotonic(), 0
+                self._in_stage = True
+                waits = handlers[stage](rs, ctx)
+                if waits is not None:
+                    await waits
+            except BaseException as exc:  # a stage never stops the loop (see _caught)
+                raised, cancelled_from_outside = self._caught(stage, exc, task)
+            finally:
+                self._in_stage = False
+            if rs.deadline is not None and (self._timed_out or (not rs.deadline_hit and _clock() >= rs.deadline)):
+                self._check_deadline(task)  # (its quiet case written out: a run with a deadline passes here each time)
+            if raised is None:
+                try:  # the table's choice (Run._choose, without its frame: this runs at every transition)
+                    row = choosers[stage](rs)
+                except Exception as exc:
+                    row = self._unchosen(stage, exc)
+            else:
+                row = self._abort(stage, "stage", raised)
+            self._take(row)
+            flush = self._save(row) if self._save is not None else None
+            if flush is not None or cancelled_from_outside:
+                await self._saved(flush, cancelled_from_outside)
+            if not to_end or rs.stage in stops or self.pausing:
+                return row
+
+    async def _saved(self, flush: Awaitable[None] | None, cancelled_from_outside: bool) -> None:
+        """After a transition: the store's write, if it has one to make (it writes before the
+        stages that have side effects); then a cancellation from outside goes on up."""
+        if flush is not None:
+            await flush
+        if cancelled_from_outside:
+            raise asyncio.CancelledError
+
+    def _answerable(self, exc: BaseException) -> BaseException:
+        """What a stage raised, for the abort edge; any other BaseException than those
+        (:data:`loopwright.calls.ANSWERED`) propagates untouched, the run unregistered and left as
+        it was (like a process that died: a store resumes it from its last checkpoint)."""
+        if isinstance(exc, ANSWERED):
+            return exc
+        self.runner.unregister(self.state.run_id)
+        self._disarm_deadline()
+        raise exc
+
+    def _interrupted(self, stage: str) -> None:
+        """A stage was interrupted (KeyboardInterrupt): the run ends cancelled (failed, if no
+        row out of ``stage`` leads to a terminal), and the caller re-raises the interrupt."""
+        self.ctx.interrupt = None
+        self.state.cancel_requested = True
+        row = self._choose(stage)
+        if row.dest not in self._terminals:
+            row = self._abort(stage, "stage", KeyboardInterrupt())
+        self._take(row)
+
+    def choose(self) -> Row:
+        """The row the table takes out of the current stage, after its work (pure: the
+        machine's guards on the run state). A guard that raises gives the abort row (the run
+        fails, the error named); no row at all fails the run and raises NoTransitionError."""
+        return self._choose(self.state.stage)
+
+    def take(self, row: Row) -> None:
+        """Take ``row``: its budget charged, the stage moved, the transition logged, observers
+        told; a row into a terminal finishes the run, one into a waiting state suspends it."""
+        self._take(row)
+
+    @property
+    def checkpointer(self) -> Any:
+        """The store's checkpointer of this run (None without a store): a custom runner calls
+        ``flush = run.checkpointer(row)`` after each :meth:`take` and awaits ``flush`` when it is
+        not None (the store writes before the stages that have side effects)."""
+        return self._save
+
+    def _choose(self, stage: str) -> Row:
+        try:
+            return self.machine.choose(stage, self.state)
+        except Exception as exc:
+            return self._unchosen(stage, exc)
+
+    def _unchosen(self, stage: str, exc: Exception) -> Row:
+        """The table could not choose out of ``stage``: a guard raised ``exc`` (the abort edge),
+        or no row matched (the run fails, and the NoTransitionError goes on up)."""
+        if isinstance(exc, NoTransitionError):
+            self._take(self._abort(stage, "table", None))
+            raise exc
+        return self._abort(stage, "guard", exc)
+
+    def _abort(self, stage: str, where: str, exc: BaseException | None) -> Row:
+        """The engine's abort edge: the run fails, the error named."""
+        rs = self.state
+        what = "no row matched" if exc is None else f"{type(exc).__name__}: {exc}"
+        culprit = f"stage {stage!r} raised" if where == "stage" else f"a guard out of {stage!r} raised"
+        if where == "table":
+            culprit = f"the table out of {stage!r} failed:"
+        rs.error = ErrorInfo(kind=where, message=f"{culprit} {what}")
+        return abort_row(stage)
+
+    def _take(self, row: Row) -> None:
+        rs, ctx, machine = self.state, self.ctx, self.machine
+        if row.bounded_by is not None:
+            machine.charge(row, rs)
+        rs.stage = row.dest
+        rs.trace.append(row.dest)
+        # the StateEntered event, kept as the row itself (RunContext.record's twin for a
+        # transition, written out: it runs five times a pass; the entry shapes: context.LogEntry)
+        log = ctx.log
+        rs.seq += 1
+        if rs.iteration == log.iteration and rs.active_agent == log.agent:
+            log.entries.append(row)
+        else:
+            log.entries.append((row, rs.iteration, rs.active_agent))
+            log.iteration, log.agent = rs.iteration, rs.active_agent
+        log.stage = row.dest
+        log.times.append(_clock())
+        if ctx.watchers:
+            ctx.tell_latest()
+        if row.records_limit and rs.limit is None:
+            self._record_limit(row)
+        if INSTRUMENTS.transition:
+            INSTRUMENTS.notify(INSTRUMENTS.transition, self, row)
+        observers = self.runner.observers
+        if observers.transition:
+            observers.notify(observers.transition, self, row)
+        own = self._own
+        if own is not None and own.transition:
+            own.notify(own.transition, self, row)
+        if row.dest in self._stops:
+            if row.dest in self._terminals:
+                self._finish(row)
+            else:
+                self._pause()
+
+    def _record_limit(self, row: Row) -> None:
+        rs = self.state
+        budget = self.machine.spent_budget(row, rs)
+        if budget is None:
+            return
+        rs.limit = budget.name
+        used, cap = budget.binding(rs)
+        self.ctx.emit(LimitReached, limit=budget.name, value=float(cap or 0), used=float(used))
+
+    def _pause(self) -> None:
+        """The run entered a waiting state: the features pause it; the runner returns."""
+        rs = self.state
+        self._disarm_deadline()
+        self.runner.unregister(rs.run_id)
+        for hook in self.machine.hooks("pause"):
+            hook(rs, self.ctx)
+        rs.outcome = "suspended"
+        rs.legs = (*rs.legs, self.ctx.log)  # a resume's result carries this leg's events too
+        self._notify_finish()
+
+    def _finish(self, row: Row) -> None:
+        rs, ctx = self.state, self.ctx
+        self._disarm_deadline()
+        self.runner.unregister(rs.run_id)
+        why = f"the run ended in {rs.stage!r}"
+        for hook in self.machine.hooks("finish"):
+            hook(rs, ctx, why)
+        answer_unrun_calls(rs, ctx, why)
+        rs.outcome = row.outcome
+        if rs.outcome in ("final", "salvaged"):
+            rs.output = rs.text
+        elif rs.outcome == "failed" and rs.error is None:
+            rs.error = rs.model_error or ErrorInfo(kind="failed", message=f"the run failed in {row.source!r}")
+        ctx.record(RunFinished, rs.outcome, rs.output, rs.error)
+        nesting.charge(rs)
+        if INSTRUMENTS.finish or self.runner.observers.finish or self._own is not None:
+            self._notify_finish()
+        rs.request = None  # an ended run makes no more requests: its result does not keep the last one
+        if ctx.interrupt is not None:  # a tool was interrupted: the run has ended; on up it goes
+            raise ctx.interrupt
+
+    def _notify_finish(self) -> None:
+        sets = [o for o in (INSTRUMENTS, self.runner.observers, self._own) if o is not None and o.finish]
+        if sets:
+            result = RunResult.of(self.state, self.ctx.log, self.machine)
+            for observers in sets:
+                observers.notify(observers.finish, result)
+
+
+def _watcher(observers: Observers) -> Callable[[Any], None]:
+    def watch(event: Any) -> None:
+        observers.notify(observers.event, event)
+
+    return watch
