@@ -2,7 +2,7 @@
 and the deadline (``timeout_s``) with the cancellations the engine takes back.
 
 :class:`Paced` is the base of :class:`~loopwright.loop.run.Run`: these are its rare paths (the
-quiet case of the probe is written out in ``Run._steps``, which reads :data:`OTHER_LOOP`,
+quiet case of the probe is written out in ``Run.steps``, which reads :data:`OTHER_LOOP`,
 :data:`SLICE_S` and the slots kept here).
 """
 

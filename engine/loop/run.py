@@ -152,11 +152,12 @@ class Run(Paced):
 
     async def run_to_end(self) -> RunResult:
         """Step until a terminal state (or a waiting one); the result."""
-        await self._steps(to_end=True)
-        return self._ended()
+        await self.steps(to_end=True)
+        return self.ended()
 
-    def _ended(self) -> RunResult:
-        """The result once the steps to the end have returned (``Runner.pause``: paused here)."""
+    def ended(self) -> RunResult:
+        """The result once ``steps(to_end=True)`` has returned (``Runner.pause``: paused here).
+        ``Runner.run`` awaits ``steps`` then calls this, without ``run_to_end``'s coroutine."""
         if self.pausing and self.state.stage not in self._stops:
             return self._pause_here()
         return RunResult.of(self.state, self.ctx.log, self.machine)
@@ -178,7 +179,7 @@ class Run(Paced):
         """Do the current stage's work, then take one transition. Returns the row taken
         (None if the run had already ended). If the task running this is cancelled, the run
         still moves to ``cancelled`` (results kept) before ``CancelledError`` propagates."""
-        return await self._steps(to_end=False)
+        return await self.steps(to_end=False)
 
     def _caught(
         self, stage: str, exc: BaseException, task: asyncio.Task[Any] | None
@@ -195,7 +196,7 @@ class Run(Paced):
             raise exc
         return self._answerable(exc), False
 
-    async def _steps(self, to_end: bool) -> Row | None:  # noqa: C901 (the hot path, inlined on purpose: see below)
+    async def steps(self, to_end: bool) -> Row | None:  # noqa: C901 (the hot path, inlined on purpose: see below)
         """Do the current stage's work, then take one transition; with ``to_end``, go on until
         a terminal or waiting state (or ``Runner.pause``) — the first step always runs: a
         resumed run starts in its waiting state, and its first step resumes it. The last row

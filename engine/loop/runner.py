@@ -147,8 +147,8 @@ class Runner:
     async def run(self, input: UserInput, **options: Unpack[RunOptions]) -> RunResult:
         """Run the agent on ``input`` until a terminal (or waiting) state; return the result."""
         run = Run(self, self.new_run(input, **options))
-        await run._steps(to_end=True)  # (Run.run_to_end, without its coroutine: one fewer a run keeps)
-        return run._ended()
+        await run.steps(to_end=True)  # (Run.run_to_end, without its coroutine: one fewer a run keeps)
+        return run.ended()
 
     def run_sync(self, input: UserInput, **options: Unpack[RunOptions]) -> RunResult:
         """``run`` for code without an event loop."""
