@@ -20,6 +20,8 @@ from loopwright.models.claude_facts import CURRENT
 
 from .fake_claude import FakeClaude, message, text
 
+pytestmark = pytest.mark.slow  # fresh interpreters and 200-run loops
+
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = 200
 

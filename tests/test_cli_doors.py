@@ -15,6 +15,8 @@ import pytest
 
 from loopwright.data.events import EVENT_ADAPTER
 
+pytestmark = pytest.mark.slow  # the CLI as subprocesses
+
 ROOT = Path(__file__).resolve().parent.parent
 CONSOLE_SCRIPT = Path(sys.executable).with_name("loopwright")
 ODD = "one\u2028two\u2029three\x85four"

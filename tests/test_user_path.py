@@ -20,6 +20,8 @@ import pytest
 
 from .fake_claude import FakeClaude, message, text, tool_use
 
+pytestmark = pytest.mark.slow  # every script in a fresh interpreter
+
 ROOT = Path(__file__).resolve().parent.parent
 FIRST_LINE = re.compile(r"^(from loopwright(\.[\w.]+)? import |import loopwright)")
 

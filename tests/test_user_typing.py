@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # mypy --strict on user snippets
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SNIPPETS = {
