@@ -58,6 +58,7 @@ _EXPORTS: dict[str, str] = {
     "TextPart": "data.events",
     "ThoughtPart": "data.events",
     "TokenBudgetError": "data.errors",
+    "ContextWindowError": "data.errors",
     "Tool": "runtime.tools",
     "ToolCall": "data.events",
     "ToolError": "data.errors",
@@ -86,6 +87,7 @@ __all__ = [
     "Approve",
     "Budget",
     "ConfigurationError",
+    "ContextWindowError",
     "CredentialRequired",
     "Deny",
     "DocumentPart",
@@ -155,6 +157,7 @@ if TYPE_CHECKING:
     from .data.decisions import approve as approve
     from .data.decisions import deny as deny
     from .data.errors import ConfigurationError as ConfigurationError
+    from .data.errors import ContextWindowError as ContextWindowError
     from .data.errors import CredentialRequired as CredentialRequired
     from .data.errors import InstructionError as InstructionError
     from .data.errors import LoopwrightError as LoopwrightError

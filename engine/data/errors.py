@@ -91,6 +91,17 @@ class TokenBudgetError(ModelError):
         super().__init__(message, retryable=False)
 
 
+class ContextWindowError(TokenBudgetError):
+    """The provider refused a request, or cut a reply, because the model's context window is full
+    ("prompt is too long", ``model_context_window_exceeded``, OpenAI's ``context_length_exceeded``).
+    Adapters raise it so the run takes the token-budget edge (compaction when the agent has it,
+    else salvage, else outcome ``"limit"``) instead of failing with its partial answer lost."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class ToolError(LoopwrightError, RuntimeError):
     """Raise from a tool to send the model a clean error message (no traceback type name)."""
 
