@@ -316,6 +316,48 @@ def test_a_cut_that_left_nothing_usable_is_retried_once_with_a_bigger_budget(fak
     assert result.trace.count("reason") == 1
 
 
+def test_a_cut_and_retried_attempt_is_billed_to_the_step(fake: FakeClaude) -> None:
+    """The API bills a cut reply's output: its usage joins the step's, so ``max_total_tokens``
+    and cost see it (it was dropped: 0 of 1,536 output tokens reported)."""
+    cut = cut_tool_use("cut", "weather", '{"city": "Par')
+    fake.script += [
+        message(cut, stop_reason="max_tokens", usage={"input_tokens": 100, "output_tokens": 512}),
+        message(text("Sunny in Paris."), usage={"input_tokens": 100, "output_tokens": 1024}),
+    ]
+    result = run(agent(fake, instruction=""))
+    assert result.outcome == "final" and len(fake.requests) == 2
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (200, 1536)
+    (responded,) = [e for e in result.events if e.type == "model_responded"]
+    assert responded.response.usage.output_tokens == 1536
+
+
+TOO_LONG = "prompt is too long: 203714 tokens > 200000 maximum"
+
+
+def test_a_prompt_too_long_takes_the_token_budget_edge(fake: FakeClaude) -> None:
+    """The API's 400 "prompt is too long" is a full context window, not a failure: the run takes
+    the token-budget edge (salvage here; it failed before)."""
+    fake.script += [Error(400, "invalid_request_error", TOO_LONG), message(text("From what I have: sunny."))]
+    result = run(agent(fake, instruction=""))
+    assert result.outcome == "salvaged" and result.output == "From what I have: sunny."
+    assert result.trace[-3:] == ["reason", "salvage", "done"]
+    assert result.limit == "max_total_tokens"
+
+
+def test_a_reply_cut_by_a_full_context_window_is_kept_not_continued(fake: FakeClaude) -> None:
+    """``model_context_window_exceeded``: a continuation cannot fit. The run takes the
+    token-budget edge; the salvage call is refused for the same reason, and the partial answer
+    is what the run salvages (it was lost: output None, outcome failed)."""
+    fake.script += [
+        message(text("Paris: sunny, 24 degrees, light"), stop_reason="model_context_window_exceeded"),
+        Error(400, "invalid_request_error", TOO_LONG),
+    ]
+    result = run(agent(fake, instruction=""))
+    assert result.outcome == "salvaged" and result.output == "Paris: sunny, 24 degrees, light"
+    assert len(fake.requests) == 2  # the reply, then the salvage call; no continuation
+    assert "salvage" in result.trace
+
+
 def test_a_cut_inside_thinking_twice_ends_clearly(fake: FakeClaude) -> None:
     unsigned = thinking("Let me think about Paris and", "")  # cut before its signature
     fake.script += [message(unsigned, stop_reason="max_tokens")] * 3 + [message(text("never asked for"))]

@@ -345,6 +345,9 @@ class ErrorInfo(BaseModel):
     retryable: bool = False
     retry_after: float | None = None
     """Seconds the provider asked to wait before a retry (its ``Retry-After``), if it said."""
+    partial: str | None = None
+    """The text a reply had when the model's context window filled up and cut it
+    (:class:`~loopwright.ContextWindowError`): the answer salvage keeps if its call cannot fit."""
 
 
 def kept(response: ModelResponse) -> ModelResponse:

@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anthropic
 
-from ..data.errors import ConfigurationError, ModelError, TokenBudgetError
-from ..data.events import ModelRequest, ModelResponse
+from ..data.errors import ConfigurationError, ContextWindowError, ModelError, TokenBudgetError
+from ..data.events import ModelRequest, ModelResponse, Usage
 from .anthropic_errors import stream_error
 from .anthropic_mapping import (
     add_dynamic,
@@ -257,6 +257,9 @@ class AnthropicModel:
             _check_budget(params, request.tokens_left)
         client = await self.client()
         budget = params["max_tokens"]
+        # the usage of attempts cut before they produced anything usable: billed, so the step
+        # reports it too (max_total_tokens and cost see it)
+        spent: Usage | None = None
         while True:
             response = None
             async for item in self._once(client, params, deltas=deltas):
@@ -265,16 +268,19 @@ class AnthropicModel:
                 else:
                     yield item
             assert response is not None
+            if response.details.get("stop_reason") == "model_context_window_exceeded":
+                # a continuation cannot fit: the token-budget edge, the partial answer kept for salvage
+                raise ContextWindowError(
+                    "the conversation filled the model's context window and the reply was cut "
+                    "(model_context_window_exceeded); shorten the history or give the agent compaction",
+                    partial=response.text or None,
+                )
             if response.stop_reason != "max_tokens" or usable(response):
+                if spent is not None:
+                    response = response.model_copy(update={"usage": spent + response.usage})
                 yield response
                 return
-            if response.details.get("stop_reason") == "model_context_window_exceeded":
-                raise ModelError(
-                    "the conversation fills the model's context window: the reply was cut before it produced "
-                    "anything usable. Shorten the history (fewer or smaller tool results) or use a model with a "
-                    "larger context window",
-                    retryable=False,
-                )
+            spent = response.usage if spent is None else spent + response.usage
             bigger = min(budget * 2, max(self.facts.max_output, budget))
             if bigger <= params["max_tokens"]:
                 raise ModelError(
