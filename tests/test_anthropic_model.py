@@ -18,7 +18,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from loopwright import Agent, AnthropicModel, Limits, Runner, RunResult, tool
+from loopwright import Agent, AnthropicModel, ConfigurationError, Limits, Runner, RunResult, tool
 from loopwright.data.events import ErrorOccurred, TextDelta, ToolAnswered
 from loopwright.models.anthropic_mapping import CONTINUE
 
@@ -356,6 +356,48 @@ def test_a_reply_cut_by_a_full_context_window_is_kept_not_continued(fake: FakeCl
     assert result.outcome == "salvaged" and result.output == "Paris: sunny, 24 degrees, light"
     assert len(fake.requests) == 2  # the reply, then the salvage call; no continuation
     assert "salvage" in result.trace
+
+
+@pytest.mark.parametrize(
+    ("model", "thinking", "says"),
+    [
+        ("claude-sonnet-5-5", {"type": "disabled"}, "cannot turn thinking off"),
+        ("claude-opus-5-5", {"type": "enabled", "budget_tokens": 4000}, "takes no budget_tokens"),
+        ("anthropic.claude-haiku-5-5-v1:0", {"type": "enabled", "budget_tokens": 4000}, "takes no budget_tokens"),
+    ],
+)
+def test_thinking_the_model_refuses_is_refused_when_the_model_is_built(
+    fake: FakeClaude, model: str, thinking: dict[str, Any], says: str
+) -> None:
+    """The API answers these with 400 on every call (the fake does too: first below); they are
+    refused when the model is built, with what to use instead."""
+    client = anthropic.AsyncAnthropic(base_url=fake.base_url, api_key="test-key")
+
+    async def direct() -> None:
+        async with client.messages.stream(
+            model=model, max_tokens=64, thinking=thinking, messages=[{"role": "user", "content": "hi"}]
+        ) as stream:
+            await stream.get_final_message()
+
+    with pytest.raises(anthropic.BadRequestError):
+        asyncio.run(direct())
+    with pytest.raises(ConfigurationError, match=says):
+        AnthropicModel(model, client=client, thinking=thinking)
+    AnthropicModel("claude-sonnet-4-5", client=client, thinking={"type": "enabled", "budget_tokens": 4000})
+
+
+def test_parallel_tool_calls_false_reaches_the_api_in_tool_choice(fake: FakeClaude) -> None:
+    """``disable_parallel_tool_use`` could not be expressed (``tool_choice`` is loopwright's):
+    ``parallel_tool_calls=False`` merges it into the tool_choice loopwright sends."""
+    fake.script += [
+        message(tool_use("t1", "weather", {"city": "Paris"}), stop_reason="tool_use"),
+        message(text("Sunny.")),
+    ]
+    result = run(agent(fake, instruction="", options={"parallel_tool_calls": False}))
+    assert result.outcome == "final"
+    assert fake.requests[0]["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+    with pytest.raises(ConfigurationError, match="parallel_tool_calls must be True or False"):
+        AnthropicModel("claude-sonnet-5-5", parallel_tool_calls="no")  # type: ignore[arg-type]
 
 
 def test_a_cut_inside_thinking_twice_ends_clearly(fake: FakeClaude) -> None:
