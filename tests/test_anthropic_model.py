@@ -17,6 +17,7 @@ from typing import Any
 
 import anthropic
 import pytest
+from pydantic import BaseModel
 
 from loopwright import Agent, AnthropicModel, ConfigurationError, Limits, Runner, RunResult, tool
 from loopwright.data.events import ErrorOccurred, TextDelta, ToolAnswered
@@ -398,6 +399,30 @@ def test_parallel_tool_calls_false_reaches_the_api_in_tool_choice(fake: FakeClau
     assert fake.requests[0]["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
     with pytest.raises(ConfigurationError, match="parallel_tool_calls must be True or False"):
         AnthropicModel("claude-sonnet-5-5", parallel_tool_calls="no")  # type: ignore[arg-type]
+
+
+class Forecast(BaseModel):
+    city: str
+    degrees: int
+
+
+def test_an_output_type_is_sent_as_the_apis_json_schema_format(fake: FakeClaude) -> None:
+    """Native structured output: the request carries ``output_config.format`` (the schema as the
+    SDK's ``transform_schema`` shapes it); a reply that validates ends the run in one step. An id
+    the facts table does not know gets the JSON-text way only."""
+    fake.script += [message(text('{"city": "Paris", "degrees": 24}'))]
+    with pytest.warns(UserWarning, match="does not accept temperature"):
+        claude = agent(fake, instruction="", model="claude-sonnet-5-5")
+    result = run(claude.replace(output_type=Forecast))
+    assert result.outcome == "final" and result.output == Forecast(city="Paris", degrees=24)
+    assert result.trace.count("reason") == 1
+    sent = fake.requests[0]["output_config"]["format"]
+    assert sent["type"] == "json_schema" and sent["schema"]["properties"].keys() == {"city", "degrees"}
+    assert sent["schema"]["additionalProperties"] is False
+    fake.requests.clear()
+    fake.script += [message(text('{"city": "Paris", "degrees": 24}'))]
+    run(agent(fake, instruction="", model="my-proxy-alias").replace(output_type=Forecast))
+    assert "output_config" not in fake.requests[0]
 
 
 def test_a_cut_inside_thinking_twice_ends_clearly(fake: FakeClaude) -> None:

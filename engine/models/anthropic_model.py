@@ -159,6 +159,7 @@ class AnthropicModel:
         self._given_loop: weakref.ReferenceType[asyncio.AbstractEventLoop] | None = None
         self._given_sdk: Client | None = None
         self._own: _Owned = weakref.WeakKeyDictionary()
+        self._formats: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
 
     # ------------------------------------------------------------------ options
 
@@ -370,9 +371,23 @@ class AnthropicModel:
                 if not self.parallel_tool_calls and choice["type"] != "none":
                     choice["disable_parallel_tool_use"] = True  # at most one tool call a reply
                 params["tool_choice"] = choice
+        if request.output_schema is not None and self.facts.structured_outputs:
+            self._output_format(params, request.output_schema)
         if "container" not in params and (container := last_container(request.messages)):
             params["container"] = container
         return params
+
+    def _output_format(self, params: dict[str, Any], schema: dict[str, Any]) -> None:
+        """Constrain the reply to ``schema`` (the agent's ``output_type``): ``output_config.format``,
+        the schema made the way the API takes it by the SDK's own ``transform_schema``."""
+        key = id(schema)
+        found = self._formats.get(key)
+        if found is None or found[0] is not schema:
+            transform = getattr(anthropic, "transform_schema", None)  # (SDK releases before 0.7x lack it)
+            shaped = transform(schema) if transform is not None else schema
+            found = self._formats[key] = (schema, {"type": "json_schema", "schema": shaped})
+        into = params if "output_config" in _SDK_PARAMS else params.setdefault("extra_body", {})
+        into["output_config"] = {**into.get("output_config", {}), "format": found[1]}
 
     def _option_params(self, options: dict[str, Any]) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens}

@@ -20,6 +20,8 @@ Facts (as of anthropic 2.12 / API version 2026-10-21):
   thinks: the API answers 400).
 - ``budget_tokens``: a ``thinking`` config with ``budget_tokens`` is accepted (the 5.x line takes
   adaptive thinking only: 400).
+- ``structured_outputs``: the API constrains a reply to a JSON schema (``output_config.format``):
+  every model of the table (4.5 on); an unknown id gets the JSON-text way only.
 
 Unknown ids (a new model, a proxy's alias) get :data:`UNKNOWN`: a modest output budget, no
 prefill, every option passed through unchanged.
@@ -45,6 +47,7 @@ class ModelFacts:
     known: bool = True
     thinking_off: bool = True
     budget_tokens: bool = True
+    structured_outputs: bool = True
 
 
 _OLD_SAMPLING = SAMPLING
@@ -75,7 +78,7 @@ _TABLE: dict[str, ModelFacts] = {
         max_output=64_000, prefill=True, thinking="enabled", sampling=_OLD_SAMPLING, deprecated="November 30th, 2026"
     ),
 }
-UNKNOWN = ModelFacts(max_output=16_384, sampling=SAMPLING, known=False)
+UNKNOWN = ModelFacts(max_output=16_384, sampling=SAMPLING, known=False, structured_outputs=False)
 """Facts assumed for an id the table does not know: options pass through as given."""
 CURRENT = "claude-sonnet-5-5"
 """The model the README, the CLI and the error messages name."""
