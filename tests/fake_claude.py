@@ -15,6 +15,9 @@ It also holds the API's rules that matter to a client:
 - prefill: a request whose last turn is the assistant's is refused with 400 on models that do
   not take prefill (every model but the 4.5 line, and every model with thinking on), unless the
   reply before was ``pause_turn``, which the API asks to be sent back last;
+- beta fields (``context_management``, ``compaction``, ``mcp_servers``) need the
+  ``anthropic-beta`` header (400 without); the beta route (``/v1/messages?beta=true``) streams
+  compaction blocks as ``compaction_delta`` events and ends with ``context_management``;
 - thinking per model: ``budget_tokens`` on a 5.x model, and thinking ``disabled`` on
   claude-sonnet-5-5, are refused with 400;
 - a non-streamed request with ``max_tokens`` over 21,333 is refused (the API asks to stream);
@@ -204,8 +207,11 @@ class _Handler(BaseHTTPRequestHandler):
         vertex = re.search(r"/publishers/anthropic/models/([^/:]+):(stream)?rawPredict$", self.path, re.IGNORECASE)
         if vertex:  # Google Vertex AI's route: the model is in the path, the stream flag in the body
             body = {**body, "model": vertex.group(1)}
-        elif self.path != "/v1/messages":
+        elif self.path not in ("/v1/messages", "/v1/messages?beta=true"):
             return self._error(404, "not_found_error", f"no route for {self.path}")
+        beta_only = sorted(BETA_ONLY & body.keys())
+        if beta_only and not self.headers.get("anthropic-beta"):
+            return self._error(400, "invalid_request_error", f"{beta_only[0]}: Extra inputs are not permitted")
         refused = refusal(fake, body)
         if refused:
             return self._error(400, "invalid_request_error", refused)
@@ -294,67 +300,78 @@ def sse_events(reply: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
     start = {**reply, "content": [], "stop_reason": None, "usage": {**reply["usage"], "output_tokens": 1}}
     yield "message_start", {"type": "message_start", "message": start}
     for index, block in enumerate(reply["content"]):
-        if block["type"] == "text":
-            yield (
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
-            )
-            for chunk in _chunks(block["text"]):
-                yield (
-                    "content_block_delta",
-                    {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": chunk}},
-                )
-            for citation in block.get("citations") or ():
-                yield (
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "citations_delta", "citation": citation},
-                    },
-                )
-        elif block["type"] in ("tool_use", "server_tool_use"):
-            empty = {"type": block["type"], "id": block["id"], "name": block["name"], "input": {}}
-            yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}
-            for chunk in _chunks(block.get(_PARTIAL, json.dumps(block["input"]))):
-                yield (
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "input_json_delta", "partial_json": chunk},
-                    },
-                )
-        elif block["type"] == "thinking":
-            empty = {"type": "thinking", "thinking": "", "signature": ""}
-            yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}
-            for chunk in _chunks(block["thinking"]):
-                yield (
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "thinking_delta", "thinking": chunk},
-                    },
-                )
-            if block["signature"]:
-                yield (
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "signature_delta", "signature": block["signature"]},
-                    },
-                )
-        else:  # redacted_thinking and others arrive whole
-            yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": block}
+        yield from _block_events(index, block)
         yield "content_block_stop", {"type": "content_block_stop", "index": index}
     delta = {"stop_reason": reply["stop_reason"], "stop_sequence": reply.get("stop_sequence")}
-    yield (
-        "message_delta",
-        {"type": "message_delta", "delta": delta, "usage": {"output_tokens": reply["usage"]["output_tokens"]}},
-    )
+    ending = {"type": "message_delta", "delta": delta, "usage": {"output_tokens": reply["usage"]["output_tokens"]}}
+    if "context_management" in reply:  # the beta API: what context editing cleared
+        ending["context_management"] = reply["context_management"]
+    yield "message_delta", ending
     yield "message_stop", {"type": "message_stop"}
+
+
+def _block_events(index: int, block: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The events of one content block, up to (not with) its content_block_stop."""
+    if block["type"] == "text":
+        yield (
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+        )
+        for chunk in _chunks(block["text"]):
+            yield (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": chunk}},
+            )
+        for citation in block.get("citations") or ():
+            yield (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "citations_delta", "citation": citation},
+                },
+            )
+    elif block["type"] in ("tool_use", "server_tool_use"):
+        empty = {"type": block["type"], "id": block["id"], "name": block["name"], "input": {}}
+        yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}
+        for chunk in _chunks(block.get(_PARTIAL, json.dumps(block["input"]))):
+            yield (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": chunk},
+                },
+            )
+    elif block["type"] == "thinking":
+        empty = {"type": "thinking", "thinking": "", "signature": ""}
+        yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}
+        for chunk in _chunks(block["thinking"]):
+            yield (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "thinking_delta", "thinking": chunk},
+                },
+            )
+        if block["signature"]:
+            yield (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "signature_delta", "signature": block["signature"]},
+                },
+            )
+    elif block["type"] == "compaction":  # the beta stream: the summary comes in a compaction_delta
+        empty = {"type": "compaction", "content": None}
+        yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}
+        delta = {"type": "compaction_delta", "content": block.get("content"),
+                 "encrypted_content": block.get("encrypted_content")}  # fmt: skip
+        yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+    else:  # redacted_thinking and others arrive whole
+        yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": block}
 
 
 def _chunks(value: str, size: int = 7) -> list[str]:
@@ -365,6 +382,8 @@ def _chunks(value: str, size: int = 7) -> list[str]:
 
 _PREFILL_MODELS = re.compile(r"claude-(opus|sonnet|haiku)-4-5")
 NONSTREAMING_MAX_TOKENS = 21_333
+BETA_ONLY = frozenset({"context_management", "compaction", "mcp_servers"})
+"""Request fields the API takes only with a beta (the ``anthropic-beta`` header): 400 without."""
 _FIVE = re.compile(r"claude-[a-z]+-5(-|$|@)")
 
 

@@ -181,10 +181,14 @@ def test_a_deprecated_model_warns_where_users_see_it(monkeypatch: pytest.MonkeyP
     assert f"end of life on {sdk_list[sdk_only]}" in str(seen[1].message)
 
 
-def test_a_retired_model_says_so_and_a_deprecated_base_id_is_recognised_in_every_spelling() -> None:
+def test_a_retired_model_says_so_and_a_deprecated_base_id_is_recognised_in_every_spelling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """claude-mythos-preview's end of life is past: the warning says it is retired (it spoke of
     the date as still to come); claude-opus-4-5's deprecation (the SDK lists its base id) is
     recognised on Vertex and Bedrock spellings too (it was missed)."""
+    # the SDK's list as 2.14 has it (older releases lack the entry)
+    monkeypatch.setitem(anthropic_model._SDK_DEPRECATED, "claude-opus-4-5", "January 22nd, 2027")
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("default")
         AnthropicModel("claude-mythos-preview")

@@ -425,6 +425,49 @@ def test_an_output_type_is_sent_as_the_apis_json_schema_format(fake: FakeClaude)
     assert "output_config" not in fake.requests[0]
 
 
+CLEARED = {
+    "applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_input_tokens": 4200, "cleared_tool_uses": 3}]
+}
+EDITING = {"edits": [{"type": "clear_tool_uses_20250919"}]}
+
+
+def test_beta_options_go_to_the_beta_endpoint_and_compaction_blocks_round_trip(fake: FakeClaude) -> None:
+    """``context_management`` (and the other beta-only options) were refused by the GA endpoint;
+    with them the request goes to the beta one, a streamed compaction block keeps its summary
+    (the GA stream dropped its ``compaction_delta``) and goes back verbatim, and what context
+    editing cleared is reported on the reply (``details["context_management"]``)."""
+    summary = {"type": "compaction", "content": "Earlier: Paris asked twice.", "encrypted_content": "enc-1"}
+    fake.script += [
+        {
+            **message(summary, text("Sunny."), usage={"input_tokens": 10, "output_tokens": 5}),
+            "context_management": CLEARED,
+        },
+        message(text("Still sunny.")),
+    ]
+    claude = agent(
+        fake, instruction="", options={"context_management": EDITING, "betas": ["context-management-2025-06-27"]}
+    )
+    result, more = asyncio.run(_twice(claude))
+    assert result.outcome == "final" and result.output == "Sunny."
+    assert fake.headers[0]["anthropic-beta"] == "context-management-2025-06-27"
+    assert fake.requests[0]["context_management"] == EDITING
+    (responded,) = [e for e in result.events if e.type == "model_responded"]
+    assert responded.response.details["context_management"] == CLEARED
+    (kept,) = [p for p in responded.response.parts if getattr(p, "kind", None) == "compaction"]
+    assert kept.block["content"] == "Earlier: Paris asked twice." and kept.block["encrypted_content"] == "enc-1"
+    assert more.output == "Still sunny."
+    assert fake.requests[1]["messages"][1]["content"][0] == summary  # verbatim (0.98's stream drops encrypted_content)
+
+
+async def _twice(claude: Agent) -> tuple[RunResult, RunResult]:
+    """A run, then the conversation going on from it (one event loop: the test's client is bound to it)."""
+    try:
+        first = await Runner(claude).run("Weather in Paris?", state={"day": "Monday"})
+        return first, await Runner(claude).run("And tomorrow?", after=first, state={"day": "Monday"})
+    finally:
+        await _client(claude).close()
+
+
 def test_a_cut_inside_thinking_twice_ends_clearly(fake: FakeClaude) -> None:
     unsigned = thinking("Let me think about Paris and", "")  # cut before its signature
     fake.script += [message(unsigned, stop_reason="max_tokens")] * 3 + [message(text("never asked for"))]

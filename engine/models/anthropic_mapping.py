@@ -334,6 +334,9 @@ def _details(message: Any, citations: list[Any]) -> dict[str, Any]:
         details["server_tool_use"] = _plain(server)
     if citations:
         details["citations"] = citations
+    edits = getattr(message, "context_management", None)  # the beta API: what context editing cleared
+    if edits is not None:
+        details["context_management"] = _plain(edits)
     return details
 
 

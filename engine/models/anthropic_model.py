@@ -20,6 +20,11 @@ one client is made per event loop and closed when that loop shuts down (``asynci
 the first event loop that uses it; using it from another loop (a second ``run_sync``) is a clear,
 non-retryable error. Bedrock and Vertex clients are accepted.
 
+Beta features: an option only the beta endpoint takes (``context_management``, server-side
+``compaction``, ``mcp_servers``...) sends the request to ``client.beta.messages`` (its ``betas``
+as the argument); its compaction blocks are kept whole and sent back, and what context editing
+cleared is on the reply (``details["context_management"]``, in the ``model_responded`` event).
+
 Retries: one budget. The SDK's own retries are off (``max_retries=0``, for given clients too) and
 a failed call takes the engine's bounded retry edge, which waits at least the ``Retry-After`` the
 API sent. Errors: see :mod:`.anthropic_errors`.
@@ -70,9 +75,16 @@ _MISSING_KEY = (
 )
 _SDK_PARAMS = frozenset(inspect.signature(anthropic.resources.messages.AsyncMessages.create).parameters) - {"self"}
 """The arguments this SDK release's ``messages.create`` names."""
+_BETA_ONLY = (
+    frozenset(inspect.signature(anthropic.resources.beta.messages.AsyncMessages.create).parameters)
+    - _SDK_PARAMS
+    - {"self", "betas"}
+)
+"""Arguments only the beta endpoint takes (``context_management``, ``compaction``, ``mcp_servers``...):
+a request with one goes to ``client.beta.messages``."""
 _OWNED = frozenset({"model", "messages", "system", "stream", "tool_choice"})
 """Arguments loopwright sets itself from the agent and the request."""
-_OPTIONS = (_SDK_PARAMS | SAMPLING | {"betas", "tools", "max_tokens"}) - _OWNED
+_OPTIONS = (_SDK_PARAMS | _BETA_ONLY | SAMPLING | {"betas", "tools", "max_tokens"}) - _OWNED
 """Names ``request_options`` and an agent's ``model_settings`` may use."""
 _CLIENT_TYPES = (anthropic.AsyncAnthropic, anthropic.AsyncAnthropicBedrock, anthropic.AsyncAnthropicVertex)
 _SDK_DEPRECATED: dict[str, str] = dict(getattr(anthropic.resources.messages.messages, "DEPRECATED_MODELS", {}))
@@ -281,13 +293,18 @@ class AnthropicModel:
         if request.tokens_left is not None:
             _check_budget(params, request.tokens_left)
         client = await self.client()
+        beta = not _BETA_ONLY.isdisjoint(params)
+        if beta and "extra_headers" in params:  # the beta endpoint takes its betas as an argument
+            headers = dict(params["extra_headers"])
+            names = headers.pop("anthropic-beta", "")
+            params = {**params, "extra_headers": headers, "betas": [n for n in names.split(",") if n]}
         budget = params["max_tokens"]
         # the usage of attempts cut before they produced anything usable: billed, so the step
         # reports it too (max_total_tokens and cost see it)
         spent: Usage | None = None
         while True:
             response = None
-            async for item in self._once(client, params, deltas=deltas):
+            async for item in self._once(client, params, deltas=deltas, beta=beta):
                 if isinstance(item, ModelResponse):
                     response = item
                 else:
@@ -317,11 +334,15 @@ class AnthropicModel:
             params = {**params, "max_tokens": bigger}
 
     async def _once(
-        self, client: Client, params: dict[str, Any], *, deltas: bool
+        self, client: Client, params: dict[str, Any], *, deltas: bool, beta: bool = False
     ) -> AsyncIterator[StreamDelta | ModelResponse]:
+        messages: Any = client.beta.messages if beta else client.messages
+        sealed: dict[int, str] = {}  # compaction blocks' encrypted content, by block index
         try:
-            async with client.messages.stream(**params) as stream:
+            async with messages.stream(**params) as stream:
                 async for event in stream:
+                    if beta:
+                        _keep_sealed(event, sealed)
                     if not deltas:
                         continue
                     if event.type == "text" and event.text:
@@ -329,6 +350,7 @@ class AnthropicModel:
                     elif event.type == "thinking" and event.thinking:
                         yield StreamDelta(event.thinking, thought=True)
                 message = await stream.get_final_message()
+            _reseal(message, sealed)
         except (ModelError, GeneratorExit, asyncio.CancelledError):
             raise
         except Exception as exc:
@@ -395,7 +417,7 @@ class AnthropicModel:
         for key, value in options.items():
             if key not in ("betas", "tools"):
                 # options this SDK release does not name (temperature in 2.x) still reach the API
-                (params if key in _SDK_PARAMS else extra)[key] = value
+                (params if key in _SDK_PARAMS or key in _BETA_ONLY else extra)[key] = value
         if extra:
             params["extra_body"] = {**params.get("extra_body", {}), **extra}
         betas = options.get("betas", self.betas)
@@ -430,6 +452,23 @@ async def _close_with_loop(
             del entries[loop]
         with contextlib.suppress(Exception):
             await client.close()
+
+
+def _keep_sealed(event: Any, sealed: dict[int, str]) -> None:
+    """Note a compaction block's encrypted content as it streams (see :func:`_reseal`)."""
+    if event.type == "content_block_delta" and event.delta.type == "compaction_delta":
+        encrypted = getattr(event.delta, "encrypted_content", None)
+        if encrypted:
+            sealed[event.index] = encrypted
+
+
+def _reseal(message: Any, sealed: dict[int, str]) -> None:
+    """Put back the encrypted content of compaction blocks that the SDK's stream accumulator
+    dropped (releases before 2.x keep only the summary): it must go back to the API verbatim."""
+    for index, encrypted in sealed.items():
+        block = message.content[index]
+        if getattr(block, "encrypted_content", None) is None:
+            block.encrypted_content = encrypted
 
 
 def _check_budget(params: dict[str, Any], left: int) -> None:
