@@ -58,6 +58,15 @@ def pid() -> int:
 
 
 @server.tool()
+async def nap(seconds: float) -> str:
+    """Sleeps, then says so."""
+    import anyio
+
+    await anyio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@server.tool()
 def die() -> str:
     """Kills the server process in the middle of the call."""
     os.kill(os.getpid(), signal.SIGKILL)
