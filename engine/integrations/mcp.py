@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import re
 import shlex
 import tempfile
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -39,6 +40,7 @@ ToolFilter = Collection[str] | Callable[[ToolSpec], bool]
 function of each tool's spec (its server name, description and schema) returning True to keep it."""
 
 _TAIL_CHARS = 400
+_SESSION_GONE = re.compile(r"^session (not found|terminated)", re.IGNORECASE)
 _LIST_PAGES = 100
 
 
@@ -127,6 +129,8 @@ class McpToolset:
         self._refreshing: set[asyncio.Task[Any]] = set()
         self.connections = 0
         """How many times this toolset has connected (reconnections included)."""
+        self._who = where if name in where else f"{where} ({name!r})"
+        self._cannot = "could not start"
 
     # ------------------------------------------------------------------ making one
 
@@ -204,7 +208,7 @@ class McpToolset:
             )
             return await stack.enter_async_context(streamable_http_client(url, http_client=client))
 
-        return cls(
+        made = cls(
             connect,
             name=name or url,
             where=f"at {url}",
@@ -215,6 +219,8 @@ class McpToolset:
             max_reconnects=max_reconnects,
             start_timeout_s=start_timeout_s,
         )
+        made._cannot = "could not be reached"
+        return made
 
     # ------------------------------------------------------------------ the Toolset protocol
 
@@ -290,7 +296,7 @@ class McpToolset:
                     await self._drop(conn)
             if self.connections and self._failures >= self.max_reconnects:
                 raise ToolsetError(
-                    f"MCP server {self.where} ({self.name!r}) could not be reached {self._failures} times in a row; "
+                    f"MCP server {self._who} could not be reached {self._failures} times in a row; "
                     "loopwright stopped trying (close and open the toolset to try again)"
                 )
             try:
@@ -358,7 +364,7 @@ class McpToolset:
             what = f"it did not answer the handshake within {self.start_timeout_s:g} s"
         tail = _tail(conn.errlog)
         said = f"; its stderr ends: {tail}" if tail else ""
-        return f"MCP server {self.where} ({self.name!r}) could not start: {what}{said}"
+        return f"MCP server {self._who} {self._cannot}: {what}{said}"
 
     async def _on_message(self, message: Any) -> None:
         """The server's notifications: a changed tool list is listed again (in the background;
@@ -428,7 +434,16 @@ class McpToolset:
 
         session = await self._live()
         try:
-            answer = await session.call_tool(tool, arguments)
+            try:
+                answer = await session.call_tool(tool, arguments)
+            except MCPError as exc:
+                if not _SESSION_GONE.search(exc.error.message or ""):
+                    raise
+                # the server does not know this session (it restarted): the call did not run there;
+                # a new session, and the call once more (the spec's way back)
+                self._lost()
+                session = await self._live()
+                answer = await session.call_tool(tool, arguments)
         except MCPError as exc:
             if exc.error.code != CONNECTION_CLOSED:
                 raise McpToolError(f"the MCP server answered with an error: {exc.error.message}") from None
