@@ -50,31 +50,31 @@ async def measure(k: int, repeats: int) -> dict[str, Any]:
     params = StdioServerParameters(command=sys.executable, args=[SERVER])
     ours: list[float] = []
     bare: list[float] = []
-    with open("/dev/null", "w") as quiet:
-        async with stdio_client(params, errlog=quiet) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            await session.list_tools()  # (as a toolset does: the session checks answers against the listed schemas)
-            async with Runner(Agent(name="bench", model=ScriptedModel(["warm"]), tools=[toolset])) as warm:
-                await warm.run("warm up")
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        await session.list_tools()  # (as a toolset does: the session checks answers against the listed schemas)
+        async with Runner(Agent(name="bench", model=ScriptedModel(["warm"]), tools=[toolset])) as warm:
+            await warm.run("warm up")
 
-                async def loopwright_run() -> float:
-                    runner = Runner(Agent(name="bench", model=ScriptedModel(script), tools=[toolset], limits=limits))
+            async def loopwright_run() -> float:
+                agent = Agent(name="bench", model=ScriptedModel(script), tools=[toolset], limits=limits)
+                async with Runner(agent) as runner:  # (the toolset is open already: `warm` holds it)
                     began = _perf()
                     result = await runner.run("add them")
                     took = _perf() - began
-                    if result.outcome != "final":
-                        raise RuntimeError(f"the run ended {result.outcome}: {result.error}")
-                    return took
+                if result.outcome != "final":
+                    raise RuntimeError(f"the run ended {result.outcome}: {result.error}")
+                return took
 
-                await bare_loop(session, k)
-                await loopwright_run()
-                for i in range(repeats):
-                    if i % 2:
-                        bare.append(await bare_loop(session, k))
-                        ours.append(await loopwright_run())
-                    else:
-                        ours.append(await loopwright_run())
-                        bare.append(await bare_loop(session, k))
+            await bare_loop(session, k)
+            await loopwright_run()
+            for i in range(repeats):
+                if i % 2:
+                    bare.append(await bare_loop(session, k))
+                    ours.append(await loopwright_run())
+                else:
+                    ours.append(await loopwright_run())
+                    bare.append(await bare_loop(session, k))
     paired = statistics.median(o / b for o, b in zip(ours, bare, strict=True))
     return {
         "k": k,
