@@ -350,6 +350,8 @@ class McpToolset:
                 raise
         finally:
             conn.session, conn.broken = None, True
+            if ready.done() and not ready.cancelled() and ready.exception() is None:
+                _close(conn.errlog)  # (a connection that failed to start: _connect reads it first)
 
     async def _drop(self, conn: _Connection) -> None:
         conn.closing.set()
