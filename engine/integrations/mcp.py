@@ -30,24 +30,19 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import IO, Any
 
-from ..data.errors import ConfigurationError, LoopwrightError
+from ..data.errors import ConfigurationError
 from ..data.events import ToolSpec
 from ..runtime.tools import Tool
 from ..runtime.toolsets import SchemaTool, ToolsetError, tool_name
+from . import mcp_parts as parts
+from .mcp_parts import McpToolError
 
 ToolFilter = Collection[str] | Callable[[ToolSpec], bool]
 """Which of the server's tools the agent gets: their names (as the server gives them), or a
 function of each tool's spec (its server name, description and schema) returning True to keep it."""
 
-_TAIL_CHARS = 400
 _SESSION_GONE = re.compile(r"^session (not found|terminated)", re.IGNORECASE)
 _LIST_PAGES = 100
-
-
-class McpToolError(LoopwrightError, RuntimeError):
-    """An MCP tool answered with ``isError``: the call's result is an error the model reads."""
-
-    __module__ = "loopwright.integrations.mcp"
 
 
 def _require_mcp() -> None:
@@ -169,7 +164,7 @@ class McpToolset:
 
         return cls(
             connect,
-            name=name or _stdio_name(argv),
+            name=name or parts.stdio_name(argv),
             where=f"`{shlex.join(argv)}`",
             tool_filter=tool_filter,
             prefix=prefix,
@@ -320,7 +315,7 @@ class McpToolset:
         except Exception as exc:
             await asyncio.gather(conn.task, return_exceptions=True)
             said = self._cannot_start(exc, conn)
-            _close(conn.errlog)
+            parts.close_log(conn.errlog)
             raise ToolsetError(said) from None
         self.connections += 1
         return conn
@@ -345,26 +340,26 @@ class McpToolset:
                 if isinstance(exc, asyncio.CancelledError):
                     ready.cancel()
                 else:
-                    ready.set_exception(_leaf(exc) if isinstance(exc, Exception) else RuntimeError(repr(exc)))
+                    ready.set_exception(parts.leaf(exc) if isinstance(exc, Exception) else RuntimeError(repr(exc)))
             if not isinstance(exc, Exception):
                 raise
         finally:
             conn.session, conn.broken = None, True
             if ready.done() and not ready.cancelled() and ready.exception() is None:
-                _close(conn.errlog)  # (a connection that failed to start: _connect reads it first)
+                parts.close_log(conn.errlog)  # (a connection that failed to start: _connect reads it first)
 
     async def _drop(self, conn: _Connection) -> None:
         conn.closing.set()
         conn.broken = True
         if conn.task is not None and not conn.task.done():
             await asyncio.gather(conn.task, return_exceptions=True)
-        _close(conn.errlog)
+        parts.close_log(conn.errlog)
 
     def _cannot_start(self, exc: BaseException, conn: _Connection) -> str:
         what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if isinstance(exc, TimeoutError):
             what = f"it did not answer the handshake within {self.start_timeout_s:g} s"
-        tail = _tail(conn.errlog)
+        tail = parts.tail(conn.errlog)
         said = f"; its stderr ends: {tail}" if tail else ""
         return f"MCP server {self._who} {self._cannot}: {what}{said}"
 
@@ -391,7 +386,7 @@ class McpToolset:
         listed: list[Any] = []
         cursor = None
         for _ in range(_LIST_PAGES):
-            page = await session.list_tools(params=_page(cursor))
+            page = await session.list_tools(params=parts.page(cursor))
             listed += page.tools
             cursor = page.next_cursor
             if not cursor:
@@ -463,7 +458,7 @@ class McpToolset:
         await asyncio.sleep(0)  # (a list-changed notice sent before the answer is handled by now)
         if self._refreshing:  # the call changed the tool list: the next request offers the new one
             await asyncio.gather(*self._refreshing, return_exceptions=True)
-        return _content(answer)
+        return parts.content(answer)
 
     def _lost(self) -> None:
         conn = self._conn
@@ -472,94 +467,6 @@ class McpToolset:
 
     def __repr__(self) -> str:
         return f"McpToolset({self.name!r}, {self.where})"
-
-
-def _page(cursor: str | None) -> Any:
-    if cursor is None:
-        return None
-    from mcp_types import PaginatedRequestParams
-
-    return PaginatedRequestParams(cursor=cursor)
-
-
-_RUNNERS = ("python", "node", "uv", "uvx", "npx", "deno", "bun", "java", "ruby")
-
-
-def _stdio_name(argv: list[str]) -> str:
-    """A short name for a stdio server: its program, or the script a runner (python, node,
-    npx, ...) is given, without folders."""
-    base = [part.replace("\\", "/").rsplit("/", 1)[-1] for part in argv]
-    if base[0].startswith(_RUNNERS):
-        for part in base[1:]:
-            if not part.startswith("-"):
-                return part
-    return base[0]
-
-
-def _leaf(exc: Exception) -> Exception:
-    """The first exception inside (nested) exception groups: the one worth naming."""
-    while isinstance(exc, ExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _close(errlog: IO[str] | None) -> None:
-    if errlog is not None:
-        errlog.close()
-
-
-def _tail(errlog: IO[str] | None) -> str:
-    """The last lines of a server's stderr, on one line."""
-    if errlog is None or errlog.closed:
-        return ""
-    try:
-        errlog.flush()
-        errlog.seek(0)
-        text = errlog.read()[-4 * _TAIL_CHARS :]
-    except (OSError, ValueError):
-        return ""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return " | ".join(lines[-3:])[-_TAIL_CHARS:]
-
-
-def _content(answer: Any) -> Any:
-    """A tool's answer as loopwright content: its structured content (with any images after
-    it), else its text and images (one text alone as a str); ``isError`` raises McpToolError."""
-    parts = [_part(block) for block in answer.content]
-    if answer.is_error:
-        said = " ".join(p for p in parts if isinstance(p, str)) or "no message"
-        raise McpToolError(said)
-    media = [p for p in parts if isinstance(p, dict) and p.get("type") in ("image", "document")]
-    structured = answer.structured_content
-    if structured is not None:
-        return [structured, *media] if media else structured
-    if len(parts) == 1:
-        return parts[0]
-    return parts
-
-
-def _part(block: Any) -> Any:
-    kind = getattr(block, "type", None)
-    if kind == "text":
-        return block.text
-    if kind == "image":
-        return {"type": "image", "media_type": block.mime_type, "data": block.data}
-    if kind == "resource":
-        found = block.resource
-        text = getattr(found, "text", None)
-        if text is not None:
-            return text
-        mime = getattr(found, "mime_type", None) or ""
-        if mime.startswith("image/"):
-            return {"type": "image", "media_type": mime, "data": found.blob}
-        if mime == "application/pdf":
-            return {"type": "document", "media_type": mime, "data": found.blob}
-        return f"[a {mime or 'binary'} resource: {found.uri}]"
-    if kind == "resource_link":
-        return f"[resource {block.name}: {block.uri}]"
-    if kind == "audio":
-        return f"[audio ({block.mime_type}) that loopwright does not pass to the model]"
-    return str(block)
 
 
 __all__ = ["McpToolError", "McpToolset", "ToolFilter"]
