@@ -79,6 +79,13 @@ def tool_name(name: str, prefix: str = "") -> str:
     return safe[:64]
 
 
+async def _template() -> None:
+    """A tool with every option at its default."""
+
+
+_DEFAULTS = Tool(_template)
+
+
 class SchemaTool(Tool):
     """A tool described by a JSON schema (sent to the model as it is) and run by an async
     function of the arguments. Arguments are checked only for shape (an object holding the
@@ -99,6 +106,8 @@ class SchemaTool(Tool):
     ) -> None:
         if timeout_s is not None and timeout_s <= 0:
             raise ConfigurationError(f"tool {name!r}: timeout_s must be positive, got {timeout_s}")
+        for slot in Tool.__slots__:  # every field a Tool has, at its default (then those set here)
+            setattr(self, slot, getattr(_DEFAULTS, slot))
         self.fn = call
         self.name = name
         self.description = description or f"the tool {name} of {source}"
