@@ -2,14 +2,17 @@
 
 A K=10 loop: a scripted model asks K times for one call of the MCP tool ``add`` (a server run
 over stdio, tests/mcp_servers/calc_server.py), then answers with text; beside it, the same K
-calls made with the SDK's own ``ClientSession`` on a connection of its own, in the same process
-and event loop. Both connections are opened once, before the timing (as a runner's toolsets are
-for its runs); the two loops alternate run after run (the order alternating). Median and best
+calls made with the SDK's own ``ClientSession``, called bare, in the same process and event loop,
+to the same server process (the session the toolset holds: on a busy machine a second server
+process is scheduled apart and its figures wander; ``--own-server`` gives the bare session a
+connection and a server of its own). Connections are opened once, before the timing (as a
+runner's toolsets are for its runs); the two loops alternate run after run (the order alternating). Median and best
 milliseconds of --repeats runs each, the ratio of the medians and the median of the paired ratios.
 Target (issue 27): loopwright <= 1.2x the bare session's wall time.
 
 Usage:  python bench/bench_mcp.py                    (30 runs of each)
         python bench/bench_mcp.py --repeats 100 --k 10 --json mcp.json
+        python bench/bench_mcp.py --own-server
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ async def bare_loop(session: Any, k: int) -> float:
     return _perf() - began
 
 
-async def measure(k: int, repeats: int) -> dict[str, Any]:
+async def measure(k: int, repeats: int, own_server: bool = False) -> dict[str, Any]:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -50,11 +53,14 @@ async def measure(k: int, repeats: int) -> dict[str, Any]:
     params = StdioServerParameters(command=sys.executable, args=[SERVER])
     ours: list[float] = []
     bare: list[float] = []
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        await session.list_tools()  # (as a toolset does: the session checks answers against the listed schemas)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as own:
+        await own.initialize()
+        await own.list_tools()  # (as a toolset does: the session checks answers against the listed schemas)
         async with Runner(Agent(name="bench", model=ScriptedModel(["warm"]), tools=[toolset])) as warm:
             await warm.run("warm up")
+            # the same server process for both (a second one is scheduled apart on a busy machine):
+            # the SDK's ClientSession the toolset holds, called bare; --own-server: one of its own
+            session = own if own_server else toolset._conn.session  # type: ignore[union-attr]
 
             async def loopwright_run() -> float:
                 agent = Agent(name="bench", model=ScriptedModel(script), tools=[toolset], limits=limits)
@@ -91,8 +97,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--own-server", action="store_true", help="the bare session on a server process of its own")
     args = parser.parse_args()
-    found = asyncio.run(measure(args.k, args.repeats))
+    found = asyncio.run(measure(args.k, args.repeats, args.own_server))
     ours, bare = found["loopwright_ms"], found["bare_ms"]
     print(f"python {sys.version.split()[0]}; K={found['k']}, {found['repeats']} runs of each, interleaved")
     print(f"  bare ClientSession  {bare['median']:7.2f} ms median ({bare['best']:.2f} best)")
