@@ -45,9 +45,9 @@ def features_for(agent: Agent) -> tuple[Extension, ...]:
     wanted: list[Extension] = []
     if any(a.sub_agents for a in tree):
         wanted.append(MULTI_AGENT)
-    if any(t.can_wait for a in tree for t in a.tools.values()):
+    if any(t.can_wait for a in tree for t in a.tools.values()) or any(ts.can_wait for a in tree for ts in a.toolsets):
         wanted.append(WAITING)
-    if agent.limits.max_repeated_calls is not None and any(a.tools for a in tree):
+    if agent.limits.max_repeated_calls is not None and any(a.tools or a.toolsets for a in tree):
         wanted.append(LOOP_DETECTION)
     if any(a.output_type is not None for a in tree):
         wanted.append(STRUCTURED_OUTPUT)

@@ -77,6 +77,8 @@ class Runner:
         self.store = store
         """Where runs are checkpointed (``SQLiteStore``, ``PostgresStore``; see :mod:`loopwright.stores`)."""
         self._durable: Any = None
+        self._toolsets = tuple(dict.fromkeys(ts for a in self.tree for ts in a.toolsets))
+        self._opened: list[Any] = []  # the toolsets this runner opened (it closes them: aclose)
         if store is not None:
             from ..durable.checkpoint import Durable
 
@@ -142,10 +144,14 @@ class Runner:
     ) -> Run:
         """Begin a run to drive by hand: ``await run.step()`` takes one transition.
         ``sink`` also receives every event as it is emitted."""
+        if self._toolsets and any(ts.version < 0 for ts in self._toolsets):
+            raise ConfigurationError("this agent has toolsets: `await runner.open_toolsets()` before runner.start()")
         return Run(self, self.new_run(input, **options), sink=sink)
 
     async def run(self, input: UserInput, **options: Unpack[RunOptions]) -> RunResult:
         """Run the agent on ``input`` until a terminal (or waiting) state; return the result."""
+        if self._toolsets:
+            await self.open_toolsets()
         run = Run(self, self.new_run(input, **options))
         await run.steps(to_end=True)  # (Run.run_to_end, without its coroutine: one fewer a run keeps)
         return run.ended()
@@ -155,14 +161,46 @@ class Runner:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return _sync(self.run(input, **options))
+            return _sync(self.run(input, **options), self)
         raise ConfigurationError("run_sync() cannot be called inside a running event loop; use `await runner.run(...)`")
 
     def stream(self, input: UserInput, **options: Unpack[RunOptions]) -> RunStream:
         """Events as they happen: ``async for event in runner.stream(text)``. Text deltas
         arrive as ``text_delta`` events from models that stream. ``.result`` holds the
         RunResult once the stream is exhausted. Leaving the loop early cancels the run."""
-        return RunStream(self, self.new_run(input, **options))
+        stream = RunStream(self, self.new_run(input, **options))
+        if self._toolsets:
+            stream.before = self.open_toolsets
+        return stream
+
+    # ------------------------------------------------------------------ toolsets (loopwright.runtime.toolsets)
+
+    async def open_toolsets(self) -> None:
+        """Open this runner's toolsets (once: they stay open for its later runs) and list their
+        tools (cached, listed again after a list-changed signal). ``run``, ``stream`` and
+        ``resume`` call this; ``start`` needs it called first. A toolset that cannot open raises
+        :class:`~loopwright.runtime.toolsets.ToolsetError` naming its server."""
+        for ts in self._toolsets:
+            if ts not in self._opened:
+                await ts.open()
+                self._opened.append(ts)
+            await ts.list_tools()
+        for agent in self.tree:
+            if agent.toolsets:
+                agent.tools.check()  # type: ignore[attr-defined]
+
+    async def aclose(self) -> None:
+        """Close the toolsets this runner opened (``async with Runner(...) as runner:`` does)."""
+        opened, self._opened = self._opened, []
+        for ts in reversed(opened):
+            await ts.close()
+
+    async def __aenter__(self) -> Runner:
+        await self.open_toolsets()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     # ------------------------------------------------------------------ the stepping protocol
     # Runners of another kind (the durable resume, the DBOS workflow, workflow agents, a server)
@@ -249,6 +287,8 @@ class Runner:
         ``target`` may also be a run id: a run stopped by :meth:`pause` in this process resumes
         where it stopped (it takes no decisions); with a store, a suspended run, or one whose
         worker crashed, continues from its last checkpoint (:mod:`loopwright.stores`)."""
+        if self._toolsets:  # a resumed run lists the tools again
+            await self.open_toolsets()
         if isinstance(target, str) and target not in self._paused:
             if self._durable is None:
                 raise ResumeError(
@@ -364,7 +404,7 @@ class Runner:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return _sync(self.resume(target, decisions, cancel=cancel))
+            return _sync(self.resume(target, decisions, cancel=cancel), self)
         raise ConfigurationError(
             "resume_sync() cannot be called inside a running event loop; use `await runner.resume(...)`"
         )
@@ -400,13 +440,18 @@ class Runner:
         return list(self._active)
 
 
-def _sync(work: Coroutine[Any, Any, RunResult]) -> RunResult:
+def _sync(work: Coroutine[Any, Any, RunResult], runner: Runner) -> RunResult:
     """``asyncio.run(work)``, the result kept out of the task (asyncio formats the main task
-    when it restores the SIGINT handler: a large result would be rendered for nothing)."""
+    when it restores the SIGINT handler: a large result would be rendered for nothing). The
+    toolsets opened on that event loop are closed before it ends."""
     kept: list[RunResult] = []
 
     async def main() -> None:
-        kept.append(await work)
+        try:
+            kept.append(await work)
+        finally:
+            if runner._opened:
+                await runner.aclose()
 
     asyncio.run(main())
     return kept[0]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from ..data.result import RunResult
@@ -24,6 +24,8 @@ class RunStream:
         self.run_id = rs.run_id
         self._task: asyncio.Task[RunResult] | None = None
         self._result: RunResult | None = None
+        self.before: Callable[[], Awaitable[None]] | None = None
+        """Awaited before the run starts (the runner's toolsets are opened and listed)."""
 
     @property
     def result(self) -> RunResult:
@@ -38,6 +40,8 @@ class RunStream:
         if self._task is not None:
             raise RuntimeError("a RunStream can be iterated once")
         queue = self._queue
+        if self.before is not None:
+            await self.before()
         task = self._task = asyncio.create_task(self.run.run_to_end())
         task.add_done_callback(lambda _t: queue.put_nowait(_FINISHED))
         try:

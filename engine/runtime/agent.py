@@ -26,10 +26,11 @@ from typing import Any, Literal, TypeAlias
 from pydantic import BaseModel
 
 from ..data.errors import ConfigurationError
-from ..data.events import Instruction, ModelRequest, ModelResponse, ToolCall, ToolResult, ToolSpec
+from ..data.events import Instruction, ModelRequest, ModelResponse, ToolCall, ToolResult
 from ..data.limits import Limits
 from ..models.base import Model
 from .tools import Tool, as_tool
+from .toolsets import LiveSpecs, LiveTools, Toolset, is_toolset
 
 RunContext: TypeAlias = Any
 """The run context (``loopwright.RunContext``, a higher layer: this module does not import it)."""
@@ -115,7 +116,9 @@ class Agent:
     planner: Any
     observer: Any
     compaction: Any
-    tool_specs: tuple[ToolSpec, ...]
+    toolsets: tuple[Toolset, ...]
+    """The toolsets among ``tools`` (their tools are in ``tools`` once listed: :mod:`.toolsets`)."""
+    tool_specs = LiveSpecs()  # an agent without toolsets holds its own tuple (set in __init__)
     instruction_is_dynamic: bool
     static_instructions: tuple[Instruction, ...]
 
@@ -127,7 +130,7 @@ class Agent:
         instruction: str | InstructionProvider = "",
         static_instruction: str | None = None,
         description: str = "",
-        tools: Sequence[Tool | Callable[..., Any]] = (),
+        tools: Sequence[Tool | Callable[..., Any] | Toolset] = (),
         limits: Limits | None = None,
         model_settings: Mapping[str, Any] | None = None,
         before_model: BeforeModel | None = None,
@@ -158,7 +161,8 @@ class Agent:
             "output_type": output_type, "planner": planner, "observer": observer,
             "compaction": compaction,
         })  # fmt: skip
-        tool_map = _tool_map(name, tools)
+        toolsets = tuple(t for t in tools if is_toolset(t))
+        tool_map = _tool_map(name, [t for t in tools if not is_toolset(t)] if toolsets else tools)
         subs = tuple(sub_agents)
         for sub in subs:
             if not isinstance(sub, Agent):
@@ -171,7 +175,8 @@ class Agent:
             static.append(Instruction(text=instruction, cache=True))
         for key, value in {
             "name": name, "model": model, "instruction": instruction, "static_instruction": static_instruction,
-            "description": description, "tools": MappingProxyType(tool_map), "limits": limits or Limits(),
+            "description": description, "limits": limits or Limits(), "toolsets": toolsets,
+            "tools": LiveTools(name, tool_map, toolsets) if toolsets else MappingProxyType(tool_map),
             "own_limits": limits, "model_settings": dict(model_settings or {}), "before_model": before_model,
             "after_model": after_model, "before_tool": before_tool, "after_tool": after_tool, "machine": machine,
             "extensions": tuple(extensions), "sub_agents": subs,
@@ -182,7 +187,8 @@ class Agent:
             "tool_specs": tuple(t.spec for t in tool_map.values()), "instruction_is_dynamic": dynamic,
             "static_instructions": tuple(static),
         }.items():  # fmt: skip
-            own(self, key, value)
+            if not (key == "tool_specs" and toolsets):  # (with toolsets: LiveSpecs, read live)
+                own(self, key, value)
         doubles = sorted(n for n, count in Counter(a.name for a in self.walk()).items() if count > 1)
         if doubles:
             raise ConfigurationError(f"agent names must be unique in a tree; these appear more than once: {doubles}")
@@ -247,7 +253,7 @@ def _check_features(name: str, output_type: object, planner: object, observer: o
             raise ConfigurationError(f"agent {name!r}: {option} must be {example}, got {value!r}")
 
 
-def _tool_map(name: str, tools: Sequence[Tool | Callable[..., Any]]) -> dict[str, Tool]:
+def _tool_map(name: str, tools: Sequence[Any]) -> dict[str, Tool]:
     found: dict[str, Tool] = {}
     for item in tools:
         t = as_tool(item)
