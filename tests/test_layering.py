@@ -359,3 +359,22 @@ def test_the_pytest_plugin_imports_no_engine() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+ROOT_FILES = {".gitignore", "CHANGELOG.md", "LICENSE", "README.md", "mkdocs.yml", "pyproject.toml"}
+ROOT_FOLDERS = {".ci", "bench", "diagrams", "docs", "engine", "examples", "states", "tests"}
+
+
+def test_the_repository_root_holds_the_layout_and_nothing_else() -> None:
+    """The layout is fixed (engine/, states/, tests/, diagrams/, ...): a script a docs example or
+    a tool wrote at the root and a `git add -A` picked up fails here, by name."""
+    import shutil
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("not a git checkout: the tracked files cannot be listed")
+    tracked = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    tops = {path.split("/", 1)[0] for path in tracked}
+    strays = sorted(tops - ROOT_FILES - ROOT_FOLDERS)
+    assert not strays, f"{strays} at the repository root: move them into the layout's folders (or remove them)"
