@@ -12,7 +12,9 @@ import time
 from array import array
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
+
+from typing_extensions import TypeVar
 
 from ..data.errors import ConfigurationError
 from ..data.events import (
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
     from .agent import Agent, AgentTree
 
 _clock = time.time
+DepsT = TypeVar("DepsT", default=Any)
+"""The type of a run's dependencies (``runner.run(text, deps=...)``): ``RunContext[MyDeps]``."""
 CURRENT_CALL: ContextVar[str | None] = ContextVar("loopwright_call_id", default=None)
 """The id of the tool call in progress in this task (``ctx.call_id``)."""
 
@@ -203,13 +207,15 @@ def own_values(kind: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
     return values
 
 
-class RunContext:
+class RunContext(Generic[DepsT]):
     """What stages and tools get besides the run state.
 
     Tools that declare a ``ctx`` parameter receive this: ``ctx.run_id``, ``ctx.agent`` (the
     active agent), ``ctx.agents`` (every agent of the tree by name), ``ctx.state`` (the session
     state, shared by the whole run), ``ctx.credentials`` (supplied on resume, never saved),
-    ``ctx.limits`` (the active agent's own limits, or the run's when it has none) and ``ctx.run_state``.
+    ``ctx.deps`` (the run's dependencies: ``runner.run(text, deps=...)``, never saved; type it
+    as ``RunContext[MyDeps]``), ``ctx.limits`` (the active agent's own limits, or the run's when
+    it has none) and ``ctx.run_state``.
     """
 
     __slots__ = (
@@ -218,6 +224,7 @@ class RunContext:
         "call_ids",
         "credentials",
         "decisions",
+        "deps",
         "features",
         "gates",
         "holds",
@@ -253,8 +260,13 @@ class RunContext:
         features: frozenset[str] = frozenset(),
         hooks: Callable[[str], tuple[Callable[..., Any], ...]] | None = None,
         budgets: Mapping[str, Budget] | None = None,
+        deps: DepsT = None,  # type: ignore[assignment]
     ) -> None:
         self.tree = tree
+        self.deps: DepsT = deps
+        """The run's dependencies (``runner.run(text, deps=...)``, again on ``resume``): any
+        object (a database client, an HTTP session, settings). Never saved with the run state
+        or in an event: a resumed run is handed them again."""
         self.run_state = run_state
         self.run_id = run_state.run_id
         self.state = run_state.state

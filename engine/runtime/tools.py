@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FunctionType
-from typing import Any, get_type_hints, overload
+from typing import Any, get_origin, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -82,6 +82,7 @@ def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
 def _is_ctx_param(param: inspect.Parameter, hint: Any) -> bool:
     if param.name == "ctx":
         return True
+    hint = get_origin(hint) or hint  # (``RunContext[MyDeps]``: the class it parametrises)
     return getattr(hint, "__name__", None) in ("RunContext", "ToolContext")
 
 
