@@ -242,6 +242,7 @@ class RunContext(Generic[DepsT]):
         "run_state",
         "state",
         "stream_deltas",
+        "told",
         "tool_names",
         "tool_scopes",
         "tools_named",
@@ -263,10 +264,9 @@ class RunContext(Generic[DepsT]):
         deps: DepsT = None,  # type: ignore[assignment]
     ) -> None:
         self.tree = tree
+        # the run's dependencies (``runner.run(text, deps=...)``, again on ``resume``): any object
+        # (a database client, an HTTP session, settings); never saved with the state or an event
         self.deps: DepsT = deps
-        """The run's dependencies (``runner.run(text, deps=...)``, again on ``resume``): any
-        object (a database client, an HTTP session, settings). Never saved with the run state
-        or in an event: a resumed run is handed them again."""
         self.run_state = run_state
         self.run_id = run_state.run_id
         self.state = run_state.state
@@ -274,6 +274,7 @@ class RunContext(Generic[DepsT]):
         """Decisions handed to ``resume`` for pending calls (never saved with the run state)."""
         self.credentials: dict[str, Any] = {}
         """Credentials supplied on resume, by key (never saved with the run state)."""
+        self.told: dict[str, str] | None = None  # told the model with an approved call's result (an edit, a note)
         self.features = features
         """The names of the features of the run's machine."""
         self.budgets: Mapping[str, Budget] = budgets or {}
