@@ -35,7 +35,8 @@ from .context import CURRENT_CALL, RunContext
 from .model_call import known_secrets
 from .nesting import enter_tools, leave_tools, link
 from .observers import enter_scopes
-from .tools import ArgumentsError, Pending, Tool, ToolContext, ToolValueError, capped, to_json_value
+from .tool_retries import by_model, transient
+from .tools import ArgumentsError, Pending, RetryTool, Tool, ToolContext, ToolValueError, capped, to_json_value
 
 _perf = time.perf_counter
 _monotonic = time.monotonic
@@ -147,6 +148,8 @@ def _check(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | tup
     try:
         kwargs = tool.validate(call.args)
     except ArgumentsError as exc:
+        if tool.retries:  # the model may fix its arguments: a retry
+            return by_model(call, tool, str(exc), "arguments", ctx)
         return result(call, str(exc), True)
     if not approved and tool.requires_confirmation:
         try:
@@ -162,7 +165,9 @@ def not_offered(call: ToolCall, names: Sequence[str]) -> str:
     return f"tool {call.name!r} was not offered in this request; the tools offered: {', '.join(names) or 'none'}"
 
 
-async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunContext) -> CallOutcome:
+async def _invoke(  # noqa: C901, PLR0912 (each way a call ends, written out: the hot path's one frame)
+    call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunContext, attempt: int = 0
+) -> CallOutcome:
     timeout = tool.timeout_s or ctx.limits.tool_timeout_s
     if tool.ctx_param is None and tool.is_async:
         work = tool.fn(**kwargs)  # the usual tool: no wrapper in between
@@ -191,11 +196,36 @@ async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunCo
     except CredentialRequired as exc:
         return _wait(call, "credential", exc.message, exc.key)
     except Exception as exc:
+        if tool.retries:  # (tool_retries): the model fixes it, or act tries again
+            if bound is not None:
+                bound.close()
+                bound = None
+            return await _retry(call, tool, kwargs, ctx, exc, attempt)
+        if type(exc) is RetryTool:
+            return by_model(call, tool, exc.message, "retry_tool", ctx)
         return result(call, redact(f"tool {call.name!r} raised {type(exc).__name__}: {exc}", known_secrets(ctx)), True)
     finally:
         if bound is not None:
             bound.close()
     return _returned(call, value, ctx)
+
+
+async def _retry(
+    call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunContext, exc: Exception, attempt: int
+) -> CallOutcome:
+    """A tool of ``retries=N`` raised ``exc`` in its attempt ``attempt`` (0: the first): the
+    model is asked to fix it (``RetryTool``), act calls it again (an exception of ``retry_on``),
+    or the call is answered with the error."""
+    if isinstance(exc, RetryTool):
+        return by_model(call, tool, exc.message, "retry_tool", ctx)
+    if not isinstance(exc, tool.retry_on):
+        return result(call, redact(f"tool {call.name!r} raised {type(exc).__name__}: {exc}", known_secrets(ctx)), True)
+    waited = transient(call, tool, attempt + 1, exc, ctx)
+    if type(waited) is not float:
+        return waited  # type: ignore[return-value]
+    if waited:
+        await asyncio.sleep(waited)
+    return await _invoke(call, tool, kwargs, ctx, attempt + 1)
 
 
 def _returned(call: ToolCall, value: Any, ctx: RunContext) -> CallOutcome:
