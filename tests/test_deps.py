@@ -211,3 +211,10 @@ def test_dbos_register_keeps_the_workers_deps() -> None:
         assert RUNNERS["deps_worker_agent"].deps is deps
     finally:
         RUNNERS.pop("deps_worker_agent", None)
+
+
+def test_a_run_state_is_never_given_deps() -> None:
+    """``new_run(deps=...)`` would drop them silently: it makes a state, which never holds them."""
+    runner = Runner(_agent(["hi"]))
+    with pytest.raises(ConfigurationError, match=r"new_run makes a run state, which never holds deps"):
+        runner.new_run("go", deps=Deps())

@@ -98,6 +98,11 @@ class Runner:
         if not options.keys() <= OPTIONS:
             unknown = ", ".join(repr(k) for k in options if k not in OPTIONS)
             raise ConfigurationError(f"unknown run option {unknown}; the options are: {OPTION_NAMES}")
+        if "deps" in options:
+            raise ConfigurationError(
+                "new_run makes a run state, which never holds deps (they are never saved); hand them to the run: "
+                "runner.attach(state, deps), or run/stream/start(text, deps=...)"
+            )
         after = options.get("after")
         active = options.get("agent") or (after.answered_by if after is not None else self.agent.name)
         if active not in self.tree.agents:
