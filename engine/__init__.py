@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "ModelResponse": "data.events",
     "NoTransitionError": "data.errors",
     "Pending": "runtime.tools",
+    "RetryTool": "runtime.tools",
     "PendingRequest": "data.events",
     "ProviderPart": "data.events",
     "Report": "machines.verify",
@@ -60,6 +61,7 @@ _EXPORTS: dict[str, str] = {
     "TokenBudgetError": "data.errors",
     "ContextWindowError": "data.errors",
     "Tool": "runtime.tools",
+    "ToolContext": "runtime.tools",
     "ToolCall": "data.events",
     "ToolError": "data.errors",
     "ToolResult": "data.events",
@@ -112,6 +114,7 @@ __all__ = [
     "ProviderPart",
     "Report",
     "ResumeError",
+    "RetryTool",
     "Row",
     "Rule",
     "Run",
@@ -131,6 +134,7 @@ __all__ = [
     "TokenBudgetError",
     "Tool",
     "ToolCall",
+    "ToolContext",
     "ToolError",
     "ToolResult",
     "ToolSpec",
@@ -210,7 +214,9 @@ if TYPE_CHECKING:
     from .runtime.observers import instrument as instrument
     from .runtime.observers import uninstrument as uninstrument
     from .runtime.tools import Pending as Pending
+    from .runtime.tools import RetryTool as RetryTool
     from .runtime.tools import Tool as Tool
+    from .runtime.tools import ToolContext as ToolContext
     from .runtime.tools import tool as tool
     from .table.budgets import Budget as Budget
     from .table.machine import Extension as Extension

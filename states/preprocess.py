@@ -1,6 +1,7 @@
 """preprocess: builds the ModelRequest for this pass.
 
-Reads the active agent's instructions, tool specs and settings, ``state`` (for ``{key}``
+Reads the active agent's instructions, tool specs (as its ``prepare_tools`` chooses them, if it
+has one) and settings, ``state`` (for ``{key}``
 placeholders) and ``messages``; hands the request through the features' request processors
 (a multi-agent run shows each agent the history as it sees it, and adds ``transfer_to_agent``);
 writes ``request``, resets ``attempt`` (a new pass begins), and on a bad instruction writes
@@ -11,13 +12,14 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 
 from loopwright.data.errors import InstructionError
-from loopwright.data.events import ErrorInfo, History, Instruction, ModelRequest, trusted
+from loopwright.data.events import ErrorInfo, History, Instruction, ModelRequest, ToolSpec, trusted
 from loopwright.data.run_state import RunState
 from loopwright.runtime.agent import PLACEHOLDER, Agent
 from loopwright.runtime.context import RunContext
+from loopwright.runtime.tools import Tool
 
 
 def _fill_placeholders(text: str, state: Mapping[str, object], agent: str) -> str:
@@ -59,43 +61,83 @@ async def _render_instruction(agent: Agent, ctx: RunContext) -> str:
 
 
 def preprocess(rs: RunState, ctx: RunContext) -> Awaitable[None] | None:
-    """A plain function: only a dynamic instruction makes it wait (it then returns the
-    coroutine that renders it and builds the request)."""
+    """A plain function: only a dynamic instruction or ``prepare_tools`` makes it wait (it then
+    returns the coroutine that renders and prepares them and builds the request)."""
     agent = ctx.agent
     rs.attempt = 0
-    if agent.instruction_is_dynamic:
-        return _with_dynamic_instruction(rs, ctx, agent)
-    _build_request(rs, ctx, agent.static_instructions)
+    if agent.preprocess_waits:
+        return _with_dynamic_parts(rs, ctx, agent)
+    _build_request(rs, ctx, agent.static_instructions, agent.tool_specs)
     return None
 
 
-async def _with_dynamic_instruction(rs: RunState, ctx: RunContext, agent: Agent) -> None:
+async def _with_dynamic_parts(rs: RunState, ctx: RunContext, agent: Agent) -> None:
     instructions = agent.static_instructions
+    if agent.instruction_is_dynamic:
+        try:
+            text = await _render_instruction(agent, ctx)
+        except InstructionError as exc:
+            rs.error = ErrorInfo(kind="instruction", message=str(exc))
+            return
+        except Exception as exc:
+            rs.error = ErrorInfo(
+                kind="instruction",
+                message=f"agent {agent.name!r}: the instruction function raised {type(exc).__name__}: {exc}",
+            )
+            return
+        if text:
+            instructions = (*instructions, trusted(Instruction, text=text, cache=False))
+    tools = agent.tool_specs
+    if agent.prepare_tools is not None:
+        try:
+            tools = await _prepared_tools(agent, ctx)
+        except _NotPrepared as exc:
+            rs.error = ErrorInfo(kind="prepare_tools", message=str(exc))
+            return
+    _build_request(rs, ctx, instructions, tools)
+
+
+class _NotPrepared(Exception):
+    """prepare_tools raised, or returned something that is not a choice of the agent's tools."""
+
+
+async def _prepared_tools(agent: Agent, ctx: RunContext) -> tuple[ToolSpec, ...]:
+    """The tool specs ``agent.prepare_tools`` offers for this pass (each one of the agent's tools)."""
+    where = f"agent {agent.name!r}: prepare_tools"
     try:
-        text = await _render_instruction(agent, ctx)
-    except InstructionError as exc:
-        rs.error = ErrorInfo(kind="instruction", message=str(exc))
-        return
+        chosen = agent.prepare_tools(ctx, agent.tool_specs)  # type: ignore[misc]
+        if inspect.isawaitable(chosen):
+            chosen = await chosen
     except Exception as exc:
-        rs.error = ErrorInfo(
-            kind="instruction",
-            message=f"agent {agent.name!r}: the instruction function raised {type(exc).__name__}: {exc}",
-        )
-        return
-    if text:
-        instructions = (*instructions, trusted(Instruction, text=text, cache=False))
-    _build_request(rs, ctx, instructions)
+        raise _NotPrepared(f"{where} raised {type(exc).__name__}: {exc}") from exc
+    if chosen is agent.tool_specs:
+        return chosen
+    if isinstance(chosen, str | bytes) or not isinstance(chosen, Sequence | set | frozenset):
+        raise _NotPrepared(f"{where} returned {type(chosen).__name__}; return a list of the tool specs to offer")
+    specs: list[ToolSpec] = []
+    for item in chosen:
+        spec = item.spec if isinstance(item, Tool) else item
+        if not isinstance(spec, ToolSpec):
+            raise _NotPrepared(f"{where} returned {item!r} among the tools; return ToolSpecs (or Tools) of the agent")
+        if spec.name not in agent.tools:
+            raise _NotPrepared(
+                f"{where} offered {spec.name!r}, which is not one of the agent's tools "
+                f"({', '.join(agent.tools) or 'none'}); give the tool to the agent and choose among them here"
+            )
+        specs.append(spec)
+    return tuple(specs)
 
 
-def _build_request(rs: RunState, ctx: RunContext, instructions: tuple[Instruction, ...]) -> None:
-    agent = ctx.agent
+def _build_request(
+    rs: RunState, ctx: RunContext, instructions: tuple[Instruction, ...], tools: tuple[ToolSpec, ...]
+) -> None:
     request = trusted(
         ModelRequest,
         instructions=instructions,
         messages=History(rs.messages),
-        tools=agent.tool_specs,
+        tools=tools,
         tool_choice=None,
-        settings=agent.model_settings,
+        settings=ctx.agent.model_settings,
         tokens_left=None if (cap := rs.limits.max_total_tokens) is None else cap - rs.usage.total_tokens,
         output_schema=None,
     )

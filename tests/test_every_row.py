@@ -18,6 +18,7 @@ from loopwright import (
     Runner,
     ScriptedModel,
     TextPart,
+    Tool,
     ToolCall,
     Usage,
     approve,
@@ -68,6 +69,8 @@ def make(name: str, **limits: Any) -> Agent:
     if "loop_detection" not in name:
         limits.setdefault("max_repeated_calls", None)
     tools: list[Any] = [add, pay] if "waiting" in name else [add]
+    if "tool_retries" in name:  # the same add, tried again when it asks
+        tools = [Tool(add.fn, name="add", retries=1)]
     subs = [Agent(name="b", model=ScriptedModel([]), tools=[add])] if "multi_agent" in name else []
     agent = Agent(
         name="root",
@@ -122,6 +125,8 @@ def feature_scenarios(name: str, run: Callable[..., Any], done: str, out: list[C
     stages: list[str] = []
     if "loop_detection" in name:  # the same call for ever: nudged, then salvaged
         out.append(lambda: run(make(name), [call(), call(), call(), call(), "salvaged"]))
+    if "tool_retries" in name:  # a retry asked past max_tool_retries: the loop stops, salvaged
+        out.append(lambda: run(make(name, max_tool_retries=0), [call(a="x"), "salvaged"]))
     if "planner" in name:
         stages += ["plan", "update_plan"]
     if "compaction" in name:

@@ -135,6 +135,33 @@ class ToolAnswered(EventBase):
     duration_s: float
 
 
+class ToolApproved(EventBase):
+    """A person approved a waiting call with edited arguments or a note (``approve(args=..., note=...)``):
+    ``args`` are those it runs with, ``asked`` the model's."""
+
+    type: Literal["tool_approved"] = "tool_approved"
+    call_id: str
+    name: str
+    args: dict[str, Any]
+    asked: dict[str, Any]
+    note: str
+
+
+class ToolRetried(EventBase):
+    """A tool call is tried again: ``reason`` ``"transient"`` (it raised an exception of its
+    ``retry_on``: act calls it again after ``delay_s``), ``"retry_tool"`` (it raised ``RetryTool``)
+    or ``"arguments"`` (its arguments did not validate): the model is told what to fix."""
+
+    type: Literal["tool_retried"] = "tool_retried"
+    call_id: str
+    name: str
+    attempt: int
+    """The retry's number for this call (1: the first retry)."""
+    reason: Literal["transient", "retry_tool", "arguments"]
+    message: str
+    delay_s: float
+
+
 class LimitReached(EventBase):
     type: Literal["limit_reached"] = "limit_reached"
     limit: str
@@ -219,6 +246,8 @@ Event = Annotated[
     | TextDelta
     | ToolCalled
     | ToolAnswered
+    | ToolApproved
+    | ToolRetried
     | LimitReached
     | Transferred
     | Suspended
@@ -321,9 +350,11 @@ __all__ = [
     "TextPart",
     "ThoughtPart",
     "ToolAnswered",
+    "ToolApproved",
     "ToolCall",
     "ToolCalled",
     "ToolResult",
+    "ToolRetried",
     "ToolSpec",
     "Transferred",
     "Usage",

@@ -60,6 +60,10 @@ class Limits(BaseModel):
       error; past it the run fails with the error named.
     - ``max_observations``: observer calls in one run (``Agent(observer=Observer(...))``).
     - ``max_compactions``: history compactions in one run (``Agent(compaction=Compaction(...))``).
+    - ``max_tool_retries``: retries of tool calls in one run (``@tool(retries=N)``: a tool that
+      raised ``RetryTool``, arguments that did not validate, an exception of ``retry_on``); a
+      retry asked past it is answered with the error and the loop stops going round
+      (``RunResult.limit == "max_tool_retries"``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -81,6 +85,7 @@ class Limits(BaseModel):
     max_parse_retries: int = Field(default=3, ge=0)
     max_observations: int = Field(default=5, ge=0)
     max_compactions: int = Field(default=3, ge=0)
+    max_tool_retries: int = Field(default=10, ge=0)
     max_tool_result_chars: PositiveInt | None = 100_000
     max_depth: int = Field(default=3, ge=0)
     salvage_reserve_s: PositiveFloat = 30.0
@@ -149,6 +154,7 @@ _WHY = {
     "wait_timeout_s": "how long a suspended run's requests stay open",
     "max_tool_result_chars": "the characters of one tool result the model sees",
     "max_depth": "how deep runs started inside tools may nest",
+    "max_tool_retries": "the retries of tool calls in a run",
     "salvage_reserve_s": "the seconds of timeout_s kept for the salvage call",
 }
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, get_type_hints
 
 from pydantic import JsonValue, TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError, to_json
 from typing_extensions import TypedDict
 
 from .errors import ConfigurationError, ResumeError
@@ -104,7 +105,10 @@ class RunState:
         """The saved form; with ``key``, signed (HMAC-SHA256, :mod:`loopwright.signing`)."""
         saved = {name: getattr(self, name) for name in SAVED_FIELDS}
         saved["features"] = {name: slice_adapter(name).dump_python(value) for name, value in self.features.items()}
-        data: bytes = _SAVED_ADAPTER.dump_json(saved)
+        try:
+            data: bytes = _SAVED_ADAPTER.dump_json(saved)
+        except PydanticSerializationError as exc:
+            raise ConfigurationError(not_json_state(self.state) or str(exc)) from None
         return data if key is None else sign(data, key)
 
     @classmethod
@@ -166,3 +170,19 @@ def slice_adapter(feature: str) -> TypeAdapter[Any]:
             "module that defines it before loading the state"
         )
     return known[1]
+
+
+def not_json_state(state: dict[str, Any]) -> str | None:
+    """Why the session state cannot be saved (a key whose value is no JSON value: a client, a
+    connection), pointing to ``deps``; None when every value is JSON."""
+    for key, value in state.items():
+        try:
+            to_json(value)
+        except PydanticSerializationError:
+            return (
+                f"session state key {key!r} holds a {type(value).__name__}, which cannot be saved: the run's state "
+                "is saved as JSON (to_json, a store, a suspension) and holds JSON values only; pass live objects "
+                "(clients, connections, settings) as the run's dependencies instead, runner.run(text, deps=...), "
+                "read as ctx.deps and never saved (hand them again to resume(..., deps=...))"
+            )
+    return None

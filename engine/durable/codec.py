@@ -235,7 +235,11 @@ def decisions_message(decisions: Mapping[str, Any]) -> dict[str, Any]:
     """Decisions as a JSON-able message (``approve()``, ``deny(reason)`` or a value)."""
     out: dict[str, Any] = {}
     for call_id, d in decisions.items():
-        out[call_id] = d.model_dump() if isinstance(d, Approve | Deny) else {"type": "value", "value": d}
+        out[call_id] = (
+            {**d.model_dump(exclude_defaults=True), "type": d.type}
+            if isinstance(d, Approve | Deny)
+            else {"type": "value", "value": d}
+        )
     return out
 
 
@@ -248,7 +252,7 @@ def decisions_from_message(
     for call_id, d in data.items():
         kind = d.get("type")
         if kind == "approve":
-            out[call_id] = Approve()
+            out[call_id] = Approve.model_validate(d)
         elif kind == "deny":
             out[call_id] = Deny(reason=d.get("reason", ""))
         elif call_id not in credential_calls:

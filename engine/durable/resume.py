@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pydantic_core import PydanticSerializationError
+
 from ..data.errors import LoopwrightError, ResumeError, RunBusy, redact
 from ..data.events import ErrorInfo
 from ..data.result import StoredLeg
-from ..data.run_state import RunState
+from ..data.run_state import RunState, not_json_state
 from ..data.stage import Stage
 from ..stores.base import RunStore, SavedRun
 from ..table.machine import abort_row
@@ -34,7 +36,9 @@ class Resumes:
     store: RunStore
     lease_s: float
 
-    async def resume(self, runner: Any, run_id: str, decisions: Mapping[str, Any] | None, cancel: bool) -> RunResult:
+    async def resume(
+        self, runner: Any, run_id: str, decisions: Mapping[str, Any] | None, cancel: bool, deps: Any = None
+    ) -> RunResult:
         """``runner.resume(run_id, ...)``: see the module docstring."""
         saved = await self.store.load(run_id)
         if saved is None:
@@ -48,7 +52,7 @@ class Resumes:
         if rs.agent != runner.agent.name:
             raise ResumeError(f"run {run_id!r} belongs to agent {rs.agent!r}, not {runner.agent.name!r}")
         check_saved_state(rs, machine, runner.tree.agents)
-        run = runner.attach(rs)
+        run = runner.attach(rs, deps)
         cp: Any = run.checkpointer
         try:
             await self._prepare(runner, run, cp, saved, decisions)
@@ -197,8 +201,10 @@ def end_failed(run: Any, store: RunStore, exc: Exception, stopped: bool = False)
     but that was not written) keeps its trace and takes outcome "failed"; else it takes the
     engine's abort edge from its state. Its result."""
     rs: RunState = run.state
+    why = not_json_state(rs.state) if isinstance(exc, PydanticSerializationError) else None
+    said = why or f"{type(exc).__name__}: {exc}"
     message = redact(
-        f"the run store ({type(store).__name__}) failed: {type(exc).__name__}: {exc}; it keeps the run as of "
+        f"the run store ({type(store).__name__}) failed: {said}; it keeps the run as of "
         f"its last checkpoint: resume it (runner.resume({rs.run_id!r})) once the store can be written"
     )
     if stopped:

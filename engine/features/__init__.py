@@ -3,7 +3,8 @@
 Each feature is one :class:`~loopwright.machine.Extension` in its own module: ``multi_agent``
 (agent trees and transfers), ``waiting`` (tools that wait for people), ``loop_detection``
 (the same tool call over and over: on for every agent with tools unless
-``Limits(max_repeated_calls=None)``), ``structured_output`` (``Agent(output_type=...)``),
+``Limits(max_repeated_calls=None)``), ``tool_retries`` (``@tool(retries=N)``),
+``structured_output`` (``Agent(output_type=...)``),
 ``plan_react`` (``Agent(planner=PlanReAct())``), ``planner`` (``Agent(planner=Planner())``),
 ``observer`` (``Agent(observer=Observer(every=3))``) and ``compaction``
 (``Agent(compaction=Compaction(max_tokens=...))``). An agent's machine is
@@ -24,12 +25,14 @@ from .observer import OBSERVER, Observer
 from .plan_react import PLAN_REACT, PlanReAct
 from .planner import PLANNER, Planner
 from .structured_output import STRUCTURED_OUTPUT
+from .tool_retries import TOOL_RETRIES
 from .waiting import WAITING
 
 BUILT_IN: tuple[Extension, ...] = (
     MULTI_AGENT,
     WAITING,
     LOOP_DETECTION,
+    TOOL_RETRIES,
     STRUCTURED_OUTPUT,
     PLAN_REACT,
     PLANNER,
@@ -38,7 +41,7 @@ BUILT_IN: tuple[Extension, ...] = (
 )
 
 
-def features_for(agent: Agent) -> tuple[Extension, ...]:
+def features_for(agent: Agent) -> tuple[Extension, ...]:  # noqa: C901 (one test per built-in feature)
     """The extensions ``agent``'s machine has: the built-in features its tree needs, then the
     user's own (the machine's it names, then its ``extensions``), each once, in that order."""
     tree = list(agent.walk())
@@ -49,6 +52,8 @@ def features_for(agent: Agent) -> tuple[Extension, ...]:
         wanted.append(WAITING)
     if agent.limits.max_repeated_calls is not None and any(a.tools or a.toolsets for a in tree):
         wanted.append(LOOP_DETECTION)
+    if any(t.retries for a in tree for t in a.tools.values()):
+        wanted.append(TOOL_RETRIES)
     if any(a.output_type is not None for a in tree):
         wanted.append(STRUCTURED_OUTPUT)
     for option in ("planner", "observer", "compaction"):
@@ -81,6 +86,7 @@ BUILT_IN_MACHINES: dict[str, LoopMachine] = {
     "multi_agent+loop_detection": compose(MULTI_AGENT, LOOP_DETECTION),
     "waiting+loop_detection": compose(WAITING, LOOP_DETECTION),
     "multi_agent+waiting+loop_detection": compose(MULTI_AGENT, WAITING, LOOP_DETECTION),
+    "loop_detection+tool_retries": compose(LOOP_DETECTION, TOOL_RETRIES),
     "structured_output": compose(STRUCTURED_OUTPUT),
     "plan_react": compose(PLAN_REACT),
     "planner": compose(PLANNER),
@@ -100,6 +106,7 @@ __all__ = [
     "PLANNER",
     "PLAN_REACT",
     "STRUCTURED_OUTPUT",
+    "TOOL_RETRIES",
     "WAITING",
     "Compaction",
     "Observer",

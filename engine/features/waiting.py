@@ -31,6 +31,8 @@ from loopwright.runtime.calls import (
     CallOutcome,
     Job,
     answer_turn,
+    approved_as,
+    edit_problem,
     fill,
     interruption,
     record,
@@ -129,6 +131,10 @@ def check_decisions(rs: RunState, ctx: RunContext, decisions: Mapping[str, Any])
             raise ResumeError(
                 f"call {call_id} ({request.tool}) waits for a {request.kind}: pass the value itself, or deny('reason')"
             )
+        if isinstance(decision, Approve) and decision.args is not None:
+            problem = edit_problem(call_id, request.tool, decision.args, ctx)
+            if problem is not None:
+                raise ResumeError(problem)
     ctx.decisions = dict(decisions)
     w = waiting(rs)
     if w.time_left is not None:  # the clock starts again (the runner caps it at the agent's timeout_s)
@@ -190,7 +196,8 @@ def _apply_decisions(rs: RunState, ctx: RunContext, calls: list[ToolCall]) -> li
             w.step[i] = result(call, f"denied by the user: {decision.reason or 'no reason given'}", True)
             record(call, w.step[i], 0.0, ctx)  # type: ignore[arg-type]
         elif isinstance(decision, Approve):
-            jobs.append((i, call, True))
+            edited = decision.args is not None or decision.note
+            jobs.append((i, approved_as(call, decision, ctx) if edited else call, True))
         elif request.kind == "credential":
             ctx.credentials[request.credential_key or ""] = decision
             jobs.append((i, call, True))

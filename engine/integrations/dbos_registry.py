@@ -60,13 +60,15 @@ class Live:
     loop: asyncio.AbstractEventLoop | None = None
 
 
-def register(*agents: Agent) -> None:
+def register(*agents: Agent, deps: Any = None) -> None:
     """Make ``agents`` runnable by this process's workflows (by name). Call it in every worker
-    before :func:`launch`; the same names everywhere."""
+    before :func:`launch`; the same names everywhere. ``deps``: their runs' dependencies
+    (``ctx.deps``) in this worker; they are never saved, so each worker hands its own."""
     for agent in agents:
         if not isinstance(agent, Agent):
             raise ConfigurationError(f"register() takes Agents, got {type(agent).__name__}")
-        RUNNERS[agent.name] = Runner(agent)
+        runner = RUNNERS[agent.name] = Runner(agent)
+        runner.deps = deps
 
 
 def runner_for(name: str) -> Runner:

@@ -4,7 +4,7 @@ its default id."""
 from __future__ import annotations
 
 import os
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from pydantic import JsonValue
 
@@ -28,6 +28,9 @@ class RunOptions(TypedDict, total=False):
     that answered last."""
     agent: str | None
     """Which agent of the tree takes this message (default: as ``after`` says, else the root)."""
+    deps: Any
+    """The run's dependencies, any object: ``ctx.deps`` in tools, instructions and callbacks.
+    Never saved with the run (like credentials): hand them again to ``resume(..., deps=...)``."""
 
 
 OPTIONS = frozenset(RunOptions.__annotations__)

@@ -92,6 +92,7 @@ class Run(Paced):
         sink: Callable[[Any], None] | None = None,
         stream_deltas: bool = False,
         register: bool = True,
+        deps: Any = None,
     ) -> None:
         self.runner = runner
         self.state = rs
@@ -108,6 +109,7 @@ class Run(Paced):
             features=machine.features,
             hooks=machine.hooks,
             budgets=machine.budgets,
+            deps=deps,
         )
         if own is not None:
             self.ctx.tool_scopes, self.ctx.model_scopes = own.scopes("tool_scope"), own.scopes("model_scope")

@@ -71,6 +71,9 @@ class Runner:
                     f"state {state!r} is referenced by rows {rows} but has no handler; give it one in "
                     f"Extension(states={{{state!r}: your_async_handler}}) (or handlers= of LoopMachine)"
                 )
+        self.deps: Any = None
+        """The dependencies of runs given none (``run(..., deps=...)`` wins): a DBOS worker's,
+        set when it registers the agent (:func:`loopwright.dbos_runner.register`)."""
         self._active: dict[str, Run] = {}
         self._paused: dict[str, tuple[RunState, float]] = {}
         """Runs paused in this process, by id, with when they paused."""
@@ -97,6 +100,11 @@ class Runner:
         if not options.keys() <= OPTIONS:
             unknown = ", ".join(repr(k) for k in options if k not in OPTIONS)
             raise ConfigurationError(f"unknown run option {unknown}; the options are: {OPTION_NAMES}")
+        if "deps" in options:
+            raise ConfigurationError(
+                "new_run makes a run state, which never holds deps (they are never saved); hand them to the run: "
+                "runner.attach(state, deps), or run/stream/start(text, deps=...)"
+            )
         after = options.get("after")
         active = options.get("agent") or (after.answered_by if after is not None else self.agent.name)
         if active not in self.tree.agents:
@@ -146,13 +154,15 @@ class Runner:
         ``sink`` also receives every event as it is emitted."""
         if self._toolsets and any(ts.version < 0 for ts in self._toolsets):
             raise ConfigurationError("this agent has toolsets: `await runner.open_toolsets()` before runner.start()")
-        return Run(self, self.new_run(input, **options), sink=sink)
+        deps = options.pop("deps", self.deps)
+        return Run(self, self.new_run(input, **options), sink=sink, deps=deps)
 
     async def run(self, input: UserInput, **options: Unpack[RunOptions]) -> RunResult:
         """Run the agent on ``input`` until a terminal (or waiting) state; return the result."""
         if self._toolsets:
             await self.open_toolsets()
-        run = Run(self, self.new_run(input, **options))
+        deps = options.pop("deps", self.deps)
+        run = Run(self, self.new_run(input, **options), deps=deps)
         await run.steps(to_end=True)  # (Run.run_to_end, without its coroutine: one fewer a run keeps)
         return run.ended()
 
@@ -168,7 +178,8 @@ class Runner:
         """Events as they happen: ``async for event in runner.stream(text)``. Text deltas
         arrive as ``text_delta`` events from models that stream. ``.result`` holds the
         RunResult once the stream is exhausted. Leaving the loop early cancels the run."""
-        stream = RunStream(self, self.new_run(input, **options))
+        deps = options.pop("deps", self.deps)
+        stream = RunStream(self, self.new_run(input, **options), deps=deps)
         if self._toolsets:
             stream.before = self.open_toolsets
         return stream
@@ -230,11 +241,12 @@ class Runner:
         self._own_limits(rs)
         self._cap_saved(rs)
 
-    def attach(self, rs: RunState) -> Run:
-        """A :class:`Run` for ``rs``, not started and not yet registered: its context, its event
-        log (a ``run_started`` event for a state that has none), its observers and, with a
-        store, its checkpointer (:attr:`Run.checkpointer`)."""
-        return Run(self, rs, register=False)
+    def attach(self, rs: RunState, deps: Any = None) -> Run:
+        """A :class:`Run` for ``rs``, not started and not yet registered: its context (``deps``
+        its ``ctx.deps``; None: the runner's :attr:`deps`), its event log (a ``run_started``
+        event for a state that has none), its observers and, with a store, its checkpointer
+        (:attr:`Run.checkpointer`)."""
+        return Run(self, rs, register=False, deps=self.deps if deps is None else deps)
 
     def register(self, run: Run) -> None:
         """``run`` is running on this runner: :meth:`pause`, :meth:`cancel` and
@@ -272,6 +284,7 @@ class Runner:
         decisions: Mapping[str, Any] | None = None,
         *,
         cancel: bool = False,
+        deps: Any = None,
     ) -> RunResult:
         """Continue a suspended run (a RunResult, or a RunState loaded from JSON in any process).
 
@@ -286,7 +299,10 @@ class Runner:
 
         ``target`` may also be a run id: a run stopped by :meth:`pause` in this process resumes
         where it stopped (it takes no decisions); with a store, a suspended run, or one whose
-        worker crashed, continues from its last checkpoint (:mod:`loopwright.stores`)."""
+        worker crashed, continues from its last checkpoint (:mod:`loopwright.stores`).
+
+        ``deps``: the run's dependencies (``ctx.deps``), which are never saved: hand them again
+        here, as to ``run``."""
         if self._toolsets:  # a resumed run lists the tools again
             await self.open_toolsets()
         if isinstance(target, str) and target not in self._paused:
@@ -295,13 +311,13 @@ class Runner:
                     f"no run with id {target!r} is paused on this runner, and a stored run's id needs a store: "
                     "Runner(agent, store=SQLiteStore(path)); or pass its RunResult or RunState"
                 )
-            return await self._durable.resume(self, target, decisions, cancel)  # type: ignore[no-any-return]
+            return await self._durable.resume(self, target, decisions, cancel, deps)  # type: ignore[no-any-return]
         rs = self._resumable(target, decisions)
         from ..durable.trust import check_saved_state
 
         check_saved_state(rs, self.machine, self.tree.agents)
         self._own_limits(rs)
-        run = self.attach(rs)
+        run = self.attach(rs, deps)
         outcome = rs.outcome
         if outcome == "paused":
             _, at = self._paused.pop(rs.run_id, (rs, None))
@@ -398,13 +414,18 @@ class Runner:
                     rs.turn_start[budget.name] = now
 
     def resume_sync(
-        self, target: RunResult | RunState | str, decisions: Mapping[str, Any] | None = None, *, cancel: bool = False
+        self,
+        target: RunResult | RunState | str,
+        decisions: Mapping[str, Any] | None = None,
+        *,
+        cancel: bool = False,
+        deps: Any = None,
     ) -> RunResult:
         """``resume`` for code without an event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return _sync(self.resume(target, decisions, cancel=cancel), self)
+            return _sync(self.resume(target, decisions, cancel=cancel, deps=deps), self)
         raise ConfigurationError(
             "resume_sync() cannot be called inside a running event loop; use `await runner.resume(...)`"
         )

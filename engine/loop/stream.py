@@ -18,9 +18,9 @@ class RunStream:
 
     __module__ = "loopwright.loop.runner"  # its public home, where reprs and messages find it
 
-    def __init__(self, runner: RunHost, rs: RunState) -> None:
+    def __init__(self, runner: RunHost, rs: RunState, deps: Any = None) -> None:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self.run = Run(runner, rs, sink=self._queue.put_nowait, stream_deltas=True)
+        self.run = Run(runner, rs, sink=self._queue.put_nowait, stream_deltas=True, deps=deps)
         self.run_id = rs.run_id
         self._task: asyncio.Task[RunResult] | None = None
         self._result: RunResult | None = None

@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeAlias
 from pydantic import BaseModel
 
 from ..data.errors import ConfigurationError
-from ..data.events import Instruction, ModelRequest, ModelResponse, ToolCall, ToolResult
+from ..data.events import Instruction, ModelRequest, ModelResponse, ToolCall, ToolResult, ToolSpec
 from ..data.limits import Limits
 from ..models.base import Model
 from .tools import Tool, as_tool
@@ -47,6 +47,11 @@ BeforeModel: TypeAlias = Callable[
 AfterModel: TypeAlias = Callable[[ModelResponse, RunContext], "ModelResponse | Awaitable[ModelResponse | None] | None"]
 BeforeTool: TypeAlias = Callable[[ToolCall, RunContext], Any]
 AfterTool: TypeAlias = Callable[[ToolCall, ToolResult, RunContext], "ToolResult | Awaitable[ToolResult | None] | None"]
+PrepareTools: TypeAlias = Callable[
+    [RunContext, tuple[ToolSpec, ...]], "Sequence[ToolSpec | Tool] | Awaitable[Sequence[ToolSpec | Tool]]"
+]
+"""``prepare_tools(ctx, specs) -> specs``: the tools offered in this pass's request (a subset of
+the agent's, their specs edited if you like); the model may call only those."""
 
 _AGENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 TRANSFER_TOOL = "transfer_to_agent"
@@ -87,6 +92,11 @@ class Agent:
     may add a correction. ``compaction`` (``loopwright.features.Compaction(max_tokens=...)``)
     replaces older turns by a summary once the history passes a token threshold.
 
+    ``prepare_tools(ctx, tools)`` (sync or async) chooses the tools offered in each pass's
+    request: it gets the agent's tool specs and returns those to offer (a subset; a spec may be
+    edited, e.g. ``spec.model_copy(update={"description": ...})``); a call to a tool not
+    offered is answered with an error naming the offered ones, and not run.
+
     ``extensions`` adds the user's own states and rows (:class:`~loopwright.machine.Extension`,
     or what :func:`~loopwright.extend` makes) to the machine this agent runs on; ``machine``
     names a machine built with :func:`~loopwright.extend` (its extensions are used the same way).
@@ -120,6 +130,9 @@ class Agent:
     """The toolsets among ``tools`` (their tools are in ``tools`` once listed: :mod:`.toolsets`)."""
     tool_specs = LiveSpecs()  # an agent without toolsets holds its own tuple (set in __init__)
     instruction_is_dynamic: bool
+    prepare_tools: PrepareTools | None
+    preprocess_waits: bool
+    """Preprocess awaits something each pass: a dynamic instruction or ``prepare_tools``."""
     static_instructions: tuple[Instruction, ...]
 
     def __init__(
@@ -147,8 +160,13 @@ class Agent:
         planner: Any = None,
         observer: Any = None,
         compaction: Any = None,
+        prepare_tools: PrepareTools | None = None,
     ) -> None:
         _check_options(name, model, limits, instruction, history)
+        if prepare_tools is not None and not callable(prepare_tools):
+            raise ConfigurationError(
+                f"agent {name!r}: prepare_tools must be a function (ctx, tools) -> tools, got {prepare_tools!r}"
+            )
         _check_features(name, output_type, planner, observer, compaction)
         own = object.__setattr__
         own(self, "_options", {
@@ -159,7 +177,7 @@ class Agent:
             "disallow_transfer_to_parent": disallow_transfer_to_parent,
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
             "output_type": output_type, "planner": planner, "observer": observer,
-            "compaction": compaction,
+            "compaction": compaction, "prepare_tools": prepare_tools,
         })  # fmt: skip
         toolsets = tuple(t for t in tools if is_toolset(t))
         tool_map = _tool_map(name, [t for t in tools if not is_toolset(t)] if toolsets else tools)
@@ -185,6 +203,7 @@ class Agent:
             "output_type": output_type, "planner": planner, "observer": observer,
             "compaction": compaction,
             "tool_specs": tuple(t.spec for t in tool_map.values()), "instruction_is_dynamic": dynamic,
+            "prepare_tools": prepare_tools, "preprocess_waits": dynamic or prepare_tools is not None,
             "static_instructions": tuple(static),
         }.items():  # fmt: skip
             if not (key == "tool_specs" and toolsets):  # (with toolsets: LiveSpecs, read live)

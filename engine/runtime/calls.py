@@ -10,6 +10,7 @@ credential, or its result later): what happens to it is up to the features (``ho
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import types
 from collections.abc import Awaitable, Coroutine, Generator, Sequence
@@ -17,7 +18,16 @@ from types import CoroutineType
 from typing import Any, TypeVar
 
 from ..data.errors import CredentialRequired, redact
-from ..data.events import Message, PendingRequest, ToolAnswered, ToolCall, ToolCalled, ToolResult, trusted
+from ..data.events import (
+    Message,
+    PendingRequest,
+    ToolAnswered,
+    ToolApproved,
+    ToolCall,
+    ToolCalled,
+    ToolResult,
+    trusted,
+)
 from ..data.limits import Watched, watch
 from ..data.run_state import RunState
 from ..data.values import INT_BITS
@@ -25,7 +35,8 @@ from .context import CURRENT_CALL, RunContext
 from .model_call import known_secrets
 from .nesting import enter_tools, leave_tools, link
 from .observers import enter_scopes
-from .tools import ArgumentsError, Pending, Tool, ToolContext, ToolValueError, capped, to_json_value
+from .tool_retries import by_model, transient
+from .tools import ArgumentsError, Pending, RetryTool, Tool, ToolContext, ToolValueError, capped, to_json_value
 
 _perf = time.perf_counter
 _monotonic = time.monotonic
@@ -137,6 +148,8 @@ def _check(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | tup
     try:
         kwargs = tool.validate(call.args)
     except ArgumentsError as exc:
+        if tool.retries:  # the model may fix its arguments: a retry
+            return by_model(call, tool, str(exc), "arguments", ctx)
         return result(call, str(exc), True)
     if not approved and tool.requires_confirmation:
         try:
@@ -152,7 +165,9 @@ def not_offered(call: ToolCall, names: Sequence[str]) -> str:
     return f"tool {call.name!r} was not offered in this request; the tools offered: {', '.join(names) or 'none'}"
 
 
-async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunContext) -> CallOutcome:
+async def _invoke(  # noqa: C901, PLR0912 (each way a call ends, written out: the hot path's one frame)
+    call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunContext, attempt: int = 0
+) -> CallOutcome:
     timeout = tool.timeout_s or ctx.limits.tool_timeout_s
     if tool.ctx_param is None and tool.is_async:
         work = tool.fn(**kwargs)  # the usual tool: no wrapper in between
@@ -181,11 +196,36 @@ async def _invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunCo
     except CredentialRequired as exc:
         return _wait(call, "credential", exc.message, exc.key)
     except Exception as exc:
+        if tool.retries:  # (tool_retries): the model fixes it, or act tries again
+            if bound is not None:
+                bound.close()
+                bound = None
+            return await _retry(call, tool, kwargs, ctx, exc, attempt)
+        if type(exc) is RetryTool:
+            return by_model(call, tool, exc.message, "retry_tool", ctx)
         return result(call, redact(f"tool {call.name!r} raised {type(exc).__name__}: {exc}", known_secrets(ctx)), True)
     finally:
         if bound is not None:
             bound.close()
     return _returned(call, value, ctx)
+
+
+async def _retry(
+    call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunContext, exc: Exception, attempt: int
+) -> CallOutcome:
+    """A tool of ``retries=N`` raised ``exc`` in its attempt ``attempt`` (0: the first): the
+    model is asked to fix it (``RetryTool``), act calls it again (an exception of ``retry_on``),
+    or the call is answered with the error."""
+    if isinstance(exc, RetryTool):
+        return by_model(call, tool, exc.message, "retry_tool", ctx)
+    if not isinstance(exc, tool.retry_on):
+        return result(call, redact(f"tool {call.name!r} raised {type(exc).__name__}: {exc}", known_secrets(ctx)), True)
+    waited = transient(call, tool, attempt + 1, exc, ctx)
+    if type(waited) is not float:
+        return waited  # type: ignore[return-value]
+    if waited:
+        await asyncio.sleep(waited)
+    return await _invoke(call, tool, kwargs, ctx, attempt + 1)
 
 
 def _returned(call: ToolCall, value: Any, ctx: RunContext) -> CallOutcome:
@@ -298,6 +338,8 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False, scoped
         after = ctx.agent.after_tool
         if after is not None:
             outcome = await _after_tool(call, outcome, ctx)  # type: ignore[arg-type]
+        if approved and ctx.told is not None:  # a person edited the call or left a note: the model is told
+            outcome = _told(outcome, ctx.told.pop(call.id, None))  # type: ignore[arg-type]
         ctx.record(ToolAnswered, call.id, call.name, outcome.content, outcome.is_error, _perf() - started)  # type: ignore[union-attr]
         if ctx.on_result is not None:  # a store keeps the result before the call counts as done
             await ctx.on_result(call, outcome, ctx)
@@ -305,6 +347,64 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False, scoped
     finally:
         leave_tools(parent)
         CURRENT_CALL.reset(token)
+
+
+def _shown(call_name: str, args: dict[str, Any]) -> str:
+    return f"{call_name}({json.dumps(args, sort_keys=True, default=str)})"
+
+
+def edit_problem(call_id: str, tool_name: str, args: dict[str, Any], ctx: RunContext) -> str | None:
+    """Why ``approve(args=...)`` cannot run call ``call_id``: the edited arguments do not fit
+    the tool's schema (None: they do)."""
+    found = ctx.agent.tools.get(tool_name)
+    if found is None:
+        return None  # (the call is answered "unknown tool" when it runs, as the model's would be)
+    try:
+        found.validate(dict(args))
+    except ArgumentsError as exc:
+        return (
+            f"call {call_id} ({tool_name}): approve(args=...) holds {exc}; nothing changed and the call still "
+            "waits: resume again with arguments that fit the tool's schema, or approve() it as asked"
+        )
+    return None
+
+
+def approved_as(call: ToolCall, approval: Any, ctx: RunContext) -> ToolCall:
+    """The call an ``approve(args=..., note=...)`` runs: with the person's arguments. The edit
+    is recorded (a ``tool_approved`` event) and the model reads it, and the note, with the
+    result (:func:`answer`)."""
+    args = call.args if approval.args is None else approval.args
+    ctx.emit(ToolApproved, call.id, call.name, args, call.args, approval.note)
+    lines = []
+    if args != call.args:
+        lines.append(
+            f"The user approved this call with edited arguments: it ran as {_shown(call.name, args)}, "
+            f"not as you asked, {_shown(call.name, call.args)}."
+        )
+    if approval.note:
+        lines.append(f"Note from the user: {approval.note}")
+    if lines:
+        if ctx.told is None:
+            ctx.told = {}
+        ctx.told[call.id] = "\n".join(lines)
+    return call if args is call.args else trusted(ToolCall, type="tool_call", id=call.id, name=call.name, args=args)
+
+
+def _told(outcome: ToolResult, preface: str | None) -> ToolResult:
+    """``outcome`` with the person's words before it (its content, as text, after them)."""
+    if preface is None:
+        return outcome
+    content = outcome.content
+    text = content if isinstance(content, str) else json.dumps(content, default=str)
+    said = f"{preface}\n{'Error' if outcome.is_error else 'Result'}: {text}"
+    return trusted(
+        ToolResult,
+        type="tool_result",
+        call_id=outcome.call_id,
+        name=outcome.name,
+        content=said,
+        is_error=outcome.is_error,
+    )
 
 
 async def _after_tool(call: ToolCall, outcome: ToolResult, ctx: RunContext) -> ToolResult:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
+
+from typing_extensions import TypeVar
 
 from ..data.errors import ConfigurationError
 from ..data.event_log import EventLog as EventLog
@@ -21,17 +23,21 @@ from .nesting import Up, up_of
 if TYPE_CHECKING:
     from .agent import Agent, AgentTree
 
+DepsT = TypeVar("DepsT", default=Any)
+"""The type of a run's dependencies (``runner.run(text, deps=...)``): ``RunContext[MyDeps]``."""
 CURRENT_CALL: ContextVar[str | None] = ContextVar("loopwright_call_id", default=None)
 """The id of the tool call in progress in this task (``ctx.call_id``)."""
 
 
-class RunContext:
+class RunContext(Generic[DepsT]):
     """What stages and tools get besides the run state.
 
     Tools that declare a ``ctx`` parameter receive this: ``ctx.run_id``, ``ctx.agent`` (the
     active agent), ``ctx.agents`` (every agent of the tree by name), ``ctx.state`` (the session
     state, shared by the whole run), ``ctx.credentials`` (supplied on resume, never saved),
-    ``ctx.limits`` (the active agent's own limits, or the run's when it has none) and ``ctx.run_state``.
+    ``ctx.deps`` (the run's dependencies: ``runner.run(text, deps=...)``, never saved; type it
+    as ``RunContext[MyDeps]``), ``ctx.limits`` (the active agent's own limits, or the run's when
+    it has none) and ``ctx.run_state``.
     """
 
     __slots__ = (
@@ -40,6 +46,7 @@ class RunContext:
         "call_ids",
         "credentials",
         "decisions",
+        "deps",
         "features",
         "gates",
         "holds",
@@ -57,6 +64,7 @@ class RunContext:
         "run_state",
         "state",
         "stream_deltas",
+        "told",
         "tool_names",
         "tool_scopes",
         "tools_named",
@@ -75,8 +83,12 @@ class RunContext:
         features: frozenset[str] = frozenset(),
         hooks: Callable[[str], tuple[Callable[..., Any], ...]] | None = None,
         budgets: Mapping[str, Budget] | None = None,
+        deps: DepsT = None,  # type: ignore[assignment]
     ) -> None:
         self.tree = tree
+        # the run's dependencies (``runner.run(text, deps=...)``, again on ``resume``): any object
+        # (a database client, an HTTP session, settings); never saved with the state or an event
+        self.deps: DepsT = deps
         self.run_state = run_state
         self.run_id = run_state.run_id
         self.state = run_state.state
@@ -84,6 +96,7 @@ class RunContext:
         """Decisions handed to ``resume`` for pending calls (never saved with the run state)."""
         self.credentials: dict[str, Any] = {}
         """Credentials supplied on resume, by key (never saved with the run state)."""
+        self.told: dict[str, str] | None = None  # told the model with an approved call's result (an edit, a note)
         self.features = features
         """The names of the features of the run's machine."""
         self.budgets: Mapping[str, Budget] = budgets or {}

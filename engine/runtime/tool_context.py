@@ -4,7 +4,11 @@ read-only view of the run's state (:class:`RunView`)."""
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Generic
+
+from typing_extensions import TypeVar
+
+DepsT = TypeVar("DepsT", default=Any)
 
 
 class RunView:
@@ -36,10 +40,11 @@ class RunView:
         return f"RunView({self._rs.run_id!r})"
 
 
-class ToolContext:
+class ToolContext(Generic[DepsT]):
     """What a tool's ``ctx`` parameter receives: ``run_id``, ``agent`` (the active agent),
     ``agents``, ``state`` (the session state: read and write it), ``credentials`` (supplied on
-    resume), ``limits``, ``call_id`` and ``idempotency_key`` (stable across a crash and resume),
+    resume), ``deps`` (the run's dependencies, never saved: annotate ``ctx: ToolContext[MyDeps]``
+    to type them), ``limits``, ``call_id`` and ``idempotency_key`` (stable across a crash and resume),
     and ``run_state`` (a read-only :class:`RunView`: a tool cannot rewind
     the run's counters or rewrite its history)."""
 
@@ -69,6 +74,11 @@ class ToolContext:
     @property
     def credentials(self) -> dict[str, Any]:
         return self._ctx.credentials  # type: ignore[no-any-return]
+
+    @property
+    def deps(self) -> DepsT:
+        """The run's dependencies (``runner.run(text, deps=...)``; supplied again on resume)."""
+        return self._ctx.deps  # type: ignore[no-any-return]
 
     @property
     def limits(self) -> Any:

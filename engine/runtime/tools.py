@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FunctionType
-from typing import Any, get_type_hints, overload
+from typing import Any, get_origin, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -44,6 +44,16 @@ _PLAIN = (str, int, float, bool)
 
 class ArgumentsError(Exception):
     """The model's arguments did not validate; the message is written for the model."""
+
+
+class RetryTool(Exception):
+    """Raised by a tool of ``@tool(retries=N)``: the call failed in a way the model can fix.
+    The model reads the message (say what to change) and may call again, at most N times in a
+    row, charged to ``Limits.max_tool_retries``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +89,26 @@ def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return "\n".join(description).strip(), params
 
 
+def _retry_options(name: str, retries: object, retry_on: object) -> tuple[int, tuple[type[Exception], ...]]:
+    if type(retries) is not int or retries < 0:
+        raise ConfigurationError(f"tool {name!r}: retries must be a whole number >= 0, got {retries!r}")
+    found = (retry_on,) if isinstance(retry_on, type) else retry_on
+    if not isinstance(found, tuple | list) or not all(
+        isinstance(c, type) and issubclass(c, Exception) and not issubclass(c, RetryTool) for c in found
+    ):
+        raise ConfigurationError(
+            f"tool {name!r}: retry_on takes exception classes (e.g. retry_on=(TimeoutError, ConnectionError)), "
+            f"got {retry_on!r}"
+        )
+    if found and not retries:
+        raise ConfigurationError(f"tool {name!r}: retry_on={retry_on!r} needs retries=N (how many times to try again)")
+    return retries, tuple(found)
+
+
 def _is_ctx_param(param: inspect.Parameter, hint: Any) -> bool:
     if param.name == "ctx":
         return True
+    hint = get_origin(hint) or hint  # (``RunContext[MyDeps]``: the class it parametrises)
     return getattr(hint, "__name__", None) in ("RunContext", "ToolContext")
 
 
@@ -101,6 +128,8 @@ class Tool:
         "name",
         "plain",
         "requires_confirmation",
+        "retries",
+        "retry_on",
         "spec",
         "timeout_s",
     )
@@ -117,6 +146,8 @@ class Tool:
         requires_confirmation: bool | Callable[[dict[str, Any]], bool] = False,
         long_running: bool = False,
         credentials: bool = False,
+        retries: int = 0,
+        retry_on: tuple[type[Exception], ...] = (),
     ) -> None:
         if not callable(fn):
             raise ConfigurationError(f"a tool must be a function; got {fn!r}")
@@ -130,6 +161,7 @@ class Tool:
         if timeout_s is not None and timeout_s <= 0:
             raise ConfigurationError(f"tool {self.name!r}: timeout_s must be positive, got {timeout_s}")
         self.timeout_s = timeout_s
+        self.retries, self.retry_on = _retry_options(self.name, retries, retry_on)
         self.blocking = blocking
         self.requires_confirmation = requires_confirmation
         self.long_running = long_running
@@ -256,6 +288,8 @@ def tool(
     requires_confirmation: bool | Callable[[dict[str, Any]], bool] = False,
     long_running: bool = False,
     credentials: bool = False,
+    retries: int = 0,
+    retry_on: tuple[type[Exception], ...] = (),
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -270,6 +304,8 @@ def tool(
     requires_confirmation: bool | Callable[[dict[str, Any]], bool] = False,
     long_running: bool = False,
     credentials: bool = False,
+    retries: int = 0,
+    retry_on: tuple[type[Exception], ...] = (),
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool of a function: ``@tool`` or ``@tool(name=..., timeout_s=...)``.
 
@@ -279,6 +315,11 @@ def tool(
     - ``credentials``: the tool may raise :class:`CredentialRequired`; the run waits for it;
     - ``blocking=False``: a sync tool runs inline on the event loop (for quick, pure functions:
       it saves a thread hand-off, but nothing can time it out).
+    - ``retries=N``: the tool may raise :class:`RetryTool` ("what to fix"), and arguments that do
+      not validate are sent back the same way: the model may call again, at most N times in a
+      row; ``retry_on=(SomeError, ...)``: those exceptions are transient, and act calls the tool
+      again itself (at most N times, after ``Limits.retry_delay``). Every retry is charged to
+      ``Limits.max_tool_retries`` and is a ``tool_retried`` event.
 
     Type hints may name classes local to the function that applies the decorator."""
     localns = dict(sys._getframe(1).f_locals)
@@ -296,6 +337,8 @@ def tool(
             requires_confirmation=requires_confirmation,
             long_running=long_running,
             credentials=credentials,
+            retries=retries,
+            retry_on=retry_on,
         )
 
     return wrap
@@ -358,6 +401,7 @@ __all__ = [
     "WORKERS",
     "ArgumentsError",
     "Pending",
+    "RetryTool",
     "RunView",
     "Tool",
     "ToolContext",

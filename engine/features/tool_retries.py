@@ -1,0 +1,39 @@
+"""tool_retries: tools that may be tried again (``@tool(retries=N, retry_on=...)``).
+
+An agent with such a tool runs on the core composed with this feature. It adds:
+
+- its slice :class:`~loopwright.runtime.tool_retries.ToolRetries` (retries granted and refused,
+  each tool's streak), which act's calls keep (:mod:`loopwright.runtime.tool_retries`: a tool
+  that raised ``RetryTool`` or got arguments that did not validate is answered "fix this and
+  call again"; one that raised an exception of its ``retry_on`` is called again by act after a
+  backoff; each retry a ``tool_retried`` event);
+- its budget ``max_tool_retries`` (the run's retries of tool calls) and the guard
+  ``within_tool_retry_budget``, required in front of ``decide -> preprocess``: once a retry was
+  asked past the budget, the run can no longer go round, so it takes ``decide -> salvage`` with
+  ``RunResult.limit == "max_tool_retries"`` (or ends with outcome ``"limit"`` when salvage is off).
+"""
+
+from __future__ import annotations
+
+from loopwright.runtime.tool_retries import NAME, ToolRetries, retries_asked
+from loopwright.table.budgets import Budget
+from loopwright.table.machine import DECIDE, PRE, Extension
+
+TOOL_RETRY_BUDGET = Budget(
+    "max_tool_retries",
+    "retries of tool calls (max_tool_retries={value})",
+    "within_tool_retry_budget",
+    used=retries_asked,
+    inclusive=True,
+)
+"""Room while the retries asked are at most the cap: the one past it is refused, and ends the loop."""
+within_tool_retry_budget = TOOL_RETRY_BUDGET.guard
+
+TOOL_RETRIES = Extension(
+    name=NAME,
+    require={(DECIDE, PRE): (within_tool_retry_budget,)},
+    budgets=[TOOL_RETRY_BUDGET],
+    guards={"within_tool_retry_budget": within_tool_retry_budget},
+    slice=ToolRetries,
+)
+"""Tools tried again, within a budget: the slice act's calls keep and the guard that stops the loop."""
