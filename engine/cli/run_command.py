@@ -142,6 +142,15 @@ def add_command(sub: Any) -> None:
         default=None,
         help="checkpoint the run in a store (sqlite:///runs.db, postgresql://...); --resume RUN resumes it from there",
     )
+    command.add_argument(
+        "--model",
+        metavar="SPEC",
+        default=None,
+        help="run the agent on this model instead of its own: openai:MODEL, anthropic:MODEL, gemini:MODEL",
+    )
+    command.add_argument(
+        "--base-url", metavar="URL", default=None, help="an OpenAI-compatible server for --model openai:... (Chat Completions)"
+    )
     command.set_defaults(handler=run_command)
 
 
@@ -150,6 +159,10 @@ def run_command(args: Any) -> int:
     agent = _load(args.target)
     if agent is None:
         return 2
+    if args.model is not None or args.base_url is not None:
+        agent = _with_model(agent, args.model, args.base_url)
+        if agent is None:
+            return 2
     if (args.input is None) == (args.resume is None):
         _fail("loopwright run: give the input, or --resume RUN (not both)")
         return 2
@@ -194,6 +207,17 @@ def run_command(args: Any) -> int:
 def _fail(message: str) -> None:
     """An error: one line on standard error, whatever the terminal's width."""
     print(message, file=sys.stderr, flush=True)
+
+
+def _with_model(agent: Agent, spec: str | None, base_url: str | None) -> Agent | None:
+    """``agent`` on the model ``--model`` names (and ``--base-url`` points at)."""
+    if spec is None:
+        _fail("loopwright run: --base-url goes with --model openai:MODEL")
+        return None
+    from .app import spec_model
+
+    model = spec_model(spec, base_url, "loopwright run --model")
+    return None if model is None else agent.replace(model=model)
 
 
 def _load(target: str) -> Agent | None:
