@@ -75,7 +75,9 @@ class ClaudeHarness:
 class OpenAIHarness:
     """OpenAIModel (``api="responses"`` or ``"chat"``) against FakeOpenAI."""
 
-    def __init__(self, fake: fo.FakeOpenAI, api: str = "responses", model_class: type[OpenAIModel] = OpenAIModel) -> None:
+    def __init__(
+        self, fake: fo.FakeOpenAI, api: str = "responses", model_class: type[OpenAIModel] = OpenAIModel
+    ) -> None:
         self.fake = fake
         self.api = api
         self.model_class = model_class
@@ -100,10 +102,18 @@ class OpenAIHarness:
             if item.context_window:
                 return fo.Error(400, "This model's maximum context length is 128000 tokens. However, your messages "
                                 "resulted in 130000 tokens.", code="context_length_exceeded")  # fmt: skip
-            kind = "rate_limit_error" if item.status == 429 else "server_error" if item.status >= 500 else "invalid_request_error"
+            kind = (
+                "rate_limit_error"
+                if item.status == 429
+                else "server_error"
+                if item.status >= 500
+                else "invalid_request_error"
+            )
             after = None if item.retry_after is None else str(item.retry_after)
             return fo.Error(item.status, item.message, kind=kind, retry_after=after)
-        output = ([fo.text(item.text)] if item.text else []) + [fo.function_call(c.id, c.name, c.args) for c in item.calls]
+        output = ([fo.text(item.text)] if item.text else []) + [
+            fo.function_call(c.id, c.name, c.args) for c in item.calls
+        ]
         usage = {"input_tokens": item.input_tokens + item.cached_tokens, "cached_tokens": item.cached_tokens,
                  "output_tokens": item.output_tokens}  # fmt: skip
         if item.cut:

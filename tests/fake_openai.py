@@ -370,7 +370,7 @@ def _chunks(value: str, size: int = 7) -> list[str]:
     return [value[i : i + size] for i in range(0, len(value), size)] or [""]
 
 
-def response_events(reply: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+def response_events(reply: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:  # noqa: C901
     """The server-sent events the Responses API streams for ``reply``."""
     numbers = itertools.count()
 
@@ -383,10 +383,14 @@ def response_events(reply: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]
     for index, item in enumerate(reply["output"]):
         kind = item["type"]
         if kind == "message":
-            yield event("response.output_item.added", output_index=index, item={**item, "content": [], "status": "in_progress"})
+            yield event(
+                "response.output_item.added", output_index=index, item={**item, "content": [], "status": "in_progress"}
+            )
             for c, part in enumerate(item["content"]):
                 empty = {**part, "text": ""} if part["type"] == "output_text" else {**part, "refusal": ""}
-                yield event("response.content_part.added", item_id=item["id"], output_index=index, content_index=c, part=empty)
+                yield event(
+                    "response.content_part.added", item_id=item["id"], output_index=index, content_index=c, part=empty
+                )
                 if part["type"] == "output_text":
                     for piece in _chunks(part["text"]):
                         yield event("response.output_text.delta", item_id=item["id"], output_index=index,
@@ -398,11 +402,19 @@ def response_events(reply: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]
                                 delta=part["refusal"])  # fmt: skip
                     yield event("response.refusal.done", item_id=item["id"], output_index=index, content_index=c,
                                 refusal=part["refusal"])  # fmt: skip
-                yield event("response.content_part.done", item_id=item["id"], output_index=index, content_index=c, part=part)
+                yield event(
+                    "response.content_part.done", item_id=item["id"], output_index=index, content_index=c, part=part
+                )
         elif kind == "function_call":
-            yield event("response.output_item.added", output_index=index, item={**item, "arguments": "", "status": "in_progress"})
+            yield event(
+                "response.output_item.added",
+                output_index=index,
+                item={**item, "arguments": "", "status": "in_progress"},
+            )
             for piece in _chunks(item["arguments"]):
-                yield event("response.function_call_arguments.delta", item_id=item["id"], output_index=index, delta=piece)
+                yield event(
+                    "response.function_call_arguments.delta", item_id=item["id"], output_index=index, delta=piece
+                )
             yield event("response.function_call_arguments.done", item_id=item["id"], output_index=index,
                         arguments=item["arguments"], name=item["name"])  # fmt: skip
         elif kind == "reasoning":

@@ -78,7 +78,9 @@ def _kit(model_class: type[OpenAIModel], check: str | None = None) -> Any:
 
 
 def test_a_dropped_tool_call_id_fails_the_kit() -> None:
-    with pytest.raises(AssertionError, match=r"DropsCallIds \(chat\) fails tool_round_trip: the reply.s call came out as"):
+    with pytest.raises(
+        AssertionError, match=r"DropsCallIds \(chat\) fails tool_round_trip: the reply.s call came out as"
+    ):
         _kit(DropsCallIds, "tool_round_trip")
     with pytest.raises(AssertionError, match="parallel_calls_in_order"):
         _kit(DropsCallIds)

@@ -50,7 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         help="run on a real model: openai:MODEL, anthropic:MODEL, gemini:MODEL or a bare Claude id (needs its API key)",
     )
-    demo.add_argument("--base-url", default=None, help="an OpenAI-compatible server for --model openai:... (Chat Completions)")
+    demo.add_argument(
+        "--base-url", default=None, help="an OpenAI-compatible server for --model openai:... (Chat Completions)"
+    )
     demo.add_argument(
         "--delay",
         type=_positive_float,
@@ -254,29 +256,10 @@ def _draw(machine: LoopMachine | None, events: list[Event] | None, out_dir: str 
 def spec_model(spec: str, base_url: str | None, where: str) -> Any:
     """The model ``--model spec`` names, or None after a one-line error on standard error."""
     from ..data.errors import ConfigurationError
-    from ..models.spec import KEYS, parse_spec
+    from ..models.spec import model_with_key
 
     try:
-        provider, _ = parse_spec(spec)
-    except ConfigurationError as exc:
-        print(f"{where}: {exc}", file=sys.stderr)
-        return None
-    key = KEYS[provider]
-    found = os.environ.get(key) or (provider == "gemini" and os.environ.get("GOOGLE_API_KEY"))
-    if not found and base_url is None and not (provider == "openai" and os.environ.get("OPENAI_BASE_URL")):
-        if provider == "anthropic":
-            print(
-                f"{where} needs an Anthropic API key: set ANTHROPIC_API_KEY "
-                "(and ANTHROPIC_BASE_URL for a proxy), or drop --model to run on the scripted model.",
-                file=sys.stderr,
-            )
-        else:
-            print(f"{where} {spec} needs an API key: set {key}, or give --base-url for a local server", file=sys.stderr)
-        return None
-    from ..models.spec import model_from_spec
-
-    try:
-        return model_from_spec(spec, base_url=base_url)
+        return model_with_key(spec, base_url)
     except ConfigurationError as exc:
         print(f"{where}: {exc}", file=sys.stderr)
         return None

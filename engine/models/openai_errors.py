@@ -75,31 +75,35 @@ def _api_error(exc: openai.APIStatusError) -> tuple[str | None, str]:
     return None, cut(raw)
 
 
+def _status_error(exc: openai.APIStatusError, where: str) -> ModelError:
+    kind, message = _api_error(exc)
+    detail = f"{kind}: {message}" if kind else message
+    request_id = f" [request-id {exc.request_id}]" if getattr(exc, "request_id", None) else ""
+    status = exc.status_code
+    if status in (400, 413) and (_CONTEXT.search(kind or "") or _CONTEXT.search(message)):
+        return ContextWindowError(
+            f"the conversation does not fit the model's context window ({status} {detail}){request_id}",
+            status=status,
+        )
+    if status == 401:
+        return ModelError(
+            f"the server at {where} refused the credentials (401 {detail}); set OPENAI_API_KEY to a valid key"
+            f"{request_id}",
+            status=401,
+            retryable=False,
+        )
+    return ModelError(
+        f"OpenAI API error {status} from {where}: {detail}{request_id}",
+        status=status,
+        retryable=status in _RETRYABLE_STATUS or status >= 500,
+        retry_after=retry_after(getattr(exc.response, "headers", None)),
+    )
+
+
 def model_error(exc: BaseException, where: str) -> ModelError:
     """What a failed call to ``where`` (the server's base URL) comes to."""
     if isinstance(exc, openai.APIStatusError):
-        kind, message = _api_error(exc)
-        detail = f"{kind}: {message}" if kind else message
-        request_id = f" [request-id {exc.request_id}]" if getattr(exc, "request_id", None) else ""
-        status = exc.status_code
-        if status in (400, 413) and (_CONTEXT.search(kind or "") or _CONTEXT.search(message)):
-            return ContextWindowError(
-                f"the conversation does not fit the model's context window ({status} {detail}){request_id}",
-                status=status,
-            )
-        if status == 401:
-            return ModelError(
-                f"the server at {where} refused the credentials (401 {detail}); set OPENAI_API_KEY to a valid key"
-                f"{request_id}",
-                status=401,
-                retryable=False,
-            )
-        return ModelError(
-            f"OpenAI API error {status} from {where}: {detail}{request_id}",
-            status=status,
-            retryable=status in _RETRYABLE_STATUS or status >= 500,
-            retry_after=retry_after(getattr(exc.response, "headers", None)),
-        )
+        return _status_error(exc, where)
     if isinstance(exc, openai.APITimeoutError):
         return ModelError(f"the request to {where} timed out", retryable=True)
     if isinstance(exc, openai.APIConnectionError):
@@ -132,4 +136,6 @@ def stream_failed(kind: str, error: Any, where: str) -> ModelError:
     if _CONTEXT.search(f"{code} {message}"):
         return ContextWindowError(f"the conversation does not fit the model's context window ({message})")
     retryable = code not in ("invalid_prompt", "invalid_request_error")
-    return ModelError(f"the reply stream from {where} reported {kind}: {code or 'error'}: {message}", retryable=retryable)
+    return ModelError(
+        f"the reply stream from {where} reported {kind}: {code or 'error'}: {message}", retryable=retryable
+    )

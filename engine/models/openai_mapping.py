@@ -157,24 +157,31 @@ def responses_input(history: Sequence[Message]) -> list[dict[str, Any]]:
             if content:
                 items.append({"role": "user", "content": content})
             continue
-        text: list[str] = []
-        for part in parts:
-            kind = type(part)
-            if kind is TextPart:
-                if part.text.strip():
-                    text.append(part.text)
-                continue
-            if text:
-                items.append({"role": "assistant", "content": "".join(text)})
-                text = []
-            if kind is ToolCall:
-                items.append(
-                    {"type": "function_call", "call_id": part.id, "name": part.name, "arguments": json.dumps(part.args)}
-                )
-            elif kind is ProviderPart and part.provider == PROVIDER and part.kind != "reply":
-                items.append(dict(part.block))
+        items += _assistant_items(parts)
+    return items
+
+
+def _assistant_items(parts: list[Any]) -> list[dict[str, Any]]:
+    """An assistant turn as items: its text runs as messages, its calls and its own items in order."""
+    items: list[dict[str, Any]] = []
+    text: list[str] = []
+    for part in parts:
+        kind = type(part)
+        if kind is TextPart:
+            if part.text.strip():
+                text.append(part.text)
+            continue
         if text:
             items.append({"role": "assistant", "content": "".join(text)})
+            text = []
+        if kind is ToolCall:
+            items.append(
+                {"type": "function_call", "call_id": part.id, "name": part.name, "arguments": json.dumps(part.args)}
+            )
+        elif kind is ProviderPart and part.provider == PROVIDER and part.kind != "reply":
+            items.append(dict(part.block))
+    if text:
+        items.append({"role": "assistant", "content": "".join(text)})
     return items
 
 
@@ -212,7 +219,13 @@ def _input_block(part: Any) -> dict[str, Any] | None:
 
 def responses_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     return [
-        {"type": "function", "name": t.name, "description": t.description, "parameters": t.input_schema, "strict": False}
+        {
+            "type": "function",
+            "name": t.name,
+            "description": t.description,
+            "parameters": t.input_schema,
+            "strict": False,
+        }
         for t in tools
     ]
 
@@ -229,7 +242,9 @@ def responses_params(request: Any) -> dict[str, Any]:
             params["tool_choice"] = _TOOL_CHOICE[request.tool_choice]
     schema = output_schema(request.instructions)
     if schema is not None:
-        params["text"] = {"format": {"type": "json_schema", "name": _schema_name(schema), "schema": schema, "strict": False}}
+        params["text"] = {
+            "format": {"type": "json_schema", "name": _schema_name(schema), "schema": schema, "strict": False}
+        }
     return params
 
 
@@ -297,9 +312,15 @@ def chat_messages(instructions: Sequence[Instruction], history: Sequence[Message
     for role, parts in _turns(history):
         if role == "user":
             for result in (p for p in parts if type(p) is ToolResult):
-                messages.append({"role": "tool", "tool_call_id": result.call_id, "content": _result_text(result.content)})
+                messages.append(
+                    {"role": "tool", "tool_call_id": result.call_id, "content": _result_text(result.content)}
+                )
                 for media in _media_in(result.content):  # Chat's tool messages hold text only
-                    block = _chat_block(ImagePart.model_validate(media) if media["type"] == "image" else DocumentPart.model_validate(media))
+                    block = _chat_block(
+                        ImagePart.model_validate(media)
+                        if media["type"] == "image"
+                        else DocumentPart.model_validate(media)
+                    )
                     if block is not None:
                         messages.append({"role": "user", "content": [block]})
             content = [block for p in parts if type(p) is not ToolResult and (block := _chat_block(p)) is not None]
@@ -340,7 +361,10 @@ def chat_params(request: Any) -> dict[str, Any]:
     params: dict[str, Any] = {"messages": chat_messages(request.instructions, request.messages)}
     if request.tools:
         params["tools"] = [
-            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}
+            {
+                "type": "function",
+                "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+            }
             for t in request.tools
         ]
         if request.tool_choice is not None:
@@ -441,27 +465,32 @@ class ChatAssembler:
                 continue
             delta = _get(choice, "delta")
             if delta is not None:
-                content = _get(delta, "content")
-                if content:
-                    self.content.append(content)
-                    shown = (content, False)
-                thought = _get(delta, "reasoning_content") or _get(delta, "reasoning")
-                if isinstance(thought, str) and thought:
-                    self.reasoning.append(thought)
-                    shown = (thought, True)
-                refusal = _get(delta, "refusal")
-                if refusal:
-                    self.refusal.append(refusal)
-                for piece in _get(delta, "tool_calls") or ():
-                    call = self.calls.setdefault(_get(piece, "index") or 0, {"id": None, "name": "", "arguments": []})
-                    call["id"] = _get(piece, "id") or call["id"]
-                    function = _get(piece, "function")
-                    if function is not None:
-                        call["name"] += _get(function, "name") or ""
-                        call["arguments"].append(_get(function, "arguments") or "")
+                shown = self._delta(delta) or shown
             finish = _get(choice, "finish_reason")
             if finish:
                 self.finish = finish
+        return shown
+
+    def _delta(self, delta: Any) -> tuple[str, bool] | None:
+        shown: tuple[str, bool] | None = None
+        content = _get(delta, "content")
+        if content:
+            self.content.append(content)
+            shown = (content, False)
+        thought = _get(delta, "reasoning_content") or _get(delta, "reasoning")
+        if isinstance(thought, str) and thought:
+            self.reasoning.append(thought)
+            shown = (thought, True)
+        refusal = _get(delta, "refusal")
+        if refusal:
+            self.refusal.append(refusal)
+        for piece in _get(delta, "tool_calls") or ():
+            call = self.calls.setdefault(_get(piece, "index") or 0, {"id": None, "name": "", "arguments": []})
+            call["id"] = _get(piece, "id") or call["id"]
+            function = _get(piece, "function")
+            if function is not None:
+                call["name"] += _get(function, "name") or ""
+                call["arguments"].append(_get(function, "arguments") or "")
         return shown
 
     def reply(self) -> dict[str, Any]:
@@ -480,7 +509,11 @@ class ChatAssembler:
             message["reasoning_content"] = "".join(self.reasoning)
         if self.calls:
             message["tool_calls"] = [
-                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": "".join(c["arguments"])}}
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": "".join(c["arguments"])},
+                }
                 for _, c in sorted(self.calls.items())
             ]
         return {

@@ -85,7 +85,9 @@ def _literals(alias: Any) -> list[str]:
 KNOWN_MODELS: tuple[str, ...] = tuple(dict.fromkeys(_literals(ChatModel) + _literals(ResponsesModel)))
 """Every model id this ``openai`` SDK release names (``ChatModel`` and ``ResponsesModel``)."""
 _REASONING = re.compile(r"^(o\d|gpt-5|gpt-6|codex)")
-SAMPLING = frozenset({"temperature", "top_p", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "logit_bias"})
+SAMPLING = frozenset(
+    {"temperature", "top_p", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "logit_bias"}
+)
 """Sampling options OpenAI's reasoning models refuse (the API answers 400)."""
 
 
@@ -98,9 +100,23 @@ _SDK_PARAMS: dict[str, frozenset[str]] = {
     "chat": _params_of(AsyncCompletions.create),
 }
 _OWNED: dict[str, frozenset[str]] = {
-    "responses": frozenset({"model", "input", "instructions", "stream", "stream_options", "tool_choice", "max_output_tokens"}),
-    "chat": frozenset({"model", "messages", "stream", "stream_options", "tool_choice", "n", "max_completion_tokens",
-                       "max_tokens", "functions", "function_call"}),  # fmt: skip
+    "responses": frozenset(
+        {"model", "input", "instructions", "stream", "stream_options", "tool_choice", "max_output_tokens"}
+    ),
+    "chat": frozenset(
+        {
+            "model",
+            "messages",
+            "stream",
+            "stream_options",
+            "tool_choice",
+            "n",
+            "max_completion_tokens",
+            "max_tokens",
+            "functions",
+            "function_call",
+        }
+    ),
 }
 """Arguments loopwright sets itself from the agent and the request (``max_tokens=`` sets the limit)."""
 
@@ -175,8 +191,12 @@ class OpenAIModel:
                 f"client must be an openai.AsyncOpenAI (or AsyncAzureOpenAI) or a function that returns one, "
                 f"got {type(client).__name__}"
             )
-        custom = base_url is not None or (client is not None and "api.openai.com" not in str(getattr(client, "base_url", "")))
-        self._limit_key = "max_output_tokens" if api == "responses" else "max_tokens" if custom else "max_completion_tokens"
+        custom = base_url is not None or (
+            client is not None and "api.openai.com" not in str(getattr(client, "base_url", ""))
+        )
+        self._limit_key = (
+            "max_output_tokens" if api == "responses" else "max_tokens" if custom else "max_completion_tokens"
+        )
         if not custom and model not in KNOWN_MODELS:
             warnings.warn(
                 f"{model!r} is not a model id openai {openai.__version__} knows (it is sent as given; check the "
@@ -198,7 +218,11 @@ class OpenAIModel:
         unknown = sorted(set(options) - valid)
         if unknown:
             owned = [name for name in unknown if name in _OWNED[self.api]]
-            hint = f" ({', '.join(owned)}: set by loopwright itself; use max_tokens= for the output limit)" if owned else ""
+            hint = (
+                f" ({', '.join(owned)}: set by loopwright itself; use max_tokens= for the output limit)"
+                if owned
+                else ""
+            )
             raise ConfigurationError(
                 f"{where} got unknown option(s) {', '.join(map(repr, unknown))} for api={self.api!r}{hint}; "
                 f"valid options: {', '.join(sorted(valid))}"
@@ -326,9 +350,9 @@ class OpenAIModel:
                 async for event in stream:
                     kind = event.type
                     if kind in ("response.completed", "response.incomplete"):
-                        final = event.response.to_dict()  # type: ignore[union-attr]
+                        final = event.response.to_dict()
                     elif kind == "response.failed":
-                        raise stream_failed(kind, event.response.error, where)  # type: ignore[union-attr]
+                        raise stream_failed(kind, event.response.error, where)
                     elif kind == "error":
                         raise stream_failed(kind, event, where)
                     elif (delta := responses_delta(event)) is not None and delta[0]:

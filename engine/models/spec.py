@@ -11,6 +11,7 @@ used; a missing extra is one line naming ``pip install 'loopwright[...]'``.
 from __future__ import annotations
 
 import importlib
+import os
 import re
 from typing import Any
 
@@ -84,3 +85,20 @@ def model_from_spec(spec: str, base_url: str | None = None) -> Model:
     gemini_model = _import("gemini", "gemini_model", "GeminiModel")
     model = gemini_model(model_id) if base_url is None else gemini_model(model_id, base_url=base_url)
     return model
+
+
+def model_with_key(spec: str, base_url: str | None = None) -> Model:
+    """:func:`model_from_spec`, after checking that the provider's key is set (a local server
+    given by ``base_url`` needs none): the CLI's ``--model``. A missing key is a
+    ConfigurationError naming the environment variable."""
+    provider, _ = parse_spec(spec)
+    key = KEYS[provider]
+    found = os.environ.get(key) or (provider == "gemini" and os.environ.get("GOOGLE_API_KEY"))
+    if not found and base_url is None and not (provider == "openai" and os.environ.get("OPENAI_BASE_URL")):
+        if provider == "anthropic":
+            raise ConfigurationError(
+                "needs an Anthropic API key: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for a proxy), "
+                "or drop --model to run on the scripted model."
+            )
+        raise ConfigurationError(f"{spec} needs an API key: set {key}, or give --base-url for a local server")
+    return model_from_spec(spec, base_url)

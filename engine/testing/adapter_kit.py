@@ -44,7 +44,7 @@ import asyncio
 import json
 import socket
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -254,11 +254,10 @@ async def check_stream_equals_complete(h: AdapterHarness, reply: Reply | None = 
     if any(not isinstance(i, StreamDelta) for i in items[:-1]):
         raise _fail(h, "stream_equals_complete", "the stream yielded something other than StreamDelta before its end")
     for field_name in ("parts", "usage", "stop_reason"):
-        if getattr(last, field_name) != getattr(whole, field_name):
+        streamed, completed = getattr(last, field_name), getattr(whole, field_name)
+        if streamed != completed:
             raise _fail(
-                h,
-                "stream_equals_complete",
-                f"{field_name} differs: streamed {getattr(last, field_name)!r}, complete {getattr(whole, field_name)!r}",
+                h, "stream_equals_complete", f"{field_name} differs: streamed {streamed!r}, complete {completed!r}"
             )
     shown = "".join(i.text for i in items[:-1] if isinstance(i, StreamDelta) and not i.thought)
     if shown != whole.text:
@@ -361,7 +360,9 @@ async def check_request_not_mutated(h: AdapterHarness) -> None:
     h.clear()
     history = [
         Message(role="user", parts=(TextPart(text="Find y."),)),
-        Message(role="assistant", parts=(TextPart(text="Looking."), ToolCall(id="call_m1", name="lookup", args={"q": "y"}))),
+        Message(
+            role="assistant", parts=(TextPart(text="Looking."), ToolCall(id="call_m1", name="lookup", args={"q": "y"}))
+        ),
         Message(role="user", parts=(ToolResult(call_id="call_m1", name="lookup", content="found y"),)),
     ]
     request = _request(history)
@@ -394,7 +395,7 @@ async def check_ids_unique(h: AdapterHarness) -> None:
         raise _fail(h, "ids_unique", f"the results went back under {answered!r}, the calls are {ids!r}")
 
 
-CHECKS: dict[str, Callable[[AdapterHarness], Awaitable[None]]] = {
+CHECKS: dict[str, Callable[[AdapterHarness], Coroutine[Any, Any, None]]] = {
     "tool_round_trip": check_tool_round_trip,
     "parallel_calls_in_order": check_parallel_calls_in_order,
     "stream_equals_complete": check_stream_equals_complete,
@@ -435,7 +436,9 @@ def _replies() -> Any:
     from hypothesis import strategies as st
 
     words = st.text(st.characters(blacklist_categories=["Cs", "Cc"]), min_size=1, max_size=40).filter(str.strip)
-    args = st.dictionaries(st.sampled_from(["q", "n", "flag"]), st.one_of(st.text(max_size=10), st.integers(-9, 99), st.booleans()))
+    args = st.dictionaries(
+        st.sampled_from(["q", "n", "flag"]), st.one_of(st.text(max_size=10), st.integers(-9, 99), st.booleans())
+    )
     ids = st.lists(st.from_regex(r"call_[a-z0-9]{1,10}", fullmatch=True), max_size=3, unique=True)
     counts = st.integers(0, 5000)
 
@@ -453,11 +456,11 @@ def _replies() -> Any:
     return reply()
 
 
-def _run(check: Callable[..., Awaitable[None]], *args: Any) -> None:
+def _run(check: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
     asyncio.run(check(*args))
 
 
-def _run_known(reason: str | None, check: Callable[..., Awaitable[None]], *args: Any) -> None:
+def _run_known(reason: str | None, check: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
     try:
         _run(check, *args)
     except AssertionError:
