@@ -282,6 +282,7 @@ class _Handler(BaseHTTPRequestHandler):
     """Answers one request from the script of the server's :class:`FakeOpenAI`."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go in separate writes: no 40 ms delayed-ACK stall
     server: _Server
     request_id: str
 
