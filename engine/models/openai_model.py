@@ -348,6 +348,7 @@ class OpenAIModel:
             final: dict[str, Any] | None = None
             stream = await client.responses.create(model=model, stream=True, extra_body=body)
             try:
+                event: Any  # read by its type tag (mypy does not narrow the 60-kind union through it)
                 async for event in stream:
                     kind = event.type
                     if kind in ("response.completed", "response.incomplete"):
