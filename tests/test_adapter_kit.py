@@ -19,7 +19,13 @@ from .fake_claude import FakeClaude
 from .fake_openai import FakeOpenAI
 
 
-class TestAnthropicConforms(AdapterConformance):
+class _SlowProperty(AdapterConformance):
+    @pytest.mark.slow
+    def test_stream_equals_complete_property(self, harness: AdapterHarness) -> None:
+        super().test_stream_equals_complete_property(harness)  # a dozen runs over HTTP: seconds
+
+
+class TestAnthropicConforms(_SlowProperty):
     known_failures = {  # noqa: RUF012
         "context_window": "AnthropicModel on main maps 'prompt is too long' to a plain ModelError; "
         "ContextWindowError comes with Claude's third pass (engine/models/anthropic_errors.py)",
@@ -31,14 +37,14 @@ class TestAnthropicConforms(AdapterConformance):
             yield ClaudeHarness(fake)
 
 
-class TestOpenAIResponsesConforms(AdapterConformance):
+class TestOpenAIResponsesConforms(_SlowProperty):
     @pytest.fixture
     def harness(self) -> Iterator[AdapterHarness]:
         with FakeOpenAI() as fake:
             yield OpenAIHarness(fake, "responses")
 
 
-class TestOpenAIChatConforms(AdapterConformance):
+class TestOpenAIChatConforms(_SlowProperty):
     @pytest.fixture
     def harness(self) -> Iterator[AdapterHarness]:
         with FakeOpenAI() as fake:
@@ -77,12 +83,13 @@ def _kit(model_class: type[OpenAIModel], check: str | None = None) -> Any:
         return asyncio.run(adapter_kit.CHECKS[check](harness))
 
 
+@pytest.mark.slow
 def test_a_dropped_tool_call_id_fails_the_kit() -> None:
     with pytest.raises(
         AssertionError, match=r"DropsCallIds \(chat\) fails tool_round_trip: the reply.s call came out as"
     ):
         _kit(DropsCallIds, "tool_round_trip")
-    with pytest.raises(AssertionError, match="parallel_calls_in_order"):
+    with pytest.raises(AssertionError, match="parallel_calls_in_order"):  # check_adapter lists every failure
         _kit(DropsCallIds)
 
 
@@ -91,6 +98,7 @@ def test_a_swallowed_429_fails_the_kit() -> None:
         _kit(SwallowsRateLimits, "errors_mapped")
 
 
+@pytest.mark.slow
 def test_the_sound_adapter_passes_check_adapter_whole() -> None:
     _kit(OpenAIModel)
 
