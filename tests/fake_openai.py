@@ -239,6 +239,17 @@ class Cut:
 
 
 @dataclass
+class StreamFail:
+    """A streamed reply that sends ``events`` events, then an error inside the 200 stream: the
+    Responses API's ``error`` event, or Chat's ``data: {"error": ...}`` chunk."""
+
+    reply: dict[str, Any]
+    events: int
+    code: str = "server_error"
+    message: str = "The server had an error while processing your request."
+
+
+@dataclass
 class FakeOpenAI:
     """Scripted replies, recorded requests. Use as a context manager; ``base_url`` (ending in
     ``/v1``) for the SDK."""
@@ -289,7 +300,7 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:  # quiet
         return None
 
-    def do_POST(self) -> None:
+    def do_POST(self) -> None:  # noqa: C901
         fake = self.server.fake
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         fake.requests.append(body)
@@ -309,8 +320,11 @@ class _Handler(BaseHTTPRequestHandler):
             return self._raw(reply)
         chat = self.path.endswith("/chat/completions")
         cut = None
+        fail = None
         if isinstance(reply, Cut):
             reply, cut = reply.reply, reply.events
+        elif isinstance(reply, StreamFail):
+            reply, fail = reply.reply, reply
         reply = as_chat(reply) if chat else as_responses(reply)
         if not body.get("stream"):
             return self._json(200, reply)
@@ -319,6 +333,14 @@ class _Handler(BaseHTTPRequestHandler):
             events = [(None, chunk) for chunk in chat_chunks(reply, usage)] + [(None, "[DONE]")]
         else:
             events = list(response_events(reply))
+        if fail is not None:
+            error = {"message": fail.message, "code": fail.code}
+            tail = (
+                (None, {"error": {**error, "type": fail.code}})
+                if chat
+                else ("error", {"type": "error", **error, "param": None})
+            )
+            events = [*events[: fail.events], tail]
         self._sse(events[:cut] if cut is not None else events, cut=cut is not None)
 
     def _error(self, error: Error) -> None:

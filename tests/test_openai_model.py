@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from loopwright import (
     Agent,
     ConfigurationError,
+    ContextWindowError,
     ImagePart,
     Limits,
     Message,
@@ -32,7 +33,19 @@ from loopwright.features.structured_output import instruction_for
 from loopwright.models.openai_mapping import CONTINUE, SCHEMA_MARKER
 from loopwright.models.openai_model import CURRENT, KNOWN_MODELS, OpenAIModel
 
-from .fake_openai import Cut, Error, FakeOpenAI, Raw, completion, function_call, reasoning, refusal, response, text
+from .fake_openai import (
+    Cut,
+    Error,
+    FakeOpenAI,
+    Raw,
+    StreamFail,
+    completion,
+    function_call,
+    reasoning,
+    refusal,
+    response,
+    text,
+)
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
@@ -201,6 +214,24 @@ def test_a_stream_that_breaks_off_is_a_retryable_error(fake: FakeOpenAI) -> None
         with pytest.raises(ModelError) as info:
             asyncio.run(go())
         assert info.value.retryable
+
+
+def test_an_error_inside_a_200_stream_is_mapped(fake: FakeOpenAI) -> None:
+    for api in ("responses", "chat"):
+        fake.script.append(StreamFail(response(text("partial answer")), events=4))
+        fake.script.append(
+            StreamFail(response(text("x")), events=2, code="context_length_exceeded", message="too long")
+        )
+
+        async def go(a: str = api) -> None:
+            async for _ in model(fake, a).stream(ask()):
+                pass
+
+        with pytest.raises(ModelError, match=r"server_error|had an error") as info:
+            asyncio.run(go())
+        assert info.value.retryable and not isinstance(info.value, ContextWindowError)
+        with pytest.raises(ContextWindowError):
+            asyncio.run(go())
 
 
 def test_an_html_page_from_a_proxy_is_named(fake: FakeOpenAI) -> None:
