@@ -342,7 +342,8 @@ def usable_parts(parts: Sequence[Any]) -> bool:
 
 def merge_chunk(merged: list[Any], chunk_parts: Sequence[Any]) -> None:
     """Add one streamed chunk's SDK parts to ``merged``: text continues the text part before it
-    (same ``thought`` flag, not yet signed) and a signature arriving on it signs that part, so
+    (same ``thought`` flag, not yet signed) and a signature arriving on it (or on an empty text
+    piece of its own) signs that part, so
     the assembled parts equal the non-streamed reply's."""
     for raw in chunk_parts:
         text = getattr(raw, "text", None)
@@ -353,7 +354,7 @@ def merge_chunk(merged: list[Any], chunk_parts: Sequence[Any]) -> None:
             and last is not None
             and getattr(last, "text", None) is not None
             and getattr(last, "function_call", None) is None
-            and bool(getattr(last, "thought", None)) == bool(getattr(raw, "thought", None))
+            and (text == "" or bool(getattr(last, "thought", None)) == bool(getattr(raw, "thought", None)))
             and not getattr(last, "thought_signature", None)
         ):
             update: dict[str, Any] = {"text": last.text + text}
