@@ -104,8 +104,9 @@ class Error:
     def body(self) -> dict[str, Any]:
         details: list[dict[str, Any]] = []
         if self.reason:
-            details.append({"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": self.reason,
-                            "domain": "googleapis.com"})  # fmt: skip
+            details.append(
+                {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": self.reason, "domain": "googleapis.com"}
+            )
         if self.retry_delay:
             details.append({"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": self.retry_delay})
         error: dict[str, Any] = {
@@ -257,33 +258,32 @@ def chunks(body: dict[str, Any], signature_apart: bool = False) -> Iterator[dict
         yield body
         return
     candidate = body["candidates"][0]
-    pieces: list[dict[str, Any]] = []
-    for part in candidate["content"]["parts"]:
-        if "text" in part and "functionCall" not in part:
-            value = part["text"]
-            bits = [value[i : i + 7] for i in range(0, len(value), 7)] or [""]
-            for n, bit in enumerate(bits):
-                piece = {k: v for k, v in part.items() if k != "thoughtSignature"}
-                piece["text"] = bit
-                if n == len(bits) - 1 and "thoughtSignature" in part and not signature_apart:
-                    piece["thoughtSignature"] = part["thoughtSignature"]
-                pieces.append(piece)
-            if signature_apart and "thoughtSignature" in part:
-                pieces.append({"text": "", "thoughtSignature": part["thoughtSignature"]})
-        else:
-            pieces.append(part)
+    pieces = [piece for part in candidate["content"]["parts"] for piece in _pieces(part, signature_apart)]
     for n, piece in enumerate(pieces):
         chunk_candidate: dict[str, Any] = {"content": {"role": "model", "parts": [piece]}, "index": 0}
         event = {**meta, "candidates": [chunk_candidate]}
         if n == len(pieces) - 1:
-            for key in ("finishReason", "safetyRatings"):
-                if key in candidate:
-                    chunk_candidate[key] = candidate[key]
+            chunk_candidate.update({k: v for k, v in candidate.items() if k in ("finishReason", "safetyRatings")})
             event["usageMetadata"] = body["usageMetadata"]
         yield event
     if not pieces:
         last = {k: v for k, v in candidate.items() if k != "content"}
         yield {**meta, "candidates": [last], "usageMetadata": body["usageMetadata"]}
+
+
+def _pieces(part: dict[str, Any], signature_apart: bool) -> list[dict[str, Any]]:
+    """One part as streamed: text in pieces, its signature on the last piece or on its own."""
+    if "text" not in part or "functionCall" in part:
+        return [part]
+    value = part["text"]
+    signature = part.get("thoughtSignature")
+    bits = [value[i : i + 7] for i in range(0, len(value), 7)] or [""]
+    pieces = [{**{k: v for k, v in part.items() if k != "thoughtSignature"}, "text": bit} for bit in bits]
+    if signature is not None and signature_apart:
+        pieces.append({"text": "", "thoughtSignature": signature})
+    elif signature is not None:
+        pieces[-1]["thoughtSignature"] = signature
+    return pieces
 
 
 def refusal(body: dict[str, Any]) -> str | None:
@@ -326,9 +326,7 @@ class GeminiHarness:
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return GeminiModel(
-                options.pop("model", MODEL), api_key="test-key", base_url=self.fake.base_url, **options
-            )
+            return GeminiModel(options.pop("model", MODEL), api_key="test-key", base_url=self.fake.base_url, **options)
 
     def script_reply(self, body: dict[str, Any]) -> None:
         self.fake.script.append(body)

@@ -134,7 +134,10 @@ def test_a_tool_round_trip_through_a_runner(fake: FakeGemini, streamed: bool) ->
     assert first["systemInstruction"]["parts"] == [{"text": "You are terse."}]
     assert second["contents"][1] == {
         "role": "model",
-        "parts": [{"text": "Let me check."}, {"functionCall": {"id": "fc_1", "name": "weather", "args": {"city": "Paris"}}}],
+        "parts": [
+            {"text": "Let me check."},
+            {"functionCall": {"id": "fc_1", "name": "weather", "args": {"city": "Paris"}}},
+        ],
     }
     assert second["contents"][2] == {
         "role": "user",
@@ -153,7 +156,10 @@ def test_calls_without_ids_get_local_ids_that_are_never_sent(fake: FakeGemini) -
         {"name": "weather", "args": {"city": "Paris"}},
         {"name": "weather", "args": {"city": "Rome"}},
     ]
-    assert [p["functionResponse"]["response"]["result"] for p in sent[2]["parts"]] == ["sunny in Paris", "sunny in Rome"]
+    assert [p["functionResponse"]["response"]["result"] for p in sent[2]["parts"]] == [
+        "sunny in Paris",
+        "sunny in Rome",
+    ]
     assert all("id" not in p["functionResponse"] for p in sent[2]["parts"])
 
 
@@ -206,11 +212,15 @@ def test_streaming_equals_non_streaming(fake: FakeGemini, script: dict[str, Any]
     assert streamed.model_dump(exclude={"parts"}) == plain.model_dump(exclude={"parts"})
     ids = itertools.count()
     # local ids differ between the two calls; everything else is equal
-    norm = [p.model_copy(update={"id": next(ids)}) if p.type == "tool_call" and p.id.startswith("gemini_local_") else p
-            for p in streamed.parts]  # fmt: skip
+    norm = [
+        p.model_copy(update={"id": next(ids)}) if p.type == "tool_call" and p.id.startswith("gemini_local_") else p
+        for p in streamed.parts
+    ]
     ids = itertools.count()
-    norm_plain = [p.model_copy(update={"id": next(ids)}) if p.type == "tool_call" and p.id.startswith("gemini_local_")
-                  else p for p in plain.parts]  # fmt: skip
+    norm_plain = [
+        p.model_copy(update={"id": next(ids)}) if p.type == "tool_call" and p.id.startswith("gemini_local_") else p
+        for p in plain.parts
+    ]
     assert norm == norm_plain
     assert "".join(d.text for d in deltas if not d.thought) == plain.text
     assert "".join(d.text for d in deltas if d.thought) == "".join(t.text for t in plain.thoughts)
@@ -239,8 +249,10 @@ def test_thought_signatures_go_back_byte_for_byte(signatures: list[bytes], strea
     thought_sig, call_sig, text_sig = signatures
     with FakeGemini(signature_apart=apart) as fake:
         fake.script += [
-            reply(text("I should look it up", thought=True, signature=thought_sig),
-                  call("weather", {"city": "Paris"}, id_="fc_1", signature=call_sig)),  # fmt: skip
+            reply(
+                text("I should look it up", thought=True, signature=thought_sig),
+                call("weather", {"city": "Paris"}, id_="fc_1", signature=call_sig),
+            ),
             reply(text("Sunny. And Rome?", signature=text_sig), call("weather", {"city": "Rome"}, id_="fc_2")),
             reply(text("Bye.")),
         ]
@@ -248,20 +260,32 @@ def test_thought_signatures_go_back_byte_for_byte(signatures: list[bytes], strea
         result = stream_run(a)[1] if streamed else run(a)
     assert result.outcome == "final"
     model_turns = [c for c in fake.requests[2]["contents"] if c["role"] == "model"]
-    sent = [(p.get("text"), p.get("functionCall", {}).get("name"), base64.urlsafe_b64decode(p["thoughtSignature"]))
-            for turn in model_turns for p in turn["parts"] if "thoughtSignature" in p]  # fmt: skip
-    assert sent == [("I should look it up", None, thought_sig), (None, "weather", call_sig),
-                    ("Sunny. And Rome?", None, text_sig)]  # fmt: skip
+    sent = [
+        (p.get("text"), p.get("functionCall", {}).get("name"), base64.urlsafe_b64decode(p["thoughtSignature"]))
+        for turn in model_turns
+        for p in turn["parts"]
+        if "thoughtSignature" in p
+    ]
+    assert sent == [
+        ("I should look it up", None, thought_sig),
+        (None, "weather", call_sig),
+        ("Sunny. And Rome?", None, text_sig),
+    ]
     assert model_turns[0]["parts"][0]["thought"] is True
     assert fake.requests[1]["contents"][1] == model_turns[0]  # the same bytes in every later request
 
 
 def test_a_signature_alone_on_an_empty_part_goes_back_alone(fake: FakeGemini) -> None:
-    fake.script += [reply(text("Sunny."), text("", signature=b"trailing"), call("weather", {"city": "P"}, id_="c")),
-                    reply(text("ok"))]  # fmt: skip
+    fake.script += [
+        reply(text("Sunny."), text("", signature=b"trailing"), call("weather", {"city": "P"}, id_="c")),
+        reply(text("ok")),
+    ]
     run(agent(fake))
     parts = fake.requests[1]["contents"][1]["parts"]
-    assert parts[:2] == [{"text": "Sunny."}, {"text": "", "thoughtSignature": base64.urlsafe_b64encode(b"trailing").decode()}]
+    assert parts[:2] == [
+        {"text": "Sunny."},
+        {"text": "", "thoughtSignature": base64.urlsafe_b64encode(b"trailing").decode()},
+    ]
 
 
 def test_claude_thinking_in_the_history_is_not_sent_to_gemini(fake: FakeGemini) -> None:
@@ -297,8 +321,11 @@ def test_a_cut_reply_is_continued_in_a_user_turn(fake: FakeGemini) -> None:
 
 
 def test_a_reply_cut_twice_keeps_each_request_a_prefix_of_the_next(fake: FakeGemini) -> None:
-    fake.script += [reply(text("One, "), finish="MAX_TOKENS"), reply(text("two, "), finish="MAX_TOKENS"),
-                    reply(text("three."))]  # fmt: skip
+    fake.script += [
+        reply(text("One, "), finish="MAX_TOKENS"),
+        reply(text("two, "), finish="MAX_TOKENS"),
+        reply(text("three.")),
+    ]
     result = run(agent(fake, tools=()))
     assert result.output == "One, two, three."
     for before, after in itertools.pairwise(fake.requests):
@@ -331,9 +358,15 @@ def test_a_cut_empty_twice_fails_saying_what_to_raise(fake: FakeGemini, budget: 
 
 def test_usage_is_mapped_and_summed(fake: FakeGemini) -> None:
     fake.script += [
-        reply(call("weather", {"city": "Paris"}, id_="a"),
-              usage={"promptTokenCount": 100, "cachedContentTokenCount": 40, "candidatesTokenCount": 10,
-                     "thoughtsTokenCount": 5}),  # fmt: skip
+        reply(
+            call("weather", {"city": "Paris"}, id_="a"),
+            usage={
+                "promptTokenCount": 100,
+                "cachedContentTokenCount": 40,
+                "candidatesTokenCount": 10,
+                "thoughtsTokenCount": 5,
+            },
+        ),
         reply(text("Sunny."), usage={"promptTokenCount": 130, "candidatesTokenCount": 3}),
     ]
     result = run(agent(fake))
@@ -354,17 +387,30 @@ def test_the_request_is_never_mutated(fake: FakeGemini, streamed: bool) -> None:
 
     messages = [
         Message(role="user", parts=(TextPart(text="hi"), ImagePart(media_type="image/png", data="iVBORw0K"))),
-        Message(role="assistant", parts=(ThoughtPart(text="t"), ToolCall(id="b", name="weather", args={"city": "P"}),
-                                         ToolCall(id="a", name="weather", args={"city": "R"}))),  # fmt: skip
-        Message(role="user", parts=(ToolResult(call_id="a", name="weather", content={"k": [1]}),
-                                    ToolResult(call_id="b", name="weather", content="x"))),  # fmt: skip
+        Message(
+            role="assistant",
+            parts=(
+                ThoughtPart(text="t"),
+                ToolCall(id="b", name="weather", args={"city": "P"}),
+                ToolCall(id="a", name="weather", args={"city": "R"}),
+            ),
+        ),
+        Message(
+            role="user",
+            parts=(
+                ToolResult(call_id="a", name="weather", content={"k": [1]}),
+                ToolResult(call_id="b", name="weather", content="x"),
+            ),
+        ),
     ]
     request = ModelRequest(
         instructions=(Instruction(text="sys"),),
         messages=messages,
         tools=(ToolSpec(name="weather", description="d", input_schema={"type": "object"}),),
-        settings={"temperature": 0.1, "safety_settings": [{"category": "HARM_CATEGORY_HARASSMENT",
-                                                           "threshold": "BLOCK_NONE"}]},  # fmt: skip
+        settings={
+            "temperature": 0.1,
+            "safety_settings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}],
+        },
     )
     before = request.model_dump(mode="json")
     fake.script += [reply(text("ok")), reply(text("ok"))]

@@ -52,7 +52,7 @@ def retry_after(exc: Any) -> float | None:
     if headers is not None:
         try:
             value = headers.get("retry-after")
-        except Exception:  # noqa: BLE001 - a response of a kind we do not know: no header then
+        except Exception:
             value = None
         if value:
             found = _seconds(str(value))

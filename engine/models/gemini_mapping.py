@@ -57,9 +57,18 @@ STRUCTURED_PREFIX = (
 as ``response_json_schema`` where the model can take it (see :func:`native_schema`)."""
 _CHOICE = {"auto": "AUTO", "any": "ANY", "none": "NONE"}
 BLOCKED = frozenset(
-    {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "LANGUAGE",
-     "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION"}
-)  # fmt: skip
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "LANGUAGE",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+    }
+)
 """Finish reasons that mean the API stopped (or withheld) the reply on a policy."""
 
 
@@ -169,10 +178,13 @@ def to_part(part: Any) -> dict[str, Any] | None:
 
 def _plain_result(content: Any) -> Any:
     """A tool's result as JSON the API takes (images in a result are described, not sent)."""
-    if isinstance(content, list) and any(isinstance(i, dict) and i.get("type") in ("image", "document")
-                                         for i in content):  # fmt: skip
-        return [f"[{i['type']} omitted]" if isinstance(i, dict) and i.get("type") in ("image", "document") else i
-                for i in content]  # fmt: skip
+    if isinstance(content, list) and any(
+        isinstance(i, dict) and i.get("type") in ("image", "document") for i in content
+    ):
+        return [
+            f"[{i['type']} omitted]" if isinstance(i, dict) and i.get("type") in ("image", "document") else i
+            for i in content
+        ]
     return content
 
 

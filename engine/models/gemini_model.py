@@ -44,7 +44,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, TypeAlias
 
 try:
-    import httpx
     from google import genai
     from google.genai import errors as genai_errors
     from google.genai import types as genai_types
@@ -159,7 +158,7 @@ class GeminiModel:
         self._given: Client | None = None
         self._factory: ClientFactory | None = None
         if client is None or _is_client(client):
-            self._given = client
+            self._given = client  # type: ignore[assignment]
         elif callable(client):
             self._factory = client
         else:
@@ -307,51 +306,27 @@ class GeminiModel:
                 reply = await client.models.generate_content(model=self.model, contents=contents, config=config)
                 yield self._read(reply)
                 return
-            merged: list[Any] = []
-            last: Any = None
-            finish = None
-            usage = None
+            assembly = _Assembly()
             async for chunk in await client.models.generate_content_stream(
                 model=self.model, contents=contents, config=config
             ):
-                last = chunk
-                usage = chunk.usage_metadata or usage
-                candidate = chunk.candidates[0] if chunk.candidates else None
-                if candidate is None:
-                    continue
-                finish = candidate.finish_reason or finish
-                raw = (candidate.content.parts if candidate.content else None) or ()
-                for part in raw:
+                for part in assembly.add(chunk):
                     if part.text:
                         yield StreamDelta(part.text, thought=bool(part.thought))
-                merge_chunk(merged, raw)
         except (ModelError, GeneratorExit, asyncio.CancelledError):
             raise
-        except genai_errors.APIError as exc:
-            raise api_error(exc) from None
-        except httpx.HTTPError as exc:
-            raise transport_error(exc, self.base_url or DEFAULT_URL) from None
-        except (ValueError, ValidationError, KeyError, TypeError, genai_errors.UnknownApiResponseError) as exc:
-            raise unreadable(exc) from None
-        if last is None:
-            raise ModelError("the reply stream held no chunks (a proxy or gateway may have answered)", retryable=True)
-        if finish is None:
-            _blocked_prompt(last)
-            raise ModelError(
-                "the reply stream ended before the reply was complete (no finish_reason); the partial reply was "
-                "discarded",
-                retryable=True,
-            )
-        candidate = last.candidates[0] if last.candidates else None
-        yield to_response(
-            read_parts(merged),
-            finish_name(finish),
-            usage,
-            model=last.model_version or self.model,
-            response_id=last.response_id,
-            safety=candidate.safety_ratings if candidate is not None else None,
-            finish_message=candidate.finish_message if candidate is not None else None,
-        )
+        except Exception as exc:
+            raise self._failure(exc) from None
+        yield assembly.response(self.model)
+
+    def _failure(self, exc: Exception) -> ModelError:
+        if isinstance(exc, genai_errors.APIError):
+            return api_error(exc)
+        if _transport(exc):
+            return transport_error(exc, self.base_url or DEFAULT_URL)
+        if isinstance(exc, ValueError | ValidationError | KeyError | TypeError | genai_errors.UnknownApiResponseError):
+            return unreadable(exc)
+        return ModelError(f"the Gemini call broke off: {type(exc).__name__}: {exc}", retryable=True)
 
     def _read(self, reply: Any) -> ModelResponse:
         if not reply.candidates:
@@ -407,6 +382,61 @@ class GeminiModel:
 
 
 # ------------------------------------------------------------------ helpers
+
+
+class _Assembly:
+    """A streamed reply put together chunk by chunk (see :func:`.gemini_mapping.merge_chunk`)."""
+
+    def __init__(self) -> None:
+        self.parts: list[Any] = []
+        self.last: Any = None
+        self.candidate: Any = None
+        self.finish: Any = None
+        self.usage: Any = None
+
+    def add(self, chunk: Any) -> Any:
+        """Take one chunk; its parts (for the deltas)."""
+        self.last = chunk
+        self.usage = chunk.usage_metadata or self.usage
+        if not chunk.candidates:
+            return ()
+        self.candidate = candidate = chunk.candidates[0]
+        self.finish = candidate.finish_reason or self.finish
+        raw = (candidate.content.parts if candidate.content else None) or ()
+        merge_chunk(self.parts, raw)
+        return raw
+
+    def response(self, model: str) -> ModelResponse:
+        last, candidate = self.last, self.candidate
+        if last is None:
+            raise ModelError("the reply stream held no chunks (a proxy or gateway may have answered)", retryable=True)
+        if self.finish is None:
+            _blocked_prompt(last)
+            raise ModelError(
+                "the reply stream ended before the reply was complete (no finish_reason); the partial reply was "
+                "discarded",
+                retryable=True,
+            )
+        return to_response(
+            read_parts(self.parts),
+            finish_name(self.finish),
+            self.usage,
+            model=last.model_version or model,
+            response_id=last.response_id,
+            safety=candidate.safety_ratings if candidate is not None else None,
+            finish_message=candidate.finish_message if candidate is not None else None,
+        )
+
+
+_TRANSPORT = frozenset({"HTTPError", "TransportError", "ClientError", "ServerDisconnectedError"})
+
+
+def _transport(exc: BaseException) -> bool:
+    """A failure below HTTP from the SDK's transport (httpx, its fork httpx2, or aiohttp)."""
+    return any(
+        cls.__name__ in _TRANSPORT and cls.__module__.split(".")[0] in ("httpx", "httpx2", "aiohttp")
+        for cls in type(exc).__mro__
+    )
 
 
 def _is_client(value: object) -> bool:
