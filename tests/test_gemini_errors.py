@@ -193,7 +193,7 @@ def test_a_known_model_does_not_warn() -> None:
 def test_an_unknown_option_is_refused_naming_the_valid_ones() -> None:
     with pytest.raises(ConfigurationError, match=r"unknown option.*'temprature'.*valid options:.*temperature"):
         GeminiModel(MODEL, api_key="k", temprature=0.2)
-    with pytest.raises(ConfigurationError, match=r"tool_config.*set by loopwright itself"):
+    with pytest.raises(ConfigurationError, match=r"loopwright sets itself.*'tool_config'"):
         GeminiModel(MODEL, api_key="k", tool_config={})
     with pytest.raises(ConfigurationError, match=r"candidate_count.*one candidate"):
         GeminiModel(MODEL, api_key="k", candidate_count=2)

@@ -95,7 +95,10 @@ _MISSING_KEY = (
 )
 _OWNED = frozenset({"system_instruction", "tool_config", "automatic_function_calling", "http_options"})
 """Config fields loopwright sets itself from the agent and the request."""
-_REFUSED = {"candidate_count": "loopwright reads one candidate a reply"}
+_REFUSED = {
+    "candidate_count": "loopwright reads one candidate a reply",
+    "should_return_http_response": "loopwright reads the parsed reply",
+}
 _CONFIG_FIELDS = frozenset(genai_types.GenerateContentConfig.model_fields)
 OPTIONS = frozenset((_CONFIG_FIELDS - _OWNED - set(_REFUSED)) | {"parallel_tool_calls"})
 """Names ``GeminiModel(**options)`` and an agent's ``model_settings`` may use."""
@@ -173,19 +176,21 @@ class GeminiModel:
 
     @staticmethod
     def _checked(options: dict[str, Any], where: str) -> dict[str, Any]:
-        unknown = sorted(set(options) - OPTIONS)
-        if unknown:
-            owned = [name for name in unknown if name in _OWNED]
-            refused = [f"{name} ({_REFUSED[name]})" for name in unknown if name in _REFUSED]
-            notes = ""
-            if owned:
-                notes += f" ({', '.join(owned)}: set by loopwright itself)"
-            if refused:
-                notes += f" ({'; '.join(refused)})"
-            raise ConfigurationError(
-                f"{where} got unknown option(s) {', '.join(map(repr, unknown))}{notes}; valid options: "
-                f"{', '.join(sorted(OPTIONS))}"
-            )
+        wrong = sorted(set(options) - OPTIONS)
+        if wrong:
+            unknown = [repr(n) for n in wrong if n not in _OWNED and n not in _REFUSED]
+            owned = [repr(n) for n in wrong if n in _OWNED]
+            refused = [f"{n!r} ({_REFUSED[n]})" for n in wrong if n in _REFUSED]
+            said = [
+                *([f"unknown option(s) {', '.join(unknown)}"] if unknown else []),
+                *(
+                    [f"option(s) loopwright sets itself from the agent and the request: {', '.join(owned)}"]
+                    if owned
+                    else []
+                ),
+                *([f"option(s) loopwright cannot take: {'; '.join(refused)}"] if refused else []),
+            ]
+            raise ConfigurationError(f"{where} got {'; and '.join(said)}; valid options: {', '.join(sorted(OPTIONS))}")
         if options.get("parallel_tool_calls", True) is not True:
             raise ConfigurationError(
                 f"{where}: parallel_tool_calls={options['parallel_tool_calls']!r} cannot be expressed: the Gemini API "
