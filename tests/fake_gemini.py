@@ -10,8 +10,9 @@ with empty text; the finish reason and usage in the last chunk), with real error
 request body, its headers and its path.
 
 Script items: a reply body (:func:`reply`), :class:`Error`, :class:`Cut` (a stream that breaks
-off), :class:`Raw` (any status and body). :class:`GeminiHarness` wraps it in the shape an adapter
-conformance kit asks for (make_model / script_reply / script_error / requests).
+off), :class:`Raw` (any status and body). :class:`GeminiHarness` wraps it in the shape the adapter
+conformance kit asks for (make_model / make_unreachable_model / script / requests / answered_ids
+/ clear).
 """
 
 from __future__ import annotations
@@ -329,10 +330,13 @@ def refusal(body: dict[str, Any]) -> str | None:
 
 
 class GeminiHarness:
-    """The fake server in the shape an adapter conformance kit asks for: ``make_model``,
-    ``script_reply`` / ``script_text`` / ``script_calls`` / ``script_error``, ``requests``."""
+    """The fake server in the shape of the adapter conformance kit's ``AdapterHarness``
+    (``loopwright.testing.adapter_kit``): the kit's neutral replies and failures (read by
+    attribute: ``text``, ``calls`` of ``id``/``name``/``args``, ``cut``, token counts; ``status``,
+    ``retry_after``, ``context_window``, ``message``) scripted as Gemini wire bodies."""
 
-    provider = "gemini"
+    name = "GeminiModel"
+    CONTEXT_WINDOW = "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."
 
     def __init__(self, fake: FakeGemini) -> None:
         self.fake = fake
@@ -344,23 +348,52 @@ class GeminiHarness:
             warnings.simplefilter("ignore")
             return GeminiModel(options.pop("model", MODEL), api_key="test-key", base_url=self.fake.base_url, **options)
 
-    def script_reply(self, body: dict[str, Any]) -> None:
-        self.fake.script.append(body)
+    def make_unreachable_model(self) -> Any:
+        from loopwright.models.gemini_model import GeminiModel
 
-    def script_text(self, value: str, *, cut: bool = False, usage: dict[str, int] | None = None) -> None:
-        self.fake.script.append(reply(text(value), finish="MAX_TOKENS" if cut else "STOP", usage=usage))
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        return GeminiModel(MODEL, api_key="test-key", base_url=f"http://127.0.0.1:{port}")
 
-    def script_calls(self, *calls: tuple[str, str, dict[str, Any]], usage: dict[str, int] | None = None) -> None:
-        """Function calls ``(id, name, args)`` in one reply."""
-        self.fake.script.append(reply(*(call(name, args, id_=id_) for id_, name, args in calls), usage=usage))
+    def script(self, *items: Any) -> None:
+        for item in items:
+            self.fake.script.append(self.wire(item))
 
-    def script_error(self, status: int, *, retry_after: float | None = None, message: str = "scripted") -> None:
-        header = None if retry_after is None else str(retry_after)
-        self.fake.script.append(Error(status, message, retry_after=header))
+    @classmethod
+    def wire(cls, item: Any) -> Any:
+        """A kit ``Reply`` or ``Failure`` as what the Gemini API sends."""
+        if hasattr(item, "status"):
+            message = cls.CONTEXT_WINDOW if getattr(item, "context_window", False) else item.message
+            header = None if item.retry_after is None else str(item.retry_after)
+            return Error(item.status, message, retry_after=header)
+        parts = [text(item.text)] if item.text else []
+        parts += [call(c.name, dict(c.args), id_=c.id) for c in item.calls]
+        usage = {
+            "promptTokenCount": item.input_tokens + item.cached_tokens,  # Gemini counts the cached part in
+            "cachedContentTokenCount": item.cached_tokens,
+            "candidatesTokenCount": item.output_tokens,
+            "totalTokenCount": item.input_tokens + item.cached_tokens + item.output_tokens,
+        }
+        return reply(*parts, finish="MAX_TOKENS" if item.cut else "STOP", usage=usage)
 
-    @property
     def requests(self) -> list[dict[str, Any]]:
         return self.fake.requests
+
+    def answered_ids(self, body: dict[str, Any]) -> list[str]:
+        """The call ids of the function responses in a request body, in order."""
+        return [
+            p["functionResponse"].get("id", "")
+            for c in body["contents"]
+            for p in c.get("parts") or []
+            if "functionResponse" in p
+        ]
+
+    def clear(self) -> None:
+        self.fake.requests.clear()
+        self.fake.headers.clear()
+        self.fake.paths.clear()
+        self.fake.script.clear()
 
     @staticmethod
     def tool_results(request: dict[str, Any]) -> list[tuple[str | None, Any]]:

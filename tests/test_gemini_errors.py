@@ -5,6 +5,7 @@ bodies, and bad input at construction (unknown model, unknown options, a missing
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import subprocess
 import sys
@@ -258,11 +259,13 @@ def call_reply() -> dict[str, Any]:
 # ---------------------------------------------------------------- imports
 
 
+@pytest.mark.slow
 def test_importing_loopwright_does_not_import_the_sdk() -> None:
     code = "import loopwright, sys; from loopwright import Agent; assert 'google.genai' not in sys.modules, 'imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_a_missing_sdk_is_one_line_naming_the_extra() -> None:
     code = (
         "import sys; sys.modules['google.genai'] = None\n"
@@ -271,3 +274,34 @@ def test_a_missing_sdk_is_one_line_naming_the_extra() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert "pip install 'loopwright[gemini]'" in done.stdout and done.stdout.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_a_first_gemini_program_reads_the_key_and_url_from_the_environment(fake: FakeGemini, tmp_path: Path) -> None:
+    """A user's script in a fresh interpreter: GeminiModel() with GEMINI_API_KEY and
+    GOOGLE_GEMINI_BASE_URL set, a tool round trip over HTTP; without the key, one line."""
+    from .test_user_path import run_script
+
+    script = """
+    from loopwright import Agent, Runner, tool
+    from loopwright.models.gemini_model import GeminiModel
+
+    @tool
+    def weather(city: str) -> str:
+        \"\"\"Weather in a city.\"\"\"
+        return f"sunny in {city}"
+
+    result = Runner(Agent(name="g", model=GeminiModel(), tools=[weather])).run_sync("Weather in Paris?")
+    print(result.outcome, "|", result.output or result.error.message)
+    """
+    fake.script += [reply(call("weather", {"city": "Paris"}, id_="fc_1")), reply(text("Sunny in Paris."))]
+    env = {"GEMINI_API_KEY": "test-key", "GOOGLE_GEMINI_BASE_URL": fake.base_url, "GOOGLE_API_KEY": ""}
+    done = run_script(script, tmp_path, env=env)
+    assert done.stdout == "final | Sunny in Paris.\n" and len(fake.requests) == 2
+    assert fake.headers[0]["x-goog-api-key"] == "test-key"
+    unset = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "app.py")], env=unset, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.startswith("failed | GEMINI_API_KEY is not set")
+    assert done.stdout.count("\n") == 1 and "Traceback" not in done.stderr

@@ -163,7 +163,7 @@ def test_calls_without_ids_get_local_ids_that_are_never_sent(fake: FakeGemini) -
     assert all("id" not in p["functionResponse"] for p in sent[2]["parts"])
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=5, deadline=None)
 @given(delays=st.lists(st.sampled_from([0.0, 0.01, 0.03]), min_size=2, max_size=4))
 def test_parallel_calls_are_answered_in_call_order(delays: list[float]) -> None:
     """Whatever order the tools finish in, the function responses follow the calls."""
@@ -237,6 +237,7 @@ def test_a_streamed_run_yields_text_deltas(fake: FakeGemini) -> None:
 # ---------------------------------------------------------------- thought signatures
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(
     signatures=st.lists(st.binary(min_size=1, max_size=64), min_size=3, max_size=3),
@@ -273,6 +274,14 @@ def test_thought_signatures_go_back_byte_for_byte(signatures: list[bytes], strea
     ]
     assert model_turns[0]["parts"][0]["thought"] is True
     assert fake.requests[1]["contents"][1] == model_turns[0]  # the same bytes in every later request
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_thought_signatures_go_back_byte_for_byte_one_example(streamed: bool) -> None:
+    """The fast tier's copy of the property above: bytes that base64 spells with + and /."""
+    test_thought_signatures_go_back_byte_for_byte.hypothesis.inner_test(  # type: ignore[attr-defined]
+        signatures=[b"\xfb\xff\x00", b"\xff\xfe+/", b"\x00" * 33], streamed=streamed, apart=streamed
+    )
 
 
 def test_a_signature_alone_on_an_empty_part_goes_back_alone(fake: FakeGemini) -> None:
