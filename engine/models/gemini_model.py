@@ -1,6 +1,7 @@
 """GeminiModel: Google's Gemini models through the official ``google-genai`` SDK
 (``pip install 'loopwright[gemini]'``). Only this module imports ``google.genai``; the SDK's types
-never leave it (mapping: :mod:`.gemini_mapping`; errors: :mod:`.gemini_errors`).
+never leave it (requests: :mod:`.gemini_mapping`; replies: :mod:`.gemini_replies`; errors:
+:mod:`.gemini_errors`).
 
 Calls: ``complete`` sends ``generateContent``, ``stream`` sends ``streamGenerateContent`` (SSE) and
 yields text and thought deltas, then the same reply ``complete`` would give. Function
@@ -58,16 +59,8 @@ from ..data.errors import ConfigurationError, ModelError, TokenBudgetError
 from ..data.events import ModelRequest, ModelResponse
 from .base import StreamDelta
 from .gemini_errors import api_error, transport_error, unreadable
-from .gemini_mapping import (
-    finish_name,
-    merge_chunk,
-    native_schema,
-    read_parts,
-    to_contents,
-    to_response,
-    tool_config,
-    usable_parts,
-)
+from .gemini_mapping import native_schema, to_contents, tool_config
+from .gemini_replies import Assembly, blocked_prompt, finish_name, read_parts, to_response, usable_parts
 
 __all__ = ["CURRENT", "KNOWN", "GeminiModel"]
 
@@ -311,7 +304,7 @@ class GeminiModel:
                 reply = await client.models.generate_content(model=self.model, contents=contents, config=config)
                 yield self._read(reply)
                 return
-            assembly = _Assembly()
+            assembly = Assembly()
             async for chunk in await client.models.generate_content_stream(
                 model=self.model, contents=contents, config=config
             ):
@@ -335,7 +328,7 @@ class GeminiModel:
 
     def _read(self, reply: Any) -> ModelResponse:
         if not reply.candidates:
-            _blocked_prompt(reply)
+            blocked_prompt(reply)
             raise ModelError("the Gemini API answered with no candidates and no reason", retryable=True)
         candidate = reply.candidates[0]
         raw = (candidate.content.parts if candidate.content else None) or ()
@@ -389,50 +382,6 @@ class GeminiModel:
 # ------------------------------------------------------------------ helpers
 
 
-class _Assembly:
-    """A streamed reply put together chunk by chunk (see :func:`.gemini_mapping.merge_chunk`)."""
-
-    def __init__(self) -> None:
-        self.parts: list[Any] = []
-        self.last: Any = None
-        self.candidate: Any = None
-        self.finish: Any = None
-        self.usage: Any = None
-
-    def add(self, chunk: Any) -> Any:
-        """Take one chunk; its parts (for the deltas)."""
-        self.last = chunk
-        self.usage = chunk.usage_metadata or self.usage
-        if not chunk.candidates:
-            return ()
-        self.candidate = candidate = chunk.candidates[0]
-        self.finish = candidate.finish_reason or self.finish
-        raw = (candidate.content.parts if candidate.content else None) or ()
-        merge_chunk(self.parts, raw)
-        return raw
-
-    def response(self, model: str) -> ModelResponse:
-        last, candidate = self.last, self.candidate
-        if last is None:
-            raise ModelError("the reply stream held no chunks (a proxy or gateway may have answered)", retryable=True)
-        if self.finish is None:
-            _blocked_prompt(last)
-            raise ModelError(
-                "the reply stream ended before the reply was complete (no finish_reason); the partial reply was "
-                "discarded",
-                retryable=True,
-            )
-        return to_response(
-            read_parts(self.parts),
-            finish_name(self.finish),
-            self.usage,
-            model=last.model_version or model,
-            response_id=last.response_id,
-            safety=candidate.safety_ratings if candidate is not None else None,
-            finish_message=candidate.finish_message if candidate is not None else None,
-        )
-
-
 _TRANSPORT = frozenset({"HTTPError", "TransportError", "ClientError", "ServerDisconnectedError"})
 
 
@@ -457,20 +406,6 @@ def _takes_schema_with_tools(model: str) -> bool:
     bare = model.removeprefix("models/").removeprefix("gemini-")
     major = bare.split(".", 1)[0].split("-", 1)[0]
     return major.isdigit() and int(major) >= 3
-
-
-def _blocked_prompt(reply: Any) -> None:
-    feedback = getattr(reply, "prompt_feedback", None)
-    reason = getattr(feedback, "block_reason", None)
-    if reason is None:
-        return
-    message = getattr(feedback, "block_reason_message", None)
-    why = f": {message}" if message else ""
-    raise ModelError(
-        f"the Gemini API blocked the prompt (block_reason {finish_name(reason)}{why}); nothing was generated. "
-        "Rephrase the request, or change safety_settings where the policy allows it",
-        retryable=False,
-    )
 
 
 async def _close_with_loop(
