@@ -6,7 +6,8 @@ Both loops talk to the same fake Gemini server (tests/fake_gemini.py, a real HTT
 127.0.0.1 in a thread of this process) and send the same requests: K replies with one function
 call each, then a final text; the tool returns a short string. Runs alternate (order swapped every
 round) inside one event loop, so both reuse one HTTP client; the figures are the median and best
-wall time per run and the ratio of medians.
+wall time per run and the ratio of medians, and the process CPU time per run (less moved by a
+loaded machine than wall time).
 
     .venv/bin/python bench/bench_gemini.py                 # 40 rounds
     .venv/bin/python bench/bench_gemini.py --rounds 100 --k 10 --json gemini.json
@@ -26,12 +27,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from google import genai  # noqa: E402
-from google.genai import types as genai_types  # noqa: E402
+from google import genai
+from google.genai import types as genai_types
+from tests.fake_gemini import MODEL, FakeGemini, call, reply, text
 
-from loopwright import Agent, Limits, Runner, tool  # noqa: E402
-from loopwright.models.gemini_model import GeminiModel  # noqa: E402
-from tests.fake_gemini import MODEL, FakeGemini, call, reply, text  # noqa: E402
+from loopwright import Agent, Limits, Runner, tool
+from loopwright.models.gemini_model import GeminiModel
 
 SYSTEM = "You look things up, one key at a time."
 
@@ -88,37 +89,39 @@ async def measure(rounds: int, k: int) -> dict[str, Any]:
         http = genai_types.HttpOptions(base_url=fake.base_url, retry_options=genai_types.HttpRetryOptions(attempts=1))
         client = genai.Client(api_key="bench", http_options=http).aio
 
-        async def engine_run() -> float:
+        async def engine_run() -> tuple[float, float]:
             script(fake, k)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             result = await runner.run("Look up k0 to k9.")
-            elapsed = time.perf_counter() - started
+            elapsed = time.perf_counter() - started, time.process_time() - cpu
             assert result.outcome == "final" and result.output == "All looked up.", result.error
             return elapsed
 
-        async def bare_run() -> float:
+        async def bare_run() -> tuple[float, float]:
             script(fake, k)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             output = await bare_loop(client, k)
-            elapsed = time.perf_counter() - started
+            elapsed = time.perf_counter() - started, time.process_time() - cpu
             assert output == "All looked up."
             return elapsed
 
         for _ in range(3):  # warm-up: imports, connections, pydantic's deferred builds
             await engine_run()
             await bare_run()
-        engine: list[float] = []
-        bare: list[float] = []
+        engine_both: list[tuple[float, float]] = []
+        bare_both: list[tuple[float, float]] = []
         for n in range(rounds):
             if n % 2:
-                engine.append(await engine_run())
-                bare.append(await bare_run())
+                engine_both.append(await engine_run())
+                bare_both.append(await bare_run())
             else:
-                bare.append(await bare_run())
-                engine.append(await engine_run())
+                bare_both.append(await bare_run())
+                engine_both.append(await engine_run())
         assert len(fake.requests) == (2 * rounds + 6) * (k + 1)
         await model.aclose()
         await client.aclose()
+    engine, bare = [w for w, _ in engine_both], [w for w, _ in bare_both]
+    engine_cpu, bare_cpu = [c for _, c in engine_both], [c for _, c in bare_both]
     paired = statistics.median(e / b for e, b in zip(engine, bare, strict=True))
     result = {
         "k": k,
@@ -128,6 +131,11 @@ async def measure(rounds: int, k: int) -> dict[str, Any]:
         "ratio_of_medians": statistics.median(engine) / statistics.median(bare),
         "ratio_of_bests": min(engine) / min(bare),
         "median_paired_ratio": paired,
+        "cpu_ms": {
+            "engine_median": statistics.median(engine_cpu) * 1e3,
+            "bare_median": statistics.median(bare_cpu) * 1e3,
+        },
+        "cpu_ratio_of_medians": statistics.median(engine_cpu) / statistics.median(bare_cpu),
     }
     result["target_met"] = result["ratio_of_medians"] <= 1.15
     return result
@@ -148,6 +156,11 @@ def main() -> None:
         f"  ratio of medians {result['ratio_of_medians']:.3f}, of bests {result['ratio_of_bests']:.3f}, "
         f"median paired {result['median_paired_ratio']:.3f} (target <= 1.15: "
         f"{'met' if result['target_met'] else 'NOT met'})"
+    )
+    c = result["cpu_ms"]
+    print(
+        f"  process CPU per run (this process, the fake server's thread included): GeminiModel + engine "
+        f"{c['engine_median']:.1f} ms, bare {c['bare_median']:.1f} ms, ratio {result['cpu_ratio_of_medians']:.3f}"
     )
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

@@ -67,7 +67,7 @@ def to_contents(history: Sequence[Message]) -> list[dict[str, Any]]:
             calls = [p.id for p in given if type(p) is ToolCall]
             order = {call_id: n for n, call_id in enumerate(calls)} if calls else order
         elif any(type(p) is ToolResult for p in given):  # answers first, in the order of the calls
-            given = sorted(given, key=lambda p: _rank(p, order))
+            given = tuple(sorted(given, key=lambda p: _rank(p, order)))
         parts = to_parts(given)
         if not parts:
             continue
