@@ -305,3 +305,14 @@ def test_a_first_gemini_program_reads_the_key_and_url_from_the_environment(fake:
     )
     assert done.returncode == 0 and done.stdout.startswith("failed | GEMINI_API_KEY is not set")
     assert done.stdout.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_a_request_over_what_is_left_of_the_token_budget_is_not_sent(fake: FakeGemini) -> None:
+    from loopwright import Message, ModelRequest, TextPart, TokenBudgetError
+
+    request = ModelRequest(messages=[Message(role="user", parts=(TextPart(text="word " * 400),))], tokens_left=50)
+    with pytest.raises(TokenBudgetError, match="it was not sent"):
+        ask(model(fake), request, streamed=False)
+    assert not fake.requests
+    fake.script.append(reply(text("fits")))
+    assert ask(model(fake), request.model_copy(update={"tokens_left": 5000}), streamed=False)[0].text == "fits"
