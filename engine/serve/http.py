@@ -1,0 +1,422 @@
+"""The ASGI app (Starlette): the routes, the auth hook, request bodies, errors and SSE.
+
+Routes (every body and answer is JSON; every error ``{"error": message}`` with a 4xx status):
+
+- ``GET /agents``: the agents served; ``GET /agents/{name}/diagram.svg``: an agent's machine
+- ``POST /runs`` ``{"agent", "input", "run_id"?}``: start a run (202, ``{"run_id", "events"}``)
+- ``GET /runs?agent=&outcome=&since=&until=&limit=``: the runs you may see, newest first
+- ``GET /runs/{id}``: one run (its outcome, output, pending calls)
+- ``GET /runs/{id}/events``: its events as Server-Sent Events (``id:`` is the event's seq:
+  reconnect with ``Last-Event-ID`` and the stream goes on after it)
+- ``GET /runs/{id}/agui``: the same as AG-UI events (:mod:`loopwright.serve.agui`)
+- ``POST /runs/{id}/decisions`` ``{"decisions": [{"call_id", "action", "reason"?, "args"?, "value"?}]}``
+- ``POST /runs/{id}/cancel``, ``/pause``, ``/resume``
+- ``GET /runs/{id}/trace``: the run's trace page (when the app was given ``trace_page``)
+- ``GET /``: the dev UI (``ui=True``)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+try:
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.cors import CORSMiddleware
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+except ImportError as exc:  # pragma: no cover (the extra is installed in the tests)
+    raise ImportError("loopwright.serve needs Starlette and uvicorn: pip install 'loopwright[serve]'") from exc
+
+from ..data.errors import ConfigurationError
+from ..runtime.agent import Agent
+from ..stores.base import RunStore
+from .agui import AguiMapper
+from .hub import END, Item
+from .service import DecisionIn, ServeError, Service
+
+Auth = Callable[[Request], "str | None | Awaitable[str | None]"]
+"""The auth hook: the request's user (a string), or None for 401."""
+TracePage = Callable[..., str]
+"""``trace_page(events, machine=agent)`` → HTML (:func:`loopwright.cli.trace_page.trace_page`)."""
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartRun(_Body):
+    agent: str | None = None
+    """The agent's name (default: the only agent served)."""
+    input: str = Field(min_length=1)
+    run_id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")
+
+
+class Decision(_Body):
+    call_id: str = Field(min_length=1)
+    action: Literal["approve", "deny", "value"]
+    reason: str = ""
+    args: dict[str, Any] | None = None
+    value: Any = None
+
+
+class Decisions(_Body):
+    decisions: list[Decision] = Field(min_length=1)
+
+
+class App:
+    """The state of one app: its service, auth hook and options (see :func:`app`)."""
+
+    def __init__(self, service: Service, auth: Auth | None, trace_page: TracePage | None) -> None:
+        self.service = service
+        self.auth = auth
+        self.trace_page = trace_page
+
+    async def user(self, request: Request) -> str | None:
+        """The request's user (ServeError 401 when the hook says none); None without a hook."""
+        if self.auth is None:
+            return None
+        found = self.auth(request)
+        if inspect.isawaitable(found):
+            found = await found
+        if not found:
+            raise ServeError(401, "not signed in: this server's auth hook found no user for the request")
+        return str(found)
+
+    @property
+    def everyone(self) -> bool:
+        """Without an auth hook every client sees every run."""
+        return self.auth is None
+
+
+def _errors(
+    handler: Callable[[App, Request], Awaitable[Response]], ready: Callable[[], Awaitable[App]]
+) -> Callable[[Request], Awaitable[Response]]:
+    async def route(request: Request) -> Response:
+        try:
+            return await handler(await ready(), request)
+        except ServeError as exc:
+            return JSONResponse({"error": exc.message}, status_code=exc.status)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "body"
+            return JSONResponse({"error": f"bad request body: {where}: {first['msg']}"}, status_code=422)
+
+    route.__name__ = handler.__name__
+    return route
+
+
+async def _json(request: Request) -> Any:
+    raw = await request.body()
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ServeError(400, f"the body is not JSON ({exc}); send a JSON object") from None
+
+
+# ---------------------------------------------------------------- routes
+
+
+async def list_agents(app: App, request: Request) -> Response:
+    await app.user(request)
+    return JSONResponse({"agents": list(app.service.runners), "approve_takes_args": _edits()})
+
+
+def _edits() -> bool:
+    from .service import approve_takes_args
+
+    return approve_takes_args()
+
+
+async def diagram_svg(app: App, request: Request) -> Response:
+    await app.user(request)
+    runner = app.service.runner(request.path_params["name"])
+    from ..machines.diagram import diagram, dot_available
+
+    if not dot_available():
+        raise ServeError(404, "no drawing: Graphviz is not installed here (apt-get install graphviz; pip install graphviz)")
+    svg = diagram(runner.machine, "svg")
+    return Response(svg[svg.index("<svg") :], media_type="image/svg+xml")
+
+
+async def start_run(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    body = StartRun.model_validate(await _json(request))
+    agent = body.agent
+    if agent is None:
+        if len(app.service.runners) != 1:
+            raise ServeError(422, f"name the agent: one of {', '.join(app.service.runners)}")
+        agent = next(iter(app.service.runners))
+    run_id = await app.service.start(agent, body.input, user, body.run_id)
+    return JSONResponse({"run_id": run_id, "events": f"/runs/{run_id}/events"}, status_code=202)
+
+
+async def list_runs(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    q = request.query_params
+    try:
+        since = float(q["since"]) if q.get("since") else None
+        until = float(q["until"]) if q.get("until") else None
+        limit = int(q.get("limit") or 100)
+    except ValueError:
+        raise ServeError(422, "since and until are Unix times (seconds), limit a whole number") from None
+    found = await app.service.runs(
+        user, app.everyone, agent=q.get("agent") or None, outcome=q.get("outcome") or None, since=since, until=until,
+        limit=max(1, min(limit, 1000)),
+    )
+    return JSONResponse({"runs": found})
+
+
+async def show_run(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    return JSONResponse(await app.service.show(request.path_params["run_id"], user, app.everyone))
+
+
+async def decide(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    body = Decisions.model_validate(await _json(request))
+    run_id = request.path_params["run_id"]
+    given = [DecisionIn(d.call_id, d.action, d.reason, d.args, d.value) for d in body.decisions]
+    await app.service.decide(run_id, given, user, app.everyone)
+    return JSONResponse({"run_id": run_id, "status": "resumed"}, status_code=202)
+
+
+async def cancel(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    run_id = request.path_params["run_id"]
+    status = await app.service.cancel(run_id, user, app.everyone)
+    return JSONResponse({"run_id": run_id, "status": status}, status_code=202)
+
+
+async def pause(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    run_id = request.path_params["run_id"]
+    await app.service.pause(run_id, user, app.everyone)
+    return JSONResponse({"run_id": run_id, "status": "pausing"}, status_code=202)
+
+
+async def resume(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    run_id = request.path_params["run_id"]
+    await app.service.resume(run_id, user, app.everyone)
+    return JSONResponse({"run_id": run_id, "status": "resumed"}, status_code=202)
+
+
+async def trace(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    run_id = request.path_params["run_id"]
+    if app.trace_page is None:
+        raise ServeError(404, "this app has no trace pages: give app(..., trace_page=loopwright.trace_page.trace_page)")
+    show = await app.service.show(run_id, user, app.everyone)
+    events = await app.service.events(run_id)
+    if not events:
+        raise ServeError(404, f"run {run_id!r} has no events in the store yet")
+    machine = app.service.runners[show["agent"]].machine if show["agent"] in app.service.runners else None
+    return HTMLResponse(app.trace_page(events, machine=machine))
+
+
+def _after(request: Request) -> int:
+    text = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+    try:
+        return int(text)
+    except ValueError:
+        raise ServeError(422, f"Last-Event-ID must be an event's seq (a whole number), got {text!r}") from None
+
+
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+async def events(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    run_id = request.path_params["run_id"]
+    after = _after(request)
+    await app.service.check_visible(run_id, user, app.everyone)
+    return StreamingResponse(_sse(app, run_id, after), media_type="text/event-stream", headers=_SSE_HEADERS)
+
+
+async def _sse(app: App, run_id: str, after: int) -> AsyncIterator[str]:
+    last = after
+    async for item in app.service.follow(run_id, after):
+        if isinstance(item, Item):
+            if item.seq >= 0:
+                last = item.seq
+                yield f"id: {item.seq}\nevent: {item.type}\ndata: {item.json}\n\n"
+            else:
+                yield f"event: {item.type}\ndata: {item.json}\n\n"
+        elif item == "ping":
+            yield ": ping\n\n"
+        elif item == "dropped":
+            yield _dropped(run_id, last)
+        elif item == END:
+            yield f"event: end\ndata: {json.dumps({'run_id': run_id, 'last_event_id': last})}\n\n"
+
+
+def _dropped(run_id: str, last: int) -> str:
+    message = (
+        f"this client read the events of run {run_id} too slowly and was dropped; resume from Last-Event-ID: {last} "
+        f"(GET /runs/{run_id}/events with the header Last-Event-ID: {last})"
+    )
+    return f"event: dropped\ndata: {json.dumps({'message': message, 'last_event_id': last})}\n\n"
+
+
+async def agui(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    run_id = request.path_params["run_id"]
+    after = _after(request)
+    await app.service.check_visible(run_id, user, app.everyone)
+    return StreamingResponse(_agui(app, run_id, after), media_type="text/event-stream", headers=_SSE_HEADERS)
+
+
+async def _agui(app: App, run_id: str, after: int) -> AsyncIterator[str]:
+    mapper = AguiMapper()
+    last = after
+    async for item in app.service.follow(run_id, after):
+        if isinstance(item, Item):
+            data = json.loads(item.json)
+            mapped = mapper.map(data) if item.seq >= 0 else [{"type": "RUN_ERROR", "message": data["message"]}]
+            last = max(last, item.seq)
+            for out in mapped:
+                yield f"id: {item.seq}\ndata: {json.dumps(out)}\n\n"
+        elif item == "ping":
+            yield ": ping\n\n"
+        elif item == "dropped":
+            yield _dropped(run_id, last)
+
+
+async def ui_page(app: App, request: Request) -> Response:
+    return HTMLResponse(_asset("index.html"))
+
+
+async def ui_asset(app: App, request: Request) -> Response:
+    name = request.path_params["name"]
+    kinds = {"app.js": "text/javascript", "app.css": "text/css"}
+    if name not in kinds:
+        raise ServeError(404, f"no file {name!r} in the dev UI")
+    return Response(_asset(name), media_type=kinds[name])
+
+
+def _asset(name: str) -> str:
+    return resources.files("loopwright.serve").joinpath("static", name).read_text(encoding="utf-8")
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"error": f"no route {request.method} {request.url.path}; see GET /agents and /runs"}, 404)
+
+
+async def not_allowed(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"error": f"{request.method} is not allowed on {request.url.path}"}, 405)
+
+
+# ---------------------------------------------------------------- the app
+
+
+class _Lazy:
+    """The app's service, made at startup (the lifespan) or, in an app mounted inside another
+    (whose lifespan Starlette does not run), at the first request."""
+
+    def __init__(
+        self, agents: list[Agent], store: RunStore | str, auth: Auth | None, trace_page: TracePage | None, buffer: int
+    ) -> None:
+        self.agents, self.store, self.auth, self.trace_page, self.buffer = agents, store, auth, trace_page, buffer
+        self.app: App | None = None
+        self._lock = asyncio.Lock()
+
+    async def __call__(self) -> App:
+        if self.app is not None:
+            return self.app
+        async with self._lock:
+            if self.app is None:
+                store = self.store
+                if isinstance(store, str):
+                    from ..stores import open_store
+
+                    store = await open_store(store)
+                self.app = App(Service(self.agents, store, buffer=self.buffer), self.auth, self.trace_page)
+        return self.app
+
+    async def close(self) -> None:
+        if self.app is not None:
+            await self.app.service.close()
+            if isinstance(self.store, str):
+                await self.app.service.store.close()
+            self.app = None
+
+
+def app(
+    agents: Agent | Sequence[Agent],
+    *,
+    store: RunStore | str,
+    auth: Auth | None = None,
+    cors_origins: Sequence[str] = (),
+    ui: bool = False,
+    trace_page: TracePage | None = None,
+    buffer: int = 1000,
+) -> Starlette:
+    """An ASGI app serving ``agents`` (see the module docstring for its routes).
+
+    ``store``: a RunStore or its URL (``sqlite:///runs.db``, ``postgresql://...``): it keeps
+    every run (runs outlive the requests that started them). ``auth``: a function of the
+    request giving its user (or None: the request gets 401); each user sees only their own
+    runs; without it every client sees every run. ``cors_origins``: origins allowed to call
+    the app from a browser (none by default). ``ui``: serve the dev UI at ``/``.
+    ``trace_page``: the trace page's renderer for ``/runs/{id}/trace``
+    (``loopwright.trace_page.trace_page``). ``buffer``: events a slow client may fall behind
+    before it is dropped (told to reconnect with ``Last-Event-ID``)."""
+    served = [agents] if isinstance(agents, Agent) else list(agents)
+    if not served:
+        raise ConfigurationError("serve.app() needs at least one Agent")
+    for a in served:
+        if not isinstance(a, Agent):
+            raise ConfigurationError(f"serve.app() takes Agents, got {type(a).__name__}")
+    lazy = _Lazy(served, store, auth, trace_page, buffer)
+
+    @asynccontextmanager
+    async def lifespan(starlette: Starlette) -> AsyncIterator[None]:
+        await lazy()
+        try:
+            yield
+        finally:
+            await lazy.close()
+
+    routes = [
+        Route("/agents", _errors(list_agents, lazy), methods=["GET"]),
+        Route("/agents/{name}/diagram.svg", _errors(diagram_svg, lazy), methods=["GET"]),
+        Route("/runs", _errors(start_run, lazy), methods=["POST"]),
+        Route("/runs", _errors(list_runs, lazy), methods=["GET"]),
+        Route("/runs/{run_id}", _errors(show_run, lazy), methods=["GET"]),
+        Route("/runs/{run_id}/events", _errors(events, lazy), methods=["GET"]),
+        Route("/runs/{run_id}/agui", _errors(agui, lazy), methods=["GET"]),
+        Route("/runs/{run_id}/decisions", _errors(decide, lazy), methods=["POST"]),
+        Route("/runs/{run_id}/cancel", _errors(cancel, lazy), methods=["POST"]),
+        Route("/runs/{run_id}/pause", _errors(pause, lazy), methods=["POST"]),
+        Route("/runs/{run_id}/resume", _errors(resume, lazy), methods=["POST"]),
+        Route("/runs/{run_id}/trace", _errors(trace, lazy), methods=["GET"]),
+    ]
+    if ui:
+        routes += [Route("/", _errors(ui_page, lazy), methods=["GET"]), Route("/ui/{name}", _errors(ui_asset, lazy), methods=["GET"])]
+    middleware = []
+    if cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["*"],
+            )
+        )
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={404: not_found, 405: not_allowed},
+    )
+
