@@ -86,6 +86,8 @@ class Service:
         """Runs with a leg in progress in this process, by id."""
         self.users: dict[str, str | None] = {}
         """Who started each run seen so far (None: started outside the server)."""
+        self.paused: set[str] = set()
+        """Runs paused in this process (``Runner.pause``: the store has no outcome for them)."""
         self._busy: set[str] = set()
         """Runs being decided, cancelled or resumed right now (a second request is refused)."""
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -137,6 +139,8 @@ class Service:
         try:
             result: RunResult = await work
             outcome = result.outcome
+            if outcome == "paused":
+                self.paused.add(run_id)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -193,7 +197,7 @@ class Service:
         saved = await self._saved(run_id, user, everyone)
         rs = rebuild(saved)
         return {
-            **_summary(saved.run_id, saved.agent, saved.stage, saved.outcome, saved.updated, self.users.get(run_id)),
+            **_summary(saved.run_id, saved.agent, saved.stage, self._outcome(saved.run_id, saved.outcome), saved.updated, self.users.get(run_id)),
             "input": rs.input if isinstance(rs.input, str) else str(rs.input),
             "output": _plain(rs.output),
             "error": rs.error.message if rs.error is not None else None,
@@ -218,17 +222,21 @@ class Service:
         for s in await self.store.runs(limit=max(limit * 4, 200)):
             if agent and s.agent != agent:
                 continue
-            if outcome and (s.outcome or "running") != outcome:
+            said = self._outcome(s.run_id, s.outcome)
+            if outcome and (said or "running") != outcome:
                 continue
             if (since is not None and s.updated < since) or (until is not None and s.updated > until):
                 continue
             if not everyone and s.run_id not in self.users:
                 self._visible(s.run_id, await self.store.load(s.run_id), user, everyone)
             if everyone or (user is not None and self.users.get(s.run_id) == user):
-                found.append(_summary(s.run_id, s.agent, s.stage, s.outcome, s.updated, self.users.get(s.run_id)))
+                found.append(_summary(s.run_id, s.agent, s.stage, said, s.updated, self.users.get(s.run_id)))
             if len(found) >= limit:
                 break
         return found
+
+    def _outcome(self, run_id: str, stored: str | None) -> str | None:
+        return "paused" if stored is None and run_id in self.paused else stored
 
     async def events(self, run_id: str) -> list[Any]:
         """Every event of the run the store kept, as event objects (for the trace page)."""
@@ -351,6 +359,7 @@ class Service:
                 self._forget(run_id)
                 raise ServeError(409, str(exc)) from None
             self.live.add(run_id)
+            self.paused.discard(run_id)
         finally:
             self._busy.discard(run_id)
         self._spawn(run_id, task)
