@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from loopwright import Agent, ModelRequest, ModelResponse, TextPart, ToolCall, Usage, tool
+from loopwright import Agent, Limits, ModelRequest, ModelResponse, TextPart, ToolCall, Usage, tool
 
 ONE = Usage(requests=1)
 
@@ -70,7 +70,8 @@ support = Agent(name="support", model=ScriptedModel(support_reply), tools=[refun
 
 
 def slow_agent(name: str = "slow", delay: float = 0.05, rounds: int = 3) -> Agent:
-    return Agent(name=name, model=ScriptedModel(slow_model(delay, rounds)), tools=[lookup])
+    limits = Limits(max_iterations=rounds + 5)
+    return Agent(name=name, model=ScriptedModel(slow_model(delay, rounds)), tools=[lookup], limits=limits)
 
 
 def free_port() -> int:

@@ -165,7 +165,7 @@
     }
     if (type === 'tool_called') say('tool', '→ ' + e.name + '(' + JSON.stringify(e.args) + ')');
     if (type === 'tool_answered') say('tool', '← ' + e.name + ': ' + JSON.stringify(e.content));
-    if (type === 'suspended') { ask(e.pending); $('run-outcome').textContent = 'waiting for you'; }
+    if (type === 'suspended') { ask(e.pending); $('run-outcome').textContent = 'waiting for you'; refreshRuns(); }
     if (type === 'resumed') $('approvals').textContent = '';
     if (type === 'paused') $('run-outcome').textContent = 'paused';
     if (type === 'run_finished') {
