@@ -57,7 +57,9 @@ def slow_model(delay: float, rounds: int) -> Any:
         await asyncio.sleep(delay)
         calls = sum(1 for m in request.messages for p in m.parts if p.type == "tool_result")
         if calls < rounds:
-            return ModelResponse(parts=(ToolCall(name="lookup", args={"order": str(calls)}),), stop_reason="tool_use", usage=ONE)
+            return ModelResponse(
+                parts=(ToolCall(name="lookup", args={"order": str(calls)}),), stop_reason="tool_use", usage=ONE
+            )
         return ModelResponse(parts=(TextPart(text=f"looked up {calls}"),), stop_reason="end_turn", usage=ONE)
 
     return reply

@@ -17,7 +17,9 @@ def add_command(sub: Any) -> None:
     command = sub.add_parser("serve", help="serve agents over HTTP with a dev UI (pip install 'loopwright[serve]')")
     command.add_argument("targets", nargs="+", metavar="module:agent", help="the Agents to serve, as module:attr")
     command.add_argument(
-        "--store", default="sqlite:///loopwright-runs.db", help="where runs are kept (default: sqlite:///loopwright-runs.db)"
+        "--store",
+        default="sqlite:///loopwright-runs.db",
+        help="where runs are kept (default: sqlite:///loopwright-runs.db)",
     )
     command.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
     command.add_argument("--port", type=int, default=8000, help="the port to listen on (default: 8000)")

@@ -124,7 +124,10 @@ class AguiMapper:
             }
             for p in e.get("pending", [])
         ]
-        return [*self._step_done(), {"type": "RUN_FINISHED", **self._ids(e), "outcome": {"type": "interrupt", "interrupts": interrupts}}]
+        return [
+            *self._step_done(),
+            {"type": "RUN_FINISHED", **self._ids(e), "outcome": {"type": "interrupt", "interrupts": interrupts}},
+        ]
 
     def _run_finished(self, e: dict[str, Any]) -> list[dict[str, Any]]:
         outcome = e.get("outcome")

@@ -41,10 +41,11 @@ from ..data.errors import ConfigurationError
 from ..runtime.agent import Agent
 from ..stores.base import RunStore
 from .agui import AguiMapper
+from .decisions import DecisionIn, ServeError
 from .hub import END, Item
-from .service import DecisionIn, ServeError, Service
+from .service import Service
 
-Auth = Callable[[Request], "str | None | Awaitable[str | None]"]
+Auth = Callable[[Request], "Awaitable[str | None] | str | None"]
 """The auth hook: the request's user (a string), or None for 401."""
 TracePage = Callable[..., str]
 """``trace_page(events, machine=agent)`` → HTML (:func:`loopwright.cli.trace_page.trace_page`)."""
@@ -132,7 +133,7 @@ async def list_agents(app: App, request: Request) -> Response:
 
 
 def _edits() -> bool:
-    from .service import approve_takes_args
+    from .decisions import approve_takes_args
 
     return approve_takes_args()
 
@@ -143,7 +144,9 @@ async def diagram_svg(app: App, request: Request) -> Response:
     from ..machines.diagram import diagram, dot_available
 
     if not dot_available():
-        raise ServeError(404, "no drawing: Graphviz is not installed here (apt-get install graphviz; pip install graphviz)")
+        raise ServeError(
+            404, "no drawing: Graphviz is not installed here (apt-get install graphviz; pip install graphviz)"
+        )
     svg = diagram(runner.machine, "svg")
     return Response(svg[svg.index("<svg") :], media_type="image/svg+xml")
 
@@ -170,7 +173,12 @@ async def list_runs(app: App, request: Request) -> Response:
     except ValueError:
         raise ServeError(422, "since and until are Unix times (seconds), limit a whole number") from None
     found = await app.service.runs(
-        user, app.everyone, agent=q.get("agent") or None, outcome=q.get("outcome") or None, since=since, until=until,
+        user,
+        app.everyone,
+        agent=q.get("agent") or None,
+        outcome=q.get("outcome") or None,
+        since=since,
+        until=until,
         limit=max(1, min(limit, 1000)),
     )
     return JSONResponse({"runs": found})
@@ -402,7 +410,10 @@ def app(
         Route("/runs/{run_id}/trace", _errors(trace, lazy), methods=["GET"]),
     ]
     if ui:
-        routes += [Route("/", _errors(ui_page, lazy), methods=["GET"]), Route("/ui/{name}", _errors(ui_asset, lazy), methods=["GET"])]
+        routes += [
+            Route("/", _errors(ui_page, lazy), methods=["GET"]),
+            Route("/ui/{name}", _errors(ui_asset, lazy), methods=["GET"]),
+        ]
     middleware = []
     if cors_origins:
         middleware.append(
@@ -419,4 +430,3 @@ def app(
         lifespan=lifespan,
         exception_handlers={404: not_found, 405: not_allowed},
     )
-

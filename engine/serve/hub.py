@@ -55,11 +55,11 @@ class Subscriber:
         self.ended = True
         self._ready.set()
 
-    async def batch(self, timeout: float) -> list[Item]:
-        """The events buffered since the last call (waiting up to ``timeout`` s for one)."""
+    async def batch(self, idle_s: float) -> list[Item]:
+        """The events buffered since the last call (waiting up to ``idle_s`` s for one)."""
         if not self.queue and not self.dropped and not self.ended:
             try:
-                await asyncio.wait_for(self._ready.wait(), timeout)
+                await asyncio.wait_for(self._ready.wait(), idle_s)
             except TimeoutError:
                 return []
         self._ready.clear()

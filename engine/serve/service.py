@@ -15,58 +15,29 @@ wrong and what to do; a refused request changes nothing in the store.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from ..data.decisions import approve, deny
+from pydantic import JsonValue
+
 from ..data.errors import LoopwrightError
 from ..data.result import RunResult
-from ..data.run_state import RunState
 from ..durable.codec import rebuild
 from ..loop.options import new_run_id
 from ..loop.runner import Runner
 from ..runtime.agent import Agent
 from ..runtime.log import get_logger
 from ..stores.base import RunStore, SavedRun
+from .decisions import ENDED, DecisionIn, ServeError, decisions_for, not_waiting, pending_of
 from .hub import END, Hub, Item, Subscriber
 
 USER_KEY = "loopwright_user"
 """The key of a run's ``state`` under which the server records who started it."""
 
-ENDED = frozenset({"final", "salvaged", "limit", "failed", "cancelled"})
-"""Outcomes after which a run has no more events."""
 
 _log = get_logger()
-
-
-class ServeError(LoopwrightError):
-    """A request the service refuses: ``status`` (an HTTP status) and a message."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-@dataclass(slots=True, frozen=True)
-class DecisionIn:
-    """One decision as the service takes it (the HTTP layer validates the body into these)."""
-
-    call_id: str
-    action: str
-    """``approve``, ``deny`` or ``value`` (a credential, or a long-running tool's result)."""
-    reason: str = ""
-    args: dict[str, Any] | None = None
-    value: Any = None
-
-
-def approve_takes_args() -> bool:
-    """Whether this loopwright's ``approve`` takes edited arguments (``approve(args=...)``)."""
-    return "args" in inspect.signature(approve).parameters
 
 
 class Service:
@@ -113,7 +84,7 @@ class Service:
         run_id = run_id or new_run_id()
         if run_id in self.live or run_id in self._busy or await self.store.load(run_id) is not None:
             raise ServeError(409, f"run id {run_id!r} is taken; leave run_id out for a new one")
-        state = {USER_KEY: user} if user is not None else {}
+        state: dict[str, JsonValue] = {USER_KEY: user} if user is not None else {}
         hub = self._hub(run_id)
         hub.leg_started()
         try:
@@ -197,12 +168,19 @@ class Service:
         saved = await self._saved(run_id, user, everyone)
         rs = rebuild(saved)
         return {
-            **_summary(saved.run_id, saved.agent, saved.stage, self._outcome(saved.run_id, saved.outcome), saved.updated, self.users.get(run_id)),
+            **_summary(
+                saved.run_id,
+                saved.agent,
+                saved.stage,
+                self._outcome(saved.run_id, saved.outcome),
+                saved.updated,
+                self.users.get(run_id),
+            ),
             "input": rs.input if isinstance(rs.input, str) else str(rs.input),
             "output": _plain(rs.output),
             "error": rs.error.message if rs.error is not None else None,
             "running": run_id in self.live,
-            "pending": [p.model_dump(mode="json") for p in _pending(rs)] if saved.outcome == "suspended" else [],
+            "pending": [p.model_dump(mode="json") for p in pending_of(rs)] if saved.outcome == "suspended" else [],
             "trace": list(saved.trace),
         }
 
@@ -262,8 +240,8 @@ class Service:
             if not hub.running and any(item.type == "run_finished" for item in merged):
                 yield END
                 return
-            async for item in self._live(sub, last, heartbeat):
-                yield item
+            async for live in self._live(sub, last, heartbeat):
+                yield live
         finally:
             hub.subscribers.discard(sub)
             self._forget(run_id)
@@ -294,8 +272,8 @@ class Service:
             saved = await self._saved(run_id, user, everyone)
             runner = self.runner(saved.agent)
             if saved.outcome != "suspended" or saved.stage not in runner.machine.waiting:
-                raise ServeError(409, _not_waiting(run_id, saved))
-            decided = _decisions(run_id, _pending(rebuild(saved)), decisions)
+                raise ServeError(409, not_waiting(run_id, saved))
+            decided = decisions_for(run_id, pending_of(rebuild(saved)), decisions)
         except BaseException:
             self._busy.discard(run_id)
             raise
@@ -311,7 +289,9 @@ class Service:
         try:
             saved = await self._saved(run_id, user, everyone)
             if saved.outcome in ENDED or saved.stage in self.runner(saved.agent).machine.terminals:
-                raise ServeError(409, f"run {run_id!r} has ended (outcome {saved.outcome!r}); there is nothing to cancel")
+                raise ServeError(
+                    409, f"run {run_id!r} has ended (outcome {saved.outcome!r}); there is nothing to cancel"
+                )
         except BaseException:
             self._busy.discard(run_id)
             raise
@@ -323,7 +303,9 @@ class Service:
         for runner in self.runners.values():
             if runner.pause(run_id):
                 return
-        raise ServeError(409, f"run {run_id!r} is not running here, so it cannot be paused; GET /runs/{run_id} says where it is")
+        raise ServeError(
+            409, f"run {run_id!r} is not running here, so it cannot be paused; GET /runs/{run_id} says where it is"
+        )
 
     async def resume(self, run_id: str, user: str | None, everyone: bool) -> None:
         """Continue a paused run (or one whose worker stopped) where it stopped."""
@@ -333,7 +315,9 @@ class Service:
             if saved.outcome == "suspended":
                 raise ServeError(409, f"run {run_id!r} waits for decisions: POST /runs/{run_id}/decisions")
             if saved.outcome in ENDED:
-                raise ServeError(409, f"run {run_id!r} has ended (outcome {saved.outcome!r}); there is nothing to resume")
+                raise ServeError(
+                    409, f"run {run_id!r} has ended (outcome {saved.outcome!r}); there is nothing to resume"
+                )
         except BaseException:
             self._busy.discard(run_id)
             raise
@@ -341,7 +325,9 @@ class Service:
 
     def _claim(self, run_id: str) -> None:
         if run_id in self.live or run_id in self._busy:
-            raise ServeError(409, f"run {run_id!r} is running (or being decided) now; wait for it to stop, then try again")
+            raise ServeError(
+                409, f"run {run_id!r} is running (or being decided) now; wait for it to stop, then try again"
+            )
         self._busy.add(run_id)
 
     async def _resume(self, runner: Runner, run_id: str, decisions: Mapping[str, Any] | None, cancel: bool) -> None:
@@ -351,7 +337,8 @@ class Service:
         task = asyncio.get_running_loop().create_task(runner.resume(run_id, decisions, cancel=cancel))
         try:
             deadline = time.monotonic() + 10.0
-            while not task.done() and not runner.is_running(run_id) and time.monotonic() < deadline:
+            # the runner signals no "registered" moment: look every 2 ms, for at most 10 s
+            while not task.done() and not runner.is_running(run_id) and time.monotonic() < deadline:  # noqa: ASYNC110
                 await asyncio.sleep(0.002)
             if task.done() and task.exception() is not None:
                 exc = task.exception()
@@ -365,51 +352,6 @@ class Service:
         self._spawn(run_id, task)
 
 
-def _decisions(run_id: str, pending: list[Any], given: list[DecisionIn]) -> dict[str, Any]:
-    """The runner's decisions for ``given`` (ServeError 409/422, nothing done, if one does not fit)."""
-    by_id = {p.call_id: p for p in pending}
-    waits = ", ".join(f"{p.call_id} ({p.tool}, {p.kind})" for p in pending) or "none"
-    out: dict[str, Any] = {}
-    for d in given:
-        request = by_id.get(d.call_id)
-        if request is None:
-            raise ServeError(409, f"call {d.call_id!r} of run {run_id!r} is not pending (decided already, or never asked); pending: {waits}")
-        if d.call_id in out:
-            raise ServeError(422, f"two decisions for call {d.call_id!r}; send one per call")
-        if request.kind == "confirmation" and d.action not in ("approve", "deny"):
-            raise ServeError(422, f"call {d.call_id!r} waits for a confirmation: send action 'approve' or 'deny'")
-        if request.kind != "confirmation" and d.action != "value":
-            raise ServeError(422, f"call {d.call_id!r} waits for a {request.kind}: send action 'value' with the value")
-        out[d.call_id] = _decision(d)
-    return out
-
-
-def _decision(d: DecisionIn) -> Any:
-    if d.action == "deny":
-        return deny(d.reason)
-    if d.action == "value":
-        return d.value
-    if d.args is None:
-        return approve()
-    if not approve_takes_args():
-        raise ServeError(
-            422, "this loopwright's approve() takes no edited arguments; approve the call as it is (leave out args)"
-        )
-    return approve(args=d.args)  # type: ignore[call-arg,unused-ignore]
-
-
-def _pending(rs: RunState) -> list[Any]:
-    return [
-        p for part in rs.features.values() if (ask := getattr(part, "pending_requests", None)) is not None for p in ask()
-    ]
-
-
-def _not_waiting(run_id: str, saved: SavedRun) -> str:
-    if saved.outcome in ENDED:
-        return f"run {run_id!r} has ended (outcome {saved.outcome!r}); it waits for no decision"
-    return f"run {run_id!r} waits for no decision (it is in state {saved.stage!r}, outcome {saved.outcome!r})"
-
-
 def _user_of(saved: SavedRun) -> str | None:
     try:
         head = json.loads(saved.head)
@@ -419,7 +361,9 @@ def _user_of(saved: SavedRun) -> str | None:
     return user if isinstance(user, str) else None
 
 
-def _summary(run_id: str, agent: str, stage: str, outcome: str | None, updated: float, user: str | None) -> dict[str, Any]:
+def _summary(
+    run_id: str, agent: str, stage: str, outcome: str | None, updated: float, user: str | None
+) -> dict[str, Any]:
     return {"run_id": run_id, "agent": agent, "stage": stage, "outcome": outcome, "updated": updated, "user": user}
 
 
