@@ -42,7 +42,7 @@ from ..runtime.agent import Agent
 from ..stores.base import RunStore
 from .agui import AguiMapper
 from .decisions import DecisionIn, ServeError
-from .hub import END, Item
+from .hub import END
 from .service import Service
 
 Auth = Callable[[Request], "Awaitable[str | None] | str | None"]
@@ -253,18 +253,15 @@ async def events(app: App, request: Request) -> Response:
 
 async def _sse(app: App, run_id: str, after: int) -> AsyncIterator[str]:
     last = after
-    async for item in app.service.follow(run_id, after):
-        if isinstance(item, Item):
-            if item.seq >= 0:
-                last = item.seq
-                yield f"id: {item.seq}\nevent: {item.type}\ndata: {item.json}\n\n"
-            else:
-                yield f"event: {item.type}\ndata: {item.json}\n\n"
-        elif item == "ping":
+    async for got in app.service.follow(run_id, after):
+        if isinstance(got, list):
+            last = max(last, got[-1].seq)
+            yield "".join(item.frame for item in got)
+        elif got == "ping":
             yield ": ping\n\n"
-        elif item == "dropped":
+        elif got == "dropped":
             yield _dropped(run_id, last)
-        elif item == END:
+        elif got == END:
             yield f"event: end\ndata: {json.dumps({'run_id': run_id, 'last_event_id': last})}\n\n"
 
 
@@ -287,16 +284,18 @@ async def agui(app: App, request: Request) -> Response:
 async def _agui(app: App, run_id: str, after: int) -> AsyncIterator[str]:
     mapper = AguiMapper()
     last = after
-    async for item in app.service.follow(run_id, after):
-        if isinstance(item, Item):
-            data = json.loads(item.json)
-            mapped = mapper.map(data) if item.seq >= 0 else [{"type": "RUN_ERROR", "message": data["message"]}]
-            last = max(last, item.seq)
-            for out in mapped:
-                yield f"id: {item.seq}\ndata: {json.dumps(out)}\n\n"
-        elif item == "ping":
+    async for got in app.service.follow(run_id, after):
+        if isinstance(got, list):
+            frames = []
+            for item in got:
+                data = json.loads(item.json)
+                mapped = mapper.map(data) if item.seq >= 0 else [{"type": "RUN_ERROR", "message": data["message"]}]
+                last = max(last, item.seq)
+                frames += [f"id: {item.seq}\ndata: {json.dumps(out)}\n\n" for out in mapped]
+            yield "".join(frames)
+        elif got == "ping":
             yield ": ping\n\n"
-        elif item == "dropped":
+        elif got == "dropped":
             yield _dropped(run_id, last)
 
 

@@ -21,11 +21,19 @@ END = "end"
 
 @dataclass(slots=True, frozen=True)
 class Item:
-    """One event as the clients get it: its seq, its type, and its JSON (made once)."""
+    """One event as the clients get it: its seq, its type, its JSON and its SSE frame (each
+    made once, whatever the number of clients)."""
 
     seq: int
     type: str
     json: str
+    frame: str
+
+    @classmethod
+    def of(cls, seq: int, type: str, json: str) -> Item:
+        """The item of an event (``seq`` -1: a message that is no event of the run, sent without an id)."""
+        frame = f"id: {seq}\nevent: {type}\ndata: {json}\n\n" if seq >= 0 else f"event: {type}\ndata: {json}\n\n"
+        return cls(seq, type, json, frame)
 
 
 class Subscriber:

@@ -68,7 +68,7 @@ class Service:
     def on_event(self, event: Any) -> None:
         hub = self.hubs.get(event.run_id)
         if hub is not None:
-            hub.publish(Item(event.seq, event.type, event.model_dump_json()))
+            hub.publish(Item.of(event.seq, event.type, event.model_dump_json()))
 
     # ------------------------------------------------------------------ runs
 
@@ -116,7 +116,7 @@ class Service:
             raise
         except Exception as exc:
             _log.warning("serve.run_failed", run_id=run_id, error=f"{type(exc).__name__}: {exc}")
-            hub.publish(Item(-1, "error", json.dumps({"run_id": run_id, "message": f"{type(exc).__name__}: {exc}"})))
+            hub.publish(Item.of(-1, "error", json.dumps({"run_id": run_id, "message": f"{type(exc).__name__}: {exc}"})))
         finally:
             self.live.discard(run_id)
             hub.leg_stopped(ended=outcome in ENDED)
@@ -224,19 +224,20 @@ class Service:
 
     # ------------------------------------------------------------------ following a run
 
-    async def follow(self, run_id: str, after: int, *, heartbeat: float = 15.0) -> AsyncIterator[Item | str]:
-        """The run's events after seq ``after``, in order, as they happen: first what the store
-        and the leg in progress hold, then each new one. Ends after the run ends; yields
-        ``"dropped"`` (then stops) when this client fell too far behind, ``"ping"`` when idle."""
+    async def follow(self, run_id: str, after: int, *, heartbeat: float = 15.0) -> AsyncIterator[list[Item] | str]:
+        """The run's events after seq ``after``, in order, in batches as they happen: first what
+        the store and the leg in progress hold, then what arrived since the last batch. Ends
+        after the run ends (``"end"``); yields ``"dropped"`` (then stops) when this client fell
+        too far behind, ``"ping"`` when idle for ``heartbeat`` seconds."""
         hub = self._hub(run_id)
         sub, history = hub.subscribe(self.buffer)
         try:
             stored = await self.store.events(run_id)
-            last, merged = after, _merged(stored, history)
-            for item in merged:
-                if item.seq > last:
-                    last = item.seq
-                    yield item
+            merged = _merged(stored, history)
+            first = [item for item in merged if item.seq > after]
+            last = first[-1].seq if first else after
+            if first:
+                yield first
             if not hub.running and any(item.type == "run_finished" for item in merged):
                 yield END
                 return
@@ -246,7 +247,7 @@ class Service:
             hub.subscribers.discard(sub)
             self._forget(run_id)
 
-    async def _live(self, sub: Subscriber, last: int, heartbeat: float) -> AsyncIterator[Item | str]:
+    async def _live(self, sub: Subscriber, last: int, heartbeat: float) -> AsyncIterator[list[Item] | str]:
         while True:
             batch = await sub.batch(heartbeat)
             if sub.dropped:
@@ -254,10 +255,10 @@ class Service:
                 return
             if not batch and not sub.ended:
                 yield "ping"
-            for item in batch:
-                if item.seq > last or item.seq < 0:
-                    last = max(last, item.seq)
-                    yield item
+            fresh = [item for item in batch if item.seq > last or item.seq < 0]
+            if fresh:
+                last = max(last, fresh[-1].seq)
+                yield fresh
             if sub.ended and not sub.queue:
                 yield END
                 return
@@ -377,7 +378,7 @@ def _merged(stored: list[bytes], history: list[Item]) -> list[Item]:
     by_seq: dict[int, Item] = {}
     for raw in stored:
         data = json.loads(raw)
-        by_seq[data["seq"]] = Item(data["seq"], data["type"], raw.decode() if isinstance(raw, bytes) else str(raw))
+        by_seq[data["seq"]] = Item.of(data["seq"], data["type"], raw.decode() if isinstance(raw, bytes) else str(raw))
     for item in history:
         by_seq.setdefault(item.seq, item)
     return [by_seq[seq] for seq in sorted(by_seq)]
