@@ -94,6 +94,7 @@ def test_a_run_started_over_http_streams_its_events_waits_for_approval_and_finis
     started = client.post("/runs", json={"agent": "support", "input": "refund A1"})
     assert started.status_code == 202
     run_id = started.json()["run_id"]
+    assert client.get(f"/runs/{run_id}").status_code == 200  # at once, checkpointed or not yet
     first = sse(client, f"/runs/{run_id}/events", stop="suspended")
     assert first[0][1] == "run_started" and first[-1][1] == "suspended"
     pending = wait_for(client, run_id, "suspended")["pending"]

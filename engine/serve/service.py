@@ -53,8 +53,8 @@ class Service:
                 raise ServeError(500, f"two agents are named {agent.name!r}; give each served agent its own name")
             self.runners[agent.name] = Runner(agent, store=store, observers=[self])
         self.hubs: dict[str, Hub] = {}
-        self.live: set[str] = set()
-        """Runs with a leg in progress in this process, by id."""
+        self.live: dict[str, str] = {}
+        """Runs with a leg in progress in this process: their agent, by run id."""
         self.users: dict[str, str | None] = {}
         """Who started each run seen so far (None: started outside the server)."""
         self.paused: set[str] = set()
@@ -94,7 +94,7 @@ class Service:
             self._forget(run_id)
             raise ServeError(422, str(exc)) from None
         self.users[run_id] = user
-        self.live.add(run_id)
+        self.live[run_id] = agent
         self._spawn(run_id, run.run_to_end())
         return run_id
 
@@ -118,7 +118,7 @@ class Service:
             _log.warning("serve.run_failed", run_id=run_id, error=f"{type(exc).__name__}: {exc}")
             hub.publish(Item.of(-1, "error", json.dumps({"run_id": run_id, "message": f"{type(exc).__name__}: {exc}"})))
         finally:
-            self.live.discard(run_id)
+            self.live.pop(run_id, None)
             hub.leg_stopped(ended=outcome in ENDED)
             self._forget(run_id)
 
@@ -165,6 +165,12 @@ class Service:
         await self._saved(run_id, user, everyone)
 
     async def show(self, run_id: str, user: str | None, everyone: bool) -> dict[str, Any]:
+        if run_id in self.live and await self.store.load(run_id) is None:  # not checkpointed yet
+            await self.check_visible(run_id, user, everyone)
+            return {
+                **_summary(run_id, self.live[run_id], "start", None, time.time(), self.users.get(run_id)),
+                **{"input": None, "output": None, "error": None, "running": True, "pending": [], "trace": []},
+            }
         saved = await self._saved(run_id, user, everyone)
         rs = rebuild(saved)
         return {
@@ -346,7 +352,7 @@ class Service:
                 hub.leg_stopped(ended=False)
                 self._forget(run_id)
                 raise ServeError(409, str(exc)) from None
-            self.live.add(run_id)
+            self.live[run_id] = runner.agent.name
             self.paused.discard(run_id)
         finally:
             self._busy.discard(run_id)
