@@ -322,6 +322,34 @@ def test_the_agui_stream_maps_steps_text_tool_calls_and_approvals_as_interrupts(
     }
 
 
+def test_an_agui_client_starts_a_run_and_answers_its_interrupt(client: httpx.Client) -> None:
+    """What an AG-UI front end sends: a run input with the user's message, then one whose
+    ``resume`` entries answer the interrupts; each answer is that leg's events, to its end."""
+    thread = "thread-j9"
+    first = {"threadId": thread, "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": "refund J9"}]}
+    leg1 = _agui_post(client, "/agents/support/agui", {**first, "tools": [], "context": [], "state": {}})
+    assert leg1[0]["type"] == "RUN_STARTED" and leg1[0]["threadId"] == thread
+    interrupts = leg1[-1]["outcome"]["interrupts"]
+    assert leg1[-1]["type"] == "RUN_FINISHED" and interrupts[0]["metadata"]["args"] == {"order": "J9"}
+    answer = {"threadId": thread, "runId": "r2", "messages": [], "resume": [{"interruptId": interrupts[0]["id"]}]}
+    leg2 = _agui_post(client, "/agents/support/agui", answer)
+    assert leg2[0]["type"] == "RUN_STARTED" and leg2[0]["runId"] != leg1[0]["runId"]
+    assert [e["content"] for e in leg2 if e["type"] == "TOOL_CALL_RESULT"] == ["refunded J9"]
+    assert leg2[-1]["outcome"] == {"type": "success"} and leg2[-1]["result"] == "done: refunded J9"
+    again = client.post("/agents/support/agui", json=answer)
+    assert again.status_code == 409 and "waits for no decision" in again.json()["error"]
+    empty = client.post(
+        "/agents/support/agui", json={"threadId": "t2", "messages": [{"role": "assistant", "content": "x"}]}
+    )
+    assert empty.status_code == 422 and "no user message" in empty.json()["error"]
+
+
+def _agui_post(client: httpx.Client, path: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    with client.stream("POST", path, json=body, timeout=20) as response:
+        assert response.status_code == 200, response.read()
+        return [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: ")]
+
+
 def _agui_until(client: httpx.Client, path: str, stop: Any) -> list[dict[str, Any]]:
     out = []
     with client.stream("GET", path, timeout=20) as response:

@@ -76,3 +76,18 @@ def test_serve_explains_a_bad_target_in_one_line(args: list[str], words: str) ->
     _, err = done.communicate(timeout=60)
     assert done.returncode == 2
     assert words in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_without_the_extra_the_app_and_the_command_say_what_to_install() -> None:
+    """Starlette and uvicorn made unimportable: one line naming pip install 'loopwright[serve]'."""
+    hide = "import sys; sys.modules['starlette'] = sys.modules['uvicorn'] = None; "
+    app = hide + "import loopwright.serve as s; from tests.serve_agents import support; s.app([support], store='x.db')"
+    done = subprocess.run([sys.executable, "-c", app], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "ImportError: loopwright.serve needs Starlette and uvicorn: pip install 'loopwright[serve]'"
+    )
+    cli = hide + "from loopwright.cli import main; sys.exit(main(['serve', 'tests.serve_agents:support']))"
+    done = subprocess.run([sys.executable, "-c", cli], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr == "loopwright serve: Starlette and uvicorn are missing: pip install 'loopwright[serve]'\n"

@@ -33,8 +33,8 @@ def run_command(args: Any) -> int:
         agents = [_agent(target) for target in args.targets]
         server_app = dev_app(agents, store=args.store, ui=args.ui)
         import uvicorn
-    except ImportError as exc:
-        print(f"loopwright serve: {exc}; pip install 'loopwright[serve]'", file=sys.stderr)
+    except ImportError:
+        print("loopwright serve: Starlette and uvicorn are missing: pip install 'loopwright[serve]'", file=sys.stderr)
         return 2
     except (LookupError, ConfigurationError) as exc:
         print(f"loopwright serve: {exc.args[0]}", file=sys.stderr)

@@ -8,7 +8,9 @@ Routes (every body and answer is JSON; every error ``{"error": message}`` with a
 - ``GET /runs/{id}``: one run (its outcome, output, pending calls)
 - ``GET /runs/{id}/events``: its events as Server-Sent Events (``id:`` is the event's seq:
   reconnect with ``Last-Event-ID`` and the stream goes on after it)
-- ``GET /runs/{id}/agui``: the same as AG-UI events (:mod:`loopwright.serve.agui`)
+- ``GET /runs/{id}/agui``: the same as AG-UI events (:mod:`loopwright.serve.agui`);
+  ``POST /agents/{name}/agui``: an AG-UI client's run input (a new message, or ``resume`` entries
+  answering interrupts), answered with that leg's AG-UI events
 - ``POST /runs/{id}/decisions`` ``{"decisions": [{"call_id", "action", "reason"?, "args"?, "value"?}]}``
 - ``POST /runs/{id}/cancel``, ``/pause``, ``/resume``
 - ``GET /runs/{id}/trace``: the run's trace page (when the app was given ``trace_page``)
@@ -40,7 +42,6 @@ except ImportError as exc:  # pragma: no cover (the extra is installed in the te
 from ..data.errors import ConfigurationError
 from ..runtime.agent import Agent
 from ..stores.base import RunStore
-from .agui import AguiMapper
 from .decisions import DecisionIn, ServeError
 from .hub import END
 from .service import Service
@@ -273,32 +274,6 @@ def _dropped(run_id: str, last: int) -> str:
     return f"event: dropped\ndata: {json.dumps({'message': message, 'last_event_id': last})}\n\n"
 
 
-async def agui(app: App, request: Request) -> Response:
-    user = await app.user(request)
-    run_id = request.path_params["run_id"]
-    after = _after(request)
-    await app.service.check_visible(run_id, user, app.everyone)
-    return StreamingResponse(_agui(app, run_id, after), media_type="text/event-stream", headers=_SSE_HEADERS)
-
-
-async def _agui(app: App, run_id: str, after: int) -> AsyncIterator[str]:
-    mapper = AguiMapper()
-    last = after
-    async for got in app.service.follow(run_id, after):
-        if isinstance(got, list):
-            frames = []
-            for item in got:
-                data = json.loads(item.json)
-                mapped = mapper.map(data) if item.seq >= 0 else [{"type": "RUN_ERROR", "message": data["message"]}]
-                last = max(last, item.seq)
-                frames += [f"id: {item.seq}\ndata: {json.dumps(out)}\n\n" for out in mapped]
-            yield "".join(frames)
-        elif got == "ping":
-            yield ": ping\n\n"
-        elif got == "dropped":
-            yield _dropped(run_id, last)
-
-
 async def ui_page(app: App, request: Request) -> Response:
     return HTMLResponse(_asset("index.html"))
 
@@ -394,9 +369,12 @@ def app(
         finally:
             await lazy.close()
 
+    from .agui_routes import agui, agui_input
+
     routes = [
         Route("/agents", _errors(list_agents, lazy), methods=["GET"]),
         Route("/agents/{name}/diagram.svg", _errors(diagram_svg, lazy), methods=["GET"]),
+        Route("/agents/{name}/agui", _errors(agui_input, lazy), methods=["POST"]),
         Route("/runs", _errors(start_run, lazy), methods=["POST"]),
         Route("/runs", _errors(list_runs, lazy), methods=["GET"]),
         Route("/runs/{run_id}", _errors(show_run, lazy), methods=["GET"]),

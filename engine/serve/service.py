@@ -219,6 +219,11 @@ class Service:
                 break
         return found
 
+    async def last_seq(self, run_id: str) -> int:
+        """The seq of the run's last event the store holds (0: none)."""
+        stored = await self.store.events(run_id)
+        return int(json.loads(stored[-1])["seq"]) if stored else 0
+
     def _outcome(self, run_id: str, stored: str | None) -> str | None:
         return "paused" if stored is None and run_id in self.paused else stored
 
