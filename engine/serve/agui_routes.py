@@ -15,7 +15,7 @@ from starlette.responses import Response, StreamingResponse
 
 from .agui import AguiMapper, decisions_of_resume
 from .decisions import DecisionIn, ServeError
-from .http import _SSE_HEADERS, App, _after, _dropped, _json
+from .web import SSE_HEADERS, App, after_of, dropped_frame, json_body
 
 
 class AguiMessage(BaseModel):
@@ -43,15 +43,15 @@ class RunAgentInput(BaseModel):
 async def agui(app: App, request: Request) -> Response:
     user = await app.user(request)
     run_id = request.path_params["run_id"]
-    after = _after(request)
+    after = after_of(request)
     await app.service.check_visible(run_id, user, app.everyone)
-    return StreamingResponse(_agui(app, run_id, after), media_type="text/event-stream", headers=_SSE_HEADERS)
+    return StreamingResponse(_agui(app, run_id, after), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 async def agui_input(app: App, request: Request) -> Response:
     user = await app.user(request)
     agent = request.path_params["name"]
-    body = RunAgentInput.model_validate(await _json(request))
+    body = RunAgentInput.model_validate(await json_body(request))
     service = app.service
     service.runner(agent)
     if body.resume:
@@ -67,7 +67,7 @@ async def agui_input(app: App, request: Request) -> Response:
         run_id = await service.start(agent, text, user, None if taken else body.thread_id)
         after = 0
     stream = _agui(app, run_id, after, leg_only=True)
-    return StreamingResponse(stream, media_type="text/event-stream", headers=_SSE_HEADERS)
+    return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 def _last_user_text(messages: list[AguiMessage]) -> str:
@@ -100,4 +100,4 @@ async def _agui(app: App, run_id: str, after: int, *, leg_only: bool = False) ->
         elif got == "ping":
             yield ": ping\n\n"
         elif got == "dropped":
-            yield _dropped(run_id, last)
+            yield dropped_frame(run_id, last)

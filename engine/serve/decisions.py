@@ -12,6 +12,9 @@ from ..data.errors import LoopwrightError
 from ..data.run_state import RunState
 from ..stores.base import SavedRun
 
+STARLETTE_MISSING = "loopwright.serve needs Starlette and uvicorn: pip install 'loopwright[serve]'"
+"""What ``loopwright.serve.app`` says when the ``serve`` extra is not installed."""
+
 ENDED = frozenset({"final", "salvaged", "limit", "failed", "cancelled"})
 """Outcomes after which a run has no more events."""
 

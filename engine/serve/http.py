@@ -20,7 +20,6 @@ Routes (every body and answer is JSON; every error ``{"error": message}`` with a
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -29,6 +28,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .decisions import STARLETTE_MISSING
+
 try:
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
@@ -36,20 +37,17 @@ try:
     from starlette.requests import Request
     from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
-except ImportError as exc:  # pragma: no cover (the extra is installed in the tests)
-    raise ImportError("loopwright.serve needs Starlette and uvicorn: pip install 'loopwright[serve]'") from exc
+except ImportError as exc:  # tests/test_serve_cli.py hides Starlette in a subprocess
+    raise ImportError(STARLETTE_MISSING) from exc
 
 from ..data.errors import ConfigurationError
 from ..runtime.agent import Agent
 from ..stores.base import RunStore
+from .agui_routes import agui, agui_input
 from .decisions import DecisionIn, ServeError
 from .hub import END
 from .service import Service
-
-Auth = Callable[[Request], "Awaitable[str | None] | str | None"]
-"""The auth hook: the request's user (a string), or None for 401."""
-TracePage = Callable[..., str]
-"""``trace_page(events, machine=agent)`` → HTML (:func:`loopwright.cli.trace_page.trace_page`)."""
+from .web import SSE_HEADERS, App, Auth, TracePage, after_of, dropped_frame, json_body
 
 
 class _Body(BaseModel):
@@ -75,31 +73,6 @@ class Decisions(_Body):
     decisions: list[Decision] = Field(min_length=1)
 
 
-class App:
-    """The state of one app: its service, auth hook and options (see :func:`app`)."""
-
-    def __init__(self, service: Service, auth: Auth | None, trace_page: TracePage | None) -> None:
-        self.service = service
-        self.auth = auth
-        self.trace_page = trace_page
-
-    async def user(self, request: Request) -> str | None:
-        """The request's user (ServeError 401 when the hook says none); None without a hook."""
-        if self.auth is None:
-            return None
-        found = self.auth(request)
-        if inspect.isawaitable(found):
-            found = await found
-        if not found:
-            raise ServeError(401, "not signed in: this server's auth hook found no user for the request")
-        return str(found)
-
-    @property
-    def everyone(self) -> bool:
-        """Without an auth hook every client sees every run."""
-        return self.auth is None
-
-
 def _errors(
     handler: Callable[[App, Request], Awaitable[Response]], ready: Callable[[], Awaitable[App]]
 ) -> Callable[[Request], Awaitable[Response]]:
@@ -115,14 +88,6 @@ def _errors(
 
     route.__name__ = handler.__name__
     return route
-
-
-async def _json(request: Request) -> Any:
-    raw = await request.body()
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise ServeError(400, f"the body is not JSON ({exc}); send a JSON object") from None
 
 
 # ---------------------------------------------------------------- routes
@@ -154,7 +119,7 @@ async def diagram_svg(app: App, request: Request) -> Response:
 
 async def start_run(app: App, request: Request) -> Response:
     user = await app.user(request)
-    body = StartRun.model_validate(await _json(request))
+    body = StartRun.model_validate(await json_body(request))
     agent = body.agent
     if agent is None:
         if len(app.service.runners) != 1:
@@ -192,7 +157,7 @@ async def show_run(app: App, request: Request) -> Response:
 
 async def decide(app: App, request: Request) -> Response:
     user = await app.user(request)
-    body = Decisions.model_validate(await _json(request))
+    body = Decisions.model_validate(await json_body(request))
     run_id = request.path_params["run_id"]
     given = [DecisionIn(d.call_id, d.action, d.reason, d.args, d.value) for d in body.decisions]
     await app.service.decide(run_id, given, user, app.everyone)
@@ -233,23 +198,12 @@ async def trace(app: App, request: Request) -> Response:
     return HTMLResponse(app.trace_page(events, machine=machine))
 
 
-def _after(request: Request) -> int:
-    text = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-    try:
-        return int(text)
-    except ValueError:
-        raise ServeError(422, f"Last-Event-ID must be an event's seq (a whole number), got {text!r}") from None
-
-
-_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-
 async def events(app: App, request: Request) -> Response:
     user = await app.user(request)
     run_id = request.path_params["run_id"]
-    after = _after(request)
+    after = after_of(request)
     await app.service.check_visible(run_id, user, app.everyone)
-    return StreamingResponse(_sse(app, run_id, after), media_type="text/event-stream", headers=_SSE_HEADERS)
+    return StreamingResponse(_sse(app, run_id, after), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 async def _sse(app: App, run_id: str, after: int) -> AsyncIterator[str]:
@@ -261,17 +215,9 @@ async def _sse(app: App, run_id: str, after: int) -> AsyncIterator[str]:
         elif got == "ping":
             yield ": ping\n\n"
         elif got == "dropped":
-            yield _dropped(run_id, last)
+            yield dropped_frame(run_id, last)
         elif got == END:
             yield f"event: end\ndata: {json.dumps({'run_id': run_id, 'last_event_id': last})}\n\n"
-
-
-def _dropped(run_id: str, last: int) -> str:
-    message = (
-        f"this client read the events of run {run_id} too slowly and was dropped; resume from Last-Event-ID: {last} "
-        f"(GET /runs/{run_id}/events with the header Last-Event-ID: {last})"
-    )
-    return f"event: dropped\ndata: {json.dumps({'message': message, 'last_event_id': last})}\n\n"
 
 
 async def ui_page(app: App, request: Request) -> Response:
@@ -368,8 +314,6 @@ def app(
             yield
         finally:
             await lazy.close()
-
-    from .agui_routes import agui, agui_input
 
     routes = [
         Route("/agents", _errors(list_agents, lazy), methods=["GET"]),
