@@ -140,6 +140,29 @@ def test_a_run_outlives_the_client_that_started_it(client: httpx.Client, db: Pat
     assert stored(db, run_id)[1:3] == ("done", "final")
 
 
+def test_a_run_left_by_a_server_that_stopped_is_resumed_by_the_next_one(db: Path) -> None:
+    """Stopping the server pauses its runs at their next transition; the next server on the same
+    store resumes them (POST /runs/{id}/resume) and the events go on, none lost or repeated."""
+    with (
+        serving(app([slow_agent(delay=0.2, rounds=4)], store=f"sqlite:///{db}")) as base,
+        httpx.Client(base_url=base) as c,
+    ):
+        run_id = c.post("/runs", json={"input": "go"}).json()["run_id"]
+        head = sse(c, f"/runs/{run_id}/events", n=6)
+    assert stored(db, run_id)[2] is None  # stopped mid-run: not ended, not failed
+    with (
+        serving(app([slow_agent(delay=0.2, rounds=4)], store=f"sqlite:///{db}")) as base,
+        httpx.Client(base_url=base) as c,
+    ):
+        assert c.get(f"/runs/{run_id}").json()["outcome"] is None
+        resumed = c.post(f"/runs/{run_id}/resume")
+        assert resumed.status_code == 202, resumed.text
+        assert wait_for(c, run_id, "final")["output"] == "looked up 4"
+        whole = sse(c, f"/runs/{run_id}/events")
+    seqs = [e[0] for e in whole if e[0] is not None]
+    assert seqs == list(range(1, len(seqs) + 1)) and seqs[: len(head)] == [e[0] for e in head]
+
+
 def test_runs_are_listed_and_searched_by_agent_outcome_and_date(client: httpx.Client) -> None:
     a = client.post("/runs", json={"agent": "support", "input": "hello"}).json()["run_id"]
     b = client.post("/runs", json={"agent": "support", "input": "refund C3"}).json()["run_id"]

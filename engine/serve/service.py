@@ -134,14 +134,20 @@ class Service:
         if hub is not None and not hub.subscribers and not hub.running:
             del self.hubs[run_id]
 
-    async def close(self) -> None:
-        """Stop the legs in progress here (each ends cancelled; the store keeps them)."""
-        for name, runner in self.runners.items():
+    async def close(self, grace_s: float = 5.0) -> None:
+        """Stop the legs in progress here: each is paused at its next transition (the store keeps
+        it as of that checkpoint; ``POST /runs/{id}/resume`` on the next server continues it);
+        one still in its stage after ``grace_s`` seconds is cancelled."""
+        for runner in self.runners.values():
             for run_id in runner.active_runs:
-                runner.cancel(run_id)
-            del name
+                runner.pause(run_id)
         if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            _, late = await asyncio.wait(set(self._tasks), timeout=grace_s)
+            if late:
+                for runner in self.runners.values():
+                    for run_id in runner.active_runs:
+                        runner.cancel(run_id)
+                await asyncio.gather(*late, return_exceptions=True)
 
     # ------------------------------------------------------------------ reading runs
 
