@@ -79,6 +79,10 @@ def make_app(db: str, gate: str) -> Any:
         Agent(name="many", model=ScriptedModel(model(3, False)), tools=[lookup]),
         Agent(name="waits", model=ScriptedModel(refund_reply), tools=[refund]),
     ]
+    if db == ":memory:":  # --memory: the store's writes off the disk (what the disk costs, by difference)
+        from loopwright.stores import SQLiteStore
+
+        return app(agents, store=SQLiteStore(":memory:"), buffer=256)
     return app(agents, store=f"sqlite:///{db}", buffer=256)
 
 
@@ -98,22 +102,51 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-async def follow(client: Any, run_id: str, ready: asyncio.Event | None = None) -> tuple[list[int], list[float]]:
-    """Read a run's SSE stream to its end: the seqs received and each event's delivery latency."""
-    seqs: list[int] = []
-    lags: list[float] = []
-    async with client.stream("GET", f"/runs/{run_id}/events") as response:
+class Raw:
+    """A bare HTTP/1.1 client on asyncio streams: one connection a request, no pool, so the
+    figures are the server's (httpx's pool, at 500 streams in one process, cost more than the
+    server did)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    async def _open(self, method: str, path: str, body: bytes = b"") -> tuple[Any, Any]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.port, limit=2**20)
+        head = f"{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+        writer.write(f"{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        await writer.drain()
+        return reader, writer
+
+    async def post(self, path: str, body: dict[str, Any]) -> Any:
+        reader, writer = await self._open("POST", path, json.dumps(body).encode())
+        data = await reader.read()
+        writer.close()
+        return json.loads(data.split(b"\r\n\r\n", 1)[1])
+
+    async def get(self, path: str) -> Any:
+        reader, writer = await self._open("GET", path)
+        data = await reader.read()
+        writer.close()
+        return json.loads(data.split(b"\r\n\r\n", 1)[1])
+
+    async def follow(self, run_id: str, ready: asyncio.Event | None = None) -> tuple[list[int], list[float]]:
+        """Read a run's SSE stream to its end: the seqs received and each event's delivery latency."""
+        seqs: list[int] = []
+        lags: list[float] = []
+        reader, writer = await self._open("GET", f"/runs/{run_id}/events")
+        await reader.readline()  # the status line: the server took the stream
         if ready is not None:
             ready.set()
-        async for line in response.aiter_lines():
-            if line.startswith("data: ") and '"seq"' in line:
+        while line := await reader.readline():
+            if line.startswith(b"data: ") and b'"seq"' in line:
                 now = time.time()
                 data = json.loads(line[6:])
                 seqs.append(data["seq"])
                 lags.append(now - data["time"])
-            elif line.startswith("event: end"):
+            elif line.startswith(b"event: end"):
                 break
-    return seqs, lags
+        writer.close()
+        return seqs, lags
 
 
 def cpu_s(pid: int) -> float:
@@ -130,31 +163,46 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
+async def run_wall(c: Raw, stalled_clients: int) -> float:
+    """Seconds from starting a run of ``wide_free`` to its end, with that many clients that
+    connect to its stream and never read."""
+    t = time.monotonic()
+    run_id = (await c.post("/runs", {"agent": "wide_free", "input": "go"}))["run_id"]
+    stalled = []
+    for _ in range(stalled_clients):
+        sock = socket.create_connection(("127.0.0.1", c.port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(f"GET /runs/{run_id}/events HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        stalled.append(sock)
+    for _ in range(6000):
+        if (await c.get(f"/runs/{run_id}"))["outcome"] == "final":
+            break
+        await asyncio.sleep(0.01)
+    for sock in stalled:
+        sock.close()
+    return time.monotonic() - t
+
+
 async def part_a(base: str, clients: int) -> dict[str, Any]:
-    import httpx
+    c = Raw(int(base.rsplit(":", 1)[1]))
+    alone = await run_wall(c, 0)
+    with_stalled = await run_wall(c, 20)
 
-    limits = httpx.Limits(max_connections=clients + 10, max_keepalive_connections=clients + 10)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=120) as c:
-        alone_id = (await c.post("/runs", json={"agent": "wide_free", "input": "go"})).json()["run_id"]
-        t = time.monotonic()
-        await follow(c, alone_id)
-        alone = time.monotonic() - t
-
-        GATE.unlink(missing_ok=True)
-        run_id = (await c.post("/runs", json={"agent": "wide", "input": "go"})).json()["run_id"]
-        stalled = socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])))
-        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        stalled.sendall(f"GET /runs/{run_id}/events HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-        readies = [asyncio.Event() for _ in range(clients)]
-        tasks = [asyncio.create_task(follow(c, run_id, r)) for r in readies]
-        await asyncio.gather(*(r.wait() for r in readies))
-        t0 = time.monotonic()
-        GATE.touch()  # every client is connected: the run may go on
-        results = await asyncio.gather(*tasks)
-        wall = time.monotonic() - t0
-        stalled.close()
-        GATE.unlink(missing_ok=True)
-        show = (await c.get(f"/runs/{run_id}")).json()
+    GATE.unlink(missing_ok=True)
+    run_id = (await c.post("/runs", {"agent": "wide", "input": "go"}))["run_id"]
+    stalled = socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])))
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.sendall(f"GET /runs/{run_id}/events HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    readies = [asyncio.Event() for _ in range(clients)]
+    tasks = [asyncio.create_task(c.follow(run_id, r)) for r in readies]
+    await asyncio.gather(*(r.wait() for r in readies))
+    t0 = time.monotonic()
+    GATE.touch()  # every client is connected: the run may go on
+    results = await asyncio.gather(*tasks)
+    wall = time.monotonic() - t0
+    stalled.close()
+    GATE.unlink(missing_ok=True)
+    show = await c.get(f"/runs/{run_id}")
     lags = [lag for _, ls in results for lag in ls]
     events = sum(len(s) for s, _ in results)
     return {
@@ -167,23 +215,21 @@ async def part_a(base: str, clients: int) -> dict[str, Any]:
         "p99_latency_ms": round(pct(lags, 0.99) * 1000, 1),
         "run_wall_s_with_clients": round(wall, 2),
         "run_wall_s_no_client": round(alone, 2),
+        "run_wall_s_20_stalled_clients_only": round(with_stalled, 2),
         "outcome": show["outcome"],
     }
 
 
 async def part_b(base: str, runs: int) -> dict[str, Any]:
-    import httpx
+    c = Raw(int(base.rsplit(":", 1)[1]))
+    t0 = time.monotonic()
 
-    limits = httpx.Limits(max_connections=runs * 2 + 10, max_keepalive_connections=runs * 2 + 10)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=120) as c:
-        t0 = time.monotonic()
+    async def one() -> tuple[list[int], list[float]]:
+        run_id = (await c.post("/runs", {"agent": "many", "input": "go"}))["run_id"]
+        return await c.follow(run_id)
 
-        async def one() -> tuple[list[int], list[float]]:
-            run_id = (await c.post("/runs", json={"agent": "many", "input": "go"})).json()["run_id"]
-            return await follow(c, run_id)
-
-        results = await asyncio.gather(*(one() for _ in range(runs)))
-        wall = time.monotonic() - t0
+    results = await asyncio.gather(*(one() for _ in range(runs)))
+    wall = time.monotonic() - t0
     lags = [lag for _, ls in results for lag in ls]
     events = sum(len(s) for s, _ in results)
     return {
@@ -238,6 +284,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_listening(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port)).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="a,b,c")
@@ -245,52 +303,33 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--streams", type=int, default=500)
     parser.add_argument("--json", default=None, help="write the figures to this file")
+    parser.add_argument("--memory", action="store_true", help="an in-memory SQLite store (no disk writes)")
     parser.add_argument("--serve", nargs=3, metavar=("PORT", "DB", "GATE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(int(args.serve[0]), args.serve[1], args.serve[2])
         return
     port = free_port()
-    db = Path(tempfile.mkdtemp()) / "bench.db"
+    db = ":memory:" if args.memory else str(Path(tempfile.mkdtemp()) / "bench.db")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port), str(db), str(GATE)], env=env)
+    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port), db, str(GATE)], env=env)
     base = f"http://127.0.0.1:{port}"
     figures: dict[str, Any] = {"python": sys.version.split()[0], "cores": os.cpu_count()}
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port)).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-        parts = args.only.split(",")
-        if "a" in parts:
+        wait_listening(port)
+        for part in args.only.split(","):
             c0, o0 = cpu_s(server.pid), time.process_time()
-            figures["a"] = asyncio.run(part_a(base, args.clients))
-            figures["a"]["cpu_s"] = {
+            work = {
+                "a": lambda: part_a(base, args.clients),
+                "b": lambda: part_b(base, args.runs),
+                "c": lambda: part_c(base, server.pid, args.streams),
+            }[part]()
+            figures[part] = asyncio.run(work)
+            figures[part]["cpu_s"] = {
                 "server": round(cpu_s(server.pid) - c0, 2),
                 "clients": round(time.process_time() - o0, 2),
             }
-            print("(a)", json.dumps(figures["a"]), flush=True)
-        if "b" in parts:
-            c0, o0 = cpu_s(server.pid), time.process_time()
-            figures["b"] = asyncio.run(part_b(base, args.runs))
-            figures["b"]["cpu_s"] = {
-                "server": round(cpu_s(server.pid) - c0, 2),
-                "clients": round(time.process_time() - o0, 2),
-            }
-            print("(b)", json.dumps(figures["b"]), flush=True)
-        if "c" in parts:
-            c0, o0 = cpu_s(server.pid), time.process_time()
-            figures["c"] = asyncio.run(part_c(base, server.pid, args.streams))
-            figures["c"]["cpu_s"] = {
-                "server": round(cpu_s(server.pid) - c0, 2),
-                "clients": round(time.process_time() - o0, 2),
-            }
-            print("(c)", json.dumps(figures["c"]), flush=True)
+            print(f"({part})", json.dumps(figures[part]), flush=True)
         figures["load_average"] = os.getloadavg()
     finally:
         server.terminate()
