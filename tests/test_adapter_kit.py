@@ -1,5 +1,6 @@
-"""The adapter conformance kit (loopwright.testing.adapter_kit) passes for AnthropicModel and
-OpenAIModel (Responses and Chat) over real HTTP, and fails adapters with planted faults."""
+"""The adapter conformance kit (loopwright.testing.adapter_kit) passes for AnthropicModel,
+OpenAIModel (Responses and Chat) and GeminiModel over real HTTP, and fails adapters with planted
+faults."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from loopwright.testing.adapter_kit import AdapterConformance, AdapterHarness, c
 
 from .adapter_harnesses import ClaudeHarness, OpenAIHarness
 from .fake_claude import FakeClaude
+from .fake_gemini import FakeGemini, GeminiHarness
 from .fake_openai import FakeOpenAI
 
 
@@ -26,11 +28,6 @@ class _SlowProperty(AdapterConformance):
 
 
 class TestAnthropicConforms(_SlowProperty):
-    known_failures = {  # noqa: RUF012
-        "context_window": "AnthropicModel on main maps 'prompt is too long' to a plain ModelError; "
-        "ContextWindowError comes with Claude's third pass (engine/models/anthropic_errors.py)",
-    }
-
     @pytest.fixture
     def harness(self) -> Iterator[AdapterHarness]:
         with FakeClaude() as fake:
@@ -49,6 +46,13 @@ class TestOpenAIChatConforms(_SlowProperty):
     def harness(self) -> Iterator[AdapterHarness]:
         with FakeOpenAI() as fake:
             yield OpenAIHarness(fake, "chat")
+
+
+class TestGeminiConforms(_SlowProperty):
+    @pytest.fixture
+    def harness(self) -> Iterator[AdapterHarness]:
+        with FakeGemini() as fake:
+            yield GeminiHarness(fake)
 
 
 # ---------------------------------------------------------------- planted faults
