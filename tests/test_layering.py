@@ -29,6 +29,7 @@ FLOORS = [
     "loop",  # the Runner and Run that drive a run (the public stepping protocol), agents as tools
     "integrations",  # DBOS, OpenTelemetry
     "testing",  # the pytest plugin, hypothesis strategies, invariants
+    "eval",  # eval sets, evaluators, tool mocks, evaluate() and its report
     "cli",  # the loopwright command and what it runs
 ]
 """The floors, lowest first: a module imports only modules of its own floor or of floors below."""
