@@ -168,7 +168,7 @@ class RunCheck(_Spec):
     it must never or must take (``"reason->salvage"``)."""
 
     kind: Literal["run"] = "run"
-    outcomes: list[Outcome] = Field(default_factory=lambda: ["final"])
+    outcomes: list[Outcome] = Field(default_factory=lambda: list[Outcome](["final"]))
     limit: str | None = None
     max_iterations: int | None = None
     max_tool_calls: int | None = None

@@ -16,20 +16,21 @@ YAML_SUFFIXES = (".yaml", ".yml")
 
 
 def _yaml() -> Any:
+    import importlib
+
     try:
-        import yaml
+        return importlib.import_module("yaml")  # (Any: PyYAML ships no type hints)
     except ImportError:
         raise EvalSetError(
             "YAML eval sets need PyYAML: pip install 'loopwright[eval]' (or write the set as JSON)"
         ) from None
-    return yaml
 
 
 def _node_line(root: Any, loc: tuple[int | str, ...]) -> int | None:
     """The line (1-based) of the deepest node of ``loc`` found in a composed YAML tree."""
     if root is None:
         return None
-    node, line = root, root.start_mark.line + 1
+    node, line = root, int(root.start_mark.line) + 1
     for key in loc:
         child = None
         if isinstance(key, str) and type(node).__name__ == "MappingNode":
@@ -38,7 +39,7 @@ def _node_line(root: Any, loc: tuple[int | str, ...]) -> int | None:
             child = node.value[key]
         if child is None:
             continue  # a name pydantic adds (a union's member): the same node
-        node, line = child, child.start_mark.line + 1
+        node, line = child, int(child.start_mark.line) + 1
     return line
 
 
@@ -86,10 +87,9 @@ def load_set(cls: type[EvalSetT], path: Path) -> EvalSetT:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise EvalSetError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-        try:
-            import yaml
-
-            root = yaml.compose(text, Loader=yaml.SafeLoader)  # JSON is YAML: its lines, for the messages
+        try:  # JSON is YAML: its lines, for the messages
+            loader = _yaml()
+            root = loader.compose(text, Loader=loader.SafeLoader)
         except Exception:
             root = None
     if not isinstance(data, dict):

@@ -25,6 +25,7 @@ class JudgeSpec(Protocol):
 
     def label(self) -> str: ...
 
+
 _SCORE_LINE = re.compile(r"score\W{0,3}\s*[:=]?\s*(-?\d+(?:\.\d+)?)", re.IGNORECASE)
 
 
