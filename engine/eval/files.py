@@ -55,10 +55,10 @@ def _field(loc: tuple[int | str, ...], data: Any) -> str:
         elif isinstance(data, dict) and key in data:
             out += f".{key}" if out else key
             data = data[key]
-        elif key in ("function-after", "function-before", "function-wrap"):
-            continue
-        else:  # a union's member or a missing field
-            out += f".{key}" if out else key if key not in _KINDS else ""
+        elif key in _KINDS or key in ("function-after", "function-before", "function-wrap"):
+            continue  # a union's member, named by pydantic: not a field of the file
+        else:  # a missing field
+            out += f".{key}" if out else str(key)
     return out or "(the set)"
 
 
@@ -106,9 +106,30 @@ def load_set(cls: type[EvalSetT], path: Path) -> EvalSetT:
         raise EvalSetError("\n".join(dict.fromkeys(lines))) from None
 
 
+_TAGS = ("kind", "type")  # discriminators: kept even at their defaults, so the file reads back
+
+
+def lean(value: Any) -> Any:
+    """``value`` as JSON data without the fields at their defaults (discriminators kept)."""
+    if isinstance(value, BaseModel):
+        out = {}
+        for name, info in type(value).model_fields.items():
+            item = getattr(value, name)
+            if name in _TAGS or info.is_required() or item != info.get_default(call_default_factory=True):
+                out[name] = lean(item)
+        return out
+    if isinstance(value, list | tuple):
+        return [lean(v) for v in value]
+    if isinstance(value, dict):
+        return {k: lean(v) for k, v in value.items()}
+    if callable(value):  # a function or class given in code: saved as the name that finds it again
+        return f"{getattr(value, '__module__', '?')}:{getattr(value, '__qualname__', repr(value))}"
+    return value
+
+
 def save_set(eval_set: BaseModel, path: Path) -> Path:
     """Write ``eval_set`` as YAML (``.yaml``/``.yml``) or JSON; the path."""
-    data = eval_set.model_dump(mode="json", exclude_defaults=True)
+    data = lean(eval_set)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() in YAML_SUFFIXES:
         text = _yaml().safe_dump(data, sort_keys=False, allow_unicode=True, width=110)

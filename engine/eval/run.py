@@ -21,6 +21,7 @@ from ..data.limits import Limits
 from ..data.result import RunResult
 from ..loop.runner import Runner
 from ..models.base import Model
+from ..models.scripted import ScriptedModel
 from ..runtime.agent import Agent
 from .base import EvalContext, EvalSetError, Observed, Score
 from .cases import EvalCase, EvalSet
@@ -44,6 +45,17 @@ def agent_for_case(agent: Agent, eval_set: EvalSet, case: EvalCase, *, replay: b
         agent = replayed_agent(agent, case.replay)
     mock_all = case.mock_all if case.mock_all is not None else eval_set.mock_all
     return mocked_agent(agent, [*case.mocks, *eval_set.mocks], mock_all)
+
+
+def fresh_scripts(agent: Agent) -> Agent:
+    """``agent`` with each list-backed ScriptedModel of its tree restarted: every run of a case
+    starts from the script's first reply, as a new run of the app would."""
+    if not any(isinstance(a.model, ScriptedModel) and a.model.instant for a in agent.walk()):
+        return agent
+    model = agent.model
+    if isinstance(model, ScriptedModel) and model.instant:
+        model = ScriptedModel(model.script, name=model.name)
+    return agent.replace(model=model, sub_agents=[fresh_scripts(sub) for sub in agent.sub_agents])
 
 
 async def run_case(agent: Agent, case: EvalCase) -> Observed:
@@ -107,7 +119,7 @@ async def _one(
     agent: Agent, eval_set: EvalSet, case: EvalCase, repeat: int, specs: Sequence[Any], ctx: EvalContext
 ) -> RunReport:
     began = time.perf_counter()
-    seen = await run_case(agent, case)
+    seen = await run_case(fresh_scripts(agent), case)
     tokens_in = sum(
         r.usage.input_tokens + r.usage.cache_read_tokens + r.usage.cache_creation_tokens for r in seen.results
     )
