@@ -143,7 +143,7 @@ def test_run_properties_outcome_counts_and_rows() -> None:
     assert salvaged.passed, salvaged.reason
     assert not score_of(tight, case, RunCheck(never_states=["salvage"])).passed
     no_salvage = agent_answering("done", calls=5, limits=Limits(max_iterations=2, salvage=False))
-    assert score_of(no_salvage, case, RunCheck(outcomes=["limit"], limit="iterations")).passed
+    assert score_of(no_salvage, case, RunCheck(outcomes=["limit"], limit="max_iterations")).passed
 
 
 def test_user_functions_return_a_score_a_bool_or_a_number() -> None:

@@ -70,12 +70,14 @@ def test_the_diff_marks_missing_and_extra_calls() -> None:
     expected = [exp("search", q=1), exp("fetch", q=2)]
     actual = [Call("refund", {"q": 0}), Call("search", {"q": 1})]
     found = match_trajectory(expected, actual, "in_order")
-    assert trajectory_diff(expected, actual, found) == ['+ refund(q=0)', '  search(q=1)', '- fetch(q=2)']
+    assert trajectory_diff(expected, actual, found) == ["+ refund(q=0)", "  search(q=1)", "- fetch(q=2)"]
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(expectations, max_size=5), st.lists(calls, max_size=6))
-def test_score_is_one_exactly_when_the_match_holds_and_modes_nest(expected: list[ExpectedCall], actual: list[Call]) -> None:
+def test_score_is_one_exactly_when_the_match_holds_and_modes_nest(
+    expected: list[ExpectedCall], actual: list[Call]
+) -> None:
     found = {mode: match_trajectory(expected, actual, mode) for mode in MODES}
     for mode, m in found.items():
         assert (m.score == 1.0) == m.passed, mode

@@ -38,7 +38,10 @@ def agent_for_case(agent: Agent, eval_set: EvalSet, case: EvalCase, *, replay: b
         try:
             limits = Limits.model_validate({**agent.limits.model_dump(), **case.limits})
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" if e["loc"] else e["msg"].removeprefix("Value error, ")
+                for e in exc.errors(include_url=False)
+            )
             raise EvalSetError(f"case {case.name!r}: its limits do not validate: {problems}") from None
         agent = agent.replace(limits=limits)
     if replay and case.replay is not None:
