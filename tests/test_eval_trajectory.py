@@ -4,6 +4,7 @@ matched, EXACT ⊂ IN_ORDER ⊂ ANY_ORDER ⊂ SUBSET)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from hypothesis import given, settings
@@ -83,7 +84,7 @@ def test_score_is_one_exactly_when_the_match_holds_and_modes_nest(
         assert (m.score == 1.0) == m.passed, mode
         assert 0.0 <= m.score <= 1.0
     accepted = [found[mode].passed for mode in MODES]  # exact, in_order, any_order, subset
-    for narrower, wider in zip(accepted, accepted[1:], strict=False):
+    for narrower, wider in itertools.pairwise(accepted):
         assert not narrower or wider, (accepted, expected, actual)
 
 
