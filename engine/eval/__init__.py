@@ -35,12 +35,12 @@ from .run import evaluate, evaluate_sync
 from .trajectory import match_trajectory, trajectory_diff
 
 if TYPE_CHECKING:
-    from .pytest_cases import pytest_cases
+    from .pytest_items import pytest_cases
 
 
 def __getattr__(name: str) -> Any:
     if name == "pytest_cases":  # imports pytest: only when asked for
-        from .pytest_cases import pytest_cases
+        from .pytest_items import pytest_cases
 
         return pytest_cases
     raise AttributeError(f"module 'loopwright.eval' has no attribute {name!r}")
