@@ -32,9 +32,9 @@ MODES: tuple[MatchMode, ...] = ("exact", "in_order", "any_order", "subset")
 
 def predicate_of(expected: ExpectedCall) -> Callable[[dict[str, Any]], bool] | None:
     predicate = expected.predicate
-    if predicate is None or callable(predicate):
-        return predicate
-    found = resolve(predicate)
+    if predicate is None:
+        return None
+    found = resolve(predicate) if isinstance(predicate, str) else predicate
     if not callable(found):
         raise LookupError(f"{predicate!r} names a {type(found).__name__}, not a function of the call's arguments")
     checked: Callable[[dict[str, Any]], bool] = found
