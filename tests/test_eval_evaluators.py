@@ -164,3 +164,6 @@ def test_user_functions_return_a_score_a_bool_or_a_number() -> None:
     assert broken.passed is False and "ZeroDivisionError" in broken.reason
     report = asyncio.run(evaluate(agent, EvalSet(cases=[case], evaluators=[]), evaluators=[short], progress=False))
     assert report.passed
+    in_the_set = EvalSet(cases=[EvalCase(name="c", input="?", evaluators=[shouty])], evaluators=[short])
+    assert [type(e).__name__ for e in in_the_set.evaluators + in_the_set.cases[0].evaluators] == ["FunctionCheck"] * 2
+    assert not asyncio.run(evaluate(agent, in_the_set, progress=False)).passed

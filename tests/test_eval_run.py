@@ -18,6 +18,7 @@ from loopwright.eval import (
     EvalSetError,
     ExpectedCall,
     FunctionCheck,
+    JudgeCheck,
     ResponseCheck,
     RunCheck,
     ToolMock,
@@ -117,6 +118,13 @@ def test_a_tool_the_agent_lacks_is_refused_before_any_run() -> None:
 def test_bad_case_limits_and_unknown_functions_are_refused_before_any_run() -> None:
     with pytest.raises(EvalSetError, match=r"case 'c': its limits do not validate: Limits\(max_iterations=0\)"):
         run(shop(), EvalSet(cases=[EvalCase(name="c", input="x", limits={"max_iterations": 0})]))
+    with pytest.raises(EvalSetError, match="cannot import 'no_such_module'"):
+        run(
+            shop(),
+            EvalSet(
+                cases=[EvalCase(name="c", input="x", rubric="r")], evaluators=[JudgeCheck(model="no_such_module:judge")]
+            ),
+        )
     with pytest.raises(EvalSetError, match="has no attribute 'nope'"):
         run(
             shop(),

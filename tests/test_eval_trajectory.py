@@ -74,7 +74,7 @@ def test_the_diff_marks_missing_and_extra_calls() -> None:
     assert trajectory_diff(expected, actual, found) == ["+ refund(q=0)", "  search(q=1)", "- fetch(q=2)"]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(expectations, max_size=5), st.lists(calls, max_size=6))
 def test_score_is_one_exactly_when_the_match_holds_and_modes_nest(
     expected: list[ExpectedCall], actual: list[Call]
@@ -88,7 +88,7 @@ def test_score_is_one_exactly_when_the_match_holds_and_modes_nest(
         assert not narrower or wider, (accepted, expected, actual)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.lists(expectations, min_size=1, max_size=6), st.data())
 def test_score_is_monotone_in_the_expected_calls_matched(expected: list[ExpectedCall], data: st.DataObject) -> None:
     """Making more of the expected calls (in order) never lowers the score; making k of n gives

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
 
 from .base import EvalSetError
 from .evaluators import EvaluatorSpec
@@ -43,6 +43,8 @@ class EvalCase(BaseModel):
     tags: list[str] = Field(default_factory=list)
     replay: Replay | None = None
 
+    _functions = field_validator("evaluators", mode="before")(lambda items: _functions_as_checks(items))
+
     @model_validator(mode="after")
     def _one_input(self) -> EvalCase:
         if (self.input is None) == (self.conversation is None):
@@ -55,6 +57,13 @@ class EvalCase(BaseModel):
     def turns(self) -> list[str]:
         """The user messages of the case, in order."""
         return list(self.conversation) if self.conversation is not None else [self.input or ""]
+
+
+def _functions_as_checks(items: Any) -> Any:
+    """Plain functions in an ``evaluators`` list are function evaluators."""
+    if not isinstance(items, list):
+        return items
+    return [{"kind": "function", "function": i} if callable(i) and not isinstance(i, BaseModel) else i for i in items]
 
 
 class Prices(BaseModel):
@@ -84,6 +93,8 @@ class EvalSet(BaseModel):
     mock_all: bool = False
     threshold: float = Field(default=1.0, ge=0, le=1)
     prices: Prices | None = None
+
+    _functions = field_validator("evaluators", mode="before")(lambda items: _functions_as_checks(items))
 
     @model_validator(mode="after")
     def _unique_names(self) -> EvalSet:

@@ -98,7 +98,11 @@ def check_fits(agent: Agent, eval_set: EvalSet) -> None:
             for call in case.expected_calls or ():
                 predicate_of(call)
             for spec in [*eval_set.evaluators, *case.evaluators]:
-                for ref in (getattr(spec, "function", None), getattr(spec, "output_type", None)):
+                for ref in (
+                    getattr(spec, "function", None),
+                    getattr(spec, "output_type", None),
+                    getattr(spec, "model", None),
+                ):
                     if isinstance(ref, str):
                         resolve(ref)
         except LookupError as exc:
