@@ -12,6 +12,11 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "eval"
 
 
+NESTED = ("-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:loopwright")
+"""The inner session runs in this process: without loopwright's plugin, whose unconfigure would
+remove this session's row coverage."""
+
+
 def copy_example(pytester: pytest.Pytester) -> None:
     for name in ("trip_agent.py", "trip.yaml", "test_trip.py"):
         shutil.copy(EXAMPLE / name, pytester.path / name)
@@ -20,7 +25,7 @@ def copy_example(pytester: pytest.Pytester) -> None:
 
 def test_the_worked_example_runs_under_pytest_one_test_per_case(pytester: pytest.Pytester) -> None:
     copy_example(pytester)
-    result = pytester.runpytest("-v", "-p", "no:randomly", "-p", "no:cacheprovider")
+    result = pytester.runpytest("-v", *NESTED)
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["*test_trip.py::test_trip[[]affordable-lisbon[]] PASSED*"])
 
@@ -34,7 +39,7 @@ def test_a_failing_case_shows_the_trajectory_diff(pytester: pytest.Pytester) -> 
             "{name: get_weather, args: {city: Faro}}\n    expected_response",
         )
     )
-    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
+    result = pytester.runpytest(*NESTED)
     result.assert_outcomes(passed=5, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -54,7 +59,7 @@ def test_a_set_naming_a_missing_tool_is_a_collection_error(pytester: pytest.Pyte
     (pytester.path / "trip.yaml").write_text(
         text.replace("{tool: get_weather, args: {city: Porto}", "{tool: get_forecast, args: {city: Porto}")
     )
-    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
+    result = pytester.runpytest(*NESTED)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         ["*case 'porto-heatwave' mocks tool 'get_forecast', which agent 'trip_assistant' lacks*"]
