@@ -82,9 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="verify an agent's machine: every run ends, no state is stuck")
     check.add_argument("target", help="module:attr naming an Agent or LoopMachine, e.g. myapp.agents:support")
-    from . import run_command, serve_command, trace_page  # `run`, `trace` and `serve` register themselves
+    from . import (
+        eval_command,
+        run_command,
+        serve_command,
+        trace_page,
+    )  # `run`, `trace`, `eval` and `serve` register themselves
 
     run_command.add_command(sub)
+    eval_command.add_command(sub)
     trace_page.add_command(sub)
     serve_command.add_command(sub)
 
@@ -119,7 +125,7 @@ def _main(argv: Sequence[str] | None) -> int:
         _import_from_cwd()  # --app modules are found in the current folder, as `run` and `check` find theirs
         return _worker(argv[1:])
     args = build_parser().parse_args(argv)
-    if args.command in ("check", "diagram", "run", "trace", "runs", "serve"):
+    if args.command in ("check", "diagram", "run", "trace", "runs", "serve", "eval"):
         _import_from_cwd()
     if getattr(args, "handler", None) is not None:  # a command its own module registered
         return int(args.handler(args))
