@@ -75,7 +75,7 @@ async def _one(wf: Workflow, index: int, rs: RunState, ctx: RunContext, key: str
     base = copy_state(rs.state)
     ended = await run_child(runner, rs, ctx, key, rs.input, base)
     if ended.answered:
-        _take(rs, base, ended, step)
+        _take(rs, base, ended, step, isinstance(wf, LoopAgent))
         finish_with(rs, ended.text, step.agent.name)
     elif ended.outcome == "suspended":
         note_waiting(rs, key, ended, ctx.store)
@@ -83,9 +83,11 @@ async def _one(wf: Workflow, index: int, rs: RunState, ctx: RunContext, key: str
         fail(rs, f"step {step.agent.name!r} of workflow {wf.name!r} ended {ended.outcome}: {ended.error}")
 
 
-def _take(rs: RunState, base: dict[str, JsonValue], ended: Ended, step: Step) -> None:
+def _take(rs: RunState, base: dict[str, JsonValue], ended: Ended, step: Step, loop: bool) -> None:
+    """A child's writes into the state, its output under its key; in a loop, its ``exit_loop``
+    flag ends the loop (elsewhere the flag goes on up, to the loop that encloses the workflow)."""
     changed = writes(base, ended.state)
-    if changed.pop(EXIT_LOOP, None):
+    if loop and changed.pop(EXIT_LOOP, None):
         flow_of(rs).exit = True
     rs.state.update(changed)
     rs.state[step.key] = ended.value()
@@ -354,9 +356,11 @@ def _judge(rs: RunState, name: str, on_error: str, keys: Sequence[str]) -> None:
     failed = [(k, flow.finished[k]) for k in keys if k in flow.finished and flow.finished[k]["outcome"] not in ("final", "salvaged")]
     if failed and on_error == "fail":
         k, f = failed[0]
-        fail(rs, f"branch {k!r} of workflow {name!r} failed ({f['outcome']}): {f['error']}")
+        what = f"item {k.split('.')[-1]}" if k.startswith("each.") else f"branch {k!r}"
+        fail(rs, f"{what} of workflow {name!r} failed ({f['outcome']}): {f['error']}")
     for k, f in failed:
         flow.failures[k] = f"{f['outcome']}: {f['error']}"
+    return
 
 
 def _join(rs: RunState, wf: Workflow, keys: list[tuple[str, str]], collect: str | None) -> None:
@@ -375,10 +379,7 @@ def _join(rs: RunState, wf: Workflow, keys: list[tuple[str, str]], collect: str 
                 )
                 return
             merged[k] = (key, v)
-    exited = merged.pop(EXIT_LOOP, None)
     rs.state.update({k: v for k, (_, v) in merged.items()})
-    if exited:
-        flow.exit = True
     lines = []
     values: list[JsonValue] = []
     for key, out_key in keys:

@@ -41,6 +41,7 @@ from .children import Flow, flow_of
 from loopwright.states import HANDLERS  # isort: skip
 
 SUSPENDED = "suspended"
+TERMINAL_STATES = (str(Stage.DONE), str(Stage.FAILED), str(Stage.CANCELLED))
 RESERVED = frozenset({*map(str, Stage), SUSPENDED, "fan_out", "join", "each"})
 
 
@@ -120,8 +121,11 @@ class WorkflowMachine(LoopMachine):
         self, rows: Sequence[Row], *, handlers: Mapping[str, Handler], budgets: Sequence[Budget], name: str,
         composites: Mapping[str, Sequence[tuple[str, LoopMachine]]], concurrent: frozenset[str] = frozenset(),
     ) -> None:  # fmt: skip
+        order = [Stage.START, *(r.source for r in rows), *(r.dest for r in rows)]
+        working = [s for s in dict.fromkeys(map(str, order)) if s not in (SUSPENDED, *TERMINAL_STATES)]
         super().__init__(
             rows,
+            states=[*working, SUSPENDED, *TERMINAL_STATES],
             handlers={Stage.START: start, SUSPENDED: suspended, **handlers},
             budgets=[*CORE_BUDGETS, SUSPENSIONS, *budgets],
             waiting=(SUSPENDED,),
@@ -271,8 +275,10 @@ def check_cycles(name: str, children: Sequence[Step]) -> None:
 
 
 def passes_of(agent: Agent) -> int:
-    """The most model passes ``agent`` can make (a workflow: its tree's bound)."""
-    return agent.bound if isinstance(agent, Workflow) else agent.limits.max_iterations
+    """The most model passes ``agent`` can take from the runs above it: its own
+    ``max_iterations``; a workflow: its tree's bound, and the pass a nested run holds while it
+    runs (a workflow makes no model call: the pass is given back when it ends)."""
+    return agent.bound + 1 if isinstance(agent, Workflow) else agent.limits.max_iterations
 
 
 def unique_states(workflow: str, steps: Sequence[Step]) -> list[str]:
