@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from ..data.errors import ConfigurationError, ResumeError
-from ..data.events import Message, ModelRequest, ModelResponse, TextPart
+from ..data.events import Message, ModelRequest, ModelResponse, TextPart, trusted
 from ..data.limits import Limits
 from ..data.run_state import RunState
 from ..data.stage import Stage
@@ -165,7 +165,8 @@ _HOOKS: dict[str, tuple[Callable[..., Any], ...]] = {"resume": (take_decisions,)
 def finish_with(rs: RunState, text: str, agent: str) -> None:
     """The workflow's answer: its output (``rs.text``, which the final row makes ``output``)."""
     rs.text = text
-    rs.messages.append(Message(role="assistant", parts=(TextPart(text=text),), agent=agent))
+    part = trusted(TextPart, type="text", text=text)
+    rs.messages.append(trusted(Message, role="assistant", parts=(part,), agent=agent))
 
 
 def state_of(rs: RunState) -> dict[str, JsonValue]:

@@ -26,7 +26,6 @@ from pydantic import JsonValue
 
 from ..data.errors import ResumeError
 from ..data.events import ErrorInfo, PendingRequest
-from ..data.result import copy_state
 from ..data.run_state import RunState, register_slice
 from ..durable.codec import rebuild
 from ..loop.runner import Runner
@@ -175,7 +174,7 @@ def _of_result(result: Any) -> Ended:
     saved = ""
     if result.outcome == "suspended":
         saved = result.run_state.to_json().decode()
-    return Ended(result.outcome, result.output, copy_state(result.state), why, list(result.pending), saved)
+    return Ended(result.outcome, result.output, result.state, why, result.pending, saved)  # (copies of the run's)
 
 
 def note_waiting(rs: RunState, key: str, ended: Ended, store: Any) -> None:
