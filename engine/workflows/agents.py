@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import JsonValue
 
-from ..data.errors import ConfigurationError
+from ..data.errors import ConfigurationError, MachineError
 from ..data.limits import Limits
 from ..data.result import copy_state
 from ..data.run_state import RunState
@@ -181,7 +181,7 @@ class LoopAgent(Workflow):
         output_key: str = "",
     ) -> None:
         if max_iterations is None:
-            raise ConfigurationError(
+            raise MachineError(
                 f"LoopAgent {name!r} has no max_iterations: a loop needs a bound (there is no default); pass "
                 "max_iterations=N, and end it early with the exit_loop tool or until=..."
             )

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from ..data.errors import ConfigurationError, ResumeError
+from ..data.errors import ConfigurationError, MachineError, ResumeError
 from ..data.events import Message, ModelRequest, ModelResponse, TextPart, trusted
 from ..data.limits import Limits
 from ..data.run_state import RunState
@@ -264,7 +264,7 @@ def check_cycles(name: str, children: Sequence[Step]) -> None:
     def down(agent: Agent, path: tuple[str, ...]) -> None:
         if agent.name in path:
             cycle = " -> ".join((*path[path.index(agent.name) :], agent.name))
-            raise ConfigurationError(
+            raise MachineError(
                 f"workflow {name!r} contains a cycle of agents: {cycle}; an agent cannot contain itself (rename "
                 "one of them, or take the inner one out)"
             )
