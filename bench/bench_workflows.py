@@ -43,7 +43,9 @@ def make_agent(name: str, k: int) -> Agent:
         done = sum(1 for m in request.messages if m.role == "user") - 1
         return calls[done] if done < k else final
 
-    return Agent(name=name, model=ScriptedModel(reply), tools=[noop], limits=Limits(max_iterations=k + 1, timeout_s=None))
+    return Agent(
+        name=name, model=ScriptedModel(reply), tools=[noop], limits=Limits(max_iterations=k + 1, timeout_s=None)
+    )
 
 
 async def by_hand(runners: list[Runner]) -> None:

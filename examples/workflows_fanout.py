@@ -27,7 +27,9 @@ def reviewer(name: str, finding: str) -> Agent:
 
 def summary_model(request: ModelRequest) -> ModelResponse:
     findings = request.instructions[-1].text.split("\n")[1:]
-    return ModelResponse(parts=(TextPart(text=f"{len(findings)} findings: " + "; ".join(findings)),), stop_reason="end_turn")
+    return ModelResponse(
+        parts=(TextPart(text=f"{len(findings)} findings: " + "; ".join(findings)),), stop_reason="end_turn"
+    )
 
 
 review = SequentialAgent(

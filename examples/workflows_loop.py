@@ -30,7 +30,9 @@ def critic_model(request: ModelRequest) -> ModelResponse:
     if answered:
         return ModelResponse(parts=(TextPart(text="approved"),), stop_reason="end_turn")
     if "40-word" in draft:
-        return ModelResponse(parts=(TextPart(text="shorter, please: a haiku has 17 syllables"),), stop_reason="end_turn")
+        return ModelResponse(
+            parts=(TextPart(text="shorter, please: a haiku has 17 syllables"),), stop_reason="end_turn"
+        )
     return ModelResponse(parts=(ToolCall(name="exit_loop", args={}),), stop_reason="tool_use")
 
 

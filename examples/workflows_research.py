@@ -47,7 +47,9 @@ pipeline = SequentialAgent(
     "pipeline",
     steps=[
         Step(Agent(name="researcher", model=ScriptedModel(researcher_model), tools=[search]), output_key="notes"),
-        Step(Agent(name="writer", model=ScriptedModel(writer_model), instruction="Write a brief from: {notes}"), "draft"),
+        Step(
+            Agent(name="writer", model=ScriptedModel(writer_model), instruction="Write a brief from: {notes}"), "draft"
+        ),
         Agent(name="editor", model=ScriptedModel(editor_model), instruction="Tighten this draft: {draft}"),
     ],
 )

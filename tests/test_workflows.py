@@ -78,7 +78,9 @@ def test_parallel_branches_see_copies_and_their_writes_merge() -> None:
         return "kept"
 
     def branch(name: str, key: str) -> Agent:
-        return say(name, [ToolCall(name="remember", args={"key": key, "value": name})], f"{name} done", tools=[remember])
+        return say(
+            name, [ToolCall(name="remember", args={"key": key, "value": name})], f"{name} done", tools=[remember]
+        )
 
     fan = ParallelAgent("fan", branches=[branch("a", "ka"), branch("b", "kb")])
     result = Runner(fan).run_sync("go", state={"shared": 1})
@@ -234,7 +236,9 @@ def test_a_loop_with_no_bound_on_its_back_row_fails_the_check() -> None:
     report = verify(loop)
     assert report.ok, str(report)
     machine = Runner(loop).machine
-    unbounded = [Row(r.source, r.dest, r.guards, None, r.outcome) if r.bounded_by == "loop_repeats" else r for r in machine.rows]
+    unbounded = [
+        Row(r.source, r.dest, r.guards, None, r.outcome) if r.bounded_by == "loop_repeats" else r for r in machine.rows
+    ]
     broken = verify(unbounded, states=machine.states, waiting=machine.waiting, budgets=["max_suspensions"])
     assert broken.broken(3), str(broken)
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
+from pydantic import JsonValue
 
 from ..data.events import ModelRequest, ModelResponse, TextPart, ToolCall
 from ..data.limits import Limits
@@ -158,7 +159,7 @@ def run_and_check(tree: TreeSpec, *, run_id: str = "root") -> RunResult:
     collect = _Collect()
     instrument(collect)
     try:
-        items = [f"item {i}" for i in range(max((s.items for s in tree.walk() if s.kind == "map"), default=0))]
+        items: list[JsonValue] = [f"item {i}" for i in range(max((s.items for s in tree.walk() if s.kind == "map"), default=0))]
         result = asyncio.run(Runner(root).run("go", run_id=run_id, state={"items": items}))
     finally:
         uninstrument(collect)

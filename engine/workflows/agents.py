@@ -186,7 +186,9 @@ class LoopAgent(Workflow):
                 "max_iterations=N, and end it early with the exit_loop tool or until=..."
             )
         if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
-            raise ConfigurationError(f"LoopAgent {name!r}: max_iterations must be a whole number >= 1, got {max_iterations!r}")
+            raise ConfigurationError(
+                f"LoopAgent {name!r}: max_iterations must be a whole number >= 1, got {max_iterations!r}"
+            )
         if until is not None and not callable(until):
             raise ConfigurationError(f"LoopAgent {name!r}: until must be a function of the session state")
         items = [as_step(s, name) for s in body]
@@ -353,7 +355,11 @@ async def _fan(
 
 def _judge(rs: RunState, name: str, on_error: str, keys: Sequence[str]) -> None:
     flow = flow_of(rs)
-    failed = [(k, flow.finished[k]) for k in keys if k in flow.finished and flow.finished[k]["outcome"] not in ("final", "salvaged")]
+    failed = [
+        (k, flow.finished[k])
+        for k in keys
+        if k in flow.finished and flow.finished[k]["outcome"] not in ("final", "salvaged")
+    ]
     if failed and on_error == "fail":
         k, f = failed[0]
         what = f"item {k.split('.')[-1]}" if k.startswith("each.") else f"branch {k!r}"

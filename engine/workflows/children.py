@@ -65,7 +65,7 @@ def flow_of(rs: RunState) -> Flow:
     found = rs.features.get(NAME)
     if found is None:
         found = rs.features[NAME] = Flow()
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 @dataclass(slots=True)
@@ -98,9 +98,9 @@ class Ended:
         """The output as a state value (a structured output as its JSON form)."""
         out = self.output
         if out is None or isinstance(out, str | int | float | bool | list | dict):
-            return out  # type: ignore[no-any-return]
+            return out
         dump = getattr(out, "model_dump", None)
-        return dump(mode="json") if dump is not None else str(out)  # type: ignore[no-any-return]
+        return dump(mode="json") if dump is not None else str(out)
 
 
 def _ended_of(rs: RunState) -> Ended:
