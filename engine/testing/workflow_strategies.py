@@ -159,7 +159,9 @@ def run_and_check(tree: TreeSpec, *, run_id: str = "root") -> RunResult:
     collect = _Collect()
     instrument(collect)
     try:
-        items: list[JsonValue] = [f"item {i}" for i in range(max((s.items for s in tree.walk() if s.kind == "map"), default=0))]
+        items: list[JsonValue] = [
+            f"item {i}" for i in range(max((s.items for s in tree.walk() if s.kind == "map"), default=0))
+        ]
         result = asyncio.run(Runner(root).run("go", run_id=run_id, state={"items": items}))
     finally:
         uninstrument(collect)
