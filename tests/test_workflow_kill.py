@@ -1,5 +1,6 @@
-"""kill -9 inside a parallel branch of a workflow, resumed in a new process from SQLite and from
-PostgreSQL: finished steps and branches are not run again and the approved call runs once."""
+"""kill -9 inside a parallel branch of a workflow (and inside step 3 of its sequence), resumed in a
+new process from SQLite and from PostgreSQL: finished steps and branches are not run again and
+the approved call runs once."""
 
 from __future__ import annotations
 
@@ -14,20 +15,20 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _worker(url: str, log: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LOOPWRIGHT_TEST_LOG": str(log), "PYTHONPATH": str(ROOT)}
+def _worker(url: str, log: Path, *extra: str, crash_in: str = "pay") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LOOPWRIGHT_TEST_LOG": str(log), "PYTHONPATH": str(ROOT), "LOOPWRIGHT_CRASH_IN": crash_in}
     command = [sys.executable, "-m", "tests.workflow_worker", url, "w1", *extra]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
-def _kill_and_resume(url: str, tmp_path: Path) -> None:
+def _kill_and_resume(url: str, tmp_path: Path, crash_in: str = "pay") -> None:
     log = tmp_path / "executions.log"
-    first = _worker(url, log)
+    first = _worker(url, log, crash_in=crash_in)
     assert first.returncode == 0, first.stderr
     assert first.stdout.startswith("suspended"), first.stdout  # the pay branch waits for a person
-    second = _worker(url, log, "approve")
+    second = _worker(url, log, "approve", crash_in=crash_in)
     assert second.returncode == -9, (second.returncode, second.stdout, second.stderr)  # killed inside the branch
-    third = _worker(url, log)
+    third = _worker(url, log, crash_in=crash_in)
     assert third.returncode == 0, third.stderr
     assert third.stdout.strip() == "final 'all done'", third.stdout
     ran = Counter(log.read_text().splitlines())
@@ -48,3 +49,8 @@ def test_kill_9_inside_a_parallel_branch_resumes_there_with_sqlite(tmp_path: Pat
 @pytest.mark.slow
 def test_kill_9_inside_a_parallel_branch_resumes_there_with_postgres(tmp_path: Path, pg_url: str) -> None:
     _kill_and_resume(pg_url, tmp_path)
+
+
+@pytest.mark.slow
+def test_kill_9_inside_step_3_of_a_sequence_resumes_there_with_sqlite(tmp_path: Path) -> None:
+    _kill_and_resume(str(tmp_path / "runs.db"), tmp_path, crash_in="summary")

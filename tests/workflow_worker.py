@@ -1,7 +1,8 @@
 """A worker process for the workflow kill -9 test: ``python -m tests.workflow_worker STORE RUN_ID
 LOG [approve]`` runs (or, if the store holds it, resumes) a sequence whose middle step is a
 parallel of two branches; the ``pay`` branch waits for a confirmation, then calls ``crash``,
-which kills this process with SIGKILL the first time. Each tool run appends a line to LOG.
+which kills this process with SIGKILL the first time (with ``LOOPWRIGHT_CRASH_IN=summary``,
+step 3 calls it instead). Each tool run appends a line to LOG.
 Prints the outcome."""
 
 from __future__ import annotations
@@ -66,10 +67,15 @@ def _agent(name: str, calls: list[ToolCall], answer: str, tools: list[Any]) -> A
 def make_workflow() -> SequentialAgent:
     research = _agent("research", [ToolCall(name="lookup", args={"topic": "refunds"})], "researched", [lookup])
     notes = _agent("notes", [ToolCall(name="lookup", args={"topic": "notes"})], "noted", [lookup])
-    pay = _agent(
-        "pay", [ToolCall(name="refund", args={"order": "A1"}), ToolCall(name="crash", args={})], "paid", [refund, crash]
+    in_branch = os.environ.get("LOOPWRIGHT_CRASH_IN", "pay") == "pay"  # else in step 3, the summary
+    crashing = [ToolCall(name="crash", args={})]
+    pay = _agent("pay", [ToolCall(name="refund", args={"order": "A1"}), *crashing[:in_branch]], "paid", [refund, crash])
+    summary = _agent(
+        "summary",
+        [ToolCall(name="lookup", args={"topic": "summary"}), *crashing[in_branch:]],
+        "all done",
+        [lookup, crash],
     )
-    summary = _agent("summary", [ToolCall(name="lookup", args={"topic": "summary"})], "all done", [lookup])
     return SequentialAgent("desk", steps=[research, ParallelAgent("work", branches=[notes, pay]), summary])
 
 
