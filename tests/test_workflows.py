@@ -327,3 +327,23 @@ def test_with_a_store_each_child_is_kept_and_a_suspension_resumes_by_id(tmp_path
     done, ids = asyncio.run(go())
     assert done.outcome == "final" and REFUNDS == ["A1"]
     assert ids == ["w1", "w1.notes", "w1.pay"]
+
+
+def test_cancelling_a_workflow_cancels_the_child_in_progress() -> None:
+    @tool
+    async def slow() -> str:
+        """Take a long time."""
+        await asyncio.sleep(30)
+        return "slept"
+
+    child = say("worker", [ToolCall(name="slow", args={})], "done", tools=[slow])
+    runner = Runner(SequentialAgent("s", steps=[child, echo("after", "x")]))
+
+    async def go() -> Any:
+        task = asyncio.create_task(runner.run("go", run_id="w"))
+        await asyncio.sleep(0.1)
+        assert runner.cancel("w")
+        return await task
+
+    result = asyncio.run(go())
+    assert result.outcome == "cancelled" and result.trace == ["start", "worker", "cancelled"]
