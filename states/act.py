@@ -40,7 +40,7 @@ NO_WAITING = (
 async def act(rs: RunState, ctx: RunContext) -> None:
     calls = tool_calls(rs)
     for call in calls:
-        ctx.record_call(call)  # (kept as the call itself: context.LogEntry)
+        ctx.record_call(call)  # (kept as the call itself: data.event_log.LogEntry)
     results: list[ToolResult | None] = [None] * len(calls)
     no_cap = rs.limits.max_tool_calls is None and rs.turn_limits is None  # (the usual case: nothing to count)
     runs = len(calls) if no_cap else _within_budget(rs, ctx, calls, results)

@@ -97,6 +97,7 @@ def _build_request(rs: RunState, ctx: RunContext, instructions: tuple[Instructio
         tool_choice=None,
         settings=agent.model_settings,
         tokens_left=None if (cap := rs.limits.max_total_tokens) is None else cap - rs.usage.total_tokens,
+        output_schema=None,
     )
     for process in ctx.request_hooks:
         request = process(request, rs, ctx)

@@ -12,10 +12,15 @@ After a request the model did not send because it would overspend ``max_total_to
 the tool results that request would have sent first are replaced, in the salvage request only,
 by a note saying they were left out, and the model refuses it too if it still does not fit
 (the run then ends with outcome "limit").
+
+A reply cut because the model's context window was full (:class:`~loopwright.ContextWindowError`,
+its text in ``model_error.partial``) comes here the same way; when the salvage call does not fit
+either, that partial reply is the salvaged answer (it is what the model had said).
 """
 
 from __future__ import annotations
 
+from loopwright.data.errors import TokenBudgetError
 from loopwright.data.events import (
     ErrorOccurred,
     History,
@@ -60,12 +65,16 @@ async def salvage(rs: RunState, ctx: RunContext) -> None:
         request = process(request, rs, ctx)
     request = request.model_copy(update={"tool_choice": "none" if request.tools else None})
     ctx.emit(ModelRequested, attempt=1, message_count=len(request.messages), tool_names=())
+    partial = rs.model_error.partial if refused and rs.model_error is not None else None
     try:
         response = await call_model(request, ctx)
     except Exception as exc:
         rs.error = error_info(exc).model_copy(update={"kind": "salvage"})
         ctx.emit(ErrorOccurred, error=rs.error)
-        return
+        if partial is None or not isinstance(exc, TokenBudgetError):
+            return
+        # the window is full for this call too: the reply the full window cut is the best answer known
+        response = ModelResponse(parts=(TextPart(text=partial),), stop_reason="max_tokens")
     kept = tuple(p for p in response.parts if isinstance(p, TextPart | ThoughtPart))
     reply = ModelResponse(parts=kept, usage=response.usage, stop_reason=response.stop_reason, model=response.model)
     ctx.emit(ModelResponded, response=reply)

@@ -15,6 +15,8 @@ It also holds the API's rules that matter to a client:
 - prefill: a request whose last turn is the assistant's is refused with 400 on models that do
   not take prefill (every model but the 4.5 line, and every model with thinking on), unless the
   reply before was ``pause_turn``, which the API asks to be sent back last;
+- thinking per model: ``budget_tokens`` on a 5.x model, and thinking ``disabled`` on
+  claude-sonnet-5-5, are refused with 400;
 - a non-streamed request with ``max_tokens`` over 21,333 is refused (the API asks to stream);
 - usage accounting (``account=True``): input tokens are counted from the request (about four
   characters a token) and prompt caching is played out: each ``cache_control`` breakpoint writes
@@ -363,6 +365,7 @@ def _chunks(value: str, size: int = 7) -> list[str]:
 
 _PREFILL_MODELS = re.compile(r"claude-(opus|sonnet|haiku)-4-5")
 NONSTREAMING_MAX_TOKENS = 21_333
+_FIVE = re.compile(r"claude-[a-z]+-5(-|$|@)")
 
 
 def refusal(fake: FakeClaude, body: dict[str, Any]) -> str | None:
@@ -375,6 +378,11 @@ def refusal(fake: FakeClaude, body: dict[str, Any]) -> str | None:
             return (
                 "This model does not support assistant message prefill. The conversation must end with a user message."
             )
+    thinking = body.get("thinking") or {}
+    if _FIVE.search(body.get("model", "")) and "budget_tokens" in thinking:
+        return "thinking.budget_tokens is not supported on this model; use thinking.type 'adaptive'"
+    if "claude-sonnet-5-5" in body.get("model", "") and thinking.get("type") == "disabled":
+        return "thinking cannot be disabled on this model"
     if not body.get("stream") and body.get("max_tokens", 0) > NONSTREAMING_MAX_TOKENS:
         return "Streaming is required for operations that may take longer than 10 minutes (max_tokens is too large)"
     return None

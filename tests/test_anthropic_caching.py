@@ -108,3 +108,49 @@ def test_the_one_hour_ttl_and_no_caching(fake: FakeClaude) -> None:
     fake.requests.clear()
     run(loop_agent(fake, 1, cache=None))
     assert "cache_control" not in str(fake.requests)
+
+
+def wide_agent(fake: FakeClaude, steps: int, width: int) -> Agent:
+    """A tool loop whose every step makes ``width`` parallel calls."""
+    fake.script += [
+        message(
+            text(f"Reading {width} pages."),
+            *[tool_use(f"t{n}_{k}", "read_page", {"n": n * width + k}) for k in range(width)],
+            stop_reason="tool_use",
+        )
+        for n in range(steps)
+    ] + [message(text("Summary."))]
+    client = anthropic.AsyncAnthropic(base_url=fake.base_url, api_key="test-key")
+    return Agent(
+        name="researcher",
+        model=AnthropicModel("claude-sonnet-5-5", client=client),
+        static_instruction=RULES,
+        tools=[read_page],
+        limits=Limits(max_iterations=steps + 2, max_tool_calls=steps * width + 1),
+    )
+
+
+@pytest.mark.parametrize("width", [1, 4, 12])
+def test_wide_steps_read_what_the_step_before_wrote(fake: FakeClaude, width: int) -> None:
+    """A step of 12 parallel calls adds 25 blocks, more than the API's 20-block lookback from one
+    moving breakpoint: a second breakpoint where the previous request ended finds its cache."""
+    result = run(wide_agent(fake, 5, width))
+    assert result.outcome == "final" and len(fake.ledger) == 6
+    read = [u["cache_read_input_tokens"] for u in fake.ledger]
+    written = [u["cache_creation_input_tokens"] for u in fake.ledger]
+    print(f"\n{width} call(s) a step: read {read}, written {written}")
+    assert all(b > a for a, b in itertools.pairwise(read))  # every step reads the one before
+    for step in range(1, 6):  # and writes only what is new since the request before
+        new = sum(_block_tokens(fake.requests[step])) - sum(_block_tokens(fake.requests[step - 1]))
+        assert written[step] <= new + 60, (step, written[step], new)
+    assert all(body_breakpoints(body) <= 4 for body in fake.requests)  # the API allows four
+
+
+def _block_tokens(body: dict[str, Any]) -> list[int]:
+    from .fake_claude import _blocks, _tokens
+
+    return [_tokens(block) for block, _ in _blocks(body)]
+
+
+def body_breakpoints(body: dict[str, Any]) -> int:
+    return str(body).count("cache_control")

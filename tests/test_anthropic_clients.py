@@ -181,6 +181,20 @@ def test_a_deprecated_model_warns_where_users_see_it(monkeypatch: pytest.MonkeyP
     assert f"end of life on {sdk_list[sdk_only]}" in str(seen[1].message)
 
 
+def test_a_retired_model_says_so_and_a_deprecated_base_id_is_recognised_in_every_spelling() -> None:
+    """claude-mythos-preview's end of life is past: the warning says it is retired (it spoke of
+    the date as still to come); claude-opus-4-5's deprecation (the SDK lists its base id) is
+    recognised on Vertex and Bedrock spellings too (it was missed)."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("default")
+        AnthropicModel("claude-mythos-preview")
+        AnthropicModel("claude-opus-4-5@20251101")
+        AnthropicModel("anthropic.claude-opus-4-5-v1:0")
+    assert [w.category for w in seen] == [FutureWarning] * 3
+    assert "reached end of life on June 30th, 2026 (retired)" in str(seen[0].message)
+    assert all("end of life on January 22nd, 2027" in str(w.message) for w in seen[1:])
+
+
 # ---------------------------------------------------------------- options
 
 

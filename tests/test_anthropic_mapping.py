@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopwright import AnthropicModel
+from loopwright import AnthropicModel, ContextWindowError
 from loopwright.data.events import (
     Instruction,
     Message,
@@ -83,10 +83,13 @@ def test_no_tools_means_no_tools_and_no_tool_choice(fake: FakeClaude) -> None:
     assert "system" not in fake.requests[0]
 
 
-def test_a_full_context_window_is_a_cut_short_reply(fake: FakeClaude) -> None:
+def test_a_full_context_window_is_the_token_budget_edge_with_the_partial_kept(fake: FakeClaude) -> None:
+    """Not a cut reply to continue (a continuation cannot fit): a ContextWindowError (the run
+    takes the token-budget edge) holding what the reply said."""
     fake.script.append(message(text("and so"), stop_reason="model_context_window_exceeded"))
-    reply = complete(fake, ModelRequest(messages=[user(TextPart(text="hi"))]))
-    assert reply.stop_reason == "max_tokens" and reply.text == "and so"
+    with pytest.raises(ContextWindowError) as caught:
+        complete(fake, ModelRequest(messages=[user(TextPart(text="hi"))]))
+    assert caught.value.partial == "and so" and not caught.value.retryable
 
 
 def test_history_maps_to_alternating_turns() -> None:

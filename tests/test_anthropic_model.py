@@ -17,8 +17,9 @@ from typing import Any
 
 import anthropic
 import pytest
+from pydantic import BaseModel
 
-from loopwright import Agent, AnthropicModel, Limits, Runner, RunResult, tool
+from loopwright import Agent, AnthropicModel, ConfigurationError, Limits, Runner, RunResult, tool
 from loopwright.data.events import ErrorOccurred, TextDelta, ToolAnswered
 from loopwright.models.anthropic_mapping import CONTINUE
 
@@ -314,6 +315,114 @@ def test_a_cut_that_left_nothing_usable_is_retried_once_with_a_bigger_budget(fak
     first, second = fake.requests
     assert second == {**first, "max_tokens": 1024}  # never the same request twice
     assert result.trace.count("reason") == 1
+
+
+def test_a_cut_and_retried_attempt_is_billed_to_the_step(fake: FakeClaude) -> None:
+    """The API bills a cut reply's output: its usage joins the step's, so ``max_total_tokens``
+    and cost see it (it was dropped: 0 of 1,536 output tokens reported)."""
+    cut = cut_tool_use("cut", "weather", '{"city": "Par')
+    fake.script += [
+        message(cut, stop_reason="max_tokens", usage={"input_tokens": 100, "output_tokens": 512}),
+        message(text("Sunny in Paris."), usage={"input_tokens": 100, "output_tokens": 1024}),
+    ]
+    result = run(agent(fake, instruction=""))
+    assert result.outcome == "final" and len(fake.requests) == 2
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (200, 1536)
+    (responded,) = [e for e in result.events if e.type == "model_responded"]
+    assert responded.response.usage.output_tokens == 1536
+
+
+TOO_LONG = "prompt is too long: 203714 tokens > 200000 maximum"
+
+
+def test_a_prompt_too_long_takes_the_token_budget_edge(fake: FakeClaude) -> None:
+    """The API's 400 "prompt is too long" is a full context window, not a failure: the run takes
+    the token-budget edge (salvage here; it failed before)."""
+    fake.script += [Error(400, "invalid_request_error", TOO_LONG), message(text("From what I have: sunny."))]
+    result = run(agent(fake, instruction=""))
+    assert result.outcome == "salvaged" and result.output == "From what I have: sunny."
+    assert result.trace[-3:] == ["reason", "salvage", "done"]
+    assert result.limit == "max_total_tokens"
+
+
+def test_a_reply_cut_by_a_full_context_window_is_kept_not_continued(fake: FakeClaude) -> None:
+    """``model_context_window_exceeded``: a continuation cannot fit. The run takes the
+    token-budget edge; the salvage call is refused for the same reason, and the partial answer
+    is what the run salvages (it was lost: output None, outcome failed)."""
+    fake.script += [
+        message(text("Paris: sunny, 24 degrees, light"), stop_reason="model_context_window_exceeded"),
+        Error(400, "invalid_request_error", TOO_LONG),
+    ]
+    result = run(agent(fake, instruction=""))
+    assert result.outcome == "salvaged" and result.output == "Paris: sunny, 24 degrees, light"
+    assert len(fake.requests) == 2  # the reply, then the salvage call; no continuation
+    assert "salvage" in result.trace
+
+
+@pytest.mark.parametrize(
+    ("model", "thinking", "says"),
+    [
+        ("claude-sonnet-5-5", {"type": "disabled"}, "cannot turn thinking off"),
+        ("claude-opus-5-5", {"type": "enabled", "budget_tokens": 4000}, "takes no budget_tokens"),
+        ("anthropic.claude-haiku-5-5-v1:0", {"type": "enabled", "budget_tokens": 4000}, "takes no budget_tokens"),
+    ],
+)
+def test_thinking_the_model_refuses_is_refused_when_the_model_is_built(
+    fake: FakeClaude, model: str, thinking: dict[str, Any], says: str
+) -> None:
+    """The API answers these with 400 on every call (the fake does too: first below); they are
+    refused when the model is built, with what to use instead."""
+    client = anthropic.AsyncAnthropic(base_url=fake.base_url, api_key="test-key")
+
+    async def direct() -> None:
+        async with client.messages.stream(
+            model=model, max_tokens=64, thinking=thinking, messages=[{"role": "user", "content": "hi"}]
+        ) as stream:
+            await stream.get_final_message()
+
+    with pytest.raises(anthropic.BadRequestError):
+        asyncio.run(direct())
+    with pytest.raises(ConfigurationError, match=says):
+        AnthropicModel(model, client=client, thinking=thinking)
+    AnthropicModel("claude-sonnet-4-5", client=client, thinking={"type": "enabled", "budget_tokens": 4000})
+
+
+def test_parallel_tool_calls_false_reaches_the_api_in_tool_choice(fake: FakeClaude) -> None:
+    """``disable_parallel_tool_use`` could not be expressed (``tool_choice`` is loopwright's):
+    ``parallel_tool_calls=False`` merges it into the tool_choice loopwright sends."""
+    fake.script += [
+        message(tool_use("t1", "weather", {"city": "Paris"}), stop_reason="tool_use"),
+        message(text("Sunny.")),
+    ]
+    result = run(agent(fake, instruction="", options={"parallel_tool_calls": False}))
+    assert result.outcome == "final"
+    assert fake.requests[0]["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+    with pytest.raises(ConfigurationError, match="parallel_tool_calls must be True or False"):
+        AnthropicModel("claude-sonnet-5-5", parallel_tool_calls="no")  # type: ignore[arg-type]
+
+
+class Forecast(BaseModel):
+    city: str
+    degrees: int
+
+
+def test_an_output_type_is_sent_as_the_apis_json_schema_format(fake: FakeClaude) -> None:
+    """Native structured output: the request carries ``output_config.format`` (the schema as the
+    SDK's ``transform_schema`` shapes it); a reply that validates ends the run in one step. An id
+    the facts table does not know gets the JSON-text way only."""
+    fake.script += [message(text('{"city": "Paris", "degrees": 24}'))]
+    with pytest.warns(UserWarning, match="does not accept temperature"):
+        claude = agent(fake, instruction="", model="claude-sonnet-5-5")
+    result = run(claude.replace(output_type=Forecast))
+    assert result.outcome == "final" and result.output == Forecast(city="Paris", degrees=24)
+    assert result.trace.count("reason") == 1
+    sent = fake.requests[0]["output_config"]["format"]
+    assert sent["type"] == "json_schema" and sent["schema"]["properties"].keys() == {"city", "degrees"}
+    assert sent["schema"]["additionalProperties"] is False
+    fake.requests.clear()
+    fake.script += [message(text('{"city": "Paris", "degrees": 24}'))]
+    run(agent(fake, instruction="", model="my-proxy-alias").replace(output_type=Forecast))
+    assert "output_config" not in fake.requests[0]
 
 
 def test_a_cut_inside_thinking_twice_ends_clearly(fake: FakeClaude) -> None:

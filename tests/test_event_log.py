@@ -5,6 +5,8 @@ transfers change the agent, retries and passes the iteration, every stage the st
 from __future__ import annotations
 
 import asyncio
+import json
+import tempfile
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +15,7 @@ from pydantic_core import to_jsonable_python
 
 from loopwright import Runner, ToolCall
 from loopwright.data.result import RunResult
+from loopwright.stores.sqlite import SQLiteStore
 from loopwright.testing import limits, model_behaviours, scripted
 
 from .test_transfer import go, tree
@@ -197,6 +200,28 @@ def test_records_read_in_pieces_equal_the_built_events(data: st.DataObject) -> N
         start = cut
     assert len(read) == len(log.entries)
     assert [to_jsonable_python(r) for r in read] == [e.model_dump(mode="json") for e in kept[0].events]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_stores_compact_form_reads_back_as_the_built_events(data: st.DataObject) -> None:
+    """The log's third reader: what a store writes at each checkpoint (``compact_events``, over
+    the event log's own walk) and reads back (``decode_bodies``) is every event, field for field,
+    whatever places (stage, iteration, agent) the entries changed at."""
+    root = tree().replace(limits=data.draw(limits(tool_timeouts=False)).model_copy(update={"max_transfers": 3}))
+    script = data.draw(model_behaviours(root, transfer=0.4, max_replies=6))
+
+    async def main(folder: str) -> tuple[RunResult, list[Any]]:
+        store = SQLiteStore(f"{folder}/runs.db")
+        try:
+            result = await Runner(scripted(root, script), store=store).run("go", run_id="r")
+            return result, [json.loads(e) for e in await store.events("r")]
+        finally:
+            await store.close()
+
+    with tempfile.TemporaryDirectory() as folder:
+        result, stored = asyncio.run(main(folder))
+    assert stored == [e.model_dump(mode="json") for e in result.events]
 
 
 def _upto(log: Any, start: int, at: Any, stop: int) -> tuple[list[Any], Any]:

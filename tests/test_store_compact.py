@@ -48,7 +48,7 @@ BODY_EVENTS = (
 def test_compact_events_writes_the_bytes_stores_hold() -> None:
     written: set[str] = set()
     guards: dict[str, int] = {}
-    events, kinds, at, new_guards = compact_events(Log(ENTRIES, TIMES), Row, 0, ("start", 1, "main"), written, guards)
+    events, kinds, at, new_guards = compact_events(Log(ENTRIES, TIMES), 0, ("start", 1, "main"), written, guards)
     assert json.dumps(events, separators=(",", ":")) == BODY_EVENTS
     assert kinds == {
         "run_started": ("input",),
@@ -57,7 +57,7 @@ def test_compact_events_writes_the_bytes_stores_hold() -> None:
     }
     assert at == ("decide", 2, "main")
     assert new_guards == [[0, "else"], [1, "more"]]
-    again = compact_events(Log([*ENTRIES, Row("decide", "preprocess", guards=(more,))], [*TIMES, 5.0]), Row,
+    again = compact_events(Log([*ENTRIES, Row("decide", "preprocess", guards=(more,))], [*TIMES, 5.0]),
                            len(ENTRIES), at, written, guards)  # fmt: skip
     assert again == ([[5.0, "decide", "preprocess", 1]], {}, ("preprocess", 2, "main"), [])
 
@@ -65,7 +65,7 @@ def test_compact_events_writes_the_bytes_stores_hold() -> None:
 def test_decode_bodies_reads_what_compact_events_wrote() -> None:
     written: set[str] = set()
     guards: dict[str, int] = {}
-    events, kinds, _, new_guards = compact_events(Log(ENTRIES, TIMES), Row, 0, ("start", 1, "main"), written, guards)
+    events, kinds, _, new_guards = compact_events(Log(ENTRIES, TIMES), 0, ("start", 1, "main"), written, guards)
     body = {"s": 1, "w": ["start", 1, "main"], "m": [], "t": ["preprocess"], "e": events, "k": kinds, "g": new_guards}
     messages, trace, read = decode_bodies([json.dumps(body).encode()], "r1", heads=[b"{}"])
     assert messages == [] and trace == ["preprocess"]

@@ -97,9 +97,12 @@ class ContextWindowError(TokenBudgetError):
     Adapters raise it so the run takes the token-budget edge (compaction when the agent has it,
     else salvage, else outcome ``"limit"``) instead of failing with its partial answer lost."""
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(self, message: str, *, status: int | None = None, partial: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.partial = partial
+        """The text of a reply cut because the window was full: what salvage keeps when its own
+        call cannot fit either."""
 
 
 class ToolError(LoopwrightError, RuntimeError):

@@ -279,6 +279,10 @@ class ModelRequest(BaseModel):
     tokens_left: int | None = None
     """What is left of the run's ``max_total_tokens`` (None: no token budget). A model may
     refuse to send a request larger than that instead of overspending."""
+    output_schema: dict[str, Any] | None = None
+    """The JSON schema the final answer must match (the agent's ``output_type``; set by the
+    structured-output feature). An adapter whose API constrains output to a schema sends it;
+    the others read the instruction the feature adds beside it."""
 
     @field_serializer("messages", mode="wrap")
     def _messages_as_list(self, value: Sequence[Message], handler: Any) -> Any:
@@ -345,6 +349,9 @@ class ErrorInfo(BaseModel):
     retryable: bool = False
     retry_after: float | None = None
     """Seconds the provider asked to wait before a retry (its ``Retry-After``), if it said."""
+    partial: str | None = None
+    """The text a reply had when the model's context window filled up and cut it
+    (:class:`~loopwright.ContextWindowError`): the answer salvage keeps if its call cannot fit."""
 
 
 def kept(response: ModelResponse) -> ModelResponse:

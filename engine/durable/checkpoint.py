@@ -252,9 +252,7 @@ class Checkpointer:
         n_events = len(log.entries)
         at = self.log_at or log.start
         response = rs.response
-        events, kinds, self.log_at, guards = compact_events(
-            log, _Row, self.n_events, at, self.kinds, self.guards, response
-        )
+        events, kinds, self.log_at, guards = compact_events(log, self.n_events, at, self.kinds, self.guards, response)
         new: list[Any] = messages[self.n_messages :]
         parts = None if response is None else response.parts
         for i, message in enumerate(new):

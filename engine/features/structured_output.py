@@ -4,7 +4,9 @@
 feature. It adds:
 
 - a request processor: the model is told to give its final answer as one JSON object matching
-  ``Answer``'s JSON schema (the JSON-text way; no adapter here offers native structured output);
+  ``Answer``'s JSON schema, and the request carries that schema (``ModelRequest.output_schema``):
+  an adapter whose API constrains output to a schema (Claude's ``output_config.format``) sends
+  it, the others rely on the instruction; ``validate`` checks the answer either way;
 - the state ``validate``, entered from ``decide`` instead of ``done`` when the reply is final
   (the core's two ``decide -> done`` rows are replaced: ``decide -> validate`` if
   ``is_final_response`` before going round, and ``decide -> done`` with the limit last);
@@ -192,7 +194,19 @@ def ask_for_json(request: ModelRequest, rs: RunState, ctx: RunContext) -> ModelR
     output_type = ctx.agent.output_type
     if output_type is None:
         return request
-    return request.model_copy(update={"instructions": (*request.instructions, instruction_for(output_type))})
+    instructions = (*request.instructions, instruction_for(output_type))
+    return request.model_copy(update={"instructions": instructions, "output_schema": schema_of(output_type)})
+
+
+_SCHEMAS: dict[type[BaseModel], dict[str, Any]] = {}
+
+
+def schema_of(output_type: type[BaseModel]) -> dict[str, Any]:
+    """``output_type``'s JSON schema (made once per type; shared: adapters copy before changing)."""
+    found = _SCHEMAS.get(output_type)
+    if found is None:
+        found = _SCHEMAS[output_type] = output_type.model_json_schema()
+    return found
 
 
 def finish(rs: RunState, ctx: RunContext, why: str) -> None:

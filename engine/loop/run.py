@@ -329,17 +329,8 @@ class Run(Paced):
             machine.charge(row, rs)
         rs.stage = row.dest
         rs.trace.append(row.dest)
-        # the StateEntered event, kept as the row itself (RunContext.record's twin for a
-        # transition, written out: it runs five times a pass; the entry shapes: context.LogEntry)
-        log = ctx.log
         rs.seq += 1
-        if rs.iteration == log.iteration and rs.active_agent == log.agent:
-            log.entries.append(row)
-        else:
-            log.entries.append((row, rs.iteration, rs.active_agent))
-            log.iteration, log.agent = rs.iteration, rs.active_agent
-        log.stage = row.dest
-        log.times.append(_clock())
+        ctx.log.transition(row, rs.iteration, rs.active_agent)  # the StateEntered event, kept as the row
         if ctx.watchers:
             ctx.tell_latest()
         if row.records_limit and rs.limit is None:

@@ -15,7 +15,7 @@ import time
 
 import anthropic
 
-from ..data.errors import ModelError
+from ..data.errors import ContextWindowError, ModelError
 
 _RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 _ERROR_TYPE_STATUS = {
@@ -113,6 +113,12 @@ def model_error(exc: anthropic.AnthropicError) -> ModelError:
                 f"{request_id}",
                 status=401,
                 retryable=False,
+            )
+        if status == 400 and "prompt is too long" in message.lower():
+            return ContextWindowError(
+                f"the request does not fit the model's context window (400 {detail}){request_id}: the run takes "
+                "the token-budget edge (compaction, if the agent has it, else salvage)",
+                status=400,
             )
         return ModelError(
             f"Anthropic API error {status}{where}: {detail}{request_id}",

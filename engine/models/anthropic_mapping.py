@@ -145,12 +145,32 @@ def _end_with_assistant(merged: list[dict[str, Any]], ask: bool) -> None:
 
 
 def mark_history(messages: list[dict[str, Any]], ttl: str) -> None:
-    """Put the moving cache breakpoint on the last cacheable block of the history."""
-    for turn in reversed(messages):
-        for block in reversed(turn["content"]):
+    """Put the moving cache breakpoint on the last cacheable block of the history, and a second
+    one on the last block of the request before (the turns before the latest assistant turn).
+
+    The API looks for a cached prefix at a breakpoint and up to 20 blocks before it: a step of
+    12 parallel calls adds 25 blocks (12 ``tool_use``, 12 ``tool_result``, a text), so from the
+    last block alone the previous request's cache is out of sight and the whole history is
+    written again. The second breakpoint sits exactly where the previous request's moving one
+    did, so it reads that cache (it writes nothing that was not written before). With the system
+    prompt's, three of the four breakpoints the API allows."""
+    last = _mark_last(messages, len(messages), ttl)
+    if last is None:
+        return
+    for i in range(last - 1, 0, -1):  # the latest assistant turn; the request before ended just before it
+        if messages[i]["role"] == "assistant":
+            _mark_last(messages, i, ttl)
+            return
+
+
+def _mark_last(messages: list[dict[str, Any]], end: int, ttl: str) -> int | None:
+    """Mark the last cacheable block of ``messages[:end]``; the index of its turn (None: none)."""
+    for i in range(end - 1, -1, -1):
+        for block in reversed(messages[i]["content"]):
             if block.get("type") in _CACHEABLE:
                 block["cache_control"] = cache_control(ttl)
-                return
+                return i
+    return None
 
 
 def add_dynamic(messages: list[dict[str, Any]], dynamic: list[str]) -> bool:

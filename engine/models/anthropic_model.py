@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import inspect
+import re
 import warnings
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
@@ -37,8 +39,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import anthropic
 
-from ..data.errors import ConfigurationError, ModelError, TokenBudgetError
-from ..data.events import ModelRequest, ModelResponse
+from ..data.errors import ConfigurationError, ContextWindowError, ModelError, TokenBudgetError
+from ..data.events import ModelRequest, ModelResponse, Usage
 from .anthropic_errors import stream_error
 from .anthropic_mapping import (
     add_dynamic,
@@ -51,7 +53,7 @@ from .anthropic_mapping import (
     usable,
 )
 from .base import StreamDelta
-from .claude_facts import CURRENT, SAMPLING, facts_for
+from .claude_facts import CURRENT, SAMPLING, base_id, facts_for
 
 __all__ = ["AnthropicModel", "Client", "ClientFactory", "to_messages", "to_response", "to_system"]
 
@@ -80,7 +82,7 @@ class AnthropicModel:
     """A loopwright model backed by Claude.
 
     ``AnthropicModel(model="claude-sonnet-5-5", max_tokens=None, client=None, max_retries=0,
-    cache="5m", betas=(), **request_options)``:
+    cache="5m", betas=(), parallel_tool_calls=True, **request_options)``:
 
     - ``max_tokens``: the output budget of one reply (default: the model's own limit).
     - ``client``: an ``AsyncAnthropic`` / ``AsyncAnthropicBedrock`` / ``AsyncAnthropicVertex``
@@ -94,6 +96,8 @@ class AnthropicModel:
       for no caching. The tools and static instructions, and the history up to its last block,
       are cached; dynamic instructions travel after the cached prefix.
     - ``betas``: beta feature names, sent as the ``anthropic-beta`` header.
+    - ``parallel_tool_calls``: False asks for at most one tool call a reply
+      (``tool_choice.disable_parallel_tool_use``; ``tool_choice`` itself is loopwright's).
     - ``request_options``: other ``messages.create`` arguments (``thinking``, ``stop_sequences``,
       ``metadata``, ``tools`` for server tools such as web search, which join the agent's own...);
       an agent's ``model_settings`` are merged over them.
@@ -112,6 +116,7 @@ class AnthropicModel:
         max_retries: int = 0,
         cache: CacheTTL | None = "5m",
         betas: Sequence[str] = (),
+        parallel_tool_calls: bool = True,
         **request_options: Any,
     ) -> None:
         if not isinstance(model, str) or not model:
@@ -136,6 +141,9 @@ class AnthropicModel:
         self.max_retries = max_retries
         self.cache: CacheTTL | None = cache
         self.betas = tuple(betas)
+        if not isinstance(parallel_tool_calls, bool):
+            raise ConfigurationError(f"parallel_tool_calls must be True or False, got {parallel_tool_calls!r}")
+        self.parallel_tool_calls = parallel_tool_calls
         self.request_options = self._checked(request_options, "AnthropicModel(...)")
         self._given: Client | None = None
         self._factory: ClientFactory | None = None
@@ -151,6 +159,7 @@ class AnthropicModel:
         self._given_loop: weakref.ReferenceType[asyncio.AbstractEventLoop] | None = None
         self._given_sdk: Client | None = None
         self._own: _Owned = weakref.WeakKeyDictionary()
+        self._formats: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
 
     # ------------------------------------------------------------------ options
 
@@ -165,6 +174,7 @@ class AnthropicModel:
                 f"{where} got unknown option(s) {', '.join(map(repr, unknown))}{hint}; "
                 f"valid options: {', '.join(sorted(_OPTIONS))}"
             )
+        self._check_thinking(options.get("thinking"), where)
         refused = sorted(name for name in options if name in SAMPLING and name not in self.facts.sampling)
         if refused:
             warnings.warn(
@@ -175,6 +185,21 @@ class AnthropicModel:
             )
             options = {k: v for k, v in options.items() if k not in refused}
         return dict(options)
+
+    def _check_thinking(self, thinking: Any, where: str) -> None:
+        """Refuse a ``thinking`` config the model answers with 400 on every call (model facts)."""
+        if not isinstance(thinking, dict):
+            return
+        if thinking.get("type") == "disabled" and not self.facts.thinking_off:
+            raise ConfigurationError(
+                f"{where}: {self.model} cannot turn thinking off (the API answers thinking={{'type': 'disabled'}} "
+                "with 400); leave thinking out, or pick a model that can run without it"
+            )
+        if "budget_tokens" in thinking and not self.facts.budget_tokens:
+            raise ConfigurationError(
+                f"{where}: {self.model} takes no budget_tokens in thinking (adaptive thinking only; the API answers "
+                "400); use thinking={'type': 'adaptive'} and bound a reply with max_tokens"
+            )
 
     # ------------------------------------------------------------------ clients
 
@@ -257,6 +282,9 @@ class AnthropicModel:
             _check_budget(params, request.tokens_left)
         client = await self.client()
         budget = params["max_tokens"]
+        # the usage of attempts cut before they produced anything usable: billed, so the step
+        # reports it too (max_total_tokens and cost see it)
+        spent: Usage | None = None
         while True:
             response = None
             async for item in self._once(client, params, deltas=deltas):
@@ -265,16 +293,19 @@ class AnthropicModel:
                 else:
                     yield item
             assert response is not None
+            if response.details.get("stop_reason") == "model_context_window_exceeded":
+                # a continuation cannot fit: the token-budget edge, the partial answer kept for salvage
+                raise ContextWindowError(
+                    "the conversation filled the model's context window and the reply was cut "
+                    "(model_context_window_exceeded); shorten the history or give the agent compaction",
+                    partial=response.text or None,
+                )
             if response.stop_reason != "max_tokens" or usable(response):
+                if spent is not None:
+                    response = response.model_copy(update={"usage": spent + response.usage})
                 yield response
                 return
-            if response.details.get("stop_reason") == "model_context_window_exceeded":
-                raise ModelError(
-                    "the conversation fills the model's context window: the reply was cut before it produced "
-                    "anything usable. Shorten the history (fewer or smaller tool results) or use a model with a "
-                    "larger context window",
-                    retryable=False,
-                )
+            spent = response.usage if spent is None else spent + response.usage
             bigger = min(budget * 2, max(self.facts.max_output, budget))
             if bigger <= params["max_tokens"]:
                 raise ModelError(
@@ -335,11 +366,28 @@ class AnthropicModel:
         ]
         if tools:  # server tools given as options, then the agent's own
             params["tools"] = tools
-            if request.tool_choice is not None:
-                params["tool_choice"] = {"type": request.tool_choice}
+            if request.tool_choice is not None or not self.parallel_tool_calls:
+                choice: dict[str, Any] = {"type": request.tool_choice or "auto"}
+                if not self.parallel_tool_calls and choice["type"] != "none":
+                    choice["disable_parallel_tool_use"] = True  # at most one tool call a reply
+                params["tool_choice"] = choice
+        if request.output_schema is not None and self.facts.structured_outputs:
+            self._output_format(params, request.output_schema)
         if "container" not in params and (container := last_container(request.messages)):
             params["container"] = container
         return params
+
+    def _output_format(self, params: dict[str, Any], schema: dict[str, Any]) -> None:
+        """Constrain the reply to ``schema`` (the agent's ``output_type``): ``output_config.format``,
+        the schema made the way the API takes it by the SDK's own ``transform_schema``."""
+        key = id(schema)
+        found = self._formats.get(key)
+        if found is None or found[0] is not schema:
+            transform = getattr(anthropic, "transform_schema", None)  # (SDK releases before 0.7x lack it)
+            shaped = transform(schema) if transform is not None else schema
+            found = self._formats[key] = (schema, {"type": "json_schema", "schema": shaped})
+        into = params if "output_config" in _SDK_PARAMS else params.setdefault("extra_body", {})
+        into["output_config"] = {**into.get("output_config", {}), "format": found[1]}
 
     def _option_params(self, options: dict[str, Any]) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens}
@@ -396,14 +444,23 @@ def _check_budget(params: dict[str, Any], left: int) -> None:
 
 
 def _warn_if_deprecated(model: str, end_of_life: str | None) -> None:
-    end_of_life = end_of_life or _SDK_DEPRECATED.get(model)
-    if end_of_life:
-        warnings.warn(
-            f"{model} is deprecated and reaches end of life on {end_of_life}: requests to it will then fail. "
-            f"Move to a current model, e.g. AnthropicModel({CURRENT!r})",
-            FutureWarning,
-            stacklevel=3,
-        )
+    end_of_life = end_of_life or _SDK_DEPRECATED.get(model) or _SDK_DEPRECATED.get(base_id(model))
+    if not end_of_life:
+        return
+    day = _day(end_of_life)
+    if day is not None and day < datetime.date.today():
+        what = f"{model} reached end of life on {end_of_life} (retired): requests to it fail."
+    else:
+        what = f"{model} is deprecated and reaches end of life on {end_of_life}: requests to it will then fail."
+    warnings.warn(f"{what} Move to a current model, e.g. AnthropicModel({CURRENT!r})", FutureWarning, stacklevel=3)
+
+
+def _day(text: str) -> datetime.date | None:
+    """``"June 30th, 2026"`` (the SDK's spelling) as a date; None if it is spelled otherwise."""
+    try:
+        return datetime.datetime.strptime(re.sub(r"(\d)(st|nd|rd|th)", r"\1", text), "%B %d, %Y").date()
+    except ValueError:
+        return None
 
 
 if TYPE_CHECKING:  # mypy --strict (.ci/typecheck) checks that the cloud clients fit ``client``

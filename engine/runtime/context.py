@@ -1,34 +1,18 @@
-"""RunContext: what stages and tools get besides the run state, and the run's event log.
-
-Events are recorded compactly: an entry is the event's class, time, stage, iteration, agent
-and own fields, and the pydantic event is built only when someone reads it
-(``RunResult.events``) or an event observer is watching (a stream, a sink, a log). A run that
-nobody watches pays for no event object.
-"""
+"""RunContext: what stages and tools get besides the run state. The run's event log, and the
+shapes of its entries, are :mod:`loopwright.data.event_log`'s (re-exported here)."""
 
 from __future__ import annotations
 
-import time
-from array import array
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from ..data.errors import ConfigurationError
-from ..data.events import (
-    EVENT_BY_TYPE,
-    EVENT_CLASSES,
-    EVENT_FIELDS,
-    EVENT_TYPE,
-    EventBase,
-    ModelResponded,
-    StateEntered,
-    ToolCall,
-    ToolCalled,
-    event_values,
-    make_event,
-    reply_of,
-)
+from ..data.event_log import EventLog as EventLog
+from ..data.event_log import LogEntry as LogEntry
+from ..data.event_log import Where as Where
+from ..data.event_log import own_values as own_values
+from ..data.events import EVENT_FIELDS, EVENT_TYPE, EventBase, ToolCall, event_values
 from ..data.limits import Limits
 from ..data.run_state import RunState
 from ..table.budgets import Budget
@@ -37,170 +21,8 @@ from .nesting import Up, up_of
 if TYPE_CHECKING:
     from .agent import Agent, AgentTree
 
-_clock = time.time
 CURRENT_CALL: ContextVar[str | None] = ContextVar("loopwright_call_id", default=None)
 """The id of the tool call in progress in this task (``ctx.call_id``)."""
-
-LogEntry = Any
-"""An event as recorded, one of:
-
-- a built event (once someone read it);
-- a ``Row``: the transition taken (a ``StateEntered`` into ``row.dest``), at the iteration and
-  agent of the entry before it;
-- ``(row, iteration, agent)``: a transition where either changed;
-- a ``ToolCall``: a ``tool_called`` event of that call, at the stage, iteration and agent of
-  the entry before it (:meth:`RunContext.record_call`: the call is frozen and the history
-  keeps it, so the log keeps nothing of its own for it);
-- ``(kind, *values)``: any other event, ``kind`` its ``type`` string, its own field values in
-  ``EVENT_FIELDS[cls]`` order, at the stage, iteration and agent of the entry before it (a
-  ``tool_called`` recorded where its place changed holds the call itself,
-  ``(..., "tool_called", call)``, the log pointing at it rather than copying three fields;
-  a ``model_responded`` may hold the reply's five field values instead of the reply,
-  ``("model_responded", parts, usage, stop_reason, model, details or None)``
-  (:func:`~loopwright.events.reply_values`): the parts are the history's, and the reply
-  object, its ``__dict__`` and its empty ``details`` are not kept alive once the run moves
-  on, a third of what a past iteration would otherwise keep; :func:`own_values` reads them);
-- ``(iteration, kind, *values)``: the same where only the iteration changed (a pass's first
-  model request: no tuple for the place);
-- ``((stage, iteration, agent), kind, *values)``: the same where the stage or agent changed.
-
-An event is named by its ``type`` string, not its class: a tuple of strings and numbers is
-one the garbage collector stops tracking, so a finished run's log costs it nothing to walk.
-
-The times are kept apart, one float each in an array. So a transition costs the log 16 bytes,
-another event one flat tuple, and events() rebuilds every field exactly in one pass.
-"""
-
-
-_TOOL_CALLED = EVENT_TYPE[ToolCalled]
-_MODEL_RESPONDED = EVENT_TYPE[ModelResponded]
-
-Where = tuple[str, int, str]
-"""(stage, iteration, agent): where in the run an entry was recorded."""
-
-
-class EventLog:
-    """One run's events in ``seq`` order, built on demand. ``base`` is the ``seq`` before the
-    first entry (a resumed run continues its numbering); ``start`` the (stage, iteration,
-    agent) before it; ``stage``, ``iteration`` and ``agent`` those of the latest entry."""
-
-    __slots__ = ("agent", "base", "entries", "iteration", "run_id", "stage", "start", "times")
-
-    def __init__(self, run_id: str, base: int, stage: str = "", iteration: int = 0, agent: str = "") -> None:
-        self.run_id = run_id
-        self.base = base
-        self.entries: list[LogEntry] = []
-        self.times = array("d")
-        self.start = (stage, iteration, agent)
-        self.stage, self.iteration, self.agent = stage, iteration, agent
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def add(self, event: Any) -> None:
-        """Append an event built elsewhere (one recorded by a durable executor, replayed)."""
-        self.entries.append(event)
-        self.times.append(event.time)
-        self.stage, self.iteration, self.agent = event.state, event.iteration, event.agent
-
-    def latest(self) -> Any:
-        """The latest event, built and kept (the log's own stage, iteration and agent are
-        the latest entry's)."""
-        i = len(self.entries) - 1
-        entry = self.entries[i]
-        if isinstance(entry, EventBase):
-            return entry
-        event = self.entries[i] = make_event(*self._parts(i, entry, self.stage, self.iteration, self.agent))
-        return event
-
-    def events(self) -> list[Any]:
-        """Every event, built (and kept) in one pass."""
-        entries = self.entries
-        for i, entry, stage, iteration, agent in self._walk(0, self.start):
-            if not isinstance(entry, EventBase):
-                entries[i] = make_event(*self._parts(i, entry, stage, iteration, agent))
-        return list(entries)
-
-    def records(self, start: int, at: Where) -> tuple[list[Any], Where]:
-        """The events from entry ``start`` on, each as its built event (if one was built) or a
-        plain dict of all its fields (JSON-ready but for nested models; nothing is built or
-        kept), and the (stage, iteration, agent) after the last. ``at`` is that before
-        ``start`` (``log.start`` for 0): a reader that saves events as they come (a store)
-        keeps it between calls, so each call costs only the new entries."""
-        out: list[Any] = []
-        for i, entry, stage, iteration, agent in self._walk(start, at):
-            at = (stage, iteration, agent)
-            if isinstance(entry, EventBase):
-                out.append(entry)
-                continue
-            cls, run_id, seq, time, state, _, _, fields = self._parts(i, entry, stage, iteration, agent)
-            out.append({"type": EVENT_CLASSES[cls][0], "run_id": run_id, "seq": seq, "time": time, "state": state,
-                        "iteration": iteration, "agent": agent, **fields})  # fmt: skip
-        return out, at
-
-    def flat(self, start: int, at: Where) -> Iterator[tuple[int, Any, str, int, str, tuple[Any, ...]]]:
-        """The entries from ``start`` as ``(i, cls, stage, iteration, agent, values)``, its
-        own field values in ``EVENT_FIELDS[cls]`` order (``("source", "guard")`` for a
-        ``StateEntered``); an event built already as ``(i, event, ...)`` with values ``()``.
-        Nothing is built: what a store writes as it goes. ``at`` as for :meth:`records`."""
-        for i, entry, stage, iteration, agent in self._walk(start, at):
-            if isinstance(entry, EventBase):
-                yield i, entry, stage, iteration, agent, ()
-                continue
-            cls, values = _decoded(entry)
-            yield i, cls, stage, iteration, agent, values
-
-    def _walk(self, start: int, at: Where) -> Iterator[tuple[int, LogEntry, str, int, str]]:
-        """Each entry from ``start`` with the stage, iteration and agent it was recorded at."""
-        stage, iteration, agent = at
-        entries = self.entries
-        for i in range(start, len(entries)):
-            entry = entries[i]
-            if isinstance(entry, EventBase):
-                stage, iteration, agent = entry.state, entry.iteration, entry.agent
-            elif not isinstance(entry, tuple):
-                if type(entry) is not ToolCall:  # a transition (a tool call keeps its place)
-                    stage = entry.dest
-            else:
-                first = entry[0]
-                if type(first) is tuple:  # an event where the stage or agent changed
-                    stage, iteration, agent = first
-                elif type(first) is int:  # an event where the iteration changed
-                    iteration = first
-                elif type(first) is not str:  # a transition where the iteration or agent changed
-                    stage, iteration, agent = first.dest, entry[1], entry[2]
-            yield i, entry, stage, iteration, agent
-
-    def _parts(self, i: int, entry: LogEntry, stage: str, iteration: int, agent: str) -> tuple[Any, ...]:
-        """``make_event``'s arguments for entry ``i`` (not a built event)."""
-        cls, values = _decoded(entry)
-        fields = dict(zip(EVENT_FIELDS[cls], values, strict=True))
-        return cls, self.run_id, self.base + i + 1, self.times[i], stage, iteration, agent, fields
-
-
-def _decoded(entry: LogEntry) -> tuple[Any, tuple[Any, ...]]:
-    """The class and own field values of a compact entry (not a built event); a transition's
-    are ``StateEntered``'s, its source and guard (the ``stage`` it is read at is its dest)."""
-    if type(entry) is ToolCall:
-        return ToolCalled, (entry.id, entry.name, entry.args)
-    first = entry[0] if isinstance(entry, tuple) else entry
-    if type(first) is str:
-        return EVENT_BY_TYPE[first], own_values(first, entry[1:])
-    if type(first) is tuple or type(first) is int:  # an event where its place changed
-        return EVENT_BY_TYPE[entry[1]], own_values(entry[1], entry[2:])
-    return StateEntered, (first.source, first.label)
-
-
-def own_values(kind: str, values: tuple[Any, ...]) -> tuple[Any, ...]:
-    """An entry's values as the event's own fields (a ``tool_called`` kept as its call: the
-    call's id, name and arguments; a ``model_responded`` kept as the reply's field values:
-    the reply, rebuilt)."""
-    if kind == _TOOL_CALLED and len(values) == 1:
-        call = values[0]
-        return call.id, call.name, call.args
-    if kind == _MODEL_RESPONDED and len(values) == 5:
-        return (reply_of(values),)
-    return values
 
 
 class RunContext:
@@ -365,33 +187,20 @@ class RunContext:
         test builds every event the engine records this way). A ``ToolCalled`` may be given
         its call alone, ``record(ToolCalled, call)``, and a ``ModelResponded`` its reply's
         five field values (:func:`~loopwright.events.reply_values`; see :func:`own_values`)."""
-        rs, log = self.run_state, self.log
+        rs = self.run_state
         rs.seq += 1
-        if rs.stage == log.stage and rs.active_agent == log.agent:
-            if rs.iteration == log.iteration:
-                log.entries.append((EVENT_TYPE[cls],) + values)  # noqa: RUF005 (cheaper than unpacking: no list built)
-            else:
-                log.iteration = rs.iteration
-                log.entries.append((rs.iteration, EVENT_TYPE[cls], *values))
-        else:
-            where = log.stage, log.iteration, log.agent = rs.stage, rs.iteration, rs.active_agent
-            log.entries.append((where, EVENT_TYPE[cls], *values))
-        log.times.append(_clock())
+        self.log.record(rs.stage, rs.iteration, rs.active_agent, EVENT_TYPE[cls], values)
         if self.watchers:
-            self._tell(log.latest())
+            self._tell(self.log.latest())
 
     def record_call(self, call: ToolCall) -> None:
         """``record(ToolCalled, call)``, kept as the call itself where the stage, iteration
         and agent are those of the entry before (the usual case: no tuple for the log)."""
-        rs, log = self.run_state, self.log
-        if rs.stage != log.stage or rs.active_agent != log.agent or rs.iteration != log.iteration:
-            self.record(ToolCalled, call)
-            return
+        rs = self.run_state
         rs.seq += 1
-        log.entries.append(call)
-        log.times.append(_clock())
+        self.log.record_call(rs.stage, rs.iteration, rs.active_agent, call)
         if self.watchers:
-            self._tell(log.latest())
+            self._tell(self.log.latest())
 
     def _tell(self, event: Any) -> None:
         for watcher in self.watchers:

@@ -389,6 +389,7 @@ def error_info(exc: BaseException) -> ErrorInfo:
             status=exc.status,
             retryable=exc.retryable,
             retry_after=getattr(exc, "retry_after", None),
+            partial=getattr(exc, "partial", None),
         )
     return ErrorInfo(kind="model", message=f"{type(exc).__name__}: {exc}", retryable=False)
 

@@ -26,17 +26,8 @@ from collections.abc import Iterable, Sequence
 from itertools import zip_longest
 from typing import Any, Protocol
 
-from ..data.events import (
-    EVENT_BY_TYPE,
-    EVENT_FIELDS,
-    EVENT_TYPE,
-    EventBase,
-    ModelResponded,
-    ToolCall,
-    ToolCalled,
-    is_reply,
-    reply_of,
-)
+from ..data.event_log import Where, entry_values, own_values, walk
+from ..data.events import EVENT_BY_TYPE, EVENT_FIELDS, EVENT_TYPE, EventBase, ModelResponded, is_reply, reply_of
 
 FULL_HEAD_EVERY = 32
 """A worker writes the whole head at its first checkpoint and at every 32nd after it, so a
@@ -46,12 +37,8 @@ DELTA = b'{"~":1'
 """How a head that holds only the changed fields begins."""
 
 
-Where = tuple[str, int, str]
-"""(stage, iteration, agent): where in the run an entry was recorded (as the event log says)."""
-
-
 class Entries(Protocol):
-    """What :func:`compact_events` reads of a run's event log (:class:`loopwright.runtime.context.EventLog`)."""
+    """What :func:`compact_events` reads of a run's event log (:class:`loopwright.data.event_log.EventLog`)."""
 
     entries: list[Any]
     times: Any
@@ -61,75 +48,61 @@ class Entries(Protocol):
 # ---------------------------------------------------------------- writing
 
 
-def compact_events(  # noqa: C901, PLR0912 (every checkpoint's loop, its cases written out)
-    log: Entries, row: type, start: int, at: Where, written: set[str], guards: dict[str, int], response: Any = None
+def compact_events(
+    log: Entries, start: int, at: Where, written: set[str], guards: dict[str, int], response: Any = None
 ) -> tuple[list[Any], dict[str, tuple[str, ...]], Where, list[Any]]:
     """The log's events from entry ``start`` as a store keeps them (the ``"e"`` of a body, see
-    :mod:`loopwright.stores.base`), read straight from the compact entries
-    (:data:`loopwright.runtime.context.LogEntry`; nothing is built): a transition ``[time, source,
-    dest, guard number]``; another event ``[type, time, *its own field values]``; before an
-    entry recorded at a new iteration or agent (or stage, for an event) ``[null, stage,
-    iteration, agent]``; a built event as itself. A ``model_responded`` of ``response`` (the
-    run's latest reply, in the head written with these events) is ``["model_responded",
-    time]``: the reply is kept once.
+    :mod:`loopwright.stores.base`), read from the compact entries through the event log's own
+    walk (:func:`loopwright.data.event_log.walk`, :func:`~loopwright.data.event_log.entry_values`;
+    nothing is built): a transition ``[time, source, dest, guard number]``; another event
+    ``[type, time, *its own field values]``; before an entry recorded at another iteration or
+    agent (or stage, for an event) than the one before it ``[null, stage, iteration, agent]``; a
+    built event as itself. A ``model_responded`` of ``response`` (the run's latest reply, in the
+    head written with these events) is ``["model_responded", time]``: the reply is kept once.
 
     Also returned: the own field names of the types not in ``written`` (added to it); where the
     run was after the last entry (``at``: before ``start``); and ``[number, guard]`` for each
-    guard label not yet in ``guards`` (this worker's numbering of the labels, added to it).
-    ``row``: the transition table's row class, the log's commonest entry (this floor does not
-    import the table; a built event is told from a row without an ``isinstance`` per row)."""
-    times, entries = log.times, log.entries
+    guard label not yet in ``guards`` (this worker's numbering of the labels, added to it)."""
+    times = log.times
     out: list[Any] = []
     kinds: dict[str, tuple[str, ...]] = {}
     new_guards: list[Any] = []
     stage, iteration, agent = at
-    for entry, when in zip(entries[start:], times[start:].tolist(), strict=True):
-        kind_of = type(entry)
-        if kind_of is ToolCall:  # a tool_called kept as the call itself (context.LogEntry)
-            entry, kind_of = (_TOOL_CALLED, entry), tuple
-        if kind_of is tuple:
-            first = entry[0]
-            placed = type(first)
-            if placed is str:  # (kind, *values)
-                kind, values = first, entry[1:]
-            elif placed is tuple or placed is int:  # ((stage, iteration, agent) or iteration, kind, *values)
-                stage, iteration, agent = first if placed is tuple else (stage, first, agent)
-                out.append([None, stage, iteration, agent])
-                kind, values = entry[1], entry[2:]
-            else:  # (row, iteration, agent): a transition where the iteration or agent changed
-                stage, iteration, agent = first.dest, entry[1], entry[2]
-                out.append([None, stage, iteration, agent])
-                entry, kind = first, None
-            if kind is not None:
-                if kind == _MODEL_RESPONDED:
-                    if response is not None and is_reply(values, response):
-                        out.append([kind, when])  # the head's response
-                    else:  # the reply, or its values (see own_values)
-                        out.append([kind, when, values[0] if len(values) == 1 else reply_of(values)])
-                elif kind == _TOOL_CALLED and len(values) == 1:  # the call itself (see own_values)
-                    call = values[0]
-                    out.append([kind, when, call.id, call.name, call.args])
-                else:
-                    out.append([kind, when, *values])
-                if kind not in written:
-                    written.add(kind)
-                    kinds[kind] = EVENT_FIELDS[EVENT_BY_TYPE[kind]]
-                continue
-        elif kind_of is not row and isinstance(entry, EventBase):  # a built event
-            stage, iteration, agent = entry.state, entry.iteration, entry.agent
+    for i, entry, now_stage, now_iteration, now_agent in walk(log.entries, start, at):
+        if isinstance(entry, EventBase):  # a built event: it says where it was recorded
+            stage, iteration, agent = now_stage, now_iteration, now_agent
             out.append(entry)
             continue
-        stage = entry.dest  # a transition (the commonest entry)
-        number = guards.get(entry.label)
-        if number is None:
-            number = guards[entry.label] = len(guards)
-            new_guards.append([number, entry.label])
-        out.append([when, entry.source, stage, number])
+        when = times[i]
+        kind, values = entry_values(entry)
+        if kind is None:  # a transition (the commonest entry): it moves the stage itself
+            if now_iteration != iteration or now_agent != agent:
+                out.append([None, now_stage, now_iteration, now_agent])
+            stage, iteration, agent = now_stage, now_iteration, now_agent
+            row = values[0]
+            number = guards.get(row.label)
+            if number is None:
+                number = guards[row.label] = len(guards)
+                new_guards.append([number, row.label])
+            out.append([when, row.source, stage, number])
+            continue
+        if now_stage != stage or now_iteration != iteration or now_agent != agent:
+            stage, iteration, agent = now_stage, now_iteration, now_agent
+            out.append([None, stage, iteration, agent])
+        if kind == _MODEL_RESPONDED:
+            if response is not None and is_reply(values, response):
+                out.append([kind, when])  # the head's response
+            else:  # the reply, or its values (see own_values)
+                out.append([kind, when, values[0] if len(values) == 1 else reply_of(values)])
+        else:
+            out.append([kind, when, *own_values(kind, values)])
+        if kind not in written:
+            written.add(kind)
+            kinds[kind] = EVENT_FIELDS[EVENT_BY_TYPE[kind]]
     return out, kinds, (stage, iteration, agent), new_guards
 
 
 _MODEL_RESPONDED = EVENT_TYPE[ModelResponded]
-_TOOL_CALLED = EVENT_TYPE[ToolCalled]
 
 
 # ---------------------------------------------------------------- reading
