@@ -348,9 +348,12 @@ async def _fan(
     waiting = [(i, k, t) for i, k, t in jobs if k in flow.waiting]
     token = nesting.enter_tools(nesting.link(rs))
     try:
-        await asyncio.gather(*(one(i, k, t) for i, k, t in [*waiting, *todo]))
+        raised = await asyncio.gather(*(one(i, k, t) for i, k, t in [*waiting, *todo]), return_exceptions=True)
     finally:
         nesting.leave_tools(token)
+    for exc in raised:  # a child that raised (the store failing, an interrupt): the others ended first
+        if isinstance(exc, BaseException):  # (each kept its own state: a resume goes on from there)
+            raise exc
 
 
 def _judge(rs: RunState, name: str, on_error: str, keys: Sequence[str]) -> None:

@@ -158,11 +158,12 @@ async def _go_on(runner: Runner, store: Any, child_id: str, decisions: Mapping[s
         raise ResumeError(f"the store holds no run {child_id!r}; a workflow's child cannot be resumed")
     if stored.stage in runner.machine.terminals:
         return _ended_of(rebuild(stored))
-    if stored.stage in runner.machine.waiting:
-        if not decisions:  # it waits still (the workflow's suspension was not decided)
-            return _ended_of(rebuild(stored))
+    if stored.stage in runner.machine.waiting and decisions:
         return _of_result(await runner.resume(child_id, decisions))
-    return _of_result(await runner.resume(child_id))  # its worker died: from its last checkpoint
+    # its worker died: from its last checkpoint; or it waits and the workflow has no decisions
+    # for it: a suspension a dead worker claimed goes on with the decisions it claimed (else it
+    # waits again, and so does the workflow)
+    return _of_result(await runner.resume(child_id))
 
 
 def _of_result(result: Any) -> Ended:
