@@ -1,7 +1,7 @@
 """Crash-resume equivalence for workflows: a sequence holding a parallel, over scripted agents
 whose calls may wait for approval, crashed at an arbitrary checkpoint of the workflow or of any
 child and resumed from the store, ends as the uninterrupted run does (outcome, output, trace,
-state) and every tool ran exactly as often."""
+state) and every tool ran exactly as often. On SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -80,3 +80,19 @@ def test_crash_resume_equivalence_of_a_workflow_on_sqlite(
     tmp_path: Path, scripts: dict[str, list[Any]], at: float
 ) -> None:
     check_equivalent(scripts, tmp_path / f"runs{next(_ids)}.db", at)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    scripts=st.fixed_dictionaries({n: leaf_scripts(n) for n in ("first", "left", "right", "last")}),
+    at=st.floats(0, 1),
+)
+def test_crash_resume_equivalence_of_a_workflow_on_postgres(
+    pg_url: str, scripts: dict[str, list[Any]], at: float
+) -> None:
+    from loopwright.stores.postgres import PostgresStore
+
+    check_equivalent(scripts, lambda: PostgresStore(pg_url), at)
