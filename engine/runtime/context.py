@@ -74,7 +74,7 @@ class RunContext(Generic[DepsT]):
         "watchers",
     )
 
-    def __init__(
+    def __init__(  # noqa: PLR0915 (one assignment per slot, each with what it holds)
         self,
         tree: AgentTree,
         run_state: RunState,
@@ -85,7 +85,7 @@ class RunContext(Generic[DepsT]):
         hooks: Callable[[str], tuple[Callable[..., Any], ...]] | None = None,
         budgets: Mapping[str, Budget] | None = None,
         deps: DepsT = None,  # type: ignore[assignment]
-    ) -> None:  # noqa: PLR0915 (one assignment per slot, each with what it holds)
+    ) -> None:
         self.tree = tree
         # the run's dependencies (``runner.run(text, deps=...)``, again on ``resume``): any object
         # (a database client, an HTTP session, settings); never saved with the state or an event
