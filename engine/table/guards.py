@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from ..data.events import ToolCall
 from ..data.run_state import RunState
-from .budgets import ITERATIONS, RETRIES, TIME, TOKENS, TOOL_CALLS
+from .budgets import COST, FALLBACKS, ITERATIONS, RETRIES, TIME, TOKENS, TOOL_CALLS
 
 Guard = Callable[[RunState], bool]
 
@@ -41,6 +41,13 @@ def deadline_passed(rs: RunState) -> bool:
 def has_retryable_model_error(rs: RunState) -> bool:
     """The model call failed with an error a retry may fix (429, 5xx, connection)."""
     return rs.model_error is not None and rs.model_error.retryable
+
+
+def has_failed_model(rs: RunState) -> bool:
+    """The model call failed for good in a way the active agent's ``fallback_models`` cover (a
+    retryable error whose retries are spent, or a kind its ``fallback_on`` lists), and it has
+    a next model: ``reason`` names it in ``next_model``."""
+    return rs.next_model is not None and rs.model_error is not None
 
 
 def request_over_token_budget(rs: RunState) -> bool:
@@ -87,7 +94,9 @@ within_iteration_budget = ITERATIONS.guard
 within_tool_call_budget = TOOL_CALLS.guard
 within_token_budget = TOKENS.guard
 within_time_budget = TIME.guard
+within_cost_budget = COST.guard
 retries_left = RETRIES.guard
+fallback_left = FALLBACKS.guard
 
 GUARDS: dict[str, Guard] = {
     g.__name__: g
@@ -98,6 +107,8 @@ GUARDS: dict[str, Guard] = {
         deadline_passed,
         has_retryable_model_error,
         retries_left,
+        has_failed_model,
+        fallback_left,
         request_over_token_budget,
         has_tool_calls,
         is_final_response,
@@ -105,6 +116,7 @@ GUARDS: dict[str, Guard] = {
         within_tool_call_budget,
         within_token_budget,
         within_time_budget,
+        within_cost_budget,
         salvage_allowed,
     )
 }

@@ -17,7 +17,9 @@ from ..data.stage import Stage
 from .guards import (
     cancel_requested,
     deadline_passed,
+    fallback_left,
     has_error,
+    has_failed_model,
     has_response,
     has_retryable_model_error,
     has_tool_calls,
@@ -25,6 +27,7 @@ from .guards import (
     request_over_token_budget,
     retries_left,
     salvage_allowed,
+    within_cost_budget,
     within_iteration_budget,
     within_time_budget,
     within_token_budget,
@@ -110,6 +113,7 @@ WITHIN_BUDGETS: tuple[Guard, ...] = (
     within_iteration_budget,
     within_tool_call_budget,
     within_token_budget,
+    within_cost_budget,
     within_time_budget,
 )
 """Every budget has room: every way back into the loop (go round, hand over) requires it."""
@@ -136,6 +140,7 @@ CORE_ROWS: tuple[Row, ...] = (
     Row(REASON,   POST,      (has_response,)),
     Row(REASON,   DECIDE,    (deadline_passed,)),
     Row(REASON,   REASON,    (has_retryable_model_error, retries_left), bounded_by="max_model_retries"),
+    Row(REASON,   REASON,    (has_failed_model, fallback_left), bounded_by="max_fallbacks"),
     Row(REASON,   SALVAGE,   (request_over_token_budget, salvage_allowed), records_limit=True),
     Row(REASON,   DONE,      (request_over_token_budget,), outcome="limit", records_limit=True),
     Row(REASON,   FAILED),
