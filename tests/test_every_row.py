@@ -146,6 +146,10 @@ def scenarios(name: str) -> list[Callable[[], None]]:
         lambda: run(make(name), [call(), done]),
         lambda: run(make(name, max_model_retries=1), [ModelError("busy", status=529), ok]),
         lambda: run(make(name, max_model_retries=0), [ModelError("bad", status=400, retryable=False)]),
+        lambda: run(  # failed for good: the next model answers
+            make(name, max_model_retries=0).replace(fallback_models=[ScriptedModel([ok])]),
+            [ModelError("busy", status=529)],
+        ),
         lambda: run(make(name).replace(instruction="Hi {missing}"), ["x"]),
         lambda: run(make(name, max_iterations=1), [call(), "best effort"]),
         lambda: run(make(name, max_iterations=1), [call(), ModelError("bad", retryable=False)]),
