@@ -139,7 +139,7 @@ def test_bad_prices_are_refused_in_one_line(model: str, prices: dict[str, Any], 
 
 
 def test_max_cost_usd_ends_in_salvage() -> None:
-    script = [reply(input_tokens=1000, output_tokens=100) for _ in range(5)] + [reply("best effort")]
+    script = [reply(input_tokens=1000, output_tokens=100) for _ in range(2)] + [reply("best effort")]
     agent = Agent(name="a", model=ScriptedModel(script), tools=[add], limits=Limits(max_cost_usd=0.01))
     result = run(agent)
     assert result.outcome == "salvaged"
