@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
-from loopwright.data.events import ErrorOccurred, History, ModelRequested, ModelResponded
+from loopwright.data.events import ErrorInfo, ErrorOccurred, History, ModelRequested, ModelResponded
 from loopwright.data.run_state import RunState
 from loopwright.runtime.context import RunContext
 from loopwright.runtime.model_call import (
@@ -34,15 +34,8 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     failed, rs.model_error = rs.model_error, None
     if rs.deadline_hit:
         return
-    if rs.attempt > 0:  # a retry (the backoff, or longer if the provider said: Retry-After, at most 60 s), or the next model
-        if rs.next_model is not None:
-            rs.next_model = None
-            if switch_model(rs, ctx, failed):
-                rs.attempt = 0
-        if rs.attempt:
-            asked = failed.retry_after if failed is not None and failed.retry_after else 0.0
-            await asyncio.sleep(max(ctx.limits.retry_delay(rs.attempt), min(asked, 60.0)))
-        rs.attempt += 1
+    if rs.attempt > 0:  # the bounded reason -> reason rows: a retry, or the next model
+        await _again(rs, ctx, failed)
     else:
         rs.attempt = 1
         rs.iteration += 1
@@ -73,15 +66,33 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
         else:
             response = await call_model(request, ctx)
     except Exception as exc:
-        rs.model_error = error_info(exc)
-        ctx.emit(ErrorOccurred, error=rs.model_error)
-        if ctx.agent.fallback_models:
-            rs.next_model = fallback_target(exc, rs, ctx)
+        _failed(rs, ctx, exc)
         return
     rs.response = response
     reply = response.__dict__  # the log keeps the reply's values, not the reply (events.reply_values)
     details = reply["details"] or None
-    named = reply["model"]
-    if named is None and ctx.agent.fallback_models:  # the log names the model that answered
-        named = model_name(rs.model_in_use)
+    named = reply["model"] or (model_name(rs.model_in_use) if ctx.agent.fallback_models else None)  # who answered
     ctx.record(ModelResponded, reply["parts"], reply["usage"], reply["stop_reason"], named, details)
+
+
+def _failed(rs: RunState, ctx: RunContext, exc: Exception) -> None:
+    """The call failed: the error recorded (and, when the agent's fallback models cover it, the
+    model the fallback row would switch to)."""
+    rs.model_error = error_info(exc)
+    ctx.emit(ErrorOccurred, error=rs.model_error)
+    if ctx.agent.fallback_models:
+        rs.next_model = fallback_target(exc, rs, ctx)
+
+
+async def _again(rs: RunState, ctx: RunContext, failed: ErrorInfo | None) -> None:
+    """Another attempt in this pass: after the fallback row, the next model's first (at once);
+    after the retry row, a retry, once the backoff has passed, or longer if the provider said
+    (Retry-After, at most 60 s)."""
+    if rs.next_model is not None:
+        rs.next_model = None
+        if switch_model(rs, ctx, failed):
+            rs.attempt = 1
+            return
+    asked = failed.retry_after if failed is not None and failed.retry_after else 0.0
+    await asyncio.sleep(max(ctx.limits.retry_delay(rs.attempt), min(asked, 60.0)))
+    rs.attempt += 1

@@ -1,4 +1,4 @@
-"""Cost: each reply's usage priced exactly from the price table (unknown models cost None, never a guess), summed per run, and bounded by ``Limits(max_cost_usd=...)``."""
+"""Cost: each reply priced exactly (an unknown model: None, never a guess), summed per run, bounded by max_cost_usd."""
 
 from __future__ import annotations
 
@@ -151,9 +151,7 @@ def test_max_cost_usd_ends_in_salvage() -> None:
 
 def test_max_cost_usd_with_salvage_off_ends_with_the_limit() -> None:
     script = [reply(input_tokens=3000, output_tokens=100) for _ in range(3)]
-    agent = Agent(
-        name="a", model=ScriptedModel(script), tools=[add], limits=Limits(max_cost_usd=0.01, salvage=False)
-    )
+    agent = Agent(name="a", model=ScriptedModel(script), tools=[add], limits=Limits(max_cost_usd=0.01, salvage=False))
     result = run(agent)
     assert (result.outcome, result.limit) == ("limit", "max_cost_usd")
 
@@ -166,12 +164,14 @@ def test_a_cost_budget_that_cannot_be_counted_stops_the_run() -> None:
 
 
 def test_without_a_cost_budget_an_unknown_cost_changes_nothing() -> None:
-    result = run(Agent(name="a", model=ScriptedModel([[ToolCall(name="add", args={"a": 1, "b": 2})], "ok"]), tools=[add]))
+    result = run(
+        Agent(name="a", model=ScriptedModel([[ToolCall(name="add", args={"a": 1, "b": 2})], "ok"]), tools=[add])
+    )
     assert (result.outcome, result.cost_usd) == ("final", None)
 
 
 def test_a_bad_max_cost_usd_is_refused_in_one_line() -> None:
-    with pytest.raises(ConfigurationError, match="max_cost_usd.*US dollars") as caught:
+    with pytest.raises(ConfigurationError, match=r"max_cost_usd.*US dollars") as caught:
         Limits(max_cost_usd=-1)
     assert "\n" not in str(caught.value)
 
@@ -198,7 +198,7 @@ _PRICES = st.decimals(min_value=0, max_value=1000, places=4, allow_nan=False, al
 def test_cost_is_monotone_in_usage_and_adds_up(
     prices: tuple[Decimal, ...], low: tuple[int, ...], more: tuple[int, ...]
 ) -> None:
-    from loopwright.models.prices import price  # noqa: PLC0415
+    from loopwright.models.prices import price
 
     p = price(*prices, date="2026-11-26", source="https://example.com")
 

@@ -91,7 +91,9 @@ def test_committed_svgs_are_byte_for_byte_fresh(tmp_path: Path) -> None:
 def test_svg_is_deterministic_and_styles_bounded_edges() -> None:
     assert diagram(CORE, "svg") == diagram(CORE, "svg")
     dot = diagram(CORE, "dot")
-    assert 'reason -> reason [label="⟲ has_retryable_model_error &\\nretries_left [bounded: max_model_retries] | ⟲' in dot
+    assert (
+        'reason -> reason [label="⟲ has_retryable_model_error &\\nretries_left [bounded: max_model_retries] | ⟲' in dot
+    )
     assert 'color="#1f5fbf"' in dot and "peripheries=2" in dot
     assert diagram(CORE, "png").startswith(b"\x89PNG")
 

@@ -1,4 +1,4 @@
-"""Fallback models: a model call that failed for good takes the bounded row ``reason -> reason [has_failed_model & fallback_left]`` to the agent's next model."""
+"""Fallback models: a call that failed for good takes the bounded fallback row to the agent's next model."""
 
 from __future__ import annotations
 

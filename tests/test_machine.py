@@ -72,7 +72,8 @@ def test_table_reads_like_the_diagram() -> None:
         "decide -> suspended (has_pending_requests & within_suspension_budget) [bounded: max_suspensions]",
         "decide -> done (is_final_response)",
         "decide -> transfer (transfer_requested & within_transfer_budget & not_ping_pong & within_iteration_budget"
-        " & within_tool_call_budget & within_token_budget & within_cost_budget & within_time_budget) [bounded: max_transfers]",
+        " & within_tool_call_budget & within_token_budget & within_cost_budget & within_time_budget)"
+        " [bounded: max_transfers]",
         "decide -> preprocess (no_transfer_requested & within_iteration_budget & within_tool_call_budget & "
         "within_token_budget & within_cost_budget & within_time_budget) [bounded: max_iterations]",
         "decide -> salvage (salvage_allowed)",

@@ -134,7 +134,13 @@ def _takes(name: str) -> str:
     if field is None or field.annotation is bool:
         return "True or False"
     at_least = "0" if any(getattr(m, "ge", None) == 0 for m in field.metadata) else None
-    kind = "a number of seconds" if name.endswith("_s") else "a number of US dollars" if name.endswith("_usd") else "a whole number"
+    kind = (
+        "a number of seconds"
+        if name.endswith("_s")
+        else "a number of US dollars"
+        if name.endswith("_usd")
+        else "a whole number"
+    )
     bound = f">= {at_least}" if at_least else "> 0"
     none = " or None (no bound: only when you mean it)" if "Optional" in repr(field.annotation) else ""
     return f"{kind} {bound}{none}"

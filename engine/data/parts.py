@@ -10,8 +10,8 @@ import base64
 import itertools
 import os
 import pathlib
-from decimal import Decimal
 from collections.abc import Iterator, Sequence
+from decimal import Decimal
 from typing import Annotated, Any, Literal, overload
 
 from pydantic import BaseModel, Field, JsonValue, NonNegativeInt, TypeAdapter, field_serializer

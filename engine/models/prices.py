@@ -60,7 +60,10 @@ class Price:
             if prompt > self.long_from:
                 return None if self.long is None else self.long.cost(usage)
         total = usage.input_tokens * self.input + usage.output_tokens * self.output
-        for count, price in ((usage.cache_creation_tokens, self.cache_write), (usage.cache_read_tokens, self.cache_read)):
+        for count, price in (
+            (usage.cache_creation_tokens, self.cache_write),
+            (usage.cache_read_tokens, self.cache_read),
+        ):
             if count:
                 if price is None:
                     return None
@@ -99,11 +102,18 @@ def price(
     """A :class:`Price` from numbers (a float is read as its shortest decimal: ``0.1`` is 0.1)."""
     found = {
         name: _d(value, name, model)
-        for name, value in (("input", input), ("output", output), ("cache_write", cache_write), ("cache_read", cache_read))
+        for name, value in (
+            ("input", input),
+            ("output", output),
+            ("cache_write", cache_write),
+            ("cache_read", cache_read),
+        )
     }
     if found["input"] is None or found["output"] is None:
         raise ConfigurationError(f"register_price({model!r}): input and output prices are required")
-    return Price(found["input"], found["output"], found["cache_write"], found["cache_read"], date, source, long_from, long)
+    return Price(
+        found["input"], found["output"], found["cache_write"], found["cache_read"], date, source, long_from, long
+    )
 
 
 _CLAUDE = "https://platform.claude.com/docs/en/about-claude/pricing"

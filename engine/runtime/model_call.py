@@ -27,8 +27,8 @@ from ..data.events import (
     new_call_id,
 )
 from ..data.limits import Watched, watch
-from ..data.values import ValueTooLarge, clean_text, is_storable, storable
 from ..data.run_state import RunState
+from ..data.values import ValueTooLarge, clean_text, is_storable, storable
 from ..models.base import StreamDelta
 from ..models.prices import cost_of
 from ..models.scripted import ScriptedModel
@@ -224,7 +224,7 @@ def fallback_target(exc: BaseException, rs: RunState, ctx: RunContext) -> str | 
     retryable = isinstance(exc, ModelError) and exc.retryable
     if not retryable:
         status = getattr(exc, "status", None)
-        if not any(kind == status if type(kind) is int else isinstance(exc, kind) for kind in agent.fallback_on):
+        if not any(kind == status if isinstance(kind, int) else isinstance(exc, kind) for kind in agent.fallback_on):
             return None
     return model_name(agent.fallback_models[n])
 
