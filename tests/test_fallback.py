@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,17 +17,21 @@ from loopwright import (
     ModelError,
     ModelRequest,
     ModelResponse,
+    ResumeError,
     Runner,
     RunResult,
     RunState,
     ScriptedModel,
     TextPart,
     ToolCall,
+    approve,
     diagram,
+    tool,
     verify,
 )
 from loopwright.data.events import ModelResponded, ModelSwitched, StateEntered
 from loopwright.features import BUILT_IN_MACHINES, machine_for
+from loopwright.stores import SQLiteStore
 from loopwright.table.machine import CORE
 
 from .helpers import add
@@ -212,3 +217,58 @@ def test_n_failing_models_end_within_bounds(failing: int, max_fallbacks: int, re
         assert result.outcome == "final"
     else:
         assert result.outcome == "failed"
+
+
+@tool(requires_confirmation=True)
+def pay(amount: int) -> str:
+    """Pay an amount (asks a person first)."""
+    return f"paid {amount}"
+
+
+def _paying_backup() -> ScriptedModel:
+    def answer(request: ModelRequest) -> ModelResponse:
+        if len(request.messages) < 3:
+            return ModelResponse(parts=(ToolCall(name="pay", args={"amount": 5}),))
+        return ModelResponse(parts=(TextPart(text="paid"),))
+
+    return ScriptedModel(answer, name="backup")
+
+
+def test_a_durable_run_resumes_on_the_model_it_was_on(tmp_path: Path) -> None:
+    """Saved in SQLite while waiting on the fallback model; resumed by id in a fresh Runner (a
+    fresh agent, as a new process has): the primary model is not called again."""
+    db = tmp_path / "runs.db"
+
+    def make(primary: Down) -> Agent:
+        return Agent(
+            name="a",
+            model=primary,
+            fallback_models=[_paying_backup()],
+            tools=[pay],
+            limits=Limits(retry_backoff_s=0, max_model_retries=0),
+        )
+
+    first = asyncio.run(Runner(make(Down("primary")), store=SQLiteStore(db)).run("go", run_id="r1"))
+    assert first.outcome == "suspended", first.error
+    assert first.models_used == ["primary", "backup"]
+    again = Down("primary")
+    decisions = {first.pending[0].call_id: approve()}
+    result = asyncio.run(Runner(make(again), store=SQLiteStore(db)).resume("r1", decisions))
+    assert result.outcome == "final" and result.output == "paid"
+    assert again.calls == 0  # it resumed on the fallback model
+    assert result.models_used == ["primary", "backup"]
+    assert result.run_state.fallbacks == {"a": 1}
+
+
+def test_a_saved_run_on_a_fallback_the_agent_no_longer_has_fails_with_the_reason() -> None:
+    rs = RunState(run_id="r", agent="a", input="hi")
+    rs.fallbacks = {"a": 2}
+    loaded = RunState.from_json(rs.to_json())
+    a = Agent(name="a", model=ScriptedModel(["x"]), fallback_models=[ScriptedModel(["y"])])
+    from loopwright.runtime.model_call import current_model  # noqa: PLC0415
+
+    class Ctx:
+        agent = a
+
+    with pytest.raises(ResumeError, match="fallback model 2 of agent 'a'"):
+        current_model(loaded, Ctx())  # type: ignore[arg-type]
