@@ -25,6 +25,7 @@ from loopwright.runtime.model_call import (
     model_name,
     note_model,
     plain,
+    refuses_cost,
     switch_model,
 )
 
@@ -42,7 +43,9 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     request = rs.request
     if request is None:  # the table only routes here after preprocess
         raise RuntimeError("reason entered without a request; preprocess must run first")
-    if ctx.up is not None and ctx.up.refuses(rs, ctx):  # a nested run: the runs above must have room for it
+    if (ctx.up is not None and ctx.up.refuses(rs, ctx)) or (  # a nested run: the runs above must have room for it
+        rs.limits.max_cost_usd is not None and refuses_cost(rs, ctx, request)  # it would overspend: not sent
+    ):
         return
     tools = request.tools
     if ctx.tools_named is not tools:  # the agent's tools change rarely: their names are kept, not rebuilt

@@ -25,7 +25,7 @@ from loopwright import (
     ToolCall,
     Usage,
 )
-from loopwright.data.events import ModelResponded
+from loopwright.data.events import ErrorOccurred, ModelResponded
 from loopwright.models.prices import cost_of, known_prices, price_for, register_price, unregister_price
 
 from .helpers import add
@@ -211,3 +211,36 @@ def test_cost_is_monotone_in_usage_and_adds_up(
     assert ca is not None and cb is not None and extra is not None
     assert ca <= cb
     assert ca + extra == cb  # exact: no rounding anywhere
+
+
+def test_a_request_that_would_overspend_is_not_sent() -> None:
+    """Checked before the call (its input alone, estimated from below, at the cheapest input price)."""
+    sent: list[int] = []
+
+    def answer(request: Any) -> ModelResponse:
+        sent.append(len(request.messages))
+        return reply(input_tokens=1000, output_tokens=100)
+
+    big = "x" * 50_000  # >= 10,000 tokens: at least $0.005 of claude-opus-4-6 (cache reads at $0.50: $0.005)
+    agent = Agent(
+        name="a",
+        model=ScriptedModel(answer, name="claude-opus-4-6"),
+        tools=[add],
+        limits=Limits(max_cost_usd=0.004),
+    )
+    result = run(agent.replace(instruction=big))
+    assert sent == []
+    assert (result.outcome, result.limit) == ("limit", "max_cost_usd")
+    errors = [e.error.message for e in result.events if isinstance(e, ErrorOccurred)]
+    assert len(errors) == 1 and "was not sent" in errors[0] and "max_cost_usd=0.004" in errors[0]
+    assert result.trace[-2:] == ["reason", "done"]
+    run(agent.replace(limits=Limits(max_cost_usd=1, max_iterations=1)))  # a small request is sent
+    assert sent[:1] == [1]
+
+
+def test_the_estimate_is_from_below() -> None:
+    from loopwright import Message, ModelRequest
+    from loopwright.models.prices import estimate_input_tokens
+
+    request = ModelRequest(messages=[Message(role="user", parts=(TextPart(text="a" * 100),))])
+    assert estimate_input_tokens(request) == 20

@@ -156,6 +156,9 @@ def scenarios(name: str) -> list[Callable[[], None]]:
         lambda: run(make(name, max_iterations=1, salvage=False), [call(), "never"]),
         lambda: run(make(name), [TokenBudgetError("too big"), ok]),  # not sent: salvaged
         lambda: run(make(name, salvage=False), [TokenBudgetError("too big")]),  # not sent: the limit
+        lambda: Runner(  # would overspend max_cost_usd: not sent, the limit
+            make(name, max_cost_usd=1e-9).replace(model=ScriptedModel([ok], name="claude-opus-4-6"))
+        ).run_sync("go"),
         lambda: Runner(make(name, timeout_s=0.05).replace(model=ScriptedModel(_hang))).run_sync("go"),  # type: ignore[arg-type]
     ]
     stages = ["preprocess", "reason", "postprocess", "act", "decide"]

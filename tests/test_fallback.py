@@ -265,7 +265,7 @@ def test_a_saved_run_on_a_fallback_the_agent_no_longer_has_fails_with_the_reason
     rs.fallbacks = {"a": 2}
     loaded = RunState.from_json(rs.to_json())
     a = Agent(name="a", model=ScriptedModel(["x"]), fallback_models=[ScriptedModel(["y"])])
-    from loopwright.runtime.model_call import current_model  # noqa: PLC0415
+    from loopwright.runtime.model_call import current_model
 
     class Ctx:
         agent = a

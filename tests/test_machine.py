@@ -87,6 +87,7 @@ def test_table_reads_like_the_diagram() -> None:
         ("is_final_response", "final"),
         ("else", "limit"),
         ("request_over_token_budget", "limit"),
+        ("request_over_cost_budget", "limit"),
         ("has_response", "salvaged"),
     }
 

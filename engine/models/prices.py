@@ -22,16 +22,18 @@ model this table does not list yet): it wins over the table's.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from ..data.errors import ConfigurationError
+from ..data.parts import TextPart, ThoughtPart, ToolCall, ToolResult
 from .claude_facts import base_id
 
 if TYPE_CHECKING:
-    from ..data.parts import Usage
+    from ..data.parts import ModelRequest, Usage
 
 MILLION = Decimal(1_000_000)
 
@@ -211,6 +213,39 @@ def cost_of(model: str | None, usage: Usage) -> Decimal | None:
     """What ``usage`` of ``model`` costs in US dollars, exactly; None if it is not known."""
     found = price_for(model)
     return None if found is None else found.cost(usage)
+
+
+CHARS_PER_TOKEN = 5
+"""The estimate before a call counts this many characters of text a token: fewer tokens than
+any tokenizer makes of them, so a request is refused only when it surely does not fit."""
+
+
+def estimate_input_tokens(request: ModelRequest) -> int:
+    """The input tokens of ``request``, estimated from below: the characters of its
+    instructions, texts, tool calls and results and tool specs, :data:`CHARS_PER_TOKEN` a
+    token (images and documents not counted)."""
+    chars = sum(len(i.text) for i in request.instructions)
+    chars += sum(len(t.name) + len(t.description) + len(json.dumps(t.input_schema)) for t in request.tools)
+    for message in request.messages:
+        for part in message.parts:
+            if isinstance(part, TextPart | ThoughtPart):
+                chars += len(part.text)
+            elif isinstance(part, ToolCall):
+                chars += len(part.name) + len(json.dumps(part.args, default=str))
+            elif isinstance(part, ToolResult):
+                content = part.content
+                chars += len(content) if isinstance(content, str) else len(json.dumps(content, default=str))
+    return chars // CHARS_PER_TOKEN
+
+
+def least_input_cost(model: str | None, request: ModelRequest) -> Decimal | None:
+    """What sending ``request`` to ``model`` costs at the least (its estimated input tokens at
+    the cheapest input price: a cache read where that is cheaper); None: no price for it."""
+    found = price_for(model)
+    if found is None:
+        return None
+    cheapest = found.input if found.cache_read is None else min(found.input, found.cache_read)
+    return estimate_input_tokens(request) * cheapest / MILLION
 
 
 def known_prices() -> dict[str, Price]:

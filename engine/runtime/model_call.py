@@ -7,6 +7,7 @@ import asyncio
 import inspect
 import os
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from ..data.errors import ModelError, ResumeError, TokenBudgetError, redact
@@ -30,7 +31,7 @@ from ..data.limits import Watched, watch
 from ..data.run_state import RunState
 from ..data.values import ValueTooLarge, clean_text, is_storable, storable
 from ..models.base import StreamDelta
-from ..models.prices import cost_of
+from ..models.prices import cost_of, least_input_cost
 from ..models.scripted import ScriptedModel
 from .context import RunContext
 from .observers import enter_scopes
@@ -210,6 +211,31 @@ def note_model(rs: RunState, model: Any) -> None:
     name = model_name(model)
     if name not in rs.models_used:
         rs.models_used = [*rs.models_used, name]
+
+
+def refuses_cost(rs: RunState, ctx: RunContext, request: ModelRequest) -> bool:
+    """Before a call, with a ``max_cost_usd``: whether ``request`` would cost more than is left
+    of it, at the least (:func:`~loopwright.models.prices.least_input_cost`; a model with no
+    price is not estimated). If so the call is not made: ``model_error`` says why, with kind
+    ``cost_budget``, and the table ends the run (``reason -> done [request_over_cost_budget]``)."""
+    cap, usage = rs.limits.max_cost_usd, rs.usage
+    spent = usage.cost_usd
+    if spent is None and not usage.requests and not usage.total_tokens:
+        spent = Decimal(0)  # (nothing spent yet; an unknown cost so far spends the budget at decide)
+    if cap is None or spent is None:
+        return False
+    model = ctx.agent.model if not rs.fallbacks else current_model(rs, ctx)
+    least = least_input_cost(model_name(model), request)
+    if least is None or spent + least <= Decimal(str(cap)):
+        return False
+    rs.model_error = ErrorInfo(
+        kind="cost_budget",
+        message=f"the request would cost at least ${least:.6f} (its input alone, estimated), more than the "
+        f"${max(Decimal(str(cap)) - spent, Decimal(0)):.6f} left of max_cost_usd={cap:g}; it was not sent. Raise "
+        "max_cost_usd, or keep tool results and history smaller",
+    )
+    ctx.emit(ErrorOccurred, error=rs.model_error)
+    return True
 
 
 def fallback_target(exc: BaseException, rs: RunState, ctx: RunContext) -> str | None:

@@ -61,6 +61,17 @@ def request_over_token_budget(rs: RunState) -> bool:
 request_over_token_budget.spends = TOKENS.name  # type: ignore[attr-defined]
 
 
+def request_over_cost_budget(rs: RunState) -> bool:
+    """The request was not sent: at the least it would have cost more than is left of
+    ``max_cost_usd`` (its input alone, estimated from below). The rows it guards record
+    ``max_cost_usd`` as the limit."""
+    error = rs.model_error
+    return error is not None and error.kind == "cost_budget"
+
+
+request_over_cost_budget.spends = COST.name  # type: ignore[attr-defined]
+
+
 def has_tool_calls(rs: RunState) -> bool:
     """The latest reply asks for at least one tool call."""
     response = rs.response
@@ -110,6 +121,7 @@ GUARDS: dict[str, Guard] = {
         has_failed_model,
         fallback_left,
         request_over_token_budget,
+        request_over_cost_budget,
         has_tool_calls,
         is_final_response,
         within_iteration_budget,

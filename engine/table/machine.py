@@ -19,6 +19,7 @@ The core (``CORE``, the plain agent)::
     reason      -> reason       if has_failed_model & fallback_left           [bounded: max_fallbacks]  (the next model)
     reason      -> salvage      if request_over_token_budget & salvage_allowed  (the request was not sent)
     reason      -> done         if request_over_token_budget              => limit
+    reason      -> done         if request_over_cost_budget               => limit  (the request was not sent)
     reason      -> failed                                                 => failed
     postprocess -> cancelled    if cancel_requested                       => cancelled
     postprocess -> act          if has_tool_calls
