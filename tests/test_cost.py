@@ -244,3 +244,22 @@ def test_the_estimate_is_from_below() -> None:
 
     request = ModelRequest(messages=[Message(role="user", parts=(TextPart(text="a" * 100),))])
     assert estimate_input_tokens(request) == 20
+
+
+def test_a_nested_run_adds_its_cost_to_the_run_above() -> None:
+    from loopwright import agent_tool
+
+    inner_script = [reply(input_tokens=100), reply(input_tokens=100), reply("inner says hi", output_tokens=10)]
+    inner = Agent(name="inner", model=ScriptedModel(inner_script), tools=[add])
+    outer_script = [
+        ModelResponse(
+            parts=(ToolCall(name="inner", args={"task": "hi"}),), usage=Usage(requests=1, input_tokens=1000),
+            model="claude-opus-4-6",
+        ),
+        reply("done", input_tokens=1000),
+    ]
+    outer = Agent(name="outer", model=ScriptedModel(outer_script), tools=[agent_tool(inner)])
+    result = run(outer)
+    assert result.outcome == "final", result.error
+    # outer: 2 x 1000 input tokens ($0.01); inner: 200 input + 10 output ($0.00125)
+    assert result.cost_usd == Decimal("0.01125")
