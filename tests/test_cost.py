@@ -253,7 +253,8 @@ def test_a_nested_run_adds_its_cost_to_the_run_above() -> None:
     inner = Agent(name="inner", model=ScriptedModel(inner_script), tools=[add])
     outer_script = [
         ModelResponse(
-            parts=(ToolCall(name="inner", args={"task": "hi"}),), usage=Usage(requests=1, input_tokens=1000),
+            parts=(ToolCall(name="inner", args={"task": "hi"}),),
+            usage=Usage(requests=1, input_tokens=1000),
             model="claude-opus-4-6",
         ),
         reply("done", input_tokens=1000),
