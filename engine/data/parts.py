@@ -189,12 +189,13 @@ class Usage(BaseModel):
 
     def __add__(self, other: Usage) -> Usage:
         cost, more = self.cost_usd, other.cost_usd
-        if cost is not None and more is not None:
+        if more is None:  # (the usual case without prices: both None, nothing to do)
+            if cost is not None and (other.requests or other.total_tokens):
+                cost = None
+        elif cost is not None:
             cost += more
-        elif cost is None and more is not None:
-            cost = None if self.requests or self.total_tokens else more
-        elif cost is not None and (other.requests or other.total_tokens):
-            cost = None
+        elif not self.requests and not self.total_tokens:
+            cost = more
         return trusted(
             Usage,
             input_tokens=self.input_tokens + other.input_tokens,

@@ -183,6 +183,11 @@ def _cost_spent(rs: RunState) -> float:
     return cost  # type: ignore[return-value]  # (a Decimal: compared with a float cap exactly)
 
 
+def _cost_room(rs: RunState) -> bool:
+    cap = rs.limits.max_cost_usd
+    return cap is None or _cost_spent(rs) < cap
+
+
 def _time_left(rs: RunState) -> bool:
     return not rs.deadline_hit
 
@@ -216,7 +221,7 @@ TOKENS = Budget(
     used=attrgetter("usage.total_tokens"), scope="turn",
 )  # fmt: skip
 COST = Budget(
-    "max_cost_usd", "money (max_cost_usd=${value})", "within_cost_budget", used=_cost_spent,
+    "max_cost_usd", "money (max_cost_usd=${value})", "within_cost_budget", used=_cost_spent, room=_cost_room,
 )  # fmt: skip
 FALLBACKS = Budget(
     "max_fallbacks",
