@@ -5,8 +5,9 @@ Each feature is one :class:`~loopwright.machine.Extension` in its own module: ``
 (the same tool call over and over: on for every agent with tools unless
 ``Limits(max_repeated_calls=None)``), ``structured_output`` (``Agent(output_type=...)``),
 ``plan_react`` (``Agent(planner=PlanReAct())``), ``planner`` (``Agent(planner=Planner())``),
-``observer`` (``Agent(observer=Observer(every=3))``) and ``compaction``
-(``Agent(compaction=Compaction(max_tokens=...))``). An agent's machine is
+``observer`` (``Agent(observer=Observer(every=3))``), ``compaction``
+(``Agent(compaction=Compaction(max_tokens=...))``) and ``guardrails`` (``Agent(input_guards=...,
+output_guards=..., tool_guards=...)``). An agent's machine is
 the core composed with the features its definition needs, then the user's own extensions
 (``Agent(extensions=...)``, or those of a machine made by :func:`~loopwright.extend`), cached per
 feature set so agents alike share one machine.
@@ -18,6 +19,7 @@ from loopwright.runtime.agent import Agent
 from loopwright.table.machine import CORE, Extension, LoopMachine, compose
 
 from .compaction import COMPACTION, Compaction
+from .guardrails import GUARDRAILS, Block, Guardrail, GuardVerdict, Rewrite, guarded
 from .loop_detection import LOOP_DETECTION
 from .multi_agent import MULTI_AGENT
 from .observer import OBSERVER, Observer
@@ -35,6 +37,7 @@ BUILT_IN: tuple[Extension, ...] = (
     PLANNER,
     OBSERVER,
     COMPACTION,
+    GUARDRAILS,
 )
 
 
@@ -53,6 +56,8 @@ def features_for(agent: Agent) -> tuple[Extension, ...]:
         wanted.append(STRUCTURED_OUTPUT)
     for option in ("planner", "observer", "compaction"):
         wanted += dict.fromkeys(getattr(a, option).extension for a in tree if getattr(a, option) is not None)
+    if guarded(agent):
+        wanted.append(GUARDRAILS)
     own = [*(agent.machine.extensions if agent.machine is not None else ()), *agent.extensions]
     for ext in own:
         if ext in BUILT_IN:
@@ -86,6 +91,7 @@ BUILT_IN_MACHINES: dict[str, LoopMachine] = {
     "planner": compose(PLANNER),
     "observer": compose(OBSERVER),
     "compaction": compose(COMPACTION),
+    "guardrails": compose(GUARDRAILS),
 }
 """The core, each built-in feature composed onto it, and the combinations agents get by default
 (an agent with tools has loop detection): the machines ``diagrams/`` shows."""
@@ -94,6 +100,7 @@ __all__ = [
     "BUILT_IN",
     "BUILT_IN_MACHINES",
     "COMPACTION",
+    "GUARDRAILS",
     "LOOP_DETECTION",
     "MULTI_AGENT",
     "OBSERVER",
@@ -101,10 +108,14 @@ __all__ = [
     "PLAN_REACT",
     "STRUCTURED_OUTPUT",
     "WAITING",
+    "Block",
     "Compaction",
+    "GuardVerdict",
+    "Guardrail",
     "Observer",
     "PlanReAct",
     "Planner",
+    "Rewrite",
     "features_for",
     "machine_for",
 ]

@@ -87,6 +87,10 @@ class Agent:
     may add a correction. ``compaction`` (``loopwright.features.Compaction(max_tokens=...)``)
     replaces older turns by a summary once the history passes a token threshold.
 
+    ``input_guards``, ``output_guards`` and ``tool_guards`` check the user's message, the final
+    answer and each tool call (functions, agents, or ``loopwright.features.Guardrail`` values):
+    each may allow, rewrite or block (``loopwright.features.guardrails``).
+
     ``extensions`` adds the user's own states and rows (:class:`~loopwright.machine.Extension`,
     or what :func:`~loopwright.extend` makes) to the machine this agent runs on; ``machine``
     names a machine built with :func:`~loopwright.extend` (its extensions are used the same way).
@@ -116,6 +120,9 @@ class Agent:
     planner: Any
     observer: Any
     compaction: Any
+    input_guards: tuple[Any, ...]
+    output_guards: tuple[Any, ...]
+    tool_guards: tuple[Any, ...]
     toolsets: tuple[Toolset, ...]
     """The toolsets among ``tools`` (their tools are in ``tools`` once listed: :mod:`.toolsets`)."""
     tool_specs = LiveSpecs()  # an agent without toolsets holds its own tuple (set in __init__)
@@ -147,9 +154,14 @@ class Agent:
         planner: Any = None,
         observer: Any = None,
         compaction: Any = None,
+        input_guards: Sequence[Any] = (),
+        output_guards: Sequence[Any] = (),
+        tool_guards: Sequence[Any] = (),
     ) -> None:
         _check_options(name, model, limits, instruction, history)
         _check_features(name, output_type, planner, observer, compaction)
+        guards = {"input_guards": input_guards, "output_guards": output_guards, "tool_guards": tool_guards}
+        _check_guards(name, guards)
         own = object.__setattr__
         own(self, "_options", {
             "name": name, "model": model, "instruction": instruction, "static_instruction": static_instruction,
@@ -159,7 +171,7 @@ class Agent:
             "disallow_transfer_to_parent": disallow_transfer_to_parent,
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
             "output_type": output_type, "planner": planner, "observer": observer,
-            "compaction": compaction,
+            "compaction": compaction, **guards,
         })  # fmt: skip
         toolsets = tuple(t for t in tools if is_toolset(t))
         tool_map = _tool_map(name, [t for t in tools if not is_toolset(t)] if toolsets else tools)
@@ -183,7 +195,7 @@ class Agent:
             "disallow_transfer_to_parent": disallow_transfer_to_parent,
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
             "output_type": output_type, "planner": planner, "observer": observer,
-            "compaction": compaction,
+            "compaction": compaction, **{k: tuple(v) for k, v in guards.items()},
             "tool_specs": tuple(t.spec for t in tool_map.values()), "instruction_is_dynamic": dynamic,
             "static_instructions": tuple(static),
         }.items():  # fmt: skip
@@ -251,6 +263,18 @@ def _check_features(name: str, output_type: object, planner: object, observer: o
     ):
         if value is not None and getattr(value, "extension", None) is None:
             raise ConfigurationError(f"agent {name!r}: {option} must be {example}, got {value!r}")
+
+
+def _check_guards(name: str, guards: Mapping[str, Any]) -> None:
+    for option, given in guards.items():
+        if isinstance(given, str) or not isinstance(given, Sequence):
+            raise ConfigurationError(f"agent {name!r}: {option} must be a list of guards, got {type(given).__name__}")
+        for g in given:
+            if not (callable(g) or isinstance(g, Agent) or hasattr(g, "check")):
+                raise ConfigurationError(
+                    f"agent {name!r}: {option} takes functions, Agents or loopwright.features.Guardrail values, "
+                    f"got {g!r}"
+                )
 
 
 def _tool_map(name: str, tools: Sequence[Any]) -> dict[str, Tool]:
