@@ -301,9 +301,9 @@ def make_event(
 __all__ = [
     "EVENT_ADAPTER",
     "EVENT_FIELDS",
+    "Blocked",
     "Compacted",
     "DocumentPart",
-    "Blocked",
     "ErrorInfo",
     "ErrorOccurred",
     "Event",

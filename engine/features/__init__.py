@@ -19,7 +19,8 @@ from loopwright.runtime.agent import Agent
 from loopwright.table.machine import CORE, Extension, LoopMachine, compose
 
 from .compaction import COMPACTION, Compaction
-from .guardrails import GUARDRAILS, Block, Guardrail, GuardVerdict, Rewrite, guarded
+from .guardrails import GUARDRAILS, Block, Guardrail, GuardVerdict, Rewrite
+from .guardrails_verdicts import guarded
 from .loop_detection import LOOP_DETECTION
 from .multi_agent import MULTI_AGENT
 from .observer import OBSERVER, Observer
@@ -56,8 +57,7 @@ def features_for(agent: Agent) -> tuple[Extension, ...]:
         wanted.append(STRUCTURED_OUTPUT)
     for option in ("planner", "observer", "compaction"):
         wanted += dict.fromkeys(getattr(a, option).extension for a in tree if getattr(a, option) is not None)
-    if guarded(agent):
-        wanted.append(GUARDRAILS)
+    wanted += [GUARDRAILS] if guarded(agent) else []
     own = [*(agent.machine.extensions if agent.machine is not None else ()), *agent.extensions]
     for ext in own:
         if ext in BUILT_IN:

@@ -17,10 +17,11 @@ that raises blocks (it fails closed). It adds:
   run (``guard_first -> done``, ``"blocked"``); else its rows are ``reason``'s own (a reply
   goes to ``postprocess`` only once every guard has allowed it, so no tool runs before);
 - the state ``guard_output``, entered from ``postprocess`` when the reply is final (before
-  ``decide``) and from ``salvage`` with a salvaged answer: the active agent's output guards
-  check the answer's text; a block ends the run (``"blocked"``), or, for a guard with
-  ``retries=N``, goes back to the model with the guard's message (``guard_output ->
-  preprocess``, bounded by ``max_guard_retries``; at most N times for that guard);
+  ``decide``): the active agent's output guards check the answer's text; a block ends the run
+  (``"blocked"``), or, for a guard with ``retries=N``, goes back to the model with the guard's
+  message (``guard_output -> preprocess``, bounded by ``max_guard_retries``; at most N times
+  for that guard); ``guard_salvaged`` does the same for a salvaged answer (``salvage ->
+  guard_salvaged``; no retry: a block ends the run, else ``done`` with outcome ``"salvaged"``);
 - a gate in ``act``: the active agent's tool guards check each call before it runs (a block
   answers the call with the guard's message; the tool does not run) and, with
   ``after=True``, its result (rewritten or withheld). A block by a guard with ``halt=True``
@@ -32,16 +33,10 @@ that raises blocks (it fails closed). It adds:
 from __future__ import annotations
 
 import asyncio
-import inspect
-import json
-import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel
-
-from loopwright.data.errors import ConfigurationError
 from loopwright.data.events import (
     Blocked,
     ErrorInfo,
@@ -54,10 +49,8 @@ from loopwright.data.events import (
     trusted,
 )
 from loopwright.data.run_state import RunState
-from loopwright.runtime.agent import Agent
 from loopwright.runtime.calls import CallOutcome, proceed, result, value_result
 from loopwright.runtime.context import RunContext
-from loopwright.runtime.nesting import enter_tools, leave_tools, link
 from loopwright.states.reason import reason
 from loopwright.table.budgets import Budget
 from loopwright.table.guards import cancel_requested, has_response, is_final_response
@@ -77,105 +70,21 @@ from loopwright.table.machine import (
     cancellable,
 )
 
+from .guardrails_verdicts import (
+    MAX_GUARD_RETRIES,
+    Block,
+    Guardrail,
+    GuardVerdict,
+    Rewrite,
+    Verdict,
+    guards_of,
+    run_agents_with,
+    verdict,
+)
+
 NAME = "guardrails"
-GUARD_INPUT, GUARD_FIRST, GUARD_OUTPUT = "guard_input", "guard_first", "guard_output"
-MAX_GUARD_RETRIES = 10
-"""The most retries an output guard may ask for (``Guardrail(retries=...)``), and the cap of the
-``max_guard_retries`` budget that bounds the retry row."""
-
+GUARD_INPUT, GUARD_FIRST, GUARD_OUTPUT, GUARD_SALVAGED = "guard_input", "guard_first", "guard_output", "guard_salvaged"
 RETRY = "Your answer was blocked by the guard {name!r}: {message}\nAnswer again so that it passes."
-
-
-@dataclass(frozen=True, slots=True)
-class Block:
-    """A guard's verdict: stop here, saying why."""
-
-    message: str = "blocked by a guard"
-
-
-@dataclass(frozen=True, slots=True)
-class Rewrite:
-    """A guard's verdict: go on with ``value`` instead (the user's text, the answer's text, a
-    call's arguments as a dict, or a tool result's content)."""
-
-    value: Any
-
-
-class GuardVerdict(BaseModel):
-    """What an agent used as a guard answers (its ``output_type``)."""
-
-    allow: bool
-    message: str = ""
-
-
-Verdict = Block | Rewrite | None
-
-
-@dataclass(frozen=True, eq=False)
-class Guardrail:
-    """A guard with options. ``check`` is a function ``(value, ctx) -> verdict`` (sync or async)
-    or an Agent; ``name`` defaults to its name. ``parallel`` (input guards): run while the first
-    model call is made, cancelling it on a block. ``retries`` (output guards): on a block, send
-    the message back to the model at most this many times before the run ends blocked.
-    ``after`` (tool guards): check the call's result instead of the call. ``halt`` (tool
-    guards): a block ends the run (False: only the call is refused; the model reads why)."""
-
-    check: Any
-    name: str = ""
-    parallel: bool = False
-    retries: int = 0
-    after: bool = False
-    halt: bool = True
-
-    def __post_init__(self) -> None:
-        if not (callable(self.check) or isinstance(self.check, Agent)):
-            raise ConfigurationError(f"Guardrail: check must be a function (value, ctx) or an Agent, got {self.check!r}")
-        if not isinstance(self.retries, int) or not 0 <= self.retries <= MAX_GUARD_RETRIES:
-            raise ConfigurationError(
-                f"Guardrail(retries={self.retries!r}): give a whole number from 0 to {MAX_GUARD_RETRIES}"
-            )
-        if not self.name:
-            named = self.check.name if isinstance(self.check, Agent) else getattr(self.check, "__name__", "")
-            object.__setattr__(self, "name", named or type(self.check).__name__)
-
-
-def guards_of(given: Sequence[Any]) -> tuple[Guardrail, ...]:
-    """An agent's guard option as Guardrail values."""
-    return tuple(g if isinstance(g, Guardrail) else Guardrail(g) for g in given)
-
-
-def check_guards(agent: Agent) -> None:
-    """Each option used where it means something (ConfigurationError naming it otherwise)."""
-    for option, allowed in (("input_guards", "parallel"), ("output_guards", "retries"), ("tool_guards", "after/halt")):
-        for g in guards_of(getattr(agent, option)):
-            wrong = [
-                name
-                for name, value, default in (
-                    ("parallel", g.parallel, False),
-                    ("retries", g.retries, 0),
-                    ("after", g.after, False),
-                    ("halt", g.halt, True),
-                )
-                if value != default and name not in allowed
-            ]
-            if wrong:
-                raise ConfigurationError(
-                    f"agent {agent.name!r}: guard {g.name!r} in {option} sets {', '.join(wrong)}, which only "
-                    f"{_OWNER[wrong[0]]} take; {option} take {allowed}"
-                )
-
-
-_OWNER = {"parallel": "input guards", "retries": "output guards", "after": "tool guards", "halt": "tool guards"}
-
-
-def guarded(agent: Agent) -> bool:
-    """Some agent of ``agent``'s tree has guards (its machine then has this feature)."""
-    found = False
-    for a in agent.walk():
-        if a.input_guards or a.output_guards or a.tool_guards:
-            check_guards(a)
-            found = True
-    return found
 
 
 @dataclass(slots=True)
@@ -191,7 +100,7 @@ class Guards:
     parallel_due: bool = False
     """Input guards with ``parallel=True`` are still to run (with the first model call)."""
     salvaging: bool = False
-    """The answer being checked is a salvaged one."""
+    """The answer being checked is a salvaged one (in ``guard_salvaged``: no retry)."""
 
 
 def guards(rs: RunState) -> Guards:
@@ -230,12 +139,6 @@ def output_retry_due(rs: RunState) -> bool:
     return g is not None and g.retry
 
 
-def salvaged_answer(rs: RunState) -> bool:
-    """The answer that passed the output guards is a salvaged one."""
-    g = rs.features.get(NAME)
-    return g is not None and g.salvaging
-
-
 GUARD_RETRIES = Budget(
     "max_guard_retries",
     "retries after an output guard blocked the answer (max_guard_retries={value})",
@@ -247,67 +150,6 @@ guard_retries_left = GUARD_RETRIES.guard
 
 
 # ------------------------------------------------------------------ running one guard
-
-_NESTED: list[Callable[[Agent], Callable[[str], Awaitable[Any]]]] = []
-_RUNS: weakref.WeakKeyDictionary[Agent, Callable[[str], Awaitable[Any]]] = weakref.WeakKeyDictionary()
-
-
-def run_agents_with(factory: Callable[[Agent], Callable[[str], Awaitable[Any]]]) -> None:
-    """How an agent used as a guard is run: ``factory(agent)`` gives ``run(text) -> RunResult``
-    (the runner's floor registers ``Runner(agent).run``: this floor cannot import it)."""
-    _NESTED[:] = [factory]
-
-
-def as_text(value: Any) -> str:
-    """What an agent used as a guard reads."""
-    if isinstance(value, ToolCall):
-        return f"A call of the tool {value.name!r} with the arguments {json.dumps(value.args, default=str)}"
-    if isinstance(value, ToolResult):
-        return f"The result of the tool {value.name!r}: {json.dumps(value.content, default=str)}"
-    return str(value)
-
-
-async def ask_agent(agent: Agent, value: Any, ctx: RunContext) -> Verdict:
-    """Run ``agent`` on ``value`` as a child of the guarded run (it charges its budgets)."""
-    run = _RUNS.get(agent)
-    if run is None:
-        if not _NESTED:
-            raise ConfigurationError("agents as guards need loopwright's runner: import loopwright.loop.runner")
-        checker = agent if agent.output_type is GuardVerdict else agent.replace(output_type=GuardVerdict)
-        run = _RUNS[agent] = _NESTED[0](checker)
-    token = enter_tools(link(ctx.run_state))
-    try:
-        answer = await run(as_text(value))
-    finally:
-        leave_tools(token)
-    said = answer.output
-    if answer.outcome != "final" or not isinstance(said, GuardVerdict):
-        why = answer.error.message if answer.error is not None else answer.outcome
-        return Block(f"the guard agent {agent.name!r} gave no verdict ({why})")
-    return None if said.allow else Block(said.message or f"the guard agent {agent.name!r} said no")
-
-
-async def verdict(guard: Guardrail, value: Any, ctx: RunContext) -> Verdict:
-    """What ``guard`` says of ``value``: None (allow), a Rewrite or a Block. A guard that raises,
-    or returns something else, blocks (named in the message)."""
-    try:
-        if isinstance(guard.check, Agent):
-            return await ask_agent(guard.check, value, ctx)
-        said = guard.check(value, ctx)
-        if inspect.isawaitable(said):
-            said = await said
-    except Exception as exc:
-        return Block(f"the guard {guard.name!r} raised {type(exc).__name__}: {exc}")
-    if said is None or said is True:
-        return None
-    if said is False:
-        return Block(f"the guard {guard.name!r} said no")
-    if isinstance(said, Block | Rewrite):
-        return said
-    return Block(
-        f"the guard {guard.name!r} returned {type(said).__name__}; return None, True, False, Block(message) "
-        "or Rewrite(value)"
-    )
 
 
 def block(rs: RunState, ctx: RunContext, guard: Guardrail, where: Literal["input", "output", "tool"], why: str) -> None:
@@ -371,7 +213,9 @@ async def guard_first(rs: RunState, ctx: RunContext) -> None:
         for next_done in asyncio.as_completed(checks):
             x, said = await next_done
             if isinstance(said, Rewrite):
-                said = Block(f"the guard {x.name!r} runs in parallel with the model call and cannot rewrite the message")
+                said = Block(
+                    f"the guard {x.name!r} runs in parallel with the model call and cannot rewrite the message"
+                )
             if isinstance(said, Block):
                 block(rs, ctx, x, "input", said.message)
                 break
@@ -402,7 +246,7 @@ async def guard_output(rs: RunState, ctx: RunContext) -> None:
     answer's turn), for a retry ``messages`` (a user turn with the guard's message)."""
     g = guards(rs)
     g.blocked, g.retry = None, False
-    g.salvaging = rs.trace[-2:-1] == [SALVAGE]
+    g.salvaging = rs.stage == GUARD_SALVAGED
     text = rs.text or ""
     for x in guards_of(ctx.agent.output_guards):
         said = await verdict(x, text, ctx)
@@ -448,29 +292,35 @@ def guard_tool(call: ToolCall, rs: RunState, ctx: RunContext) -> Awaitable[CallO
 
 
 async def _guarded(call: ToolCall, rs: RunState, ctx: RunContext, found: tuple[Guardrail, ...]) -> CallOutcome:
+    """The guards before the call (a block answers it unrun; a rewrite changes its arguments),
+    the call, then the guards after it (a block withholds the result; a rewrite replaces it)."""
     for x in found:
-        if x.after:
-            continue
-        said = await verdict(x, call, ctx)
-        if isinstance(said, Block):
-            return _refused(call, rs, ctx, x, said.message)
-        if isinstance(said, Rewrite):
-            if not isinstance(said.value, dict):
-                return _refused(call, rs, ctx, x, f"a rewrite of a call gives its arguments as a dict, not {said.value!r}")
-            call = call.model_copy(update={"args": said.value})
+        if not x.after:
+            said = await verdict(x, call, ctx)
+            if isinstance(said, Rewrite) and not isinstance(said.value, dict):
+                said = Block(f"a rewrite of a call gives its arguments as a dict, not {said.value!r}")
+            if isinstance(said, Block):
+                return _refused(call, rs, ctx, x, said.message)
+            if isinstance(said, Rewrite):
+                call = call.model_copy(update={"args": said.value})
     outcome = _rest(call, rs, ctx)
     if not isinstance(outcome, ToolResult | PendingRequest):
         outcome = await outcome
     if isinstance(outcome, PendingRequest):
         return outcome
+    return await _after(call, outcome, rs, ctx, found)
+
+
+async def _after(
+    call: ToolCall, outcome: ToolResult, rs: RunState, ctx: RunContext, found: tuple[Guardrail, ...]
+) -> ToolResult:
     for x in found:
-        if not x.after:
-            continue
-        said = await verdict(x, outcome, ctx)
-        if isinstance(said, Block):
-            return _refused(call, rs, ctx, x, said.message)
-        if isinstance(said, Rewrite):
-            outcome = value_result(call, said.value, ctx)
+        if x.after:
+            said = await verdict(x, outcome, ctx)
+            if isinstance(said, Block):
+                return _refused(call, rs, ctx, x, said.message)
+            if isinstance(said, Rewrite):
+                outcome = value_result(call, said.value, ctx)
     return outcome
 
 
@@ -505,7 +355,12 @@ back to ``reason``)."""
 
 GUARDRAILS = Extension(
     name=NAME,
-    states={GUARD_INPUT: guard_input, GUARD_FIRST: guard_first, GUARD_OUTPUT: guard_output},
+    states={
+        GUARD_INPUT: guard_input,
+        GUARD_FIRST: guard_first,
+        GUARD_OUTPUT: guard_output,
+        GUARD_SALVAGED: guard_output,
+    },
     redirect={(START, PRE): GUARD_INPUT},
     remove=[(SALVAGE, DONE)],
     rows_before={
@@ -523,17 +378,16 @@ GUARDRAILS = Extension(
         cancellable(GUARD_OUTPUT),
         Row(GUARD_OUTPUT, PRE, (output_retry_due, guard_retries_left, *WITHIN_BUDGETS), bounded_by="max_guard_retries"),
         Row(GUARD_OUTPUT, DONE, (output_blocked,), outcome="blocked"),
-        Row(GUARD_OUTPUT, DONE, (salvaged_answer,), outcome="salvaged"),
         Row(GUARD_OUTPUT, DECIDE),
-        Row(SALVAGE, GUARD_OUTPUT, (has_response,)),
+        Row(SALVAGE, GUARD_SALVAGED, (has_response,)),
         Row(SALVAGE, DONE, outcome="limit", records_limit=True),
+        cancellable(GUARD_SALVAGED),
+        Row(GUARD_SALVAGED, DONE, (output_blocked,), outcome="blocked"),
+        Row(GUARD_SALVAGED, DONE, outcome="salvaged"),
     ],
     budgets=[GUARD_RETRIES],
     guards={
-        **{
-            f.__name__: f
-            for f in (input_blocked, output_blocked, tool_blocked, parallel_guards_due, output_retry_due, salvaged_answer)
-        },
+        **{f.__name__: f for f in (input_blocked, output_blocked, tool_blocked, parallel_guards_due, output_retry_due)},
         "guard_retries_left": guard_retries_left,
     },
     slice=Guards,
