@@ -219,14 +219,14 @@ async def guard_first(rs: RunState, ctx: RunContext) -> None:
             if isinstance(said, Block):
                 block(rs, ctx, x, "input", said.message)
                 break
-    except BaseException:
+        else:
+            await call
+            return
+    except BaseException:  # cancelled (the run's deadline, runner.cancel), or the call raised
         await _stop(call, *checks)
         raise
-    if g.blocked is not None:
-        await _stop(call, *checks)
-        rs.response = None
-        return
-    await call
+    await _stop(call, *checks)
+    rs.response = None
 
 
 async def _stop(*tasks: asyncio.Future[Any]) -> None:
