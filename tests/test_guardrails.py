@@ -1,9 +1,13 @@
-"""Guardrails as states: input, parallel input, output and tool guards allow, rewrite or block, and a block ends the run "blocked"."""
+"""Guardrails as states: input, parallel input, output and tool guards allow, rewrite or block; a block
+ends the run "blocked"."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,6 +41,7 @@ from loopwright.features import (
 )
 from loopwright.machines.verify import verify
 from loopwright.table.machine import compose
+from loopwright.testing import assert_run_invariants
 
 QUICK = Limits(retry_backoff_s=0)
 
@@ -189,11 +194,10 @@ def test_an_output_rewrite_replaces_the_answer_and_the_history() -> None:
 
 
 def test_a_salvaged_answer_passes_the_output_guards() -> None:
-    blocked = Runner(World([[tool_call(1)], "bad salvage"]).agent(output_guards=[no_bad], limits=Limits(max_iterations=1)))
-    result = blocked.run_sync("hi")
+    once = Limits(max_iterations=1)
+    result = Runner(World([[tool_call(1)], "bad salvage"]).agent(output_guards=[no_bad], limits=once)).run_sync("hi")
     assert result.outcome == "blocked" and result.trace[-3:] == ["salvage", "guard_salvaged", "done"]
-    fine = Runner(World([[tool_call(1)], "best effort"]).agent(output_guards=[no_bad], limits=Limits(max_iterations=1)))
-    result = fine.run_sync("hi")
+    result = Runner(World([[tool_call(1)], "best effort"]).agent(output_guards=[no_bad], limits=once)).run_sync("hi")
     assert result.outcome == "salvaged" and result.output == "best effort"
 
 
@@ -302,10 +306,36 @@ def test_a_blocked_run_state_round_trips() -> None:
     assert back.features["guardrails"].blocked == result.blocked and back.outcome == "blocked"
 
 
-def test_the_cli_check_accepts_the_guardrails_machine() -> None:
-    from loopwright.machines.verify import verify as check
+GUARDED_APP = """
+from loopwright import Agent, ScriptedModel
+from loopwright.features import Block
 
-    assert check(BUILT_IN_MACHINES["guardrails"]).ok
+def no_secrets(text, ctx):
+    return Block("no secrets") if "secret" in text else None
+
+agent = Agent(name="clerk", model=ScriptedModel(["ok"]), input_guards=[no_secrets])
+"""
+
+
+@pytest.mark.slow
+def test_the_cli_runs_a_guarded_agent_and_says_who_blocked_it(tmp_path: Path) -> None:
+    (tmp_path / "guarded.py").write_text(GUARDED_APP)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "loopwright.cli", *args],
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    ran = cli("run", "guarded:agent", "the secret")
+    assert ran.returncode == 1, ran.stderr
+    assert "blocked by the input guard 'no_secrets': no secrets" in ran.stdout
+    checked = cli("check", "guarded:agent")
+    assert checked.returncode == 0 and "no violations" in checked.stdout, checked.stdout + checked.stderr
 
 
 # ------------------------------------------------------------------ properties
@@ -334,7 +364,9 @@ def test_a_blocking_input_guard_means_no_model_call_and_no_tool_ran(
     world = World([[tool_call(x, i) for i, x in enumerate(calls)], "done"], delay=delay)
     log: list[str] = []
     found = [_guard(i, said, parallel, log) for i, (said, parallel) in enumerate(guards)]
-    result = Runner(world.agent(input_guards=found)).run_sync("hi")
+    agent = world.agent(input_guards=found)
+    result = Runner(agent).run_sync("hi")
+    assert_run_invariants(result, agent)
     sequential = [said for said, parallel in guards if not parallel]
     parallel_says = [said for said, parallel in guards if parallel]
     blocked_before = "block" in sequential
@@ -365,7 +397,9 @@ def test_a_blocking_tool_guard_means_that_tool_did_not_run(
         x = value.args["x"] if isinstance(value, ToolCall) else int(str(value.content).split()[-1])
         return Block("unlucky") if x in unlucky else None
 
-    result = Runner(world.agent(tool_guards=[Guardrail(refuse, halt=halt, after=after)])).run_sync("hi")
+    agent = world.agent(tool_guards=[Guardrail(refuse, halt=halt, after=after)])
+    result = Runner(agent).run_sync("hi")
+    assert_run_invariants(result, agent)
     refused = [x for x in calls if x in unlucky]
     if after:
         assert sorted(world.ran) == sorted(calls)  # it ran; its result was withheld
@@ -381,7 +415,9 @@ def test_a_blocking_tool_guard_means_that_tool_did_not_run(
 def test_output_guard_retries_are_bounded(retries: int, good_at: int) -> None:
     replies = ["bad" if i != good_at else "good" for i in range(retries + 1)]
     world = World(replies)
-    result = Runner(world.agent(output_guards=[Guardrail(no_bad, retries=retries)])).run_sync("hi")
+    agent = world.agent(output_guards=[Guardrail(no_bad, retries=retries)])
+    result = Runner(agent).run_sync("hi")
+    assert_run_invariants(result, agent)
     if good_at <= retries:
         assert result.outcome == "final" and world.started == good_at + 1
     else:
