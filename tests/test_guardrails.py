@@ -423,3 +423,30 @@ def test_output_guard_retries_are_bounded(retries: int, good_at: int) -> None:
     else:
         assert result.outcome == "blocked" and world.started == retries + 1
     assert result.run_state.charges.get("max_guard_retries", 0) == min(good_at, retries)
+
+
+def test_tool_guards_run_before_a_confirmation_is_asked() -> None:
+    from loopwright import approve
+
+    paid: list[int] = []
+
+    @tool(requires_confirmation=True)
+    def pay(amount: int) -> str:
+        """Pay an amount (asks a person first)."""
+        paid.append(amount)
+        return f"paid {amount}"
+
+    def at_most_100(call: ToolCall, ctx: Any) -> Block | None:
+        return Block("over the limit") if call.args["amount"] > 100 else None
+
+    def agent(amount: int) -> Agent:
+        model = ScriptedModel([[ToolCall(name="pay", args={"amount": amount})], "done"])
+        return Agent(name="a", model=model, tools=[pay], tool_guards=[at_most_100])
+
+    blocked = Runner(agent(500)).run_sync("pay")
+    assert blocked.outcome == "blocked" and blocked.pending == [] and paid == []
+    runner = Runner(agent(50))
+    first = runner.run_sync("pay")
+    assert first.outcome == "suspended" and paid == []
+    done = runner.resume_sync(first, {first.pending[0].call_id: approve()})
+    assert done.outcome == "final" and paid == [50]
