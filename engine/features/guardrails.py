@@ -118,7 +118,7 @@ def input_blocked(rs: RunState) -> bool:
 
 
 def output_blocked(rs: RunState) -> bool:
-    """An output guard blocked the answer (and no retry is left)."""
+    """An output guard blocked the answer (tried after the retry row: a retry goes first)."""
     return _blocked_at(rs, "output")
 
 
@@ -149,7 +149,7 @@ GUARD_RETRIES = Budget(
 guard_retries_left = GUARD_RETRIES.guard
 
 
-# ------------------------------------------------------------------ running one guard
+# ------------------------------------------------------------------ a block
 
 
 def block(rs: RunState, ctx: RunContext, guard: Guardrail, where: Literal["input", "output", "tool"], why: str) -> None:
