@@ -57,6 +57,7 @@ from .anthropic_mapping import (
     to_system,
     usable,
 )
+from .anthropic_tools import Definitions
 from .base import StreamDelta
 from .claude_facts import CURRENT, SAMPLING, base_id, facts_for
 
@@ -172,6 +173,7 @@ class AnthropicModel:
         self._given_sdk: Client | None = None
         self._own: _Owned = weakref.WeakKeyDictionary()
         self._formats: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._definitions = Definitions(getattr(anthropic, "transform_schema", None))
 
     # ------------------------------------------------------------------ options
 
@@ -383,9 +385,8 @@ class AnthropicModel:
         params["messages"] = messages
         if system:
             params["system"] = system
-        tools = list(options.get("tools", ())) + [
-            {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools
-        ]
+        define = self._definitions
+        tools = list(options.get("tools", ())) + [define(t) for t in request.tools]
         if tools:  # server tools given as options, then the agent's own
             params["tools"] = tools
             if request.tool_choice is not None or not self.parallel_tool_calls:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
@@ -97,6 +97,9 @@ class Agent:
     edited, e.g. ``spec.model_copy(update={"description": ...})``); a call to a tool not
     offered is answered with an error naming the offered ones, and not run.
 
+    ``strict_tools=True`` makes strict tool use (``@tool(strict=...)``) every tool's default: the
+    provider holds the model's arguments to each tool's schema exactly.
+
     ``extensions`` adds the user's own states and rows (:class:`~loopwright.machine.Extension`,
     or what :func:`~loopwright.extend` makes) to the machine this agent runs on; ``machine``
     names a machine built with :func:`~loopwright.extend` (its extensions are used the same way).
@@ -161,6 +164,7 @@ class Agent:
         observer: Any = None,
         compaction: Any = None,
         prepare_tools: PrepareTools | None = None,
+        strict_tools: bool = False,
     ) -> None:
         _check_options(name, model, limits, instruction, history)
         if prepare_tools is not None and not callable(prepare_tools):
@@ -177,7 +181,7 @@ class Agent:
             "disallow_transfer_to_parent": disallow_transfer_to_parent,
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
             "output_type": output_type, "planner": planner, "observer": observer,
-            "compaction": compaction, "prepare_tools": prepare_tools,
+            "compaction": compaction, "prepare_tools": prepare_tools, "strict_tools": strict_tools,
         })  # fmt: skip
         toolsets = tuple(t for t in tools if is_toolset(t))
         tool_map = _tool_map(name, [t for t in tools if not is_toolset(t)] if toolsets else tools)
@@ -202,7 +206,7 @@ class Agent:
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
             "output_type": output_type, "planner": planner, "observer": observer,
             "compaction": compaction,
-            "tool_specs": tuple(t.spec for t in tool_map.values()), "instruction_is_dynamic": dynamic,
+            "tool_specs": _strict_default(tool_map.values(), strict_tools), "instruction_is_dynamic": dynamic,
             "prepare_tools": prepare_tools, "preprocess_waits": dynamic or prepare_tools is not None,
             "static_instructions": tuple(static),
         }.items():  # fmt: skip
@@ -237,6 +241,13 @@ class Agent:
         return f"Agent(name={self.name!r}, tools={list(self.tools)})"
 
     _options: dict[str, Any]
+
+
+def _strict_default(tools: Iterable[Tool], strict: bool) -> tuple[ToolSpec, ...]:
+    """The tools' specs, ``strict`` filled in where a tool left it open."""
+    if not strict:
+        return tuple(t.spec for t in tools)
+    return tuple(t.spec if t.spec.strict is not None else t.spec.model_copy(update={"strict": True}) for t in tools)
 
 
 def _check_options(name: object, model: object, limits: object, instruction: object, history: object) -> None:
