@@ -63,7 +63,10 @@ from .claude_facts import CURRENT, SAMPLING, base_id, facts_for
 
 __all__ = ["AnthropicModel", "Client", "ClientFactory", "to_messages", "to_response", "to_system"]
 
-Client: TypeAlias = "anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex"
+Client: TypeAlias = (
+    "anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex"
+    " | anthropic.AsyncAnthropicBedrockMantle"
+)
 ClientFactory: TypeAlias = Callable[[], Client]
 CacheTTL = Literal["5m", "1h"]
 _Owned: TypeAlias = "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Client, AsyncGenerator[None, None]]]"
@@ -87,7 +90,22 @@ _OWNED = frozenset({"model", "messages", "system", "stream", "tool_choice"})
 """Arguments loopwright sets itself from the agent and the request."""
 _OPTIONS = (_SDK_PARAMS | _BETA_ONLY | SAMPLING | {"betas", "tools", "max_tokens"}) - _OWNED
 """Names ``request_options`` and an agent's ``model_settings`` may use."""
-_CLIENT_TYPES = (anthropic.AsyncAnthropic, anthropic.AsyncAnthropicBedrock, anthropic.AsyncAnthropicVertex)
+_CLIENT_TYPES: tuple[type, ...] = tuple(
+    kind
+    for kind in (
+        anthropic.AsyncAnthropic,
+        anthropic.AsyncAnthropicBedrock,
+        anthropic.AsyncAnthropicVertex,
+        getattr(anthropic, "AsyncAnthropicBedrockMantle", None),  # (Bedrock's Messages API endpoint; newer SDKs)
+    )
+    if kind is not None
+)
+_COUNT_PARAMS = frozenset(inspect.signature(anthropic.resources.messages.AsyncMessages.count_tokens).parameters)
+_BETA_COUNT_PARAMS = frozenset(
+    inspect.signature(anthropic.resources.beta.messages.AsyncMessages.count_tokens).parameters
+)
+"""What ``count_tokens`` takes of a request (``preflight="count_tokens"``)."""
+Preflight = Literal["estimate", "count_tokens"]
 _SDK_DEPRECATED: dict[str, str] = dict(getattr(anthropic.resources.messages.messages, "DEPRECATED_MODELS", {}))
 
 
@@ -95,7 +113,7 @@ class AnthropicModel:
     """A loopwright model backed by Claude.
 
     ``AnthropicModel(model="claude-sonnet-5-5", max_tokens=None, client=None, max_retries=0,
-    cache="5m", betas=(), parallel_tool_calls=True, **request_options)``:
+    cache="5m", betas=(), parallel_tool_calls=True, preflight="estimate", **request_options)``:
 
     - ``max_tokens``: the output budget of one reply (default: the model's own limit).
     - ``client``: an ``AsyncAnthropic`` / ``AsyncAnthropicBedrock`` / ``AsyncAnthropicVertex``
@@ -111,6 +129,10 @@ class AnthropicModel:
     - ``betas``: beta feature names, sent as the ``anthropic-beta`` header.
     - ``parallel_tool_calls``: False asks for at most one tool call a reply
       (``tool_choice.disable_parallel_tool_use``; ``tool_choice`` itself is loopwright's).
+    - ``preflight``: how a request is checked against what is left of ``max_total_tokens``
+      before it is sent: ``"estimate"`` (local, about 4 characters a token, generous) or
+      ``"count_tokens"`` (the API's free token-counting endpoint: exact, one more round trip
+      per call; only for runs with a token budget).
     - ``request_options``: other ``messages.create`` arguments (``thinking``, ``stop_sequences``,
       ``metadata``, ``tools`` for server tools such as web search, which join the agent's own...);
       an agent's ``model_settings`` are merged over them.
@@ -130,6 +152,7 @@ class AnthropicModel:
         cache: CacheTTL | None = "5m",
         betas: Sequence[str] = (),
         parallel_tool_calls: bool = True,
+        preflight: Preflight = "estimate",
         **request_options: Any,
     ) -> None:
         if not isinstance(model, str) or not model:
@@ -154,9 +177,9 @@ class AnthropicModel:
         self.max_retries = max_retries
         self.cache: CacheTTL | None = cache
         self.betas = tuple(betas)
-        if not isinstance(parallel_tool_calls, bool):
-            raise ConfigurationError(f"parallel_tool_calls must be True or False, got {parallel_tool_calls!r}")
+        _check_flags(parallel_tool_calls, preflight)
         self.parallel_tool_calls = parallel_tool_calls
+        self.preflight: Preflight = preflight
         self.request_options = self._checked(request_options, "AnthropicModel(...)")
         self._given: Client | None = None
         self._factory: ClientFactory | None = None
@@ -167,7 +190,8 @@ class AnthropicModel:
         else:
             raise ConfigurationError(
                 f"client must be an anthropic async client (AsyncAnthropic, AsyncAnthropicBedrock, "
-                f"AsyncAnthropicVertex) or a function that returns one, got {type(client).__name__}"
+                f"AsyncAnthropicVertex, AsyncAnthropicBedrockMantle) or a function that returns one, "
+                f"got {type(client).__name__}"
             )
         self._given_loop: weakref.ReferenceType[asyncio.AbstractEventLoop] | None = None
         self._given_sdk: Client | None = None
@@ -292,14 +316,12 @@ class AnthropicModel:
 
     async def _call(self, request: ModelRequest, *, deltas: bool) -> AsyncIterator[StreamDelta | ModelResponse]:
         params = self.params(request)
-        if request.tokens_left is not None:
-            _check_budget(params, request.tokens_left)
         client = await self.client()
         beta = not _BETA_ONLY.isdisjoint(params)
-        if beta and "extra_headers" in params:  # the beta endpoint takes its betas as an argument
-            headers = dict(params["extra_headers"])
-            names = headers.pop("anthropic-beta", "")
-            params = {**params, "extra_headers": headers, "betas": [n for n in names.split(",") if n]}
+        if beta:
+            params = _beta_params(params)
+        if request.tokens_left is not None:  # refused before it is sent if it cannot fit
+            await self._preflight(client, params, request.tokens_left, beta)
         budget = params["max_tokens"]
         # the usage of attempts cut before they produced anything usable: billed, so the step
         # reports it too (max_total_tokens and cost see it)
@@ -334,6 +356,12 @@ class AnthropicModel:
                     retryable=False,
                 )
             params = {**params, "max_tokens": bigger}
+
+    async def _preflight(self, client: Client, params: dict[str, Any], left: int, beta: bool) -> None:
+        if self.preflight == "count_tokens":
+            await _count_tokens(client, params, left, beta=beta)
+        else:
+            _check_budget(params, left)
 
     async def _once(
         self, client: Client, params: dict[str, Any], *, deltas: bool, beta: bool = False
@@ -434,6 +462,22 @@ class AnthropicModel:
 # ------------------------------------------------------------------ helpers
 
 
+def _check_flags(parallel_tool_calls: object, preflight: object) -> None:
+    if not isinstance(parallel_tool_calls, bool):
+        raise ConfigurationError(f"parallel_tool_calls must be True or False, got {parallel_tool_calls!r}")
+    if preflight not in ("estimate", "count_tokens"):
+        raise ConfigurationError(f"preflight must be 'estimate' or 'count_tokens', got {preflight!r}")
+
+
+def _beta_params(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` for the beta endpoint, which takes its betas as an argument, not a header."""
+    if "extra_headers" not in params:
+        return params
+    headers = dict(params["extra_headers"])
+    names = headers.pop("anthropic-beta", "")
+    return {**params, "extra_headers": headers, "betas": [n for n in names.split(",") if n]}
+
+
 def _is_client(value: object) -> bool:
     return isinstance(value, _CLIENT_TYPES)
 
@@ -480,6 +524,24 @@ def _check_budget(params: dict[str, Any], left: int) -> None:
             f"the request holds about {estimate} input tokens (a local estimate: 4 characters a token), more "
             f"than the {max(left, 0)} left of max_total_tokens; it was not sent. Raise max_total_tokens, or "
             "keep tool results and history smaller"
+        )
+
+
+async def _count_tokens(client: Client, params: dict[str, Any], left: int, *, beta: bool) -> None:
+    """Refuse, before sending, a request the API counts larger than what is left of ``max_total_tokens``."""
+    names = _BETA_COUNT_PARAMS if beta else _COUNT_PARAMS
+    messages: Any = client.beta.messages if beta else client.messages
+    try:
+        counted = (await messages.count_tokens(**{k: v for k, v in params.items() if k in names})).input_tokens
+    except (GeneratorExit, asyncio.CancelledError):
+        raise
+    except Exception as exc:
+        raise stream_error(exc) from exc
+    if counted > left:
+        raise TokenBudgetError(
+            f"the request holds {counted} input tokens (counted by the API's count_tokens), more than the "
+            f"{max(left, 0)} left of max_total_tokens; it was not sent. Raise max_total_tokens, or keep tool "
+            "results and history smaller"
         )
 
 
