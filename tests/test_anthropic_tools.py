@@ -5,13 +5,14 @@ search, input_examples, eager_input_streaming)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import anthropic
 import pytest
 
 from loopwright import Agent, AnthropicModel, ConfigurationError, Limits, Runner, RunResult, tool
-from loopwright.models.anthropic_tools import claude_tool
+from loopwright.runtime.claude_tools import claude_tool
 
 from .fake_claude import FakeClaude, message, server_tool_use, text, tool_use
 
@@ -130,12 +131,35 @@ def test_defer_loading_and_input_examples_reach_the_api_with_tool_search() -> No
     assert kept[:2] == ["server_tool_use", "tool_search_tool_result"]  # the search went back as it came
 
 
-def test_eager_input_streaming_is_sent() -> None:
-    @tool(provider={"anthropic": {"eager_input_streaming": True}})
-    def write(body: str) -> str:
-        """Write a long text."""
-        return "written"
+@tool(provider={"anthropic": {"eager_input_streaming": True}})
+def write(body: str) -> str:
+    """Write a long text."""
+    return "written"
 
-    with FakeClaude(script=[message(text("ok"))]) as fake:
-        run(fake, [write])
+
+def streamed(fake: FakeClaude, tools: list[Any]) -> list[Any]:
+    async def go() -> list[Any]:
+        client = anthropic.AsyncAnthropic(base_url=fake.base_url, api_key="k", max_retries=0)
+        model = AnthropicModel("claude-opus-4-6", max_tokens=256, client=client, cache=None)
+        try:
+            return [e async for e in Runner(Agent(name="a", model=model, tools=tools)).stream("go")]
+        finally:
+            await client.close()
+
+    return asyncio.run(go())
+
+
+def test_an_eager_tools_input_streams_as_tool_input_delta_events() -> None:
+    body = "A long letter, " * 8
+    script = [
+        message(tool_use("t1", "write", {"body": body}), tool_use("t2", "weather", {"city": "Oslo"}),
+                stop_reason="tool_use"),
+        message(text("sent")),
+    ]  # fmt: skip
+    with FakeClaude(script=script) as fake:
+        events = streamed(fake, [write, weather])
     assert sent_tools(fake)["write"]["eager_input_streaming"] is True
+    pieces = [e for e in events if e.type == "tool_input_delta"]
+    assert len(pieces) > 3 and {(e.call_id, e.name) for e in pieces} == {("t1", "write")}  # weather is not eager
+    assert json.loads("".join(e.partial_json for e in pieces)) == {"body": body}
+    assert events[-1].type == "run_finished"

@@ -58,7 +58,7 @@ from .anthropic_mapping import (
     usable,
 )
 from .anthropic_tools import Definitions
-from .base import StreamDelta
+from .base import StreamDelta, StreamToolInput
 from .claude_facts import CURRENT, SAMPLING, base_id, facts_for
 
 __all__ = ["AnthropicModel", "Client", "ClientFactory", "to_messages", "to_response", "to_system"]
@@ -310,11 +310,13 @@ class AnthropicModel:
         assert response is not None  # _call ends with a response or raises
         return response
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta | ModelResponse]:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta | StreamToolInput | ModelResponse]:
         async for item in self._call(request, deltas=True):
             yield item
 
-    async def _call(self, request: ModelRequest, *, deltas: bool) -> AsyncIterator[StreamDelta | ModelResponse]:
+    async def _call(
+        self, request: ModelRequest, *, deltas: bool
+    ) -> AsyncIterator[StreamDelta | StreamToolInput | ModelResponse]:
         params = self.params(request)
         client = await self.client()
         beta = not _BETA_ONLY.isdisjoint(params)
@@ -365,9 +367,12 @@ class AnthropicModel:
 
     async def _once(
         self, client: Client, params: dict[str, Any], *, deltas: bool, beta: bool = False
-    ) -> AsyncIterator[StreamDelta | ModelResponse]:
+    ) -> AsyncIterator[StreamDelta | StreamToolInput | ModelResponse]:
         messages: Any = client.beta.messages if beta else client.messages
         sealed: dict[int, str] = {}  # compaction blocks' encrypted content, by block index
+        # tools streamed eagerly (eager_input_streaming): their calls' input deltas are events
+        eager = _eager(params) if deltas else None
+        calls: dict[int, tuple[str, str]] = {}
         try:
             async with messages.stream(**params) as stream:
                 async for event in stream:
@@ -379,6 +384,8 @@ class AnthropicModel:
                         yield StreamDelta(event.text)
                     elif event.type == "thinking" and event.thinking:
                         yield StreamDelta(event.thinking, thought=True)
+                    elif eager and (piece := _tool_input(event, eager, calls)) is not None:
+                        yield piece
                 message = await stream.get_final_message()
             _reseal(message, sealed)
         except (ModelError, GeneratorExit, asyncio.CancelledError):
@@ -497,6 +504,24 @@ async def _close_with_loop(
             del entries[loop]
         with contextlib.suppress(Exception):
             await client.close()
+
+
+def _eager(params: dict[str, Any]) -> frozenset[str]:
+    """The names of the request's tools whose input streams eagerly."""
+    return frozenset(t["name"] for t in params.get("tools", ()) if t.get("eager_input_streaming") and "name" in t)
+
+
+def _tool_input(event: Any, eager: frozenset[str], calls: dict[int, tuple[str, str]]) -> StreamToolInput | None:
+    """A piece of an eager tool call's input (noting which block is which call as they start)."""
+    if event.type == "content_block_start":
+        block = event.content_block
+        if block.type == "tool_use" and block.name in eager:
+            calls[event.index] = (block.id, block.name)
+    elif event.type == "content_block_delta" and event.delta.type == "input_json_delta" and event.index in calls:
+        call_id, name = calls[event.index]
+        if event.delta.partial_json:
+            return StreamToolInput(call_id, name, event.delta.partial_json)
+    return None
 
 
 def _keep_sealed(event: Any, sealed: dict[int, str]) -> None:

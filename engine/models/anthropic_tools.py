@@ -1,6 +1,6 @@
-"""Tool definitions for Claude: an agent's :class:`ToolSpec` as the Messages API's tool, and
-:func:`claude_tool` for the tools Anthropic defines and the user's code runs (bash, the text
-editor, memory).
+"""Tool definitions for Claude: an agent's :class:`ToolSpec` as the Messages API's tool, and the
+names of the tools Anthropic defines (for :func:`loopwright.runtime.claude_tools.claude_tool`,
+which makes one the user's code runs: bash, the text editor, memory).
 
 No ``anthropic`` import here: the SDK's ``transform_schema`` is handed in by the model.
 
@@ -18,11 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..data.errors import ConfigurationError
 from ..data.events import ToolSpec
-from ..runtime.tools import Tool
 
-__all__ = ["CLAUDE_TOOL_NAMES", "Definitions", "claude_tool"]
+__all__ = ["CLAUDE_TOOL_NAMES", "Definitions", "claude_tool_name"]
 
 PROVIDER = "anthropic"
 CLAUDE_TOOL_NAMES: dict[str, str] = {
@@ -40,51 +38,10 @@ family before the date)."""
 Transform = Callable[[dict[str, Any]], dict[str, Any]]
 
 
-def _family(kind: str) -> str:
+def claude_tool_name(kind: str) -> str | None:
+    """The API's name for the Anthropic-defined tool of type ``kind`` (None: not known here)."""
     head, _, tail = kind.rpartition("_")
-    return head if tail.isdigit() else kind
-
-
-def claude_tool(
-    kind: str,
-    handler: Callable[..., Any],
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    **options: Any,
-) -> Tool:
-    """A tool Anthropic defines (the model knows its schema) whose calls ``handler`` runs.
-
-    ``claude_tool("bash_20250124", run_bash)``: the request carries ``{"type": "bash_20250124",
-    "name": "bash"}``; each call's input comes to ``handler`` as keyword arguments, checked
-    against its signature like any tool's (so ``def run_bash(command: str | None = None,
-    restart: bool = False) -> str``). ``name`` is the API's fixed name for the type (given for
-    types this table does not know); ``options`` are other fields of the definition
-    (``display_width_px`` for the computer tool, ``cache_control``...) or of :func:`loopwright.tool`
-    (``timeout_s``, ``requires_confirmation``...)."""
-    if not isinstance(kind, str) or not kind:
-        raise ConfigurationError(f"claude_tool needs the tool's type, e.g. 'bash_20250124', got {kind!r}")
-    known = CLAUDE_TOOL_NAMES.get(kind) or CLAUDE_TOOL_NAMES.get(_family(kind))
-    name = name or known
-    if name is None:
-        raise ConfigurationError(
-            f"claude_tool: no known name for the tool type {kind!r}; pass the name the API gives it, "
-            f"claude_tool({kind!r}, handler, name=...)"
-        )
-    tool_options = {k: options.pop(k) for k in list(options) if k in _TOOL_OPTIONS}
-    definition = {"type": kind, "name": name, **options}
-    return Tool(
-        handler,
-        name=name,
-        description=description or f"Anthropic-defined tool {kind}",
-        provider={PROVIDER: definition},
-        **tool_options,
-    )
-
-
-_TOOL_OPTIONS = frozenset(
-    {"timeout_s", "blocking", "requires_confirmation", "long_running", "credentials", "retries", "retry_on"}
-)
+    return CLAUDE_TOOL_NAMES.get(kind) or CLAUDE_TOOL_NAMES.get(head if tail.isdigit() else kind)
 
 
 class Definitions:

@@ -22,12 +22,13 @@ from ..data.events import (
     TextPart,
     ThoughtPart,
     ToolCall,
+    ToolInputDelta,
     Usage,
     new_call_id,
 )
 from ..data.limits import Watched, watch
 from ..data.values import ValueTooLarge, clean_text, is_storable, storable
-from ..models.base import StreamDelta
+from ..models.base import StreamDelta, StreamToolInput
 from ..models.scripted import ScriptedModel
 from .context import RunContext
 from .observers import enter_scopes
@@ -324,6 +325,8 @@ async def _streamed(stream: Any, request: ModelRequest, ctx: RunContext) -> Any:
     async for item in stream(request):
         if isinstance(item, StreamDelta):
             ctx.emit(TextDelta, text=item.text, thought=item.thought)
+        elif isinstance(item, StreamToolInput):
+            ctx.emit(ToolInputDelta, item.call_id, item.name, item.partial_json)
         else:
             response = item
     if response is None:
