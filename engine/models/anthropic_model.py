@@ -18,7 +18,12 @@ Clients: without ``client`` (or with a factory, ``client=lambda: AsyncAnthropicV
 one client is made per event loop and closed when that loop shuts down (``asyncio.run`` and
 ``run_sync`` do), or by ``await model.aclose()``. A client instance is used as given and bound to
 the first event loop that uses it; using it from another loop (a second ``run_sync``) is a clear,
-non-retryable error. Bedrock and Vertex clients are accepted.
+non-retryable error. Bedrock (and Bedrock Mantle, where the SDK has it) and Vertex clients are accepted.
+
+Tools: the agent's tool specs become the API's definitions in :mod:`.anthropic_tools` (strict
+schemas, ``ToolSpec.provider["anthropic"]`` fields, tools Anthropic defines); a tool marked
+``eager_input_streaming`` streams its calls' input as :class:`StreamToolInput` pieces.
+``preflight="count_tokens"`` asks the API to count a request with a token budget before it is sent.
 
 Beta features: an option only the beta endpoint takes (``context_management``, server-side
 ``compaction``, ``mcp_servers``...) sends the request to ``client.beta.messages`` (its ``betas``
