@@ -5,16 +5,20 @@ search, input_examples, eager_input_streaming)."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
-from typing import Any
+from typing import Any, Literal
 
 import anthropic
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
 
-from loopwright import Agent, AnthropicModel, ConfigurationError, Limits, Runner, RunResult, tool
+from loopwright import Agent, AnthropicModel, ConfigurationError, Limits, Runner, RunResult, Tool, tool
 from loopwright.runtime.claude_tools import claude_tool
 
-from .fake_claude import FakeClaude, message, server_tool_use, text, tool_use
+from .fake_claude import FakeClaude, message, server_tool_use, text, tool_use, tools_refusal
 
 
 @tool(strict=True)
@@ -163,3 +167,34 @@ def test_an_eager_tools_input_streams_as_tool_input_delta_events() -> None:
     assert len(pieces) > 3 and {(e.call_id, e.name) for e in pieces} == {("t1", "write")}  # weather is not eager
     assert json.loads("".join(e.partial_json for e in pieces)) == {"body": body}
     assert events[-1].type == "run_finished"
+
+
+class Address(BaseModel):
+    street: str
+    zip_code: int | None = None
+
+
+_TYPES: list[Any] = [str, int, float, bool, list[str], dict[str, int], Address, list[Address], str | None,
+                     Literal["a", "b"], tuple[int, str]]  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(_TYPES), min_size=1, max_size=5), st.booleans())
+def test_every_strict_schema_a_tool_can_have_is_one_the_api_takes(types: list[Any], defaults: bool) -> None:
+    """Whatever the parameters' types (nested models, lists, optionals, literals), the strict
+    definition closes every object, as the fake's rule (the API's) demands."""
+    params = [
+        inspect.Parameter(f"p{i}", inspect.Parameter.KEYWORD_ONLY, annotation=kind,
+                          default=None if defaults and i % 2 else inspect.Parameter.empty)
+        for i, kind in enumerate(types)
+    ]  # fmt: skip
+
+    def fn(**kwargs: Any) -> str:
+        return ""
+
+    fn.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    fn.__annotations__ = {p.name: p.annotation for p in params}
+    made = Tool(fn, name="shaped", description="Shaped.", strict=True, localns={"Address": Address})
+    definition = AnthropicModel("claude-opus-4-6", cache=None)._definitions(made.spec)
+    assert definition["strict"] is True
+    assert tools_refusal([definition]) is None, definition
