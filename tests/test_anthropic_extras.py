@@ -11,8 +11,8 @@ from typing import Any
 import anthropic
 import pytest
 
-from loopwright import Agent, AnthropicModel, ConfigurationError, Runner, tool
-from loopwright.data.events import DocumentPart, ImagePart
+from loopwright import Agent, AnthropicModel, ConfigurationError, ModelError, Runner, tool
+from loopwright.data.events import DocumentPart, ImagePart, Message, ModelRequest, TextPart
 
 from .fake_claude import Error, FakeClaude, message, text, tool_use
 from .test_anthropic_images import PNG
@@ -164,3 +164,23 @@ def test_one_hour_cache_writes_and_server_tool_uses_are_counted(fake: FakeClaude
     assert result.usage.cache_creation_1h_tokens == 200
     assert result.usage.server_tool_uses == 3
     assert (result.usage + result.usage).server_tool_uses == 6
+
+
+def test_every_status_error_carries_the_rate_limits(fake: FakeClaude) -> None:
+    headers = {"anthropic-ratelimit-requests-remaining": "7", "anthropic-ratelimit-requests-limit": "50"}
+    fake.script.append(Error(401, "authentication_error", "invalid x-api-key", headers=headers))
+
+    async def go() -> ModelError:
+        client = anthropic.AsyncAnthropic(base_url=fake.base_url, api_key="k", max_retries=0)
+        model = AnthropicModel("claude-opus-4-6", client=client, cache=None)
+        try:
+            await model.complete(ModelRequest(messages=[Message(role="user", parts=(TextPart(text="hi"),))]))
+        except ModelError as exc:
+            return exc
+        finally:
+            await client.close()
+        raise AssertionError("no error")
+
+    error = asyncio.run(go())
+    assert error.status == 401 and "ANTHROPIC_API_KEY" in str(error)
+    assert error.rate_limits == {"requests-remaining": "7", "requests-limit": "50"}  # type: ignore[attr-defined]

@@ -128,35 +128,8 @@ def _api_error(exc: anthropic.APIStatusError) -> tuple[str | None, str]:
 
 def model_error(exc: anthropic.AnthropicError) -> ModelError:
     if isinstance(exc, anthropic.APIStatusError):
-        kind, message = _api_error(exc)
-        detail = f"{kind}: {message}" if kind else message
-        request_id = f" [request-id {exc.request_id}]" if getattr(exc, "request_id", None) else ""
-        status = exc.status_code
-        where = ""
-        if status < 400:  # an error event inside a streamed reply: the status line said 200
-            status = _ERROR_TYPE_STATUS.get(kind or "", 500)
-            where = " in the reply stream"
-        if status == 401:
-            return ModelError(
-                f"the Anthropic API refused the credentials (401 {detail}); set ANTHROPIC_API_KEY to a valid key"
-                f"{request_id}",
-                status=401,
-                retryable=False,
-            )
-        if status == 400 and "prompt is too long" in message.lower():
-            return ContextWindowError(
-                f"the request does not fit the model's context window (400 {detail}){request_id}: the run takes "
-                "the token-budget edge (compaction, if the agent has it, else salvage)",
-                status=400,
-            )
         limits = rate_limits(exc)
-        shown = f" (rate limits: {_limits_text(limits)})" if limits and status == 429 else ""
-        error = ModelError(
-            f"Anthropic API error {status}{where}: {detail}{shown}{request_id}",
-            status=status,
-            retryable=status in _RETRYABLE_STATUS,
-            retry_after=_retry_after(exc),
-        )
+        error = _status_error(exc, limits)
         error.rate_limits = limits  # type: ignore[attr-defined]
         return error
     if isinstance(exc, anthropic.APIConnectionError):
@@ -164,3 +137,34 @@ def model_error(exc: anthropic.AnthropicError) -> ModelError:
     if type(exc).__name__ == "CredentialsError":
         return ModelError(f"the Anthropic credentials could not be loaded: {exc}", retryable=False)
     return ModelError(f"Anthropic client error: {type(exc).__name__}: {cut(str(exc))}", retryable=False)
+
+
+def _status_error(exc: anthropic.APIStatusError, limits: dict[str, str]) -> ModelError:
+    kind, message = _api_error(exc)
+    detail = f"{kind}: {message}" if kind else message
+    request_id = f" [request-id {exc.request_id}]" if getattr(exc, "request_id", None) else ""
+    status = exc.status_code
+    where = ""
+    if status < 400:  # an error event inside a streamed reply: the status line said 200
+        status = _ERROR_TYPE_STATUS.get(kind or "", 500)
+        where = " in the reply stream"
+    if status == 401:
+        return ModelError(
+            f"the Anthropic API refused the credentials (401 {detail}); set ANTHROPIC_API_KEY to a valid key"
+            f"{request_id}",
+            status=401,
+            retryable=False,
+        )
+    if status == 400 and "prompt is too long" in message.lower():
+        return ContextWindowError(
+            f"the request does not fit the model's context window (400 {detail}){request_id}: the run takes "
+            "the token-budget edge (compaction, if the agent has it, else salvage)",
+            status=400,
+        )
+    shown = f" (rate limits: {_limits_text(limits)})" if limits and status == 429 else ""
+    return ModelError(
+        f"Anthropic API error {status}{where}: {detail}{shown}{request_id}",
+        status=status,
+        retryable=status in _RETRYABLE_STATUS,
+        retry_after=_retry_after(exc),
+    )
