@@ -32,6 +32,7 @@ from loopwright.features.planner import PLANNER_INSTRUCTION
 from loopwright.testing import scripted
 from loopwright.testing.coverage import RowCoverage
 
+from .guard_helpers import GUARDED, guard_scenarios
 from .helpers import add
 
 
@@ -84,6 +85,7 @@ def make(name: str, **limits: Any) -> Agent:
         compaction=Compaction(max_tokens=500, keep_last=1) if "compaction" in name else None,
         before_model=canned,
         after_model=long_history if "compaction" in name else None,
+        **(GUARDED if "guardrails" in name else {}),
     )
     assert machine_for(agent) is BUILT_IN_MACHINES[name]
     return agent
@@ -139,6 +141,8 @@ def feature_scenarios(name: str, run: Callable[..., Any], done: str, out: list[C
         stages.append("validate")
         out.append(lambda: run(make(name), ["not json", done]))  # retried with the error, then valid
         out.append(lambda: run(make(name, max_parse_retries=0), ["not json"]))  # failed, the error named
+    if "guardrails" in name:
+        stages += guard_scenarios(make, call, done, out)
     return stages
 
 
@@ -151,12 +155,19 @@ def scenarios(name: str) -> list[Callable[[], None]]:
         lambda: run(make(name), [call(), done]),
         lambda: run(make(name, max_model_retries=1), [ModelError("busy", status=529), ok]),
         lambda: run(make(name, max_model_retries=0), [ModelError("bad", status=400, retryable=False)]),
+        lambda: run(  # failed for good: the next model answers
+            make(name, max_model_retries=0).replace(fallback_models=[ScriptedModel([ok])]),
+            [ModelError("busy", status=529)],
+        ),
         lambda: run(make(name).replace(instruction="Hi {missing}"), ["x"]),
         lambda: run(make(name, max_iterations=1), [call(), "best effort"]),
         lambda: run(make(name, max_iterations=1), [call(), ModelError("bad", retryable=False)]),
         lambda: run(make(name, max_iterations=1, salvage=False), [call(), "never"]),
         lambda: run(make(name), [TokenBudgetError("too big"), ok]),  # not sent: salvaged
         lambda: run(make(name, salvage=False), [TokenBudgetError("too big")]),  # not sent: the limit
+        lambda: Runner(  # would overspend max_cost_usd: not sent, the limit
+            make(name, max_cost_usd=1e-9).replace(model=ScriptedModel([ok], name="claude-opus-4-6"))
+        ).run_sync("go"),
         lambda: Runner(make(name, timeout_s=0.05).replace(model=ScriptedModel(_hang))).run_sync("go"),  # type: ignore[arg-type]
     ]
     stages = ["preprocess", "reason", "postprocess", "act", "decide"]
@@ -170,9 +181,12 @@ def scenarios(name: str) -> list[Callable[[], None]]:
         out.append(
             lambda stage=stage, script=script: asyncio.run(_cancel_at(Runner(scripted(make(name), script)), stage))
         )  # type: ignore[misc]
-    out.append(
-        lambda: asyncio.run(_cancel_at(Runner(scripted(make(name, max_iterations=1), [call(), "x"])), "salvage"))
-    )
+    for late in ("salvage", "guard_salvaged") if "guardrails" in name else ("salvage",):
+        out.append(
+            lambda late=late: asyncio.run(
+                _cancel_at(Runner(scripted(make(name, max_iterations=1), [call(), "x"])), late)
+            )
+        )  # type: ignore[misc]
     if "waiting" in name:
 
         def wait_then(decide: Callable[[Runner, Any], Any]) -> None:

@@ -55,7 +55,18 @@ from .parts import sniff_media_type as sniff_media_type
 
 # ---------------------------------------------------------------- events
 
-Outcome = Literal["final", "salvaged", "limit", "failed", "cancelled", "suspended", "paused"]
+Outcome = Literal["final", "salvaged", "limit", "failed", "cancelled", "suspended", "paused", "blocked"]
+
+
+class Blocked(BaseModel):
+    """Why a run ended with outcome ``"blocked"``: the guard that blocked it, where it stood
+    (``input``: the user's message; ``output``: the final answer; ``tool``: a tool call or its
+    result) and the guard's message (``RunResult.blocked``)."""
+
+    model_config = _FROZEN
+    guard: str
+    where: Literal["input", "output", "tool"]
+    message: str
 
 
 class PendingRequest(BaseModel):
@@ -220,6 +231,18 @@ class Paused(EventBase):
     type: Literal["paused"] = "paused"
 
 
+class ModelSwitched(EventBase):
+    """The run moved to the agent's next fallback model: the model call failed for good (the
+    row ``reason -> reason [has_failed_model & fallback_left]``). Steps from here on are that
+    model's (``RunResult.models_used`` lists every model the run called)."""
+
+    type: Literal["model_switched"] = "model_switched"
+    from_model: str
+    to_model: str
+    error: ErrorInfo
+    """The failure that made the switch."""
+
+
 class PlanUpdated(EventBase):
     """The planner wrote or updated the run's plan (``Agent(planner=Planner())``)."""
 
@@ -269,6 +292,7 @@ Event = Annotated[
     | PlanUpdated
     | Observed
     | Compacted
+    | ModelSwitched
     | Paused,
     Field(discriminator="type"),
 ]
@@ -331,6 +355,7 @@ def make_event(
 __all__ = [
     "EVENT_ADAPTER",
     "EVENT_FIELDS",
+    "Blocked",
     "Compacted",
     "DocumentPart",
     "ErrorInfo",
@@ -346,6 +371,7 @@ __all__ = [
     "ModelRequested",
     "ModelResponded",
     "ModelResponse",
+    "ModelSwitched",
     "Observed",
     "Outcome",
     "Part",

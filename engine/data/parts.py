@@ -11,6 +11,7 @@ import itertools
 import os
 import pathlib
 from collections.abc import Iterator, Sequence
+from decimal import Decimal
 from typing import Annotated, Any, Literal, overload
 
 from pydantic import BaseModel, Field, JsonValue, NonNegativeInt, TypeAdapter, field_serializer
@@ -171,7 +172,13 @@ class Message(BaseModel):
 
 
 class Usage(BaseModel):
-    """Tokens reported by the model. ``total_tokens`` counts all four kinds.
+    """Tokens reported by the model. ``total_tokens`` counts all four kinds (they do not
+    overlap: ``input_tokens`` are those neither read from nor written to a cache).
+
+    ``cost_usd`` is what they cost in US dollars, exactly (a ``Decimal``), when the price of
+    the model that answered is known (:mod:`loopwright.models.prices`); ``None`` when it is
+    not: never a guess. A sum's cost is the sum of the costs, and unknown as soon as one part
+    that counts any tokens or requests has an unknown cost (a usage of nothing adds nothing).
 
     ``cache_creation_1h_tokens`` is the part of ``cache_creation_tokens`` written with a one-hour
     lifetime (billed higher than the default five minutes); ``server_tool_uses`` counts the
@@ -183,6 +190,7 @@ class Usage(BaseModel):
     cache_read_tokens: NonNegativeInt = 0
     cache_creation_tokens: NonNegativeInt = 0
     requests: NonNegativeInt = 0
+    cost_usd: Decimal | None = None
     cache_creation_1h_tokens: NonNegativeInt = 0
     server_tool_uses: NonNegativeInt = 0
 
@@ -191,6 +199,14 @@ class Usage(BaseModel):
         return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_creation_tokens
 
     def __add__(self, other: Usage) -> Usage:
+        cost, more = self.cost_usd, other.cost_usd
+        if more is None:  # (the usual case without prices: both None, nothing to do)
+            if cost is not None and (other.requests or other.total_tokens):
+                cost = None
+        elif cost is not None:
+            cost += more
+        elif not self.requests and not self.total_tokens:
+            cost = more
         return trusted(
             Usage,
             input_tokens=self.input_tokens + other.input_tokens,
@@ -198,6 +214,7 @@ class Usage(BaseModel):
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
             requests=self.requests + other.requests,
+            cost_usd=cost,
             cache_creation_1h_tokens=self.cache_creation_1h_tokens + other.cache_creation_1h_tokens,
             server_tool_uses=self.server_tool_uses + other.server_tool_uses,
         )

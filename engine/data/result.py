@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, computed_field
 
 from .build import all_fields, new_object, set_dict, set_extra, set_fields_set, set_private
-from .events import EVENT_ADAPTER, ErrorInfo, Event, Message, Outcome, PendingRequest, Usage
+from .events import EVENT_ADAPTER, Blocked, ErrorInfo, Event, Message, Outcome, PendingRequest, Usage
 from .run_state import RunState
 
 
@@ -30,7 +31,8 @@ class RunResult(BaseModel):
 
     ``outcome`` is ``"final"`` (the model answered), ``"salvaged"`` (a budget ran out and the
     salvage call answered), ``"limit"`` (a budget ran out; ``limit`` names it), ``"failed"``
-    (``error`` says why), ``"cancelled"``, or ``"suspended"`` (calls wait: ``pending``; continue
+    (``error`` says why), ``"cancelled"``, ``"blocked"`` (a guard blocked it: ``blocked`` names
+    the guard and its message), or ``"suspended"`` (calls wait: ``pending``; continue
     with ``Runner.resume``). ``trace`` lists the states visited in order,
     terminal included; ``events`` is every event of the run, in ``seq`` order (every leg of a
     resumed run: see :attr:`events`).
@@ -48,6 +50,13 @@ class RunResult(BaseModel):
     ``output_type``, the validated object."""
     trace: list[str]
     usage: Usage
+    cost_usd: Decimal | None
+    """What the run's model calls cost in US dollars, exactly: the sum of each reply's
+    ``usage.cost_usd``; None when a call's cost is unknown (its model has no price:
+    :func:`loopwright.models.prices.register_price`), never a partial sum or a guess."""
+    models_used: list[str]
+    """Every model the run called, by name (an adapter's model id, a ScriptedModel's name), in
+    the order it first called them: a run that switched to a fallback model names both."""
     iterations: int
     tool_calls: int
     error: ErrorInfo | None
@@ -56,6 +65,8 @@ class RunResult(BaseModel):
     state: dict[str, JsonValue]
     pending: list[PendingRequest]
     """While the outcome is "suspended": the requests to decide (``Runner.resume``)."""
+    blocked: Blocked | None = None
+    """When the outcome is "blocked": the guard that blocked the run, where, and its message."""
     run_state: RunState = Field(exclude=True, repr=False)
     """The run's state (``to_json()`` it to resume elsewhere). Resuming continues it."""
     _log: Any = PrivateAttr(default=None)
@@ -102,6 +113,8 @@ class RunResult(BaseModel):
                 "output": _output(rs) if features else rs.output,
                 "trace": rs.trace if ended else list(rs.trace),
                 "usage": rs.usage,
+                "cost_usd": rs.usage.cost_usd,
+                "models_used": rs.models_used if ended else list(rs.models_used),
                 "iterations": rs.iteration,
                 "tool_calls": rs.tool_calls_made,
                 "error": rs.error,
@@ -113,6 +126,7 @@ class RunResult(BaseModel):
                 ]
                 if features
                 else [],
+                "blocked": getattr(features.get("guardrails"), "blocked", None) if rs.outcome == "blocked" else None,
                 "run_state": rs,
             },
         )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
@@ -100,6 +100,17 @@ class Agent:
     ``strict_tools=True`` makes strict tool use (``@tool(strict=...)``) every tool's default: the
     provider holds the model's arguments to each tool's schema exactly.
 
+    ``fallback_models`` are models to switch to, in order, when a model call fails for good:
+    its retries spent on a retryable error (429, 5xx, a timeout, a connection error), or an
+    error ``fallback_on`` lists (HTTP statuses such as ``404``, or exception classes such as
+    ``loopwright.ModelError``). The run takes the bounded row ``reason -> reason
+    [has_failed_model & fallback_left]`` (at most ``Limits.max_fallbacks`` times), stays on the
+    new model from then on, and says so (a ``model_switched`` event, ``RunResult.models_used``).
+
+    ``input_guards``, ``output_guards`` and ``tool_guards`` check the user's message, the final
+    answer and each tool call (functions, agents, or ``loopwright.features.Guardrail`` values):
+    each may allow, rewrite or block (``loopwright.features.guardrails``).
+
     ``extensions`` adds the user's own states and rows (:class:`~loopwright.machine.Extension`,
     or what :func:`~loopwright.extend` makes) to the machine this agent runs on; ``machine``
     names a machine built with :func:`~loopwright.extend` (its extensions are used the same way).
@@ -107,6 +118,10 @@ class Agent:
 
     name: str
     model: Model
+    fallback_models: tuple[Model, ...]
+    fallback_on: tuple[int | type[BaseException], ...]
+    models: tuple[Model, ...]
+    """``model`` then ``fallback_models``: the models a run of this agent may call, in order."""
     instruction: str | InstructionProvider
     static_instruction: str | None
     description: str
@@ -129,6 +144,9 @@ class Agent:
     planner: Any
     observer: Any
     compaction: Any
+    input_guards: tuple[Any, ...]
+    output_guards: tuple[Any, ...]
+    tool_guards: tuple[Any, ...]
     toolsets: tuple[Toolset, ...]
     """The toolsets among ``tools`` (their tools are in ``tools`` once listed: :mod:`.toolsets`)."""
     tool_specs = LiveSpecs()  # an agent without toolsets holds its own tuple (set in __init__)
@@ -165,13 +183,21 @@ class Agent:
         compaction: Any = None,
         prepare_tools: PrepareTools | None = None,
         strict_tools: bool = False,
+        fallback_models: Sequence[Model] = (),
+        fallback_on: Collection[int | type[BaseException]] = (),
+        input_guards: Sequence[Any] = (),
+        output_guards: Sequence[Any] = (),
+        tool_guards: Sequence[Any] = (),
     ) -> None:
         _check_options(name, model, limits, instruction, history)
         if prepare_tools is not None and not callable(prepare_tools):
             raise ConfigurationError(
                 f"agent {name!r}: prepare_tools must be a function (ctx, tools) -> tools, got {prepare_tools!r}"
             )
+        fallback_models, fallback_on = _check_fallbacks(name, fallback_models, fallback_on)
         _check_features(name, output_type, planner, observer, compaction)
+        guards = {"input_guards": input_guards, "output_guards": output_guards, "tool_guards": tool_guards}
+        _check_guards(name, guards)
         own = object.__setattr__
         own(self, "_options", {
             "name": name, "model": model, "instruction": instruction, "static_instruction": static_instruction,
@@ -182,6 +208,7 @@ class Agent:
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
             "output_type": output_type, "planner": planner, "observer": observer,
             "compaction": compaction, "prepare_tools": prepare_tools, "strict_tools": strict_tools,
+            "fallback_models": fallback_models, "fallback_on": fallback_on, **guards,
         })  # fmt: skip
         toolsets = tuple(t for t in tools if is_toolset(t))
         tool_map = _tool_map(name, [t for t in tools if not is_toolset(t)] if toolsets else tools)
@@ -205,10 +232,11 @@ class Agent:
             "disallow_transfer_to_parent": disallow_transfer_to_parent,
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
             "output_type": output_type, "planner": planner, "observer": observer,
-            "compaction": compaction,
+            "compaction": compaction, **{k: tuple(v) for k, v in guards.items()},
             "tool_specs": _strict_default(tool_map.values(), strict_tools), "instruction_is_dynamic": dynamic,
             "prepare_tools": prepare_tools, "preprocess_waits": dynamic or prepare_tools is not None,
-            "static_instructions": tuple(static),
+            "static_instructions": tuple(static), "fallback_models": fallback_models,
+            "fallback_on": fallback_on, "models": (model, *fallback_models),
         }.items():  # fmt: skip
             if not (key == "tool_specs" and toolsets):  # (with toolsets: LiveSpecs, read live)
                 own(self, key, value)
@@ -268,6 +296,29 @@ def _check_options(name: object, model: object, limits: object, instruction: obj
         raise ConfigurationError(f"agent {name!r}: history must be 'shared' or 'isolated', got {history!r}")
 
 
+def _check_fallbacks(
+    name: str, models: object, kinds: object
+) -> tuple[tuple[Model, ...], tuple[int | type[BaseException], ...]]:
+    if isinstance(models, Model) or not isinstance(models, Sequence) or isinstance(models, str):
+        raise ConfigurationError(f"agent {name!r}: fallback_models must be a list of models, got {models!r}")
+    for model in models:
+        if not isinstance(model, Model):
+            raise ConfigurationError(
+                f"agent {name!r}: fallback_models holds {model!r}, which has no `async def complete(request)`; "
+                "pass models (a ScriptedModel, an AnthropicModel, or any object with that method)"
+            )
+    if not isinstance(kinds, Collection) or isinstance(kinds, str):
+        raise ConfigurationError(f"agent {name!r}: fallback_on must be a list of HTTP statuses or exception classes")
+    for kind in kinds:
+        status = type(kind) is int and 100 <= kind <= 599
+        if not status and not (isinstance(kind, type) and issubclass(kind, BaseException)):
+            raise ConfigurationError(
+                f"agent {name!r}: fallback_on holds {kind!r}; list HTTP statuses (e.g. 404) or exception classes "
+                "(e.g. loopwright.ModelError) whose failures switch to the next fallback model"
+            )
+    return tuple(models), tuple(kinds)
+
+
 def _check_features(name: str, output_type: object, planner: object, observer: object, compaction: object) -> None:
     if output_type is not None and not (isinstance(output_type, type) and issubclass(output_type, BaseModel)):
         raise ConfigurationError(
@@ -281,6 +332,18 @@ def _check_features(name: str, output_type: object, planner: object, observer: o
     ):
         if value is not None and getattr(value, "extension", None) is None:
             raise ConfigurationError(f"agent {name!r}: {option} must be {example}, got {value!r}")
+
+
+def _check_guards(name: str, guards: Mapping[str, Any]) -> None:
+    for option, given in guards.items():
+        if isinstance(given, str) or not isinstance(given, Sequence):
+            raise ConfigurationError(f"agent {name!r}: {option} must be a list of guards, got {type(given).__name__}")
+        for g in given:
+            if not (callable(g) or isinstance(g, Agent) or hasattr(g, "check")):
+                raise ConfigurationError(
+                    f"agent {name!r}: {option} takes functions, Agents or loopwright.features.Guardrail values, "
+                    f"got {g!r}"
+                )
 
 
 def _tool_map(name: str, tools: Sequence[Any]) -> dict[str, Tool]:

@@ -124,6 +124,17 @@ def execute(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | Aw
     return _invoke(call, checked[0], checked[1], ctx)
 
 
+def proceed(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | Awaitable[CallOutcome]:
+    """The rest of :func:`execute` once the gates let ``call`` through: validation, the
+    confirmation check, before_tool and the tool (a gate that wraps the call runs it so)."""
+    checked = _check(call, ctx, approved)
+    if type(checked) is not tuple:
+        return checked  # type: ignore[return-value]
+    if ctx.agent.before_tool is not None:
+        return _before_then_invoke(call, checked[0], checked[1], ctx)
+    return _invoke(call, checked[0], checked[1], ctx)
+
+
 async def _before_then_invoke(call: ToolCall, tool: Tool, kwargs: dict[str, Any], ctx: RunContext) -> CallOutcome:
     replaced = await _before_tool(call, ctx)
     if replaced is not None:

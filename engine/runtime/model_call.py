@@ -18,20 +18,25 @@ from ..data.events import (
     ModelRequest,
     ModelResponse,
     ProviderPart,
-    TextDelta,
     TextPart,
     ThoughtPart,
     ToolCall,
-    ToolInputDelta,
     Usage,
     new_call_id,
 )
 from ..data.limits import Watched, watch
 from ..data.values import ValueTooLarge, clean_text, is_storable, storable
-from ..models.base import StreamDelta, StreamToolInput
 from ..models.scripted import ScriptedModel
 from .context import RunContext
+from .model_choice import current_model as current_model
+from .model_choice import fallback_target as fallback_target
+from .model_choice import model_name as model_name
+from .model_choice import note_model as note_model
+from .model_choice import priced as priced
+from .model_choice import refuses_cost as refuses_cost
+from .model_choice import switch_model as switch_model
 from .observers import enter_scopes
+from .streamed import streamed as _streamed
 
 _new = object.__new__
 
@@ -69,7 +74,10 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
             ctx.tools_named, ctx.tool_names = replaced.tools, tuple([t.name for t in replaced.tools])
         request = replaced
     scoped = enter_scopes(ctx.model_scopes, request) if ctx.model_scopes else None
-    model = agent.model
+    rs = ctx.run_state
+    model = agent.model if not rs.fallbacks else current_model(rs, ctx)
+    if model is not rs.model_in_use:
+        note_model(rs, model)
     stream = getattr(model, "stream", None) if ctx.stream_deltas else None
     call = model_call(model, ctx)
     try:
@@ -128,9 +136,9 @@ class ModelCall(Watched):
     def check(self, response: Any) -> ModelResponse:
         """A reply is a ModelResponse; one from a model the engine does not trust holds together
         (a built-in model replaying a list, and a model with ``trusted_replies``, are trusted),
-        and comes back as a saved run holds it (:func:`storable_reply`)."""
+        and comes back as a saved run holds it (:func:`storable_reply`), priced (:func:`priced`)."""
         if self.instant and type(response) is ModelResponse:
-            return response
+            return response if response.__dict__["model"] is None else priced(response, None)
         model = self.model
         if not isinstance(response, ModelResponse):
             raise ModelError(
@@ -141,7 +149,7 @@ class ModelCall(Watched):
             wrong = malformed(response) or "it does not hold together"
             raise ModelError(f"model {type(model).__name__} returned a malformed reply: {wrong}", retryable=False)
         try:
-            return storable_reply(response)
+            return priced(storable_reply(response), model)
         except ValueTooLarge as exc:
             raise ModelError(
                 f"model {type(model).__name__} returned a malformed reply: {exc}, which a saved run could not read "
@@ -248,11 +256,11 @@ def known_secrets(ctx: RunContext) -> list[str]:
     """Secrets the run knows of, which must never leave it in a message: credentials supplied
     on resume, the model's (or its client's) ``api_key``, and ``ANTHROPIC_API_KEY``."""
     found = [v for v in ctx.credentials.values() if isinstance(v, str)]
-    model = ctx.agent.model
-    for holder in (model, getattr(model, "_client", None)):
-        key = getattr(holder, "api_key", None)
-        if isinstance(key, str):
-            found.append(key)
+    for model in ctx.agent.models:
+        for holder in (model, getattr(model, "_client", None)):
+            key = getattr(holder, "api_key", None)
+            if isinstance(key, str):
+                found.append(key)
     env = os.environ.get("ANTHROPIC_API_KEY")
     if env:
         found.append(env)
@@ -317,21 +325,6 @@ def malformed(response: ModelResponse) -> str | None:
         if type(value) is not int or value < 0:
             return f"usage.{name} is {value!r}, not a whole number >= 0"
     return None
-
-
-async def _streamed(stream: Any, request: ModelRequest, ctx: RunContext) -> Any:
-    """A streaming model's reply: its text deltas become events, its last item is the reply."""
-    response: Any = None
-    async for item in stream(request):
-        if isinstance(item, StreamDelta):
-            ctx.emit(TextDelta, text=item.text, thought=item.thought)
-        elif isinstance(item, StreamToolInput):
-            ctx.emit(ToolInputDelta, item.call_id, item.name, item.partial_json)
-        else:
-            response = item
-    if response is None:
-        raise ModelError("the model's stream ended without a final response", retryable=True)
-    return response
 
 
 async def _after(response: ModelResponse, ctx: RunContext) -> ModelResponse:
