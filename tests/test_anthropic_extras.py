@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import anthropic
@@ -184,3 +185,13 @@ def test_every_status_error_carries_the_rate_limits(fake: FakeClaude) -> None:
     error = asyncio.run(go())
     assert error.status == 401 and "ANTHROPIC_API_KEY" in str(error)
     assert error.rate_limits == {"requests-remaining": "7", "requests-limit": "50"}  # type: ignore[attr-defined]
+
+
+def test_one_hour_cache_writes_cost_twice_the_input_price(fake: FakeClaude) -> None:
+    usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 300,
+             "cache_creation": {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 200}}  # fmt: skip
+    fake.script.append({**message(text("cached"), usage=usage), "model": "claude-opus-4-6"})
+    result = run(agent(fake, model="claude-opus-4-6"))
+    assert result.outcome == "final", result.error
+    # opus-4-6: input $5, output $25, a 5-minute write $6.25, a 1-hour write $10 a million tokens
+    assert result.usage.cost_usd == Decimal(10 * 5 + 5 * 25 + 100 * 6.25 + 200 * 10) / 1_000_000
