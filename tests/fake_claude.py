@@ -21,6 +21,13 @@ It also holds the API's rules that matter to a client:
 - thinking per model: ``budget_tokens`` on a 5.x model, and thinking ``disabled`` on
   claude-sonnet-5-5, are refused with 400;
 - a non-streamed request with ``max_tokens`` over 21,333 is refused (the API asks to stream);
+- tools: a ``strict`` tool's schema must close every object (``additionalProperties: false``);
+  an Anthropic-defined tool (``type``) must carry the name its type has; ``defer_loading`` needs
+  a tool search tool and at least one tool not deferred; a ``file`` source needs the Files API
+  beta;
+- ``POST /v1/messages/count_tokens`` answers ``{"input_tokens": n}`` (about four characters a
+  token, as ``account`` counts), recorded in ``counted``;
+- :class:`Error` may carry more headers (``anthropic-ratelimit-*``);
 - usage accounting (``account=True``): input tokens are counted from the request (about four
   characters a token) and prompt caching is played out: each ``cache_control`` breakpoint writes
   its prefix, a later request reads the longest cached prefix found at a breakpoint or up to 20
@@ -106,6 +113,7 @@ class Error:
     kind: str
     message: str
     retry_after: str | None = "0"
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -156,6 +164,8 @@ class FakeClaude:
     cache: set[str] = field(default_factory=set)
     paused: bool = False
     """The last reply was ``pause_turn``: the next request may end with that assistant turn."""
+    counted: list[dict[str, Any]] = field(default_factory=list)
+    """The bodies sent to ``/v1/messages/count_tokens``."""
 
     def __enter__(self) -> FakeClaude:
         self.server = _Server(("127.0.0.1", 0), _Handler, self)
@@ -207,6 +217,11 @@ class _Handler(BaseHTTPRequestHandler):
         vertex = re.search(r"/publishers/anthropic/models/([^/:]+):(stream)?rawPredict$", self.path, re.IGNORECASE)
         if vertex:  # Google Vertex AI's route: the model is in the path, the stream flag in the body
             body = {**body, "model": vertex.group(1)}
+        elif self.path.startswith("/v1/messages/count_tokens"):
+            fake.requests.pop()
+            fake.headers.pop()
+            fake.counted.append(body)
+            return self._json(200, {"input_tokens": sum(_tokens(b) for b, _ in _blocks(body))})
         elif self.path not in ("/v1/messages", "/v1/messages?beta=true"):
             return self._error(404, "not_found_error", f"no route for {self.path}")
         beta_only = sorted(BETA_ONLY & body.keys())
@@ -228,7 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _answer(self, reply: Any, body: dict[str, Any]) -> None:
         """Send the scripted ``reply`` to the request ``body``."""
         if isinstance(reply, Error):
-            return self._error(reply.status, reply.kind, reply.message, reply.retry_after)
+            return self._error(reply.status, reply.kind, reply.message, reply.retry_after, reply.headers)
         if isinstance(reply, Cut):
             return self._cut(reply)
         if isinstance(reply, StreamError):
@@ -246,9 +261,12 @@ class _Handler(BaseHTTPRequestHandler):
         error = {"type": "error", "error": {"type": reply.kind, "message": reply.message}}
         self._sse([*list(sse_events(reply.reply))[: reply.events], ("error", error)])
 
-    def _error(self, status: int, kind: str, message: str, retry_after: str | None = "0") -> None:
+    def _error(
+        self, status: int, kind: str, message: str, retry_after: str | None = "0", more: dict[str, str] | None = None
+    ) -> None:
         error = {"type": "error", "error": {"type": kind, "message": message}}
-        self._json(status, error, {"retry-after": retry_after} if retry_after is not None else {})
+        headers = {"retry-after": retry_after} if retry_after is not None else {}
+        self._json(status, error, {**headers, **(more or {})})
 
     def _raw(self, reply: Raw) -> None:
         data = reply.body.encode()
@@ -404,6 +422,53 @@ def refusal(fake: FakeClaude, body: dict[str, Any]) -> str | None:
         return "thinking cannot be disabled on this model"
     if not body.get("stream") and body.get("max_tokens", 0) > NONSTREAMING_MAX_TOKENS:
         return "Streaming is required for operations that may take longer than 10 minutes (max_tokens is too large)"
+    return tools_refusal(body.get("tools") or []) or _files_refusal(fake, body)
+
+
+_CLIENT_TOOL_NAMES = {"bash": "bash", "memory": "memory", "computer": "computer"}
+
+
+def tools_refusal(tools: list[dict[str, Any]]) -> str | None:
+    """What the API would refuse in the ``tools`` of a request, or None."""
+    for n, tool in enumerate(tools):
+        kind = tool.get("type")
+        if kind and kind != "custom":
+            family = kind.rpartition("_")[0]
+            want = _CLIENT_TOOL_NAMES.get(family)
+            if want is not None and tool.get("name") != want:
+                return f"tools.{n}.{kind}.name: Input should be '{want}'"
+            continue
+        if tool.get("strict") and not _closed(tool.get("input_schema") or {}):
+            return (
+                f"tools.{n}.custom: For 'strict' tools, 'additionalProperties' must be explicitly set to false "
+                "on every object schema"
+            )
+    deferred = [t for t in tools if t.get("defer_loading")]
+    if deferred:
+        if not any(str(t.get("type", "")).startswith("tool_search_tool_") for t in tools):
+            return "tools: defer_loading requires a tool search tool (tool_search_tool_regex or _bm25)"
+        if len(deferred) == len([t for t in tools if not str(t.get("type", "")).startswith("tool_search_tool_")]):
+            return "tools: at least one tool must not be deferred (defer_loading)"
+    return None
+
+
+def _closed(schema: Any) -> bool:
+    """Every object in ``schema`` says ``additionalProperties: false``."""
+    if isinstance(schema, list):
+        return all(_closed(s) for s in schema)
+    if not isinstance(schema, dict):
+        return True
+    if schema.get("type") == "object" and schema.get("additionalProperties") is not False:
+        return False
+    return all(_closed(v) for k, v in schema.items() if k not in ("enum", "const", "default", "examples"))
+
+
+def _files_refusal(fake: FakeClaude, body: dict[str, Any]) -> str | None:
+    if '"type": "file"' not in json.dumps(body.get("messages") or []):
+        return None
+    beta = fake.headers[-1].get("anthropic-beta", "") if fake.headers else ""
+    if "files-api-" not in beta:
+        return "source.type 'file' requires the files-api-2025-04-14 beta (anthropic-beta header)"
     return None
 
 

@@ -137,8 +137,8 @@ def test_a_run_with_parts_saves_and_loads(tmp_path: Path) -> None:
         ([], "the user input is an empty sequence"),
         (42, "the user input must be a str or a sequence of parts, got int"),
         (b"\x89PNG", "the user input must be a str or a sequence of parts, got bytes"),
-        ([ImagePart()], "item 0 of the user input is an ImagePart with neither a url nor data"),
-        ([DocumentPart(title="t")], "item 0 of the user input is a DocumentPart with no url, text or data"),
+        ([ImagePart()], "item 0 of the user input is an ImagePart with neither a url, a file_id nor data"),
+        ([DocumentPart(title="t")], "item 0 of the user input is a DocumentPart with no url, text, file_id or data"),
         ([{"type": "text", "text": "hi"}], "item 0 of the user input is a dict, which"),
     ],
 )

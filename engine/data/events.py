@@ -130,6 +130,17 @@ class TextDelta(EventBase):
     thought: bool
 
 
+class ToolInputDelta(EventBase):
+    """A piece of a tool call's input JSON as it streams in (only from ``Runner.stream``, on models
+    that stream tool input: Claude with ``eager_input_streaming`` on the tool). The pieces of one
+    call joined are its input; the call itself still comes whole in ``model_responded``."""
+
+    type: Literal["tool_input_delta"] = "tool_input_delta"
+    call_id: str
+    name: str
+    partial_json: str
+
+
 class ToolCalled(EventBase):
     type: Literal["tool_called"] = "tool_called"
     call_id: str
@@ -267,6 +278,7 @@ Event = Annotated[
     | ModelRequested
     | ModelResponded
     | TextDelta
+    | ToolInputDelta
     | ToolCalled
     | ToolAnswered
     | ToolApproved
@@ -379,6 +391,7 @@ __all__ = [
     "ToolApproved",
     "ToolCall",
     "ToolCalled",
+    "ToolInputDelta",
     "ToolResult",
     "ToolRetried",
     "ToolSpec",

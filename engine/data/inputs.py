@@ -49,16 +49,21 @@ def _part(item: Any, index: int) -> Part:
     if isinstance(item, TextPart):
         return item
     if isinstance(item, ImagePart):
-        if item.url is None and (item.data is None or item.media_type is None):
+        if item.url is None and item.file_id is None and (item.data is None or item.media_type is None):
             raise ConfigurationError(
-                f"{where} is an ImagePart with neither a url nor data and its media_type; "
+                f"{where} is an ImagePart with neither a url, a file_id nor data and its media_type; "
                 "make it with ImagePart.from_path(), ImagePart.from_bytes() or ImagePart(url=...)"
             )
         return item
     if isinstance(item, DocumentPart):
-        if item.url is None and item.text is None and (item.data is None or item.media_type is None):
+        if (
+            item.url is None
+            and item.text is None
+            and item.file_id is None
+            and (item.data is None or item.media_type is None)
+        ):
             raise ConfigurationError(
-                f"{where} is a DocumentPart with no url, text or data and its media_type; "
+                f"{where} is a DocumentPart with no url, text, file_id or data and its media_type; "
                 "make it with DocumentPart.from_path(), DocumentPart(text=...) or "
                 "DocumentPart(url=...)"
             )

@@ -79,15 +79,17 @@ class ProviderPart(BaseModel):
 
 
 class ImagePart(BaseModel):
-    """An image in a user turn or a tool's result: base64 ``data`` with its ``media_type``, or a
-    ``url``. ``ImagePart.from_path("shot.png")`` and ``ImagePart.from_bytes(png)`` read files and
-    bytes (PNG, JPEG, GIF, WebP)."""
+    """An image in a user turn or a tool's result: base64 ``data`` with its ``media_type``, a
+    ``url``, or the ``file_id`` of a file uploaded to the provider (Anthropic's Files API).
+    ``ImagePart.from_path("shot.png")`` and ``ImagePart.from_bytes(png)`` read files and bytes
+    (PNG, JPEG, GIF, WebP)."""
 
     model_config = _FROZEN
     type: Literal["image"] = "image"
     media_type: str | None = None
     data: str | None = None
     url: str | None = None
+    file_id: str | None = None
 
     @classmethod
     def from_bytes(cls, data: bytes, media_type: str | None = None) -> ImagePart:
@@ -102,8 +104,9 @@ class ImagePart(BaseModel):
 
 
 class DocumentPart(BaseModel):
-    """A document (a PDF as base64 ``data`` or a ``url``, or plain ``text``) in a user turn or a
-    tool's result. ``DocumentPart.from_path("report.pdf")`` reads a file."""
+    """A document (a PDF as base64 ``data`` or a ``url``, plain ``text``, or the ``file_id`` of an
+    uploaded file) in a user turn or a tool's result. ``DocumentPart.from_path("report.pdf")``
+    reads a file. ``citations=True`` asks the model to cite it (the citations are on the reply)."""
 
     model_config = _FROZEN
     type: Literal["document"] = "document"
@@ -112,6 +115,8 @@ class DocumentPart(BaseModel):
     url: str | None = None
     text: str | None = None
     title: str | None = None
+    file_id: str | None = None
+    citations: bool | None = None
 
     @classmethod
     def from_bytes(cls, data: bytes, media_type: str | None = None, title: str | None = None) -> DocumentPart:
@@ -173,7 +178,11 @@ class Usage(BaseModel):
     ``cost_usd`` is what they cost in US dollars, exactly (a ``Decimal``), when the price of
     the model that answered is known (:mod:`loopwright.models.prices`); ``None`` when it is
     not: never a guess. A sum's cost is the sum of the costs, and unknown as soon as one part
-    that counts any tokens or requests has an unknown cost (a usage of nothing adds nothing)."""
+    that counts any tokens or requests has an unknown cost (a usage of nothing adds nothing).
+
+    ``cache_creation_1h_tokens`` is the part of ``cache_creation_tokens`` written with a one-hour
+    lifetime (billed higher than the default five minutes); ``server_tool_uses`` counts the
+    provider's own tool calls in the reply (web search, web fetch, code execution: billed per use)."""
 
     model_config = _FROZEN
     input_tokens: NonNegativeInt = 0
@@ -182,6 +191,8 @@ class Usage(BaseModel):
     cache_creation_tokens: NonNegativeInt = 0
     requests: NonNegativeInt = 0
     cost_usd: Decimal | None = None
+    cache_creation_1h_tokens: NonNegativeInt = 0
+    server_tool_uses: NonNegativeInt = 0
 
     @property
     def total_tokens(self) -> int:
@@ -204,6 +215,8 @@ class Usage(BaseModel):
             cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
             requests=self.requests + other.requests,
             cost_usd=cost,
+            cache_creation_1h_tokens=self.cache_creation_1h_tokens + other.cache_creation_1h_tokens,
+            server_tool_uses=self.server_tool_uses + other.server_tool_uses,
         )
 
 
@@ -220,12 +233,21 @@ class Instruction(BaseModel):
 
 
 class ToolSpec(BaseModel):
-    """What the model is told about one tool."""
+    """What the model is told about one tool.
+
+    ``strict``: the provider holds the model's arguments to ``input_schema`` exactly (strict tool
+    use; None: the agent's ``strict_tools``, else off). ``provider``: extra fields of the tool's
+    definition per provider, merged in by that provider's adapter alone, e.g.
+    ``{"anthropic": {"defer_loading": True}}``; a definition there with a ``type`` is a tool the
+    provider defines (Claude's ``{"type": "bash_20250124", "name": "bash"}``) and is sent instead
+    of the name, description and schema."""
 
     model_config = _FROZEN
     name: str
     description: str
     input_schema: dict[str, Any]
+    strict: bool | None = None
+    provider: dict[str, dict[str, Any]] = {}
 
 
 ToolChoice = Literal["auto", "any", "none"]

@@ -3,7 +3,9 @@ message (cut to a few hundred characters; an HTML page is named as such), the re
 wait the API asked for (``Retry-After``), and whether a retry can help — retryable for
 408/409/429/5xx/529, connection errors and bodies that are not a Messages API reply, not for
 400/401/403/404. An ``error`` event inside a streamed reply (HTTP 200) gets the status its
-error type stands for."""
+error type stands for. A 429's message names the rate limits the API reported
+(``anthropic-ratelimit-*`` headers: the one spent first); every status error carries them as
+``error.rate_limits``."""
 
 from __future__ import annotations
 
@@ -78,6 +80,33 @@ def _retry_after(exc: anthropic.APIStatusError) -> float | None:
         return None
 
 
+_RATE = "anthropic-ratelimit-"
+
+
+def rate_limits(exc: anthropic.APIStatusError) -> dict[str, str]:
+    """The ``anthropic-ratelimit-*`` headers of the reply, without their prefix
+    (``{"requests-remaining": "0", "requests-reset": "2026-...", ...}``)."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return {}
+    with contextlib.suppress(Exception):
+        return {k.lower()[len(_RATE) :]: v for k, v in headers.items() if k.lower().startswith(_RATE)}
+    return {}
+
+
+def _limits_text(limits: dict[str, str]) -> str:
+    """``input-tokens 0/40000 left, reset 2026-...; requests 12/50 left`` (the spent kind first)."""
+    kinds = sorted({k.rsplit("-", 1)[0] for k in limits if k.endswith("-remaining")},
+                   key=lambda kind: (limits.get(f"{kind}-remaining") != "0", kind))  # fmt: skip
+    parts = []
+    for kind in kinds:
+        text = f"{kind} {limits[f'{kind}-remaining']}/{limits.get(f'{kind}-limit', '?')} left"
+        if limits.get(f"{kind}-reset"):
+            text += f", reset {limits[f'{kind}-reset']}"
+        parts.append(text)
+    return "; ".join(parts)
+
+
 def _api_error(exc: anthropic.APIStatusError) -> tuple[str | None, str]:
     """The API's error type and message from the error body, else a plain word on the body."""
     body = getattr(exc, "body", None)
@@ -99,35 +128,43 @@ def _api_error(exc: anthropic.APIStatusError) -> tuple[str | None, str]:
 
 def model_error(exc: anthropic.AnthropicError) -> ModelError:
     if isinstance(exc, anthropic.APIStatusError):
-        kind, message = _api_error(exc)
-        detail = f"{kind}: {message}" if kind else message
-        request_id = f" [request-id {exc.request_id}]" if getattr(exc, "request_id", None) else ""
-        status = exc.status_code
-        where = ""
-        if status < 400:  # an error event inside a streamed reply: the status line said 200
-            status = _ERROR_TYPE_STATUS.get(kind or "", 500)
-            where = " in the reply stream"
-        if status == 401:
-            return ModelError(
-                f"the Anthropic API refused the credentials (401 {detail}); set ANTHROPIC_API_KEY to a valid key"
-                f"{request_id}",
-                status=401,
-                retryable=False,
-            )
-        if status == 400 and "prompt is too long" in message.lower():
-            return ContextWindowError(
-                f"the request does not fit the model's context window (400 {detail}){request_id}: the run takes "
-                "the token-budget edge (compaction, if the agent has it, else salvage)",
-                status=400,
-            )
-        return ModelError(
-            f"Anthropic API error {status}{where}: {detail}{request_id}",
-            status=status,
-            retryable=status in _RETRYABLE_STATUS,
-            retry_after=_retry_after(exc),
-        )
+        limits = rate_limits(exc)
+        error = _status_error(exc, limits)
+        error.rate_limits = limits  # type: ignore[attr-defined]
+        return error
     if isinstance(exc, anthropic.APIConnectionError):
         return ModelError(f"could not reach the Anthropic API: {cut(str(exc))}", retryable=True)
     if type(exc).__name__ == "CredentialsError":
         return ModelError(f"the Anthropic credentials could not be loaded: {exc}", retryable=False)
     return ModelError(f"Anthropic client error: {type(exc).__name__}: {cut(str(exc))}", retryable=False)
+
+
+def _status_error(exc: anthropic.APIStatusError, limits: dict[str, str]) -> ModelError:
+    kind, message = _api_error(exc)
+    detail = f"{kind}: {message}" if kind else message
+    request_id = f" [request-id {exc.request_id}]" if getattr(exc, "request_id", None) else ""
+    status = exc.status_code
+    where = ""
+    if status < 400:  # an error event inside a streamed reply: the status line said 200
+        status = _ERROR_TYPE_STATUS.get(kind or "", 500)
+        where = " in the reply stream"
+    if status == 401:
+        return ModelError(
+            f"the Anthropic API refused the credentials (401 {detail}); set ANTHROPIC_API_KEY to a valid key"
+            f"{request_id}",
+            status=401,
+            retryable=False,
+        )
+    if status == 400 and "prompt is too long" in message.lower():
+        return ContextWindowError(
+            f"the request does not fit the model's context window (400 {detail}){request_id}: the run takes "
+            "the token-budget edge (compaction, if the agent has it, else salvage)",
+            status=400,
+        )
+    shown = f" (rate limits: {_limits_text(limits)})" if limits and status == 429 else ""
+    return ModelError(
+        f"Anthropic API error {status}{where}: {detail}{shown}{request_id}",
+        status=status,
+        retryable=status in _RETRYABLE_STATUS,
+        retry_after=_retry_after(exc),
+    )

@@ -216,14 +216,28 @@ def _is_media(value: Any) -> bool:
     return isinstance(value, dict) and value.get("type") in ("image", "document")
 
 
+def _is_block(value: Any) -> bool:
+    """An image, a document, or a ``search_result`` block (which goes to the API as it is)."""
+    return isinstance(value, dict) and value.get("type") in ("image", "document", "search_result")
+
+
 def _result_content(content: Any) -> Any:
-    """A tool's result: text, or (when it holds images or documents) a list of content blocks."""
+    """A tool's result: text, or (when it holds images, documents or search results) a list of
+    content blocks."""
     if isinstance(content, str):
         return content
     items = content if isinstance(content, list) else [content]
-    if not any(_is_media(item) for item in items):
+    if not any(_is_block(item) for item in items):
         return json.dumps(content)
-    return [_media(item) if _is_media(item) else _text_block(item) for item in items]
+    return [_result_block(item) for item in items]
+
+
+def _result_block(item: Any) -> dict[str, Any]:
+    if _is_media(item):
+        return _media(item)
+    if isinstance(item, dict) and item.get("type") == "search_result":
+        return dict(item)  # (its citations come back as search_result_location on the reply)
+    return _text_block(item)
 
 
 def _text_block(item: Any) -> dict[str, Any]:
@@ -232,15 +246,20 @@ def _text_block(item: Any) -> dict[str, Any]:
 
 def _media(part: dict[str, Any]) -> dict[str, Any]:
     """An image or document part (as data) as the API's block."""
-    if part.get("url"):
-        source: dict[str, Any] = {"type": "url", "url": part["url"]}
+    if part.get("file_id"):  # uploaded with the Files API (its beta: files-api-2025-04-14)
+        source: dict[str, Any] = {"type": "file", "file_id": part["file_id"]}
+    elif part.get("url"):
+        source = {"type": "url", "url": part["url"]}
     elif part.get("data"):
         source = {"type": "base64", "media_type": part.get("media_type"), "data": part["data"]}
     else:
         source = {"type": "text", "media_type": "text/plain", "data": part.get("text") or ""}
     block: dict[str, Any] = {"type": part["type"], "source": source}
-    if part["type"] == "document" and part.get("title"):
-        block["title"] = part["title"]
+    if part["type"] == "document":
+        if part.get("title"):
+            block["title"] = part["title"]
+        if part.get("citations") is not None:
+            block["citations"] = {"enabled": bool(part["citations"])}
     return block
 
 
@@ -300,9 +319,20 @@ def to_response(message: Any) -> ModelResponse:
             cache_read_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
             cache_creation_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
             requests=1,
+            cache_creation_1h_tokens=getattr(getattr(usage, "cache_creation", None), "ephemeral_1h_input_tokens", 0)
+            or 0,
+            server_tool_uses=_server_tool_uses(usage),
         ),
         details=details,
     )
+
+
+def _server_tool_uses(usage: Any) -> int:
+    """The server tool calls the reply was billed for (web search, web fetch, code execution...)."""
+    counts = getattr(usage, "server_tool_use", None)
+    if counts is None:
+        return 0
+    return sum(v for v in _plain(counts).values() if isinstance(v, int) and not isinstance(v, bool))
 
 
 def _refuse_unknown_only(parts: list[TextPart | ThoughtPart | ToolCall | ProviderPart], stop: str | None) -> None:

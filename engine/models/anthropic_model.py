@@ -18,7 +18,12 @@ Clients: without ``client`` (or with a factory, ``client=lambda: AsyncAnthropicV
 one client is made per event loop and closed when that loop shuts down (``asyncio.run`` and
 ``run_sync`` do), or by ``await model.aclose()``. A client instance is used as given and bound to
 the first event loop that uses it; using it from another loop (a second ``run_sync``) is a clear,
-non-retryable error. Bedrock and Vertex clients are accepted.
+non-retryable error. Bedrock (and Bedrock Mantle, where the SDK has it) and Vertex clients are accepted.
+
+Tools: the agent's tool specs become the API's definitions in :mod:`.anthropic_tools` (strict
+schemas, ``ToolSpec.provider["anthropic"]`` fields, tools Anthropic defines); a tool marked
+``eager_input_streaming`` streams its calls' input as :class:`StreamToolInput` pieces.
+``preflight="count_tokens"`` asks the API to count a request with a token budget before it is sent.
 
 Beta features: an option only the beta endpoint takes (``context_management``, server-side
 ``compaction``, ``mcp_servers``...) sends the request to ``client.beta.messages`` (its ``betas``
@@ -57,12 +62,16 @@ from .anthropic_mapping import (
     to_system,
     usable,
 )
-from .base import StreamDelta
+from .anthropic_tools import Definitions
+from .base import StreamDelta, StreamToolInput
 from .claude_facts import CURRENT, SAMPLING, base_id, facts_for
 
 __all__ = ["AnthropicModel", "Client", "ClientFactory", "to_messages", "to_response", "to_system"]
 
-Client: TypeAlias = "anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex"
+Client: TypeAlias = (
+    "anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex"
+    " | anthropic.AsyncAnthropicBedrockMantle"
+)
 ClientFactory: TypeAlias = Callable[[], Client]
 CacheTTL = Literal["5m", "1h"]
 _Owned: TypeAlias = "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Client, AsyncGenerator[None, None]]]"
@@ -86,7 +95,22 @@ _OWNED = frozenset({"model", "messages", "system", "stream", "tool_choice"})
 """Arguments loopwright sets itself from the agent and the request."""
 _OPTIONS = (_SDK_PARAMS | _BETA_ONLY | SAMPLING | {"betas", "tools", "max_tokens"}) - _OWNED
 """Names ``request_options`` and an agent's ``model_settings`` may use."""
-_CLIENT_TYPES = (anthropic.AsyncAnthropic, anthropic.AsyncAnthropicBedrock, anthropic.AsyncAnthropicVertex)
+_CLIENT_TYPES: tuple[type, ...] = tuple(
+    kind
+    for kind in (
+        anthropic.AsyncAnthropic,
+        anthropic.AsyncAnthropicBedrock,
+        anthropic.AsyncAnthropicVertex,
+        getattr(anthropic, "AsyncAnthropicBedrockMantle", None),  # (Bedrock's Messages API endpoint; newer SDKs)
+    )
+    if kind is not None
+)
+_COUNT_PARAMS = frozenset(inspect.signature(anthropic.resources.messages.AsyncMessages.count_tokens).parameters)
+_BETA_COUNT_PARAMS = frozenset(
+    inspect.signature(anthropic.resources.beta.messages.AsyncMessages.count_tokens).parameters
+)
+"""What ``count_tokens`` takes of a request (``preflight="count_tokens"``)."""
+Preflight = Literal["estimate", "count_tokens"]
 _SDK_DEPRECATED: dict[str, str] = dict(getattr(anthropic.resources.messages.messages, "DEPRECATED_MODELS", {}))
 
 
@@ -94,7 +118,7 @@ class AnthropicModel:
     """A loopwright model backed by Claude.
 
     ``AnthropicModel(model="claude-sonnet-5-5", max_tokens=None, client=None, max_retries=0,
-    cache="5m", betas=(), parallel_tool_calls=True, **request_options)``:
+    cache="5m", betas=(), parallel_tool_calls=True, preflight="estimate", **request_options)``:
 
     - ``max_tokens``: the output budget of one reply (default: the model's own limit).
     - ``client``: an ``AsyncAnthropic`` / ``AsyncAnthropicBedrock`` / ``AsyncAnthropicVertex``
@@ -110,6 +134,10 @@ class AnthropicModel:
     - ``betas``: beta feature names, sent as the ``anthropic-beta`` header.
     - ``parallel_tool_calls``: False asks for at most one tool call a reply
       (``tool_choice.disable_parallel_tool_use``; ``tool_choice`` itself is loopwright's).
+    - ``preflight``: how a request is checked against what is left of ``max_total_tokens``
+      before it is sent: ``"estimate"`` (local, about 4 characters a token, generous) or
+      ``"count_tokens"`` (the API's free token-counting endpoint: exact, one more round trip
+      per call; only for runs with a token budget).
     - ``request_options``: other ``messages.create`` arguments (``thinking``, ``stop_sequences``,
       ``metadata``, ``tools`` for server tools such as web search, which join the agent's own...);
       an agent's ``model_settings`` are merged over them.
@@ -129,6 +157,7 @@ class AnthropicModel:
         cache: CacheTTL | None = "5m",
         betas: Sequence[str] = (),
         parallel_tool_calls: bool = True,
+        preflight: Preflight = "estimate",
         **request_options: Any,
     ) -> None:
         if not isinstance(model, str) or not model:
@@ -153,9 +182,9 @@ class AnthropicModel:
         self.max_retries = max_retries
         self.cache: CacheTTL | None = cache
         self.betas = tuple(betas)
-        if not isinstance(parallel_tool_calls, bool):
-            raise ConfigurationError(f"parallel_tool_calls must be True or False, got {parallel_tool_calls!r}")
+        _check_flags(parallel_tool_calls, preflight)
         self.parallel_tool_calls = parallel_tool_calls
+        self.preflight: Preflight = preflight
         self.request_options = self._checked(request_options, "AnthropicModel(...)")
         self._given: Client | None = None
         self._factory: ClientFactory | None = None
@@ -166,12 +195,14 @@ class AnthropicModel:
         else:
             raise ConfigurationError(
                 f"client must be an anthropic async client (AsyncAnthropic, AsyncAnthropicBedrock, "
-                f"AsyncAnthropicVertex) or a function that returns one, got {type(client).__name__}"
+                f"AsyncAnthropicVertex, AsyncAnthropicBedrockMantle) or a function that returns one, "
+                f"got {type(client).__name__}"
             )
         self._given_loop: weakref.ReferenceType[asyncio.AbstractEventLoop] | None = None
         self._given_sdk: Client | None = None
         self._own: _Owned = weakref.WeakKeyDictionary()
         self._formats: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._definitions = Definitions(getattr(anthropic, "transform_schema", None))
 
     # ------------------------------------------------------------------ options
 
@@ -284,20 +315,20 @@ class AnthropicModel:
         assert response is not None  # _call ends with a response or raises
         return response
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta | ModelResponse]:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta | StreamToolInput | ModelResponse]:
         async for item in self._call(request, deltas=True):
             yield item
 
-    async def _call(self, request: ModelRequest, *, deltas: bool) -> AsyncIterator[StreamDelta | ModelResponse]:
+    async def _call(
+        self, request: ModelRequest, *, deltas: bool
+    ) -> AsyncIterator[StreamDelta | StreamToolInput | ModelResponse]:
         params = self.params(request)
-        if request.tokens_left is not None:
-            _check_budget(params, request.tokens_left)
         client = await self.client()
         beta = not _BETA_ONLY.isdisjoint(params)
-        if beta and "extra_headers" in params:  # the beta endpoint takes its betas as an argument
-            headers = dict(params["extra_headers"])
-            names = headers.pop("anthropic-beta", "")
-            params = {**params, "extra_headers": headers, "betas": [n for n in names.split(",") if n]}
+        if beta:
+            params = _beta_params(params)
+        if request.tokens_left is not None:  # refused before it is sent if it cannot fit
+            await self._preflight(client, params, request.tokens_left, beta)
         budget = params["max_tokens"]
         # the usage of attempts cut before they produced anything usable: billed, so the step
         # reports it too (max_total_tokens and cost see it)
@@ -333,11 +364,20 @@ class AnthropicModel:
                 )
             params = {**params, "max_tokens": bigger}
 
+    async def _preflight(self, client: Client, params: dict[str, Any], left: int, beta: bool) -> None:
+        if self.preflight == "count_tokens":
+            await _count_tokens(client, params, left, beta=beta)
+        else:
+            _check_budget(params, left)
+
     async def _once(
         self, client: Client, params: dict[str, Any], *, deltas: bool, beta: bool = False
-    ) -> AsyncIterator[StreamDelta | ModelResponse]:
+    ) -> AsyncIterator[StreamDelta | StreamToolInput | ModelResponse]:
         messages: Any = client.beta.messages if beta else client.messages
         sealed: dict[int, str] = {}  # compaction blocks' encrypted content, by block index
+        # tools streamed eagerly (eager_input_streaming): their calls' input deltas are events
+        eager = _eager(params) if deltas else None
+        calls: dict[int, tuple[str, str]] = {}
         try:
             async with messages.stream(**params) as stream:
                 async for event in stream:
@@ -349,6 +389,8 @@ class AnthropicModel:
                         yield StreamDelta(event.text)
                     elif event.type == "thinking" and event.thinking:
                         yield StreamDelta(event.thinking, thought=True)
+                    elif eager and (piece := _tool_input(event, eager, calls)) is not None:
+                        yield piece
                 message = await stream.get_final_message()
             _reseal(message, sealed)
         except (ModelError, GeneratorExit, asyncio.CancelledError):
@@ -383,9 +425,8 @@ class AnthropicModel:
         params["messages"] = messages
         if system:
             params["system"] = system
-        tools = list(options.get("tools", ())) + [
-            {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools
-        ]
+        define = self._definitions
+        tools = list(options.get("tools", ())) + [define(t) for t in request.tools]
         if tools:  # server tools given as options, then the agent's own
             params["tools"] = tools
             if request.tool_choice is not None or not self.parallel_tool_calls:
@@ -433,6 +474,22 @@ class AnthropicModel:
 # ------------------------------------------------------------------ helpers
 
 
+def _check_flags(parallel_tool_calls: object, preflight: object) -> None:
+    if not isinstance(parallel_tool_calls, bool):
+        raise ConfigurationError(f"parallel_tool_calls must be True or False, got {parallel_tool_calls!r}")
+    if preflight not in ("estimate", "count_tokens"):
+        raise ConfigurationError(f"preflight must be 'estimate' or 'count_tokens', got {preflight!r}")
+
+
+def _beta_params(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` for the beta endpoint, which takes its betas as an argument, not a header."""
+    if "extra_headers" not in params:
+        return params
+    headers = dict(params["extra_headers"])
+    names = headers.pop("anthropic-beta", "")
+    return {**params, "extra_headers": headers, "betas": [n for n in names.split(",") if n]}
+
+
 def _is_client(value: object) -> bool:
     return isinstance(value, _CLIENT_TYPES)
 
@@ -452,6 +509,24 @@ async def _close_with_loop(
             del entries[loop]
         with contextlib.suppress(Exception):
             await client.close()
+
+
+def _eager(params: dict[str, Any]) -> frozenset[str]:
+    """The names of the request's tools whose input streams eagerly."""
+    return frozenset(t["name"] for t in params.get("tools", ()) if t.get("eager_input_streaming") and "name" in t)
+
+
+def _tool_input(event: Any, eager: frozenset[str], calls: dict[int, tuple[str, str]]) -> StreamToolInput | None:
+    """A piece of an eager tool call's input (noting which block is which call as they start)."""
+    if event.type == "content_block_start":
+        block = event.content_block
+        if block.type == "tool_use" and block.name in eager:
+            calls[event.index] = (block.id, block.name)
+    elif event.type == "content_block_delta" and event.delta.type == "input_json_delta" and event.index in calls:
+        call_id, name = calls[event.index]
+        if event.delta.partial_json:
+            return StreamToolInput(call_id, name, event.delta.partial_json)
+    return None
 
 
 def _keep_sealed(event: Any, sealed: dict[int, str]) -> None:
@@ -479,6 +554,24 @@ def _check_budget(params: dict[str, Any], left: int) -> None:
             f"the request holds about {estimate} input tokens (a local estimate: 4 characters a token), more "
             f"than the {max(left, 0)} left of max_total_tokens; it was not sent. Raise max_total_tokens, or "
             "keep tool results and history smaller"
+        )
+
+
+async def _count_tokens(client: Client, params: dict[str, Any], left: int, *, beta: bool) -> None:
+    """Refuse, before sending, a request the API counts larger than what is left of ``max_total_tokens``."""
+    names = _BETA_COUNT_PARAMS if beta else _COUNT_PARAMS
+    messages: Any = client.beta.messages if beta else client.messages
+    try:
+        counted = (await messages.count_tokens(**{k: v for k, v in params.items() if k in names})).input_tokens
+    except (GeneratorExit, asyncio.CancelledError):
+        raise
+    except Exception as exc:
+        raise stream_error(exc) from exc
+    if counted > left:
+        raise TokenBudgetError(
+            f"the request holds {counted} input tokens (counted by the API's count_tokens), more than the "
+            f"{max(left, 0)} left of max_total_tokens; it was not sent. Raise max_total_tokens, or keep tool "
+            "results and history smaller"
         )
 
 

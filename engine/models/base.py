@@ -28,9 +28,18 @@ class StreamDelta:
     thought: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class StreamToolInput:
+    """A piece of a tool call's input JSON as it streams in (a ``tool_input_delta`` event)."""
+
+    call_id: str
+    name: str
+    partial_json: str
+
+
 @runtime_checkable
 class StreamingModel(Model, Protocol):
     """A model that can also stream: ``stream`` yields deltas, then exactly one final
     :class:`ModelResponse` equal to what ``complete`` would have returned."""
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta | ModelResponse]: ...
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta | StreamToolInput | ModelResponse]: ...

@@ -14,7 +14,9 @@ version suffix and date (``claude-opus-4-6@20260205``, ``claude-haiku-4-5-202510
 Some models bill a long prompt at other prices (``long_from``: a prompt of more than that many
 tokens, counting cache reads and writes, is priced by ``long``); a model whose long-prompt
 prices are not listed has no known cost above the threshold. Batch, priority and regional
-surcharges, audio input and Gemini's cache storage (billed by the hour) are not covered.
+surcharges, audio input and Gemini's cache storage (billed by the hour) are not covered. Cache
+writes made for an hour (Claude's ``cache="1h"``: ``Usage.cache_creation_1h_tokens``) are billed
+at twice the input price, as Anthropic's pricing page says, the rest at ``cache_write``.
 
 Register your own with :func:`register_price` (a gateway's model, a negotiated price, a
 model this table does not list yet): it wins over the table's.
@@ -70,6 +72,8 @@ class Price:
                 if price is None:
                     return None
                 total += count * price
+        if usage.cache_creation_1h_tokens and self.cache_write is not None:  # (Claude's cache="1h")
+            total += usage.cache_creation_1h_tokens * (2 * self.input - self.cache_write)  # twice the input price
         return total / MILLION
 
 

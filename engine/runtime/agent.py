@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
@@ -96,6 +96,9 @@ class Agent:
     request: it gets the agent's tool specs and returns those to offer (a subset; a spec may be
     edited, e.g. ``spec.model_copy(update={"description": ...})``); a call to a tool not
     offered is answered with an error naming the offered ones, and not run.
+
+    ``strict_tools=True`` makes strict tool use (``@tool(strict=...)``) every tool's default: the
+    provider holds the model's arguments to each tool's schema exactly.
 
     ``fallback_models`` are models to switch to, in order, when a model call fails for good:
     its retries spent on a retryable error (429, 5xx, a timeout, a connection error), or an
@@ -179,6 +182,7 @@ class Agent:
         observer: Any = None,
         compaction: Any = None,
         prepare_tools: PrepareTools | None = None,
+        strict_tools: bool = False,
         fallback_models: Sequence[Model] = (),
         fallback_on: Collection[int | type[BaseException]] = (),
         input_guards: Sequence[Any] = (),
@@ -203,7 +207,7 @@ class Agent:
             "disallow_transfer_to_parent": disallow_transfer_to_parent,
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
             "output_type": output_type, "planner": planner, "observer": observer,
-            "compaction": compaction, "prepare_tools": prepare_tools,
+            "compaction": compaction, "prepare_tools": prepare_tools, "strict_tools": strict_tools,
             "fallback_models": fallback_models, "fallback_on": fallback_on, **guards,
         })  # fmt: skip
         toolsets = tuple(t for t in tools if is_toolset(t))
@@ -229,7 +233,7 @@ class Agent:
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
             "output_type": output_type, "planner": planner, "observer": observer,
             "compaction": compaction, **{k: tuple(v) for k, v in guards.items()},
-            "tool_specs": tuple(t.spec for t in tool_map.values()), "instruction_is_dynamic": dynamic,
+            "tool_specs": _strict_default(tool_map.values(), strict_tools), "instruction_is_dynamic": dynamic,
             "prepare_tools": prepare_tools, "preprocess_waits": dynamic or prepare_tools is not None,
             "static_instructions": tuple(static), "fallback_models": fallback_models,
             "fallback_on": fallback_on, "models": (model, *fallback_models),
@@ -265,6 +269,13 @@ class Agent:
         return f"Agent(name={self.name!r}, tools={list(self.tools)})"
 
     _options: dict[str, Any]
+
+
+def _strict_default(tools: Iterable[Tool], strict: bool) -> tuple[ToolSpec, ...]:
+    """The tools' specs, ``strict`` filled in where a tool left it open."""
+    if not strict:
+        return tuple(t.spec for t in tools)
+    return tuple(t.spec if t.spec.strict is not None else t.spec.model_copy(update={"strict": True}) for t in tools)
 
 
 def _check_options(name: object, model: object, limits: object, instruction: object, history: object) -> None:

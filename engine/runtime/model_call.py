@@ -18,7 +18,6 @@ from ..data.events import (
     ModelRequest,
     ModelResponse,
     ProviderPart,
-    TextDelta,
     TextPart,
     ThoughtPart,
     ToolCall,
@@ -27,7 +26,6 @@ from ..data.events import (
 )
 from ..data.limits import Watched, watch
 from ..data.values import ValueTooLarge, clean_text, is_storable, storable
-from ..models.base import StreamDelta
 from ..models.scripted import ScriptedModel
 from .context import RunContext
 from .model_choice import current_model as current_model
@@ -38,6 +36,7 @@ from .model_choice import priced as priced
 from .model_choice import refuses_cost as refuses_cost
 from .model_choice import switch_model as switch_model
 from .observers import enter_scopes
+from .streamed import streamed as _streamed
 
 _new = object.__new__
 
@@ -326,19 +325,6 @@ def malformed(response: ModelResponse) -> str | None:
         if type(value) is not int or value < 0:
             return f"usage.{name} is {value!r}, not a whole number >= 0"
     return None
-
-
-async def _streamed(stream: Any, request: ModelRequest, ctx: RunContext) -> Any:
-    """A streaming model's reply: its text deltas become events, its last item is the reply."""
-    response: Any = None
-    async for item in stream(request):
-        if isinstance(item, StreamDelta):
-            ctx.emit(TextDelta, text=item.text, thought=item.thought)
-        else:
-            response = item
-    if response is None:
-        raise ModelError("the model's stream ended without a final response", retryable=True)
-    return response
 
 
 async def _after(response: ModelResponse, ctx: RunContext) -> ModelResponse:

@@ -167,6 +167,8 @@ def _minus(a: Usage, b: Usage) -> Usage:
         cache_creation_tokens=max(a.cache_creation_tokens - b.cache_creation_tokens, 0),
         requests=max(a.requests - b.requests, 0),
         cost_usd=None if a.cost_usd is None or b.cost_usd is None else a.cost_usd - b.cost_usd,
+        cache_creation_1h_tokens=max(a.cache_creation_1h_tokens - b.cache_creation_1h_tokens, 0),
+        server_tool_uses=max(a.server_tool_uses - b.server_tool_uses, 0),
     )
 
 

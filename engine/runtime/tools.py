@@ -148,6 +148,8 @@ class Tool:
         credentials: bool = False,
         retries: int = 0,
         retry_on: tuple[type[Exception], ...] = (),
+        strict: bool | None = None,
+        provider: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         if not callable(fn):
             raise ConfigurationError(f"a tool must be a function; got {fn!r}")
@@ -182,7 +184,11 @@ class Tool:
         self.input_model = self._build_input_model(param_docs, localns)
         schema = self.input_model.model_json_schema()
         schema.pop("title", None)
-        self.spec = ToolSpec(name=self.name, description=self.description, input_schema=schema)
+        if strict not in (None, True, False):
+            raise ConfigurationError(f"tool {self.name!r}: strict must be True, False or None, got {strict!r}")
+        self.spec = ToolSpec(
+            name=self.name, description=self.description, input_schema=schema, strict=strict, provider=provider or {}
+        )
 
     def _build_input_model(self, param_docs: dict[str, str], localns: dict[str, Any] | None) -> type[BaseModel]:
         try:
@@ -290,6 +296,8 @@ def tool(
     credentials: bool = False,
     retries: int = 0,
     retry_on: tuple[type[Exception], ...] = (),
+    strict: bool | None = None,
+    provider: dict[str, dict[str, Any]] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -306,6 +314,8 @@ def tool(
     credentials: bool = False,
     retries: int = 0,
     retry_on: tuple[type[Exception], ...] = (),
+    strict: bool | None = None,
+    provider: dict[str, dict[str, Any]] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a tool of a function: ``@tool`` or ``@tool(name=..., timeout_s=...)``.
 
@@ -320,6 +330,9 @@ def tool(
       row; ``retry_on=(SomeError, ...)``: those exceptions are transient, and act calls the tool
       again itself (at most N times, after ``Limits.retry_delay``). Every retry is charged to
       ``Limits.max_tool_retries`` and is a ``tool_retried`` event.
+    - ``strict=True``: the provider holds the model's arguments to the schema exactly (strict tool
+      use; ``Agent(strict_tools=True)`` makes it every tool's default); ``provider``: extra fields
+      of the tool's definition per provider, e.g. ``{"anthropic": {"defer_loading": True}}``.
 
     Type hints may name classes local to the function that applies the decorator."""
     localns = dict(sys._getframe(1).f_locals)
@@ -339,6 +352,8 @@ def tool(
             credentials=credentials,
             retries=retries,
             retry_on=retry_on,
+            strict=strict,
+            provider=provider,
         )
 
     return wrap
