@@ -45,7 +45,9 @@ def writer(writes: dict[str, Any]) -> ScriptedModel:
     """Calls `remember` for each write, then answers."""
     from loopwright.data.events import ToolCall
 
-    calls = [[ToolCall(id=f"c{i}", name="remember", args={"key": k, "value": v})] for i, (k, v) in enumerate(writes.items())]
+    calls = [
+        [ToolCall(id=f"c{i}", name="remember", args={"key": k, "value": v})] for i, (k, v) in enumerate(writes.items())
+    ]
     return ScriptedModel([*calls, "done"])
 
 
@@ -194,7 +196,11 @@ def test_split_end_keeps_changed_shared_keys_only() -> None:
     assert own == {"x": 1, "other:y": 2}
     assert changed == {"user:b": 5, "user:gone": DELETED}
     assert [scope_of(k) for k in ("app:x", "user:x", "temp:x", "x", "misc:x")] == [
-        "app", "user", "temp", "session", "session"
+        "app",
+        "user",
+        "temp",
+        "session",
+        "session",
     ]
 
 
@@ -205,7 +211,11 @@ values = st.integers(0, 9)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     runs=st.lists(
-        st.tuples(st.sampled_from(["u1", "u2", "u3"]), st.sampled_from(["s1", "s2"]), st.dictionaries(keys, values, max_size=3)),
+        st.tuples(
+            st.sampled_from(["u1", "u2", "u3"]),
+            st.sampled_from(["s1", "s2"]),
+            st.dictionaries(keys, values, max_size=3),
+        ),
         min_size=1,
         max_size=6,
     )

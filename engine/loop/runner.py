@@ -321,12 +321,7 @@ class Runner:
                     f"no run with id {target!r} is paused on this runner, and a stored run's id needs a store: "
                     "Runner(agent, store=SQLiteStore(path)); or pass its RunResult or RunState"
                 )
-            resumed: RunResult = await self._durable.resume(self, target, decisions, cancel, deps)
-            if self.sessions is not None:
-                from .sessions import after_resume
-
-                await after_resume(self, resumed)
-            return resumed
+            return await self._session_end(await self._durable.resume(self, target, decisions, cancel, deps))
         rs = self._resumable(target, decisions)
         from ..durable.trust import check_saved_state
 
@@ -352,8 +347,11 @@ class Runner:
         if cancel:
             rs.cancel_requested = True
         self.register(run)
-        result = await run.run_to_end()
-        if self.sessions is not None:  # a run in a session saves it at its end
+        return await self._session_end(await run.run_to_end())
+
+    async def _session_end(self, result: RunResult) -> RunResult:
+        """A resumed run ended: a run in a session saves it now (:mod:`loopwright.loop.sessions`)."""
+        if self.sessions is not None:
             from .sessions import after_resume
 
             await after_resume(self, result)

@@ -27,13 +27,11 @@ from typing import TYPE_CHECKING, Any
 from ..data.errors import ConfigurationError
 from ..data.inputs import UserInput
 from ..data.result import RunResult, copy_state
-from ..stores.sessions import DELETED, SavedSession, SessionBusy, SessionKey, SessionStore, check_key
+from ..stores.sessions import DELETED, SESSION_KEY, SavedSession, SessionBusy, SessionKey, SessionStore, check_key
 
 if TYPE_CHECKING:
     from .runner import Runner
 
-SESSION_KEY = "temp:session"
-"""The run state key that holds ``[app, user, session_id]`` of a run in a session."""
 SHARED = ("app:", "user:")
 STOPPED = ("suspended", "paused")
 """Outcomes that keep the session held (the run goes on at ``resume``)."""

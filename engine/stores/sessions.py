@@ -34,6 +34,9 @@ from ..data.parts import Message
 
 SessionKey = tuple[str, str, str]
 """``(app, user, session)``."""
+SESSION_KEY = "temp:session"
+"""The run state key that holds ``[app, user, session_id]`` of a run in a session (a ``temp:``
+key: never saved with the session)."""
 
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 DELETED: Any = type("Deleted", (), {"__repr__": lambda self: "DELETED"})()
@@ -79,7 +82,7 @@ def check_key(key: object) -> SessionKey:
             f"a session is named by three non-empty strings (app, user, session_id), got {key!r}; "
             'e.g. session=("my-app", "user-1", "s-42")'
         )
-    return key  # type: ignore[return-value]
+    return key
 
 
 def _busy(key: SessionKey, holder: str) -> SessionBusy:
@@ -193,7 +196,8 @@ class SQLiteSessions:
         db.execute("INSERT OR IGNORE INTO lw_sessions (app, user, session, updated) VALUES (?, ?, ?, ?)",
                    (*key, time.time()))  # fmt: skip
         row = db.execute(
-            "SELECT messages, state, agent, holder, updated FROM lw_sessions WHERE app = ? AND user = ? AND session = ?",
+            "SELECT messages, state, agent, holder, updated FROM lw_sessions"
+            " WHERE app = ? AND user = ? AND session = ?",
             key,
         ).fetchone()
         if row[3] is not None and row[3] != holder:
@@ -214,9 +218,7 @@ class SQLiteSessions:
         self, db: sqlite3.Connection, key: SessionKey, holder: str, body: str, state: str,
         rows: list[tuple[str, str, str, str | None]], agent: str | None,
     ) -> None:  # fmt: skip
-        found = db.execute(
-            "SELECT holder FROM lw_sessions WHERE app = ? AND user = ? AND session = ?", key
-        ).fetchone()
+        found = db.execute("SELECT holder FROM lw_sessions WHERE app = ? AND user = ? AND session = ?", key).fetchone()
         if found is None or found[0] != holder:
             raise _busy(key, found[0] if found else "(none: the session was removed)")
         for app, user, name, value in rows:
@@ -300,7 +302,7 @@ class PostgresSessions:
         from .postgres import PostgresStore  # (psycopg: imported only when used)
 
         self._own = isinstance(dsn_or_store, str)
-        self._store: PostgresStore = PostgresStore(dsn_or_store) if self._own else dsn_or_store
+        self._store: PostgresStore = PostgresStore(dsn_or_store) if isinstance(dsn_or_store, str) else dsn_or_store
         self._made = False
         self._making = asyncio.Lock()
 
@@ -397,7 +399,7 @@ class PostgresSessions:
             row = await cur.fetchone()
         if row is None:
             return None
-        return SavedSession(tuple(row[:3]), _MESSAGES.validate_json(row[3]), json.loads(row[4]),  # type: ignore[arg-type]
+        return SavedSession(tuple(row[:3]), _MESSAGES.validate_json(row[3]), json.loads(row[4]),
                             json.loads(row[6] or "{}"), row[5], row[7])  # fmt: skip
 
     async def load(self, key: SessionKey) -> SavedSession | None:
@@ -447,6 +449,7 @@ def open_sessions(target: str | Path | Any) -> SessionStore:
 
 __all__ = [
     "DELETED",
+    "SESSION_KEY",
     "PostgresSessions",
     "SQLiteSessions",
     "SavedSession",
