@@ -22,16 +22,15 @@ process, with a runner that has the same session store).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..data.errors import ConfigurationError
 from ..data.inputs import UserInput
 from ..data.result import RunResult, copy_state
 from ..stores.sessions import DELETED, SESSION_KEY, SavedSession, SessionBusy, SessionKey, SessionStore, check_key
 
-if TYPE_CHECKING:
-    from .runner import Runner
-
+Runner = Any
+"""A :class:`~loopwright.loop.runner.Runner` (it imports this module: named here, not imported)."""
 SHARED = ("app:", "user:")
 STOPPED = ("suspended", "paused")
 """Outcomes that keep the session held (the run goes on at ``resume``)."""
