@@ -59,6 +59,8 @@ _EXPORTS: dict[str, str] = {
     "TextPart": "data.events",
     "ThoughtPart": "data.events",
     "TokenBudgetError": "data.errors",
+    "OpenAIModel": "models.openai_model",
+    "GeminiModel": "models.gemini_model",
     "ContextWindowError": "data.errors",
     "Tool": "runtime.tools",
     "ToolContext": "runtime.tools",
@@ -96,6 +98,7 @@ __all__ = [
     "ErrorInfo",
     "Event",
     "Extension",
+    "GeminiModel",
     "ImagePart",
     "Instruction",
     "InstructionError",
@@ -109,6 +112,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "NoTransitionError",
+    "OpenAIModel",
     "Pending",
     "PendingRequest",
     "ProviderPart",
@@ -208,6 +212,8 @@ if TYPE_CHECKING:
     from .models import StreamDelta as StreamDelta
     from .models import StreamingModel as StreamingModel
     from .models.anthropic_model import AnthropicModel as AnthropicModel
+    from .models.gemini_model import GeminiModel as GeminiModel
+    from .models.openai_model import OpenAIModel as OpenAIModel
     from .runtime.agent import Agent as Agent
     from .runtime.context import RunContext as RunContext
     from .runtime.observers import configure_logging as configure_logging

@@ -29,6 +29,8 @@ FLOORS = [
     "loop",  # the Runner and Run that drive a run (the public stepping protocol), agents as tools
     "integrations",  # DBOS, OpenTelemetry
     "testing",  # the pytest plugin, hypothesis strategies, invariants
+    "eval",  # eval sets, evaluators, tool mocks, evaluate() and its report
+    "serve",  # the ASGI app: runs behind HTTP, SSE, approvals, AG-UI, the dev UI's files
     "cli",  # the loopwright command and what it runs
 ]
 """The floors, lowest first: a module imports only modules of its own floor or of floors below."""

@@ -51,7 +51,10 @@ def _marks(code: str) -> list[pytest.MarkDecorator]:
 
 
 @pytest.mark.parametrize("code", [pytest.param(code, id=where, marks=_marks(code)) for where, code in BLOCKS])
-def test_python_examples_run(code: str, request: pytest.FixtureRequest) -> None:
+def test_python_examples_run(
+    code: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the files an example writes (a server script, runs.db) stay out of the checkout
     where = request.node.callspec.id
     namespace: dict[str, object] = {"__name__": f"readme_{BLOCKS.index((where, code))}"}
     exec(compile(code, where, "exec"), namespace)

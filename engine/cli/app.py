@@ -46,7 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the bundled demo agent (no API key, no network)")
     demo.add_argument("--json", action="store_true", help="print the run's events as JSON lines")
-    demo.add_argument("--model", help="run on Claude with this model id (needs ANTHROPIC_API_KEY)")
+    demo.add_argument(
+        "--model",
+        help="run on a real model: openai:MODEL, anthropic:MODEL, gemini:MODEL or a bare Claude id (needs its API key)",
+    )
+    demo.add_argument(
+        "--base-url", default=None, help="an OpenAI-compatible server for --model openai:... (Chat Completions)"
+    )
     demo.add_argument(
         "--delay",
         type=_positive_float,
@@ -76,10 +82,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("check", help="verify an agent's machine: every run ends, no state is stuck")
     check.add_argument("target", help="module:attr naming an Agent or LoopMachine, e.g. myapp.agents:support")
-    from . import run_command, trace_page  # `loopwright run` and `loopwright trace` register themselves
+    from . import (
+        eval_command,
+        run_command,
+        serve_command,
+        trace_page,
+    )  # `run`, `trace`, `eval` and `serve` register themselves
 
     run_command.add_command(sub)
+    eval_command.add_command(sub)
     trace_page.add_command(sub)
+    serve_command.add_command(sub)
 
     from .runs_cli import add_runs_parser
 
@@ -112,7 +125,7 @@ def _main(argv: Sequence[str] | None) -> int:
         _import_from_cwd()  # --app modules are found in the current folder, as `run` and `check` find theirs
         return _worker(argv[1:])
     args = build_parser().parse_args(argv)
-    if args.command in ("check", "diagram", "run", "trace", "runs"):
+    if args.command in ("check", "diagram", "run", "trace", "runs", "serve", "eval"):
         _import_from_cwd()
     if getattr(args, "handler", None) is not None:  # a command its own module registered
         return int(args.handler(args))
@@ -247,6 +260,18 @@ def _draw(machine: LoopMachine | None, events: list[Event] | None, out_dir: str 
         sys.stdout.write(data)
 
 
+def spec_model(spec: str, base_url: str | None, where: str) -> Any:
+    """The model ``--model spec`` names, or None after a one-line error on standard error."""
+    from ..data.errors import ConfigurationError
+    from ..models.spec import model_with_key
+
+    try:
+        return model_with_key(spec, base_url)
+    except ConfigurationError as exc:
+        print(f"{where}: {exc}", file=sys.stderr)
+        return None
+
+
 def _demo(args: argparse.Namespace) -> int:
     from .demo import DEMO_INPUT, DEMO_OPTIONS, HELPDESK_INPUT, demo_agent, helpdesk_agent
 
@@ -254,16 +279,12 @@ def _demo(args: argparse.Namespace) -> int:
     delay = args.delay if args.delay is not None else (0.4 if live else 0.0)
     model = None
     if args.model:
-        if not os.environ.get("ANTHROPIC_API_KEY"):
-            print(
-                "loopwright demo --model needs an Anthropic API key: set ANTHROPIC_API_KEY "
-                "(and ANTHROPIC_BASE_URL for a proxy), or drop --model to run on the scripted model.",
-                file=sys.stderr,
-            )
+        model = spec_model(args.model, args.base_url, "loopwright demo --model")
+        if model is None:
             return 2
-        from ..models.anthropic_model import AnthropicModel
-
-        model = AnthropicModel(model=args.model)  # max_tokens: the model's own output limit
+    elif args.base_url:
+        print("loopwright demo: --base-url goes with --model openai:MODEL", file=sys.stderr)
+        return 2
     if args.example == "helpdesk":
         if model is not None:
             print("--model runs the trip example; the helpdesk example is scripted only.", file=sys.stderr)
@@ -278,7 +299,7 @@ def _demo(args: argparse.Namespace) -> int:
     if args.input is not None and model is None:
         print(
             "loopwright demo: note: the demo's scripted model does not read --input; it gives its canned replies "
-            "(to its own question). Add --model MODEL_ID to have Claude answer your input.",
+            "(to its own question). Add --model PROVIDER:MODEL to have a real model answer your input.",
             file=sys.stderr,
         )
     if args.json:

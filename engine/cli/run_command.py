@@ -142,12 +142,24 @@ def add_command(sub: Any) -> None:
         default=None,
         help="checkpoint the run in a store (sqlite:///runs.db, postgresql://...); --resume RUN resumes it from there",
     )
+    command.add_argument(
+        "--model",
+        metavar="SPEC",
+        default=None,
+        help="run the agent on this model instead of its own: openai:MODEL, anthropic:MODEL, gemini:MODEL",
+    )
+    command.add_argument(
+        "--base-url",
+        metavar="URL",
+        default=None,
+        help="an OpenAI-compatible server for --model openai:... (Chat Completions)",
+    )
     command.set_defaults(handler=run_command)
 
 
 def run_command(args: Any) -> int:
     console = Console(stderr=args.json)
-    agent = _load(args.target)
+    agent = _load(args.target, args.model, args.base_url)
     if agent is None:
         return 2
     if (args.input is None) == (args.resume is None):
@@ -196,7 +208,23 @@ def _fail(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _load(target: str) -> Agent | None:
+def _with_model(agent: Agent, spec: str | None, base_url: str | None) -> Agent | None:
+    """``agent`` on the model ``--model`` names (and ``--base-url`` points at), if given."""
+    if spec is None and base_url is None:
+        return agent
+    if spec is None:
+        _fail("loopwright run: --base-url goes with --model openai:MODEL")
+        return None
+    from ..models.spec import model_with_key
+
+    try:
+        return agent.replace(model=model_with_key(spec, base_url))
+    except ConfigurationError as exc:
+        _fail(f"loopwright run --model: {exc}")
+        return None
+
+
+def _load(target: str, spec: str | None = None, base_url: str | None = None) -> Agent | None:
     from ..machines.verify import load_target
 
     if os.getcwd() not in sys.path:
@@ -209,7 +237,7 @@ def _load(target: str) -> Agent | None:
     if not isinstance(agent, Agent):
         _fail(f"loopwright run: {target} is a LoopMachine; name the Agent that runs on it")
         return None
-    return agent
+    return _with_model(agent, spec, base_url)
 
 
 def _state_file(run: str) -> Path:

@@ -1,0 +1,150 @@
+"""Eval cases and sets: what to ask an agent and what to expect back, as data.
+
+An :class:`EvalSet` is a list of :class:`EvalCase` plus what applies to all of them (mocks,
+evaluators, the pass-rate threshold). Both are pydantic models: a set round-trips through YAML
+or JSON (:meth:`EvalSet.load`, :meth:`EvalSet.save`), and :func:`eval_set_schema` is the JSON
+schema of its file (published as ``docs/reference/eval-set.schema.json``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
+
+from .base import EvalSetError
+from .evaluators import EvaluatorSpec
+from .expect import ExpectedCall, Replay, ToolMock
+from .files import load_set, save_set
+
+_STRICT = ConfigDict(extra="forbid")
+
+
+class EvalCase(BaseModel):
+    """One case: the user's ``input`` (or a multi-turn ``conversation`` of user messages), the
+    session ``state`` it starts with, what to expect (``expected_calls``, ``expected_response``,
+    ``rubric`` for a judge), its ``mocks``, per-case ``limits`` (fields of
+    :class:`~loopwright.Limits`), its own ``evaluators`` (each replaces the set's evaluators of
+    its kind) and ``tags``."""
+
+    model_config = _STRICT
+    name: str
+    input: str | None = None
+    conversation: list[str] | None = None
+    state: dict[str, JsonValue] = Field(default_factory=dict)
+    expected_calls: list[ExpectedCall] | None = None
+    expected_response: str | None = None
+    rubric: str | None = None
+    mocks: list[ToolMock] = Field(default_factory=list)
+    mock_all: bool | None = None
+    limits: dict[str, JsonValue] = Field(default_factory=dict)
+    evaluators: list[EvaluatorSpec] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    replay: Replay | None = None
+
+    _functions = field_validator("evaluators", mode="before")(lambda items: _functions_as_checks(items))
+
+    @model_validator(mode="after")
+    def _one_input(self) -> EvalCase:
+        if (self.input is None) == (self.conversation is None):
+            raise ValueError("give the case exactly one of `input` (a message) or `conversation` (a list of them)")
+        if self.conversation is not None and not self.conversation:
+            raise ValueError("`conversation` is empty; give at least one user message")
+        return self
+
+    @property
+    def turns(self) -> list[str]:
+        """The user messages of the case, in order."""
+        return list(self.conversation) if self.conversation is not None else [self.input or ""]
+
+
+def _functions_as_checks(items: Any) -> Any:
+    """Plain functions in an ``evaluators`` list are function evaluators."""
+    if not isinstance(items, list):
+        return items
+    return [{"kind": "function", "function": i} if callable(i) and not isinstance(i, BaseModel) else i for i in items]
+
+
+class Prices(BaseModel):
+    """USD per million tokens, to put a cost on each run (none: no cost is shown)."""
+
+    model_config = _STRICT
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+DEFAULT_EVALUATORS: list[dict[str, Any]] = [{"kind": "trajectory"}, {"kind": "response"}, {"kind": "judge"}]
+"""What a set without ``evaluators`` checks; each applies only to cases that give what it needs
+(``expected_calls``, ``expected_response``, ``rubric``)."""
+
+
+class EvalSet(BaseModel):
+    """Cases and what applies to all of them. ``threshold``: the share of runs (all cases, all
+    repeats) that must pass for the set to pass; ``mock_all``: calls of a tool no mock answers
+    fail instead of running for real (a case may say otherwise)."""
+
+    model_config = _STRICT
+    name: str = "eval"
+    description: str = ""
+    cases: Annotated[list[EvalCase], Field(min_length=1)]
+    evaluators: list[EvaluatorSpec] = Field(default_factory=lambda: list(_defaults()))
+    mocks: list[ToolMock] = Field(default_factory=list)
+    mock_all: bool = False
+    threshold: float = Field(default=1.0, ge=0, le=1)
+    prices: Prices | None = None
+
+    _functions = field_validator("evaluators", mode="before")(lambda items: _functions_as_checks(items))
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> EvalSet:
+        seen: set[str] = set()
+        for case in self.cases:
+            if case.name in seen:
+                raise ValueError(f"two cases are named {case.name!r}; case names must be unique")
+            seen.add(case.name)
+        return self
+
+    @classmethod
+    def load(cls, path: str | Path) -> EvalSet:
+        """Read a set from a ``.yaml``/``.yml`` or ``.json`` file. A file that does not validate
+        raises :class:`EvalSetError` with one line per problem: ``file:line: field: what``."""
+        return load_set(cls, Path(path))
+
+    def save(self, path: str | Path) -> Path:
+        """Write the set to ``path`` (YAML for ``.yaml``/``.yml``, else JSON); the path."""
+        return save_set(self, Path(path))
+
+    def case(self, name: str) -> EvalCase:
+        for case in self.cases:
+            if case.name == name:
+                return case
+        raise KeyError(f"no case {name!r} in set {self.name!r}; its cases: {', '.join(c.name for c in self.cases)}")
+
+
+def _defaults() -> list[EvaluatorSpec]:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(list[EvaluatorSpec]).validate_python(DEFAULT_EVALUATORS)
+
+
+def eval_set_schema() -> dict[str, Any]:
+    """The JSON schema of an eval set file."""
+    schema = EvalSet.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "loopwright eval set"
+    return schema
+
+
+__all__ = [
+    "DEFAULT_EVALUATORS",
+    "EvalCase",
+    "EvalSet",
+    "EvalSetError",
+    "ExpectedCall",
+    "Prices",
+    "Replay",
+    "ToolMock",
+    "ValidationError",
+    "eval_set_schema",
+]

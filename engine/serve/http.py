@@ -1,0 +1,353 @@
+"""The ASGI app (Starlette): the routes, the auth hook, request bodies, errors and SSE.
+
+Routes (every body and answer is JSON; every error ``{"error": message}`` with a 4xx status):
+
+- ``GET /agents``: the agents served; ``GET /agents/{name}/diagram.svg``: an agent's machine
+- ``POST /runs`` ``{"agent", "input", "run_id"?}``: start a run (202, ``{"run_id", "events"}``)
+- ``GET /runs?agent=&outcome=&since=&until=&limit=``: the runs you may see, newest first
+- ``GET /runs/{id}``: one run (its outcome, output, pending calls)
+- ``GET /runs/{id}/events``: its events as Server-Sent Events (``id:`` is the event's seq:
+  reconnect with ``Last-Event-ID`` and the stream goes on after it)
+- ``GET /runs/{id}/agui``: the same as AG-UI events (:mod:`loopwright.serve.agui`);
+  ``POST /agents/{name}/agui``: an AG-UI client's run input (a new message, or ``resume`` entries
+  answering interrupts), answered with that leg's AG-UI events
+- ``POST /runs/{id}/decisions`` ``{"decisions": [{"call_id", "action", "reason"?, "args"?, "value"?}]}``
+- ``POST /runs/{id}/cancel``, ``/pause``, ``/resume``
+- ``GET /runs/{id}/trace``: the run's trace page (when the app was given ``trace_page``)
+- ``GET /``: the dev UI (``ui=True``)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from importlib import resources
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .decisions import STARLETTE_MISSING
+
+try:
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.cors import CORSMiddleware
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+except ImportError as exc:  # tests/test_serve_cli.py hides Starlette in a subprocess
+    raise ImportError(STARLETTE_MISSING) from exc
+
+from ..data.errors import ConfigurationError
+from ..runtime.agent import Agent
+from ..stores.base import RunStore
+from .agui_routes import agui, agui_input
+from .decisions import DecisionIn, ServeError
+from .hub import END
+from .service import Service
+from .web import SSE_HEADERS, App, Auth, TracePage, after_of, dropped_frame, json_body
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartRun(_Body):
+    agent: str | None = None
+    """The agent's name (default: the only agent served)."""
+    input: str = Field(min_length=1)
+    run_id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")
+
+
+class Decision(_Body):
+    call_id: str = Field(min_length=1)
+    action: Literal["approve", "deny", "value"]
+    reason: str = ""
+    args: dict[str, Any] | None = None
+    value: Any = None
+
+
+class Decisions(_Body):
+    decisions: list[Decision] = Field(min_length=1)
+
+
+def _errors(
+    handler: Callable[[App, Request], Awaitable[Response]], ready: Callable[[], Awaitable[App]]
+) -> Callable[[Request], Awaitable[Response]]:
+    async def route(request: Request) -> Response:
+        try:
+            return await handler(await ready(), request)
+        except ServeError as exc:
+            return JSONResponse({"error": exc.message}, status_code=exc.status)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "body"
+            return JSONResponse({"error": f"bad request body: {where}: {first['msg']}"}, status_code=422)
+
+    route.__name__ = handler.__name__
+    return route
+
+
+# ---------------------------------------------------------------- routes
+
+
+async def list_agents(app: App, request: Request) -> Response:
+    await app.user(request)
+    return JSONResponse({"agents": list(app.service.runners), "approve_takes_args": _edits()})
+
+
+def _edits() -> bool:
+    from .decisions import approve_takes_args
+
+    return approve_takes_args()
+
+
+async def diagram_svg(app: App, request: Request) -> Response:
+    await app.user(request)
+    runner = app.service.runner(request.path_params["name"])
+    from ..machines.diagram import diagram, dot_available
+
+    if not dot_available():
+        raise ServeError(
+            404, "no drawing: Graphviz is not installed here (apt-get install graphviz; pip install graphviz)"
+        )
+    svg = diagram(runner.machine, "svg")
+    return Response(svg[svg.index("<svg") :], media_type="image/svg+xml")
+
+
+async def start_run(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    body = StartRun.model_validate(await json_body(request))
+    agent = body.agent
+    if agent is None:
+        if len(app.service.runners) != 1:
+            raise ServeError(422, f"name the agent: one of {', '.join(app.service.runners)}")
+        agent = next(iter(app.service.runners))
+    run_id = await app.service.start(agent, body.input, user, body.run_id)
+    return JSONResponse({"run_id": run_id, "events": f"/runs/{run_id}/events"}, status_code=202)
+
+
+async def list_runs(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    q = request.query_params
+    try:
+        since = float(q["since"]) if q.get("since") else None
+        until = float(q["until"]) if q.get("until") else None
+        limit = int(q.get("limit") or 100)
+    except ValueError:
+        raise ServeError(422, "since and until are Unix times (seconds), limit a whole number") from None
+    found = await app.service.runs(
+        user,
+        app.everyone,
+        agent=q.get("agent") or None,
+        outcome=q.get("outcome") or None,
+        since=since,
+        until=until,
+        limit=max(1, min(limit, 1000)),
+    )
+    return JSONResponse({"runs": found})
+
+
+async def show_run(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    return JSONResponse(await app.service.show(request.path_params["run_id"], user, app.everyone))
+
+
+async def decide(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    body = Decisions.model_validate(await json_body(request))
+    run_id = request.path_params["run_id"]
+    given = [DecisionIn(d.call_id, d.action, d.reason, d.args, d.value) for d in body.decisions]
+    await app.service.decide(run_id, given, user, app.everyone)
+    return JSONResponse({"run_id": run_id, "status": "resumed"}, status_code=202)
+
+
+async def cancel(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    run_id = request.path_params["run_id"]
+    status = await app.service.cancel(run_id, user, app.everyone)
+    return JSONResponse({"run_id": run_id, "status": status}, status_code=202)
+
+
+async def pause(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    run_id = request.path_params["run_id"]
+    await app.service.pause(run_id, user, app.everyone)
+    return JSONResponse({"run_id": run_id, "status": "pausing"}, status_code=202)
+
+
+async def resume(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    run_id = request.path_params["run_id"]
+    await app.service.resume(run_id, user, app.everyone)
+    return JSONResponse({"run_id": run_id, "status": "resumed"}, status_code=202)
+
+
+async def trace(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    run_id = request.path_params["run_id"]
+    if app.trace_page is None:
+        raise ServeError(404, "this app has no trace pages: give app(..., trace_page=loopwright.trace_page.trace_page)")
+    show = await app.service.show(run_id, user, app.everyone)
+    events = await app.service.events(run_id)
+    if not events:
+        raise ServeError(404, f"run {run_id!r} has no events in the store yet")
+    machine = app.service.runners[show["agent"]].machine if show["agent"] in app.service.runners else None
+    return HTMLResponse(app.trace_page(events, machine=machine))
+
+
+async def events(app: App, request: Request) -> Response:
+    user = await app.user(request)
+    run_id = request.path_params["run_id"]
+    after = after_of(request)
+    await app.service.check_visible(run_id, user, app.everyone)
+    return StreamingResponse(_sse(app, run_id, after), media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+async def _sse(app: App, run_id: str, after: int) -> AsyncIterator[str]:
+    last = after
+    async for got in app.service.follow(run_id, after):
+        if isinstance(got, list):
+            last = max(last, got[-1].seq)
+            yield "".join(item.frame for item in got)
+        elif got == "ping":
+            yield ": ping\n\n"
+        elif got == "dropped":
+            yield dropped_frame(run_id, last)
+        elif got == END:
+            yield f"event: end\ndata: {json.dumps({'run_id': run_id, 'last_event_id': last})}\n\n"
+
+
+async def ui_page(app: App, request: Request) -> Response:
+    return HTMLResponse(_asset("index.html"))
+
+
+async def ui_asset(app: App, request: Request) -> Response:
+    name = request.path_params["name"]
+    kinds = {"app.js": "text/javascript", "app.css": "text/css"}
+    if name not in kinds:
+        raise ServeError(404, f"no file {name!r} in the dev UI")
+    return Response(_asset(name), media_type=kinds[name])
+
+
+def _asset(name: str) -> str:
+    return resources.files("loopwright.serve").joinpath("static", name).read_text(encoding="utf-8")
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"error": f"no route {request.method} {request.url.path}; see GET /agents and /runs"}, 404)
+
+
+async def not_allowed(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"error": f"{request.method} is not allowed on {request.url.path}"}, 405)
+
+
+# ---------------------------------------------------------------- the app
+
+
+class _Lazy:
+    """The app's service, made at startup (the lifespan) or, in an app mounted inside another
+    (whose lifespan Starlette does not run), at the first request."""
+
+    def __init__(
+        self, agents: list[Agent], store: RunStore | str, auth: Auth | None, trace_page: TracePage | None, buffer: int
+    ) -> None:
+        self.agents, self.store, self.auth, self.trace_page, self.buffer = agents, store, auth, trace_page, buffer
+        self.app: App | None = None
+        self._lock = asyncio.Lock()
+
+    async def __call__(self) -> App:
+        if self.app is not None:
+            return self.app
+        async with self._lock:
+            if self.app is None:
+                store = self.store
+                if isinstance(store, str):
+                    from ..stores import open_store
+
+                    store = await open_store(store)
+                self.app = App(Service(self.agents, store, buffer=self.buffer), self.auth, self.trace_page)
+        return self.app
+
+    async def close(self) -> None:
+        if self.app is not None:
+            await self.app.service.close()
+            if isinstance(self.store, str):
+                await self.app.service.store.close()
+            self.app = None
+
+
+def app(
+    agents: Agent | Sequence[Agent],
+    *,
+    store: RunStore | str,
+    auth: Auth | None = None,
+    cors_origins: Sequence[str] = (),
+    ui: bool = False,
+    trace_page: TracePage | None = None,
+    buffer: int = 1000,
+) -> Starlette:
+    """An ASGI app serving ``agents`` (see the module docstring for its routes).
+
+    ``store``: a RunStore or its URL (``sqlite:///runs.db``, ``postgresql://...``): it keeps
+    every run (runs outlive the requests that started them). ``auth``: a function of the
+    request giving its user (or None: the request gets 401); each user sees only their own
+    runs; without it every client sees every run. ``cors_origins``: origins allowed to call
+    the app from a browser (none by default). ``ui``: serve the dev UI at ``/``.
+    ``trace_page``: the trace page's renderer for ``/runs/{id}/trace``
+    (``loopwright.trace_page.trace_page``). ``buffer``: events a slow client may fall behind
+    before it is dropped (told to reconnect with ``Last-Event-ID``)."""
+    served = [agents] if isinstance(agents, Agent) else list(agents)
+    if not served:
+        raise ConfigurationError("serve.app() needs at least one Agent")
+    for a in served:
+        if not isinstance(a, Agent):
+            raise ConfigurationError(f"serve.app() takes Agents, got {type(a).__name__}")
+    lazy = _Lazy(served, store, auth, trace_page, buffer)
+
+    @asynccontextmanager
+    async def lifespan(starlette: Starlette) -> AsyncIterator[None]:
+        await lazy()
+        try:
+            yield
+        finally:
+            await lazy.close()
+
+    routes = [
+        Route("/agents", _errors(list_agents, lazy), methods=["GET"]),
+        Route("/agents/{name}/diagram.svg", _errors(diagram_svg, lazy), methods=["GET"]),
+        Route("/agents/{name}/agui", _errors(agui_input, lazy), methods=["POST"]),
+        Route("/runs", _errors(start_run, lazy), methods=["POST"]),
+        Route("/runs", _errors(list_runs, lazy), methods=["GET"]),
+        Route("/runs/{run_id}", _errors(show_run, lazy), methods=["GET"]),
+        Route("/runs/{run_id}/events", _errors(events, lazy), methods=["GET"]),
+        Route("/runs/{run_id}/agui", _errors(agui, lazy), methods=["GET"]),
+        Route("/runs/{run_id}/decisions", _errors(decide, lazy), methods=["POST"]),
+        Route("/runs/{run_id}/cancel", _errors(cancel, lazy), methods=["POST"]),
+        Route("/runs/{run_id}/pause", _errors(pause, lazy), methods=["POST"]),
+        Route("/runs/{run_id}/resume", _errors(resume, lazy), methods=["POST"]),
+        Route("/runs/{run_id}/trace", _errors(trace, lazy), methods=["GET"]),
+    ]
+    if ui:
+        routes += [
+            Route("/", _errors(ui_page, lazy), methods=["GET"]),
+            Route("/ui/{name}", _errors(ui_asset, lazy), methods=["GET"]),
+        ]
+    middleware = []
+    if cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["*"],
+            )
+        )
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={404: not_found, 405: not_allowed},
+    )

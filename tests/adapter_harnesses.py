@@ -1,0 +1,135 @@
+"""Conformance-kit harnesses (``loopwright.testing.adapter_kit``) for this repo's adapters:
+AnthropicModel over tests/fake_claude.py, OpenAIModel (Responses and Chat) over tests/fake_openai.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anthropic
+import openai
+
+from loopwright import AnthropicModel
+from loopwright.models.openai_model import OpenAIModel
+from loopwright.testing.adapter_kit import Failure, Reply, dead_port
+
+from . import fake_claude as fc
+from . import fake_openai as fo
+
+_CLAUDE_KINDS = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                 404: "not_found_error", 429: "rate_limit_error", 500: "api_error", 503: "api_error"}  # fmt: skip
+
+
+class ClaudeHarness:
+    """AnthropicModel against FakeClaude (wrapped, not changed)."""
+
+    name = "AnthropicModel"
+
+    def __init__(self, fake: fc.FakeClaude) -> None:
+        self.fake = fake
+
+    def make_model(self, base_url: str | None = None) -> AnthropicModel:
+        url = base_url or self.fake.base_url
+        return AnthropicModel(
+            "claude-test", max_tokens=512, cache=None,
+            client=lambda: anthropic.AsyncAnthropic(base_url=url, api_key="test-key"),
+        )  # fmt: skip
+
+    def make_unreachable_model(self) -> AnthropicModel:
+        return self.make_model(f"http://127.0.0.1:{dead_port()}")
+
+    def script(self, *items: Reply | Failure) -> None:
+        for item in items:
+            self.fake.script.append(self._wire(item))
+
+    def _wire(self, item: Reply | Failure) -> Any:
+        if isinstance(item, Failure):
+            if item.context_window:
+                return fc.Error(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")
+            after = None if item.retry_after is None else str(item.retry_after)
+            return fc.Error(item.status, _CLAUDE_KINDS.get(item.status, "api_error"), item.message, retry_after=after)
+        blocks = ([fc.text(item.text)] if item.text else []) + [fc.tool_use(c.id, c.name, c.args) for c in item.calls]
+        stop = "max_tokens" if item.cut else "tool_use" if item.calls else "end_turn"
+        usage = {"input_tokens": item.input_tokens, "output_tokens": item.output_tokens,
+                 "cache_read_input_tokens": item.cached_tokens}  # fmt: skip
+        return fc.message(*blocks, stop_reason=stop, usage=usage)
+
+    def requests(self) -> list[dict[str, Any]]:
+        return list(self.fake.requests)
+
+    def answered_ids(self, body: dict[str, Any]) -> list[str]:
+        return [
+            block["tool_use_id"]
+            for turn in body["messages"]
+            if isinstance(turn["content"], list)
+            for block in turn["content"]
+            if block.get("type") == "tool_result"
+        ]
+
+    def clear(self) -> None:
+        self.fake.script.clear()
+        self.fake.requests.clear()
+        self.fake.headers.clear()
+        self.fake.paths.clear()
+
+
+class OpenAIHarness:
+    """OpenAIModel (``api="responses"`` or ``"chat"``) against FakeOpenAI."""
+
+    def __init__(
+        self, fake: fo.FakeOpenAI, api: str = "responses", model_class: type[OpenAIModel] = OpenAIModel
+    ) -> None:
+        self.fake = fake
+        self.api = api
+        self.model_class = model_class
+        self.name = f"{model_class.__name__} ({api})"
+
+    def make_model(self, base_url: str | None = None) -> OpenAIModel:
+        url = base_url or self.fake.base_url
+        return self.model_class(
+            "gpt-5.5", api=self.api,  # type: ignore[arg-type]
+            client=lambda: openai.AsyncOpenAI(base_url=url, api_key="test-key"),
+        )  # fmt: skip
+
+    def make_unreachable_model(self) -> OpenAIModel:
+        return self.make_model(f"http://127.0.0.1:{dead_port()}/v1")
+
+    def script(self, *items: Reply | Failure) -> None:
+        for item in items:
+            self.fake.script.append(self._wire(item))
+
+    def _wire(self, item: Reply | Failure) -> Any:
+        if isinstance(item, Failure):
+            if item.context_window:
+                return fo.Error(400, "This model's maximum context length is 128000 tokens. However, your messages "
+                                "resulted in 130000 tokens.", code="context_length_exceeded")  # fmt: skip
+            kind = (
+                "rate_limit_error"
+                if item.status == 429
+                else "server_error"
+                if item.status >= 500
+                else "invalid_request_error"
+            )
+            after = None if item.retry_after is None else str(item.retry_after)
+            return fo.Error(item.status, item.message, kind=kind, retry_after=after)
+        output = ([fo.text(item.text)] if item.text else []) + [
+            fo.function_call(c.id, c.name, c.args) for c in item.calls
+        ]
+        usage = {"input_tokens": item.input_tokens + item.cached_tokens, "cached_tokens": item.cached_tokens,
+                 "output_tokens": item.output_tokens}  # fmt: skip
+        if item.cut:
+            return fo.response(*output, status="incomplete", reason="max_output_tokens", usage=usage)
+        return fo.response(*output, usage=usage)
+
+    def requests(self) -> list[dict[str, Any]]:
+        return list(self.fake.requests)
+
+    def answered_ids(self, body: dict[str, Any]) -> list[str]:
+        if "messages" in body:
+            return [m["tool_call_id"] for m in body["messages"] if m.get("role") == "tool"]
+        return [i["call_id"] for i in body["input"] if i.get("type") == "function_call_output"]
+
+    def clear(self) -> None:
+        self.fake.script.clear()
+        self.fake.requests.clear()
+        self.fake.headers.clear()
+        self.fake.paths.clear()

@@ -1,0 +1,406 @@
+"""A local stand-in for the Gemini API, for tests: a real HTTP server on 127.0.0.1 that answers
+``POST /v1beta/models/{model}:generateContent`` (JSON; ``/v1/`` too, the SDK's default since 3.x) and
+``:streamGenerateContent?alt=sse``
+(server-sent events, one ``GenerateContentResponse`` chunk each: text split in small pieces, a
+part's thought signature on its last piece or, with ``signature_apart``, in a chunk of its own
+with empty text; the finish reason and usage in the last chunk), with real error bodies
+(``{"error": {"code", "message", "status", "details"}}``, ``Retry-After`` headers and
+``RetryInfo`` details). The real SDK is pointed at it with
+``HttpOptions(base_url=fake.base_url)``. Each test scripts the replies; the server records every
+request body, its headers and its path.
+
+Script items: a reply body (:func:`reply`), :class:`Error`, :class:`Cut` (a stream that breaks
+off), :class:`Raw` (any status and body). :class:`GeminiHarness` wraps it in the shape the adapter
+conformance kit asks for (make_model / make_unreachable_model / script / requests / answered_ids
+/ clear).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import re
+import socket
+import sys
+import threading
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MODEL = "gemini-3.8-flash"
+STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    408: "DEADLINE_EXCEEDED",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def sig(data: bytes) -> str:
+    """A thought signature as the API sends it (standard base64 of opaque bytes)."""
+    return base64.b64encode(data).decode()
+
+
+def text(value: str, *, signature: bytes | None = None, thought: bool = False) -> dict[str, Any]:
+    part: dict[str, Any] = {"text": value}
+    if thought:
+        part["thought"] = True
+    if signature is not None:
+        part["thoughtSignature"] = sig(signature)
+    return part
+
+
+def call(name: str, args: dict[str, Any], *, id_: str | None = None, signature: bytes | None = None) -> dict[str, Any]:
+    function_call: dict[str, Any] = {"name": name, "args": args}
+    if id_ is not None:
+        function_call["id"] = id_
+    part: dict[str, Any] = {"functionCall": function_call}
+    if signature is not None:
+        part["thoughtSignature"] = sig(signature)
+    return part
+
+
+def reply(
+    *parts: dict[str, Any],
+    finish: str | None = "STOP",
+    usage: dict[str, int] | None = None,
+    safety: list[dict[str, Any]] | None = None,
+    prompt_blocked: str | None = None,
+) -> dict[str, Any]:
+    """A ``GenerateContentResponse`` body; ``prompt_blocked``: no candidates, the prompt blocked."""
+    body: dict[str, Any] = {
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15, **(usage or {})},
+        "modelVersion": MODEL,
+        "responseId": "resp_test",
+    }
+    if prompt_blocked:
+        body["promptFeedback"] = {"blockReason": prompt_blocked}
+        return body
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": list(parts)}, "index": 0}
+    if finish is not None:
+        candidate["finishReason"] = finish
+    if safety:
+        candidate["safetyRatings"] = safety
+    body["candidates"] = [candidate]
+    return body
+
+
+@dataclass
+class Error:
+    """A scripted HTTP error; ``retry_after`` its ``Retry-After`` header, ``retry_delay`` a
+    ``RetryInfo`` detail (``"2s"``)."""
+
+    status: int
+    message: str
+    retry_after: str | None = None
+    retry_delay: str | None = None
+    reason: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        details: list[dict[str, Any]] = []
+        if self.reason:
+            details.append(
+                {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": self.reason, "domain": "googleapis.com"}
+            )
+        if self.retry_delay:
+            details.append({"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": self.retry_delay})
+        error: dict[str, Any] = {
+            "code": self.status,
+            "message": self.message,
+            "status": STATUS_NAMES.get(self.status, "UNKNOWN"),
+        }
+        if details:
+            error["details"] = details
+        return {"error": error}
+
+
+@dataclass
+class Raw:
+    """Any reply: ``status``, ``body`` as sent, its content type."""
+
+    status: int
+    body: str
+    content_type: str = "text/html"
+
+
+@dataclass
+class Cut:
+    """A streamed reply that stops after ``chunks`` SSE chunks; the connection drops mid-body."""
+
+    reply: dict[str, Any]
+    chunks: int
+
+
+@dataclass
+class FakeGemini:
+    """Scripted replies, recorded requests. Use as a context manager; ``base_url`` for the SDK."""
+
+    script: list[Any] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    signature_apart: bool = False
+    """Stream a text part's signature in a chunk of its own (empty text), as the API may."""
+
+    def __enter__(self) -> FakeGemini:
+        self.server = _Server(("127.0.0.1", 0), _Handler, self)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+        self.thread.start()
+        return self
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+    def streamed(self) -> list[bool]:
+        """Per request: was it the streaming route."""
+        return [":streamGenerateContent" in p for p in self.paths]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], fake: FakeGemini) -> None:
+        super().__init__(address, handler)
+        self.fake = fake
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+_ROUTE = re.compile(r"^/(?:v1|v1beta)/models/([^/:]+):(generateContent|streamGenerateContent)(\?alt=sse)?$")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body leave at once (else a delayed ACK adds ~40 ms a reply)
+    server: _Server
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+    def _quick_ack(self) -> None:
+        """Acknowledge at once: a client that writes a request's headers and body apart (Nagle on)
+        would otherwise wait for the delayed ACK of the headers (~40 ms) before the body leaves."""
+        if hasattr(socket, "TCP_QUICKACK"):
+            with contextlib.suppress(OSError):
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+
+    def setup(self) -> None:
+        super().setup()
+        self._quick_ack()
+
+    def do_POST(self) -> None:
+        self._quick_ack()
+        fake = self.server.fake
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        self._quick_ack()
+        fake.requests.append(body)
+        fake.headers.append({k.lower(): v for k, v in self.headers.items()})
+        fake.paths.append(self.path)
+        route = _ROUTE.match(self.path)
+        if route is None:
+            return self._json(404, Error(404, f"no route for {self.path}").body())
+        if not self.headers.get("x-goog-api-key"):
+            return self._json(403, Error(403, "Method doesn't allow unregistered callers.").body())
+        refused = refusal(body)
+        if refused:
+            return self._json(400, Error(400, refused).body())
+        if not fake.script:
+            return self._json(500, Error(500, "the test's script has no reply left").body())
+        item = fake.script.pop(0)
+        stream = route.group(2) == "streamGenerateContent"
+        if isinstance(item, Error):
+            headers = {"retry-after": item.retry_after} if item.retry_after is not None else {}
+            return self._json(item.status, item.body(), headers)
+        if isinstance(item, Raw):
+            return self._raw(item)
+        if isinstance(item, Cut):
+            return self._sse(list(chunks(item.reply, fake.signature_apart))[: item.chunks], cut=True)
+        if stream:
+            return self._sse(list(chunks(item, fake.signature_apart)))
+        return self._json(200, item)
+
+    def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json; charset=UTF-8")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _raw(self, item: Raw) -> None:
+        data = item.body.encode()
+        self.send_response(item.status)
+        self.send_header("content-type", item.content_type)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _sse(self, events: list[dict[str, Any]], cut: bool = False) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for event in events:
+            chunk = f"data: {json.dumps(event)}\r\n\r\n".encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.flush()
+        if cut:
+            self.close_connection = True
+            return
+        self.wfile.write(b"0\r\n\r\n")
+
+
+def chunks(body: dict[str, Any], signature_apart: bool = False) -> Iterator[dict[str, Any]]:
+    """The SSE chunks the API streams for ``body``: text in pieces of 7 characters."""
+    meta = {k: v for k, v in body.items() if k not in ("candidates", "usageMetadata")}
+    if "candidates" not in body:
+        yield body
+        return
+    candidate = body["candidates"][0]
+    pieces = [piece for part in candidate["content"]["parts"] for piece in _pieces(part, signature_apart)]
+    for n, piece in enumerate(pieces):
+        chunk_candidate: dict[str, Any] = {"content": {"role": "model", "parts": [piece]}, "index": 0}
+        event = {**meta, "candidates": [chunk_candidate]}
+        if n == len(pieces) - 1:
+            chunk_candidate.update({k: v for k, v in candidate.items() if k in ("finishReason", "safetyRatings")})
+            event["usageMetadata"] = body["usageMetadata"]
+        yield event
+    if not pieces:
+        last = {k: v for k, v in candidate.items() if k != "content"}
+        yield {**meta, "candidates": [last], "usageMetadata": body["usageMetadata"]}
+
+
+def _pieces(part: dict[str, Any], signature_apart: bool) -> list[dict[str, Any]]:
+    """One part as streamed: text in pieces, its signature on the last piece or on its own."""
+    if "text" not in part or "functionCall" in part:
+        return [part]
+    value = part["text"]
+    signature = part.get("thoughtSignature")
+    bits = [value[i : i + 7] for i in range(0, len(value), 7)] or [""]
+    pieces = [{**{k: v for k, v in part.items() if k != "thoughtSignature"}, "text": bit} for bit in bits]
+    if signature is not None and signature_apart:
+        pieces.append({"text": "", "thoughtSignature": signature})
+    elif signature is not None:
+        pieces[-1]["thoughtSignature"] = signature
+    return pieces
+
+
+def refusal(body: dict[str, Any]) -> str | None:
+    """What the API would refuse in ``body`` (a 400's message), or None."""
+    contents = body.get("contents") or []
+    if not contents:
+        return "* GenerateContentRequest.contents: contents is not specified"
+    for n, content in enumerate(contents):
+        for part in content.get("parts") or []:
+            if "functionResponse" in part and (n == 0 or contents[n - 1]["role"] != "model"):
+                return "Please ensure that function response turn comes immediately after a function call turn."
+        if content.get("role") not in ("user", "model"):
+            return f"* GenerateContentRequest.contents[{n}].role: must be user or model"
+    for n, content in enumerate(contents[:-1]):
+        calls = [p["functionCall"] for p in content.get("parts") or [] if "functionCall" in p]
+        if content["role"] == "model" and calls:
+            answers = [p["functionResponse"] for p in contents[n + 1].get("parts") or [] if "functionResponse" in p]
+            if [a["name"] for a in answers] != [c["name"] for c in calls]:
+                return (
+                    "Please ensure that the number of function response parts is equal to the number of function "
+                    "call parts of the function call turn."
+                )
+    return None
+
+
+# ------------------------------------------------------------------ the harness
+
+
+class GeminiHarness:
+    """The fake server in the shape of the adapter conformance kit's ``AdapterHarness``
+    (``loopwright.testing.adapter_kit``): the kit's neutral replies and failures (read by
+    attribute: ``text``, ``calls`` of ``id``/``name``/``args``, ``cut``, token counts; ``status``,
+    ``retry_after``, ``context_window``, ``message``) scripted as Gemini wire bodies."""
+
+    name = "GeminiModel"
+    CONTEXT_WINDOW = "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."
+
+    def __init__(self, fake: FakeGemini) -> None:
+        self.fake = fake
+
+    def make_model(self, **options: Any) -> Any:
+        from loopwright.models.gemini_model import GeminiModel
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return GeminiModel(options.pop("model", MODEL), api_key="test-key", base_url=self.fake.base_url, **options)
+
+    def make_unreachable_model(self) -> Any:
+        from loopwright.models.gemini_model import GeminiModel
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        return GeminiModel(MODEL, api_key="test-key", base_url=f"http://127.0.0.1:{port}")
+
+    def script(self, *items: Any) -> None:
+        for item in items:
+            self.fake.script.append(self.wire(item))
+
+    @classmethod
+    def wire(cls, item: Any) -> Any:
+        """A kit ``Reply`` or ``Failure`` as what the Gemini API sends."""
+        if hasattr(item, "status"):
+            message = cls.CONTEXT_WINDOW if getattr(item, "context_window", False) else item.message
+            header = None if item.retry_after is None else str(item.retry_after)
+            return Error(item.status, message, retry_after=header)
+        parts = [text(item.text)] if item.text else []
+        parts += [call(c.name, dict(c.args), id_=c.id) for c in item.calls]
+        usage = {
+            "promptTokenCount": item.input_tokens + item.cached_tokens,  # Gemini counts the cached part in
+            "cachedContentTokenCount": item.cached_tokens,
+            "candidatesTokenCount": item.output_tokens,
+            "totalTokenCount": item.input_tokens + item.cached_tokens + item.output_tokens,
+        }
+        return reply(*parts, finish="MAX_TOKENS" if item.cut else "STOP", usage=usage)
+
+    def requests(self) -> list[dict[str, Any]]:
+        return self.fake.requests
+
+    def answered_ids(self, body: dict[str, Any]) -> list[str]:
+        """The call ids of the function responses in a request body, in order."""
+        return [
+            p["functionResponse"].get("id", "")
+            for c in body["contents"]
+            for p in c.get("parts") or []
+            if "functionResponse" in p
+        ]
+
+    def clear(self) -> None:
+        self.fake.requests.clear()
+        self.fake.headers.clear()
+        self.fake.paths.clear()
+        self.fake.script.clear()
+
+    @staticmethod
+    def tool_results(request: dict[str, Any]) -> list[tuple[str | None, Any]]:
+        """The (call id, response) pairs the last turn of a request answers, in order."""
+        last = request["contents"][-1]
+        return [
+            (p["functionResponse"].get("id"), p["functionResponse"].get("response"))
+            for p in last.get("parts") or []
+            if "functionResponse" in p
+        ]

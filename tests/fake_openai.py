@@ -1,0 +1,478 @@
+"""A local stand-in for the OpenAI API, for tests: a real HTTP server on 127.0.0.1 that answers
+``POST /v1/responses`` (the Responses API) and ``POST /v1/chat/completions`` (Chat Completions,
+the wire format OpenAI-compatible servers speak) as the API does — JSON replies, server-sent-event
+streams in chunked transfer encoding (Responses: ``response.created``, ``output_item.added``,
+``output_text.delta``, ``function_call_arguments.delta``, ``reasoning_summary_text.delta``,
+``output_item.done``, ``response.completed``/``response.incomplete``; Chat: ``chat.completion.chunk``
+deltas with tool-call argument pieces by index, a usage chunk when ``stream_options`` asks, then
+``[DONE]``), and real error bodies, status codes and ``x-request-id`` / ``retry-after`` headers.
+The SDK is real; only the server is ours.
+
+Script items: a Responses reply (:func:`response`), a Chat reply (:func:`completion`), either of
+them sent to the other route is converted (:func:`as_chat` / :func:`as_responses`), so one script
+serves both APIs; :class:`Error` (an HTTP error with its ``Retry-After``), :class:`Cut` (a stream
+that breaks off), :class:`Raw` (any status and body). Each test scripts the replies; the server
+records every request body, its headers and its path.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+# ---------------------------------------------------------------- reply bodies (the Responses shape)
+
+
+def response(
+    *output: dict[str, Any],
+    status: str = "completed",
+    reason: str | None = None,
+    usage: dict[str, int] | None = None,
+    model: str = "gpt-test",
+) -> dict[str, Any]:
+    """A Responses API reply body; ``status="incomplete"`` with ``reason`` ("max_output_tokens",
+    "content_filter") is a cut reply. ``usage`` keys: input_tokens, output_tokens, cached_tokens."""
+    numbers = {"input_tokens": 10, "output_tokens": 5, "cached_tokens": 0, **(usage or {})}
+    return {
+        "id": "resp_test",
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "model": model,
+        "status": status,
+        "incomplete_details": {"reason": reason} if reason else None,
+        "error": None,
+        "output": list(output),
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": numbers["input_tokens"],
+            "input_tokens_details": {"cached_tokens": numbers["cached_tokens"]},
+            "output_tokens": numbers["output_tokens"],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": numbers["input_tokens"] + numbers["output_tokens"],
+        },
+    }
+
+
+_ids = itertools.count(1)
+
+
+def text(value: str) -> dict[str, Any]:
+    """An assistant message output item holding ``value``."""
+    return {
+        "type": "message",
+        "id": f"msg_{next(_ids)}",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": value, "annotations": []}],
+    }
+
+
+def refusal(value: str) -> dict[str, Any]:
+    """An assistant message output item that refuses."""
+    return {
+        "type": "message",
+        "id": f"msg_{next(_ids)}",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "refusal", "refusal": value}],
+    }
+
+
+def function_call(call_id: str, name: str, args: dict[str, Any] | str) -> dict[str, Any]:
+    """A function call output item (``args`` as a dict, or raw argument text: a cut call)."""
+    arguments = args if isinstance(args, str) else json.dumps(args)
+    return {
+        "type": "function_call",
+        "id": f"fc_{next(_ids)}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": "completed",
+    }
+
+
+def reasoning(summary: str, encrypted: str = "enc==") -> dict[str, Any]:
+    """A reasoning item (its summary, and the encrypted content a stateless client sends back)."""
+    return {
+        "type": "reasoning",
+        "id": f"rs_{next(_ids)}",
+        "summary": [{"type": "summary_text", "text": summary}] if summary else [],
+        "encrypted_content": encrypted,
+    }
+
+
+def completion(
+    content: str | None = None,
+    *calls: dict[str, Any],
+    finish_reason: str | None = None,
+    refusal: str | None = None,
+    usage: dict[str, int] | None = None,
+    model: str = "gpt-test",
+) -> dict[str, Any]:
+    """A Chat Completions reply body; ``calls`` from :func:`chat_call`."""
+    numbers = {"input_tokens": 10, "output_tokens": 5, "cached_tokens": 0, **(usage or {})}
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": refusal}
+    if calls:
+        message["tool_calls"] = list(calls)
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": finish_reason or ("tool_calls" if calls else "stop"),
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": numbers["input_tokens"],
+            "completion_tokens": numbers["output_tokens"],
+            "total_tokens": numbers["input_tokens"] + numbers["output_tokens"],
+            "prompt_tokens_details": {"cached_tokens": numbers["cached_tokens"]},
+        },
+    }
+
+
+def chat_call(call_id: str, name: str, args: dict[str, Any] | str) -> dict[str, Any]:
+    arguments = args if isinstance(args, str) else json.dumps(args)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def as_chat(reply: dict[str, Any]) -> dict[str, Any]:
+    """A Responses reply body as the Chat Completions body that says the same."""
+    if reply.get("object") == "chat.completion":
+        return reply
+    texts: list[str] = []
+    refusals: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for item in reply["output"]:
+        if item["type"] == "message":
+            for part in item["content"]:
+                (texts if part["type"] == "output_text" else refusals).append(part.get("text") or part["refusal"])
+        elif item["type"] == "function_call":
+            calls.append(chat_call(item["call_id"], item["name"], item["arguments"]))
+    reason = (reply.get("incomplete_details") or {}).get("reason")
+    finish = {"max_output_tokens": "length", "content_filter": "content_filter"}.get(reason or "")
+    usage = reply["usage"]
+    return completion(
+        "".join(texts) or None,
+        *calls,
+        finish_reason=finish,
+        refusal="".join(refusals) or None,
+        usage={
+            "input_tokens": usage["input_tokens"],
+            "output_tokens": usage["output_tokens"],
+            "cached_tokens": usage["input_tokens_details"]["cached_tokens"],
+        },
+        model=reply["model"],
+    )
+
+
+def as_responses(reply: dict[str, Any]) -> dict[str, Any]:
+    """A Chat Completions reply body as the Responses body that says the same."""
+    if reply.get("object") == "response":
+        return reply
+    choice = reply["choices"][0]
+    message = choice["message"]
+    output: list[dict[str, Any]] = []
+    if message.get("content"):
+        output.append(text(message["content"]))
+    if message.get("refusal"):
+        output.append(refusal(message["refusal"]))
+    for call in message.get("tool_calls") or ():
+        output.append(function_call(call["id"], call["function"]["name"], call["function"]["arguments"]))
+    reason = {"length": "max_output_tokens", "content_filter": "content_filter"}.get(choice["finish_reason"])
+    usage = reply["usage"]
+    return response(
+        *output,
+        status="incomplete" if reason else "completed",
+        reason=reason,
+        usage={
+            "input_tokens": usage["prompt_tokens"],
+            "output_tokens": usage["completion_tokens"],
+            "cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0),
+        },
+        model=reply["model"],
+    )
+
+
+# ---------------------------------------------------------------- script items
+
+
+@dataclass
+class Error:
+    """A scripted HTTP error reply; ``retry_after`` is its ``Retry-After`` header (seconds)."""
+
+    status: int
+    message: str
+    kind: str = "invalid_request_error"
+    code: str | None = None
+    retry_after: str | None = "0"
+
+
+@dataclass
+class Raw:
+    """Any reply: ``status``, ``body`` as sent, its content type."""
+
+    status: int
+    body: str
+    content_type: str = "text/html"
+
+
+@dataclass
+class Cut:
+    """A streamed reply that stops after ``events`` SSE events: the connection drops mid-body."""
+
+    reply: dict[str, Any]
+    events: int
+
+
+@dataclass
+class StreamFail:
+    """A streamed reply that sends ``events`` events, then an error inside the 200 stream: the
+    Responses API's ``error`` event, or Chat's ``data: {"error": ...}`` chunk."""
+
+    reply: dict[str, Any]
+    events: int
+    code: str = "server_error"
+    message: str = "The server had an error while processing your request."
+
+
+@dataclass
+class FakeOpenAI:
+    """Scripted replies, recorded requests. Use as a context manager; ``base_url`` (ending in
+    ``/v1``) for the SDK."""
+
+    script: list[Any] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+
+    def __enter__(self) -> FakeOpenAI:
+        self.server = _Server(("127.0.0.1", 0), _Handler, self)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+        self.thread.start()
+        return self
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], fake: FakeOpenAI) -> None:
+        super().__init__(address, handler)
+        self.fake = fake
+        self.ids = itertools.count(1)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up (as the SDK does when it closes a stream early) is no error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Answers one request from the script of the server's :class:`FakeOpenAI`."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go in separate writes: no 40 ms delayed-ACK stall
+    server: _Server
+    request_id: str
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        return None
+
+    def do_POST(self) -> None:  # noqa: C901
+        fake = self.server.fake
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        fake.requests.append(body)
+        fake.headers.append({k.lower(): v for k, v in self.headers.items()})
+        fake.paths.append(self.path)
+        self.request_id = f"req_{next(self.server.ids):03d}"
+        if self.path not in ("/v1/responses", "/v1/chat/completions"):
+            return self._error(Error(404, f"Invalid URL (POST {self.path})"))
+        if not self.headers.get("authorization", "").startswith("Bearer "):
+            return self._error(Error(401, "You didn't provide an API key.", code="invalid_api_key"))
+        if not fake.script:
+            return self._error(Error(500, "the test's script has no reply left", kind="server_error"))
+        reply = fake.script.pop(0)
+        if isinstance(reply, Error):
+            return self._error(reply)
+        if isinstance(reply, Raw):
+            return self._raw(reply)
+        chat = self.path.endswith("/chat/completions")
+        cut = None
+        fail = None
+        if isinstance(reply, Cut):
+            reply, cut = reply.reply, reply.events
+        elif isinstance(reply, StreamFail):
+            reply, fail = reply.reply, reply
+        reply = as_chat(reply) if chat else as_responses(reply)
+        if not body.get("stream"):
+            return self._json(200, reply)
+        if chat:
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            events = [(None, chunk) for chunk in chat_chunks(reply, usage)] + [(None, "[DONE]")]
+        else:
+            events = list(response_events(reply))
+        if fail is not None:
+            error = {"message": fail.message, "code": fail.code}
+            tail = (
+                (None, {"error": {**error, "type": fail.code}})
+                if chat
+                else ("error", {"type": "error", **error, "param": None})
+            )
+            events = [*events[: fail.events], tail]
+        self._sse(events[:cut] if cut is not None else events, cut=cut is not None)
+
+    def _error(self, error: Error) -> None:
+        payload = {"error": {"message": error.message, "type": error.kind, "param": None, "code": error.code}}
+        headers = {"retry-after": error.retry_after} if error.retry_after is not None else {}
+        self._json(error.status, payload, headers)
+
+    def _raw(self, reply: Raw) -> None:
+        data = reply.body.encode()
+        self.send_response(reply.status)
+        self.send_header("content-type", reply.content_type)
+        self.send_header("x-request-id", self.request_id)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("x-request-id", self.request_id)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _sse(self, events: list[tuple[str | None, Any]], cut: bool = False) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("x-request-id", self.request_id)
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for name, data in events:
+            payload = data if isinstance(data, str) else json.dumps(data)
+            chunk = (f"event: {name}\n" if name else "").encode() + f"data: {payload}\n\n".encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.flush()
+        if cut:  # the connection drops mid-body: no last chunk
+            self.close_connection = True
+            return
+        self.wfile.write(b"0\r\n\r\n")
+
+
+# ---------------------------------------------------------------- streams
+
+
+def _chunks(value: str, size: int = 7) -> list[str]:
+    return [value[i : i + size] for i in range(0, len(value), size)] or [""]
+
+
+def response_events(reply: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:  # noqa: C901
+    """The server-sent events the Responses API streams for ``reply``."""
+    numbers = itertools.count()
+
+    def event(kind: str, **fields: Any) -> tuple[str, dict[str, Any]]:
+        return kind, {"type": kind, "sequence_number": next(numbers), **fields}
+
+    start = {**reply, "status": "in_progress", "output": [], "usage": None, "incomplete_details": None}
+    yield event("response.created", response=start)
+    yield event("response.in_progress", response=start)
+    for index, item in enumerate(reply["output"]):
+        kind = item["type"]
+        if kind == "message":
+            yield event(
+                "response.output_item.added", output_index=index, item={**item, "content": [], "status": "in_progress"}
+            )
+            for c, part in enumerate(item["content"]):
+                empty = {**part, "text": ""} if part["type"] == "output_text" else {**part, "refusal": ""}
+                yield event(
+                    "response.content_part.added", item_id=item["id"], output_index=index, content_index=c, part=empty
+                )
+                if part["type"] == "output_text":
+                    for piece in _chunks(part["text"]):
+                        yield event("response.output_text.delta", item_id=item["id"], output_index=index,
+                                    content_index=c, delta=piece, logprobs=[])  # fmt: skip
+                    yield event("response.output_text.done", item_id=item["id"], output_index=index,
+                                content_index=c, text=part["text"], logprobs=[])  # fmt: skip
+                else:
+                    yield event("response.refusal.delta", item_id=item["id"], output_index=index, content_index=c,
+                                delta=part["refusal"])  # fmt: skip
+                    yield event("response.refusal.done", item_id=item["id"], output_index=index, content_index=c,
+                                refusal=part["refusal"])  # fmt: skip
+                yield event(
+                    "response.content_part.done", item_id=item["id"], output_index=index, content_index=c, part=part
+                )
+        elif kind == "function_call":
+            yield event(
+                "response.output_item.added",
+                output_index=index,
+                item={**item, "arguments": "", "status": "in_progress"},
+            )
+            for piece in _chunks(item["arguments"]):
+                yield event(
+                    "response.function_call_arguments.delta", item_id=item["id"], output_index=index, delta=piece
+                )
+            yield event("response.function_call_arguments.done", item_id=item["id"], output_index=index,
+                        arguments=item["arguments"], name=item["name"])  # fmt: skip
+        elif kind == "reasoning":
+            yield event("response.output_item.added", output_index=index, item={**item, "summary": []})
+            for s, part in enumerate(item["summary"]):
+                for piece in _chunks(part["text"]):
+                    yield event("response.reasoning_summary_text.delta", item_id=item["id"], output_index=index,
+                                summary_index=s, delta=piece)  # fmt: skip
+        else:
+            yield event("response.output_item.added", output_index=index, item=item)
+        yield event("response.output_item.done", output_index=index, item=item)
+    final = "response.incomplete" if reply["status"] == "incomplete" else "response.completed"
+    yield event(final, response=reply)
+
+
+def chat_chunks(reply: dict[str, Any], usage: bool) -> Iterator[dict[str, Any]]:
+    """The ``chat.completion.chunk`` objects Chat Completions streams for ``reply``."""
+    choice = reply["choices"][0]
+    message = choice["message"]
+    base = {"id": reply["id"], "object": "chat.completion.chunk", "created": reply["created"], "model": reply["model"]}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+
+    yield chunk({"role": "assistant", "content": ""})
+    for piece in _chunks(message.get("content") or "") if message.get("content") else ():
+        yield chunk({"content": piece})
+    if message.get("refusal"):
+        yield chunk({"refusal": message["refusal"]})
+    for index, call in enumerate(message.get("tool_calls") or ()):
+        head = {"index": index, "id": call["id"], "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": ""}}  # fmt: skip
+        yield chunk({"tool_calls": [head]})
+        for piece in _chunks(call["function"]["arguments"]):
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    yield chunk({}, choice["finish_reason"])
+    if usage:
+        yield {**base, "choices": [], "usage": reply["usage"]}

@@ -1,0 +1,106 @@
+"""The dev UI in Chromium (Debian's, driven by playwright): send a message, watch the diagram light
+up, approve the call, see the answer, open the run's trace page; screenshots are saved under
+test-artifacts/serve/ and the docs' picture of the UI (docs/images/serve-ui.png) is made here."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwright.cli.serve_command import dev_app
+from loopwright.machines.diagram import dot_available
+from tests.serve_agents import serving, slow_agent, support
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts" / "serve"
+DOCS_PICTURE = ROOT / "docs" / "images" / "serve-ui.png"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+
+
+def _playwright_or_skip() -> Any:
+    why = None if dot_available() else "the UI's diagram needs Graphviz (apt-get install graphviz)"
+    if why is None and not os.access(CHROMIUM, os.X_OK):
+        why = f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        why = why or "the playwright package is missing (pip install -e '.[dev]')"
+    if why is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"the dev UI's browser test must run in CI: {why}")
+        print(f"\nSKIPPED browser test: {why}", file=sys.stderr)
+        pytest.skip(why)
+    return sync_playwright
+
+
+@pytest.fixture(scope="module")
+def page() -> Iterator[Any]:
+    sync_playwright = _playwright_or_skip()
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium.new_page(viewport={"width": 1400, "height": 900})
+        finally:
+            chromium.close()
+
+
+def test_in_chromium_chat_lights_the_diagram_an_approval_runs_the_call_and_the_answer_shows(
+    page: Any, tmp_path: Path
+) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    asgi = dev_app([support, slow_agent()], store=f"sqlite:///{tmp_path / 'runs.db'}")
+    with serving(asgi) as base:
+        page.goto(base + "/")
+        page.wait_for_selector("body[data-ready='yes']")
+        page.wait_for_selector("#diagram svg g.edge")
+        assert page.locator("#agents button").all_inner_texts() == ["support", "slow"]
+        assert page.locator("#diagram g.edge.lw-taken").count() == 0
+
+        page.fill("#chat-input", "please refund A7")
+        page.click("#send")
+        approve = page.wait_for_selector(".approval button.approve")
+        assert '"order": "A7"' in page.inner_text(".approval .args")
+        lit = page.locator("#diagram g.edge.lw-taken").count()
+        assert lit >= 4  # start->preprocess->reason->postprocess->act->decide->suspended, drawn as they came
+        assert page.locator("#diagram g.node.lw-visited[data-state='suspended']").count() == 1
+        assert "suspended" in page.locator("#timeline").inner_text()
+        page.screenshot(path=str(ARTIFACTS / "1-waiting-for-approval.png"), full_page=True)
+
+        approve.click()
+        page.wait_for_selector("body[data-finished='final']")
+        answers = page.locator(".msg.assistant").all_inner_texts()
+        assert answers[-1] == "done: refunded A7"
+        assert page.locator("#diagram g.node.lw-visited[data-state='done']").count() == 1
+        assert page.locator("#diagram g.edge.lw-taken").count() > lit
+        assert page.locator(".approval").count() == 0
+        page.wait_for_selector("#runs tbody tr")
+        page.screenshot(path=str(ARTIFACTS / "2-answered.png"), full_page=True)
+        DOCS_PICTURE.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(DOCS_PICTURE))
+
+        row = page.locator("#runs tbody tr").first
+        assert row.locator("td").nth(2).inner_text() == "final"
+        page.select_option("#runs-outcome", "failed")
+        page.click("#runs-form button")
+        page.wait_for_function("document.querySelectorAll('#runs tbody tr').length === 0")
+        run_link = row.locator("a") if row.count() else None
+        del run_link
+
+        trace_href = page.get_attribute("#trace-link", "href")
+        page.goto(base + "/" + trace_href)
+        page.wait_for_selector("body[data-ready='yes']")
+        assert page.locator("#lw-diagram g.edge.lw-taken").count() >= 5
+        page.screenshot(path=str(ARTIFACTS / "3-trace-page.png"))
+    assert errors == []
+    shutil.copy(DOCS_PICTURE, ARTIFACTS / "docs-serve-ui.png")
