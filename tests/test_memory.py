@@ -100,3 +100,11 @@ def test_memory_finds_an_earlier_sessions_fact_postgres(pg_url: str) -> None:
         await store.close()
 
     asyncio.run(main())
+
+
+def test_the_preload_is_a_drawn_state() -> None:
+    from loopwright.machines.diagram import diagram
+
+    memory = Memory(SQLiteMemory(":memory:"))
+    drawn = diagram(Agent(name="a", model=ScriptedModel(["x"]), extensions=[memory.extension]), "mermaid")
+    assert isinstance(drawn, str) and "start --> recall" in drawn and "recall --> preprocess" in drawn
