@@ -256,3 +256,36 @@ def test_session_continues_in_another_process(tmp_path: Path) -> None:
     outs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
             for _ in range(2)]  # fmt: skip
     assert outs == ["seen 1 1\n", "seen 3 1\n"]
+
+
+def test_stored_run_resumed_by_id_by_another_runner_saves_the_session(tmp_path: Path) -> None:
+    from loopwright import approve
+    from loopwright.data.events import ToolCall
+    from loopwright.stores import SQLiteStore
+
+    @tool(requires_confirmation=True)
+    def pay(ctx: ToolContext, amount: int) -> str:
+        """Pay."""
+        ctx.state["user:paid"] = amount
+        return "paid"
+
+    def runner(*script: Any) -> Runner:
+        model = ScriptedModel(list(script))
+        return Runner(
+            Agent(name="a", model=model, tools=[pay]),
+            store=SQLiteStore(tmp_path / "runs.db"),
+            sessions=SQLiteSessions(tmp_path / "runs.db"),
+        )
+
+    async def main() -> None:
+        waiting = await runner([ToolCall(id="c1", name="pay", args={"amount": 7})]).run(
+            "pay", session=(APP, "u1", "s1")
+        )
+        assert waiting.outcome == "suspended"
+        later = runner("done")  # as another process would: the run's id, the same files
+        done = await later.resume(waiting.run_id, {"c1": approve()})
+        assert done.outcome == "final"
+        saved = await later.sessions.load((APP, "u1", "s1"))
+        assert saved is not None and saved.scopes == {"user:paid": 7} and saved.messages == done.messages
+
+    asyncio.run(main())
