@@ -289,3 +289,33 @@ def test_stored_run_resumed_by_id_by_another_runner_saves_the_session(tmp_path: 
         assert saved is not None and saved.scopes == {"user:paid": 7} and saved.messages == done.messages
 
     asyncio.run(main())
+
+
+def test_a_run_appends_only_its_new_messages(tmp_path: Path) -> None:
+    """Saving a run's end writes its new messages only; a rewritten history is written again."""
+    import sqlite3
+
+    from loopwright.data.events import Message
+    from loopwright.loop.sessions import kept_of
+
+    db = tmp_path / "s.db"
+    sessions = SQLiteSessions(db)
+    runner = Runner(Agent(name="a", model=echo_model()), sessions=sessions)
+
+    def rows() -> list[tuple[int, str]]:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT n, body FROM lw_session_messages ORDER BY n").fetchall()
+
+    async def main() -> None:
+        await runner.run("one", session=(APP, "u1", "s1"))
+        before = rows()
+        await runner.run("two", session=(APP, "u1", "s1"))
+        after = rows()
+        assert [n for n, _ in after] == [0, 1, 2, 3] and after[:2] == before
+        saved = await sessions.begin((APP, "u1", "s1"), "hand")
+        summary = Message(role="user", parts=(TextPart(text="summary"),))
+        await sessions.commit(saved.key, "hand", [summary], {}, {}, "a", kept=kept_of([summary], saved.messages))
+        assert [m.text for m in (await sessions.load(saved.key)).messages] == ["summary"]  # type: ignore[union-attr]
+
+    asyncio.run(main())
+    assert kept_of([1, 2, 3], [1, 2]) == 2 and kept_of([9, 2], [1, 2]) == 0

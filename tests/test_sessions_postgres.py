@@ -49,7 +49,8 @@ def test_scopes_and_busy_in_postgres(pg_url: str) -> None:
 
     asyncio.run(main())
     with psycopg.connect(pg_url) as conn:
-        rows = conn.execute("SELECT messages || state || coalesce(held, '') FROM lw_sessions").fetchall()
+        rows = conn.execute("SELECT state || coalesce(held, '') FROM lw_sessions").fetchall()
+        rows += conn.execute("SELECT body FROM lw_session_messages").fetchall()
         scopes = conn.execute("SELECT value FROM lw_scopes").fetchall()
     dumped = repr(rows) + repr(scopes)
     assert "AdaAda" in dumped and "TEMPVALUETEMPVALUE" not in dumped

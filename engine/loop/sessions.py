@@ -97,16 +97,30 @@ async def run_in_session(runner: Runner, input: UserInput, session: object, opti
     except BaseException:
         await sessions.release(key, rs.run_id)
         raise
-    await save_end(sessions, key, result, saved.scopes)
+    await save_end(sessions, key, result, saved)
     return result
 
 
-async def save_end(sessions: SessionStore, key: SessionKey, result: RunResult, started: Mapping[str, Any]) -> None:
-    """Save a run's end in its session (a suspended or paused run keeps it held, unsaved)."""
+def kept_of(messages: list[Any], saved: list[Any]) -> int:
+    """How many of ``messages`` lead with ``saved``'s, unchanged (the run shares their objects:
+    a run that did not rewrite its history keeps them all)."""
+    kept = 0
+    for new, old in zip(messages, saved, strict=False):
+        if new is not old and new != old:
+            break
+        kept += 1
+    return kept
+
+
+async def save_end(sessions: SessionStore, key: SessionKey, result: RunResult, saved: SavedSession) -> None:
+    """Save a run's end in its session (a suspended or paused run keeps it held, unsaved):
+    only the messages after those it started from (unless it rewrote them)."""
     if result.outcome in STOPPED:
         return
-    own, changed = split_end(result.state, started)
-    await sessions.commit(key, result.run_id, list(result.messages), own, changed, result.answered_by)
+    own, changed = split_end(result.state, saved.scopes)
+    messages = list(result.messages)
+    kept = kept_of(messages, saved.messages)
+    await sessions.commit(key, result.run_id, messages, own, changed, result.answered_by, kept)
 
 
 async def after_resume(runner: Runner, result: RunResult) -> None:
@@ -116,7 +130,7 @@ async def after_resume(runner: Runner, result: RunResult) -> None:
         return
     held = await sessions.held_by(result.run_id)
     if held is not None:
-        await save_end(sessions, held.key, result, held.scopes)
+        await save_end(sessions, held.key, result, held)
 
 
 __all__ = ["SESSION_KEY", "SessionBusy", "run_in_session", "scope_of", "split_end", "starting_state"]

@@ -1,11 +1,14 @@
 """Session stores: a conversation and its state kept across runs, keyed by (app, user, session).
 
-Storage only (what a run does with a session: :mod:`loopwright.loop.sessions`). Two tables,
+Storage only (what a run does with a session: :mod:`loopwright.loop.sessions`). Three tables,
 beside the run store's in the same SQLite file or PostgreSQL database:
 
-- ``lw_sessions``: one row a session: its messages (JSON), its own state (the unprefixed keys),
-  the agent that answered last, and ``holder``: the run that holds the session now (None: free),
-  with ``held``, the ``app:``/``user:`` values that run started from;
+- ``lw_sessions``: one row a session: its own state (the unprefixed keys), the agent that
+  answered last, and ``holder``: the run that holds the session now (None: free), with
+  ``held``, the ``app:``/``user:`` values that run started from;
+- ``lw_session_messages``: the conversation, one row a message (JSON), numbered from 0. A run's
+  end appends its new messages (a run that rewrote the history, e.g. compaction, rewrites it
+  from the first message it changed), so saving costs the same in a long session as in a new one;
 - ``lw_scopes``: one row a shared key: ``(app, "", key)`` for ``app:key``, ``(app, user, key)``
   for ``user:key``. A run writes only the keys it changed, so two users' runs changing different
   keys of the app both keep their changes.
@@ -104,9 +107,10 @@ class SessionStore(Protocol):
 
     async def commit(
         self, key: SessionKey, holder: str, messages: list[Message], state: Mapping[str, Any],
-        scopes: Mapping[str, Any], agent: str | None,
+        scopes: Mapping[str, Any], agent: str | None, kept: int = 0,
     ) -> None:  # fmt: skip
-        """Save the end of run ``holder``: the session's messages and own state, the ``app:`` and
+        """Save the end of run ``holder``: the session's messages (the first ``kept`` are stored
+        already, unchanged: only the others are written) and own state, the ``app:`` and
         ``user:`` keys it changed (:data:`DELETED`: removed), and free the session."""
         ...
 
@@ -139,6 +143,16 @@ def _scope_rows(key: SessionKey, scopes: Mapping[str, Any]) -> list[tuple[str, s
     return rows
 
 
+def _history(bodies: list[tuple[str]]) -> list[Message]:
+    """The messages of ``(body JSON,)`` rows, in one parse."""
+    return _MESSAGES.validate_json("[" + ",".join(b for (b,) in bodies) + "]") if bodies else []
+
+
+def _bodies(messages: list[Message], kept: int) -> list[tuple[int, str]]:
+    """``(n, body JSON)`` of each message from ``kept`` on."""
+    return [(n, m.model_dump_json()) for n, m in enumerate(messages[kept:], kept)]
+
+
 def _prefixed(rows: list[tuple[str, str, str]]) -> dict[str, Any]:
     """``{"app:k"|"user:k": value}`` of ``(user or "", key, value JSON)`` rows."""
     return {f"{'user' if user else 'app'}:{name}": json.loads(value) for user, name, value in rows}
@@ -148,12 +162,15 @@ def _prefixed(rows: list[tuple[str, str, str]]) -> dict[str, Any]:
 
 _SQLITE_TABLES = (
     "CREATE TABLE IF NOT EXISTS lw_sessions (app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,"
-    " messages TEXT NOT NULL DEFAULT '[]', state TEXT NOT NULL DEFAULT '{}', agent TEXT, holder TEXT, held TEXT,"
-    " updated REAL NOT NULL, PRIMARY KEY (app, user, session))",
+    " state TEXT NOT NULL DEFAULT '{}', agent TEXT, holder TEXT, held TEXT, updated REAL NOT NULL,"
+    " PRIMARY KEY (app, user, session))",
     "CREATE INDEX IF NOT EXISTS lw_sessions_holder ON lw_sessions (holder) WHERE holder IS NOT NULL",
+    "CREATE TABLE IF NOT EXISTS lw_session_messages (app TEXT NOT NULL, user TEXT NOT NULL, session TEXT NOT NULL,"
+    " n INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (app, user, session, n))",
     "CREATE TABLE IF NOT EXISTS lw_scopes (app TEXT NOT NULL, user TEXT NOT NULL, key TEXT NOT NULL,"
     " value TEXT NOT NULL, PRIMARY KEY (app, user, key))",
 )
+_SQLITE_WHERE = "app = ? AND user = ? AND session = ?"
 
 
 class SQLiteSessions:
@@ -189,36 +206,37 @@ class SQLiteSessions:
         ).fetchall()
         return _prefixed(rows)
 
+    @staticmethod
+    def _messages(db: sqlite3.Connection, key: SessionKey) -> list[Message]:
+        return _history(db.execute(f"SELECT body FROM lw_session_messages WHERE {_SQLITE_WHERE} ORDER BY n", key)
+                        .fetchall())  # fmt: skip
+
     async def begin(self, key: SessionKey, holder: str) -> SavedSession:
         return self._tx(self._begin, check_key(key), holder)  # type: ignore[no-any-return]
 
     def _begin(self, db: sqlite3.Connection, key: SessionKey, holder: str) -> SavedSession:
         db.execute("INSERT OR IGNORE INTO lw_sessions (app, user, session, updated) VALUES (?, ?, ?, ?)",
                    (*key, time.time()))  # fmt: skip
-        row = db.execute(
-            "SELECT messages, state, agent, holder, updated FROM lw_sessions"
-            " WHERE app = ? AND user = ? AND session = ?",
-            key,
-        ).fetchone()
-        if row[3] is not None and row[3] != holder:
-            raise _busy(key, row[3])
+        row = db.execute(f"SELECT state, agent, holder, updated FROM lw_sessions WHERE {_SQLITE_WHERE}", key).fetchone()
+        if row[2] is not None and row[2] != holder:
+            raise _busy(key, row[2])
         scopes = self._scopes(db, key)
-        db.execute("UPDATE lw_sessions SET holder = ?, held = ? WHERE app = ? AND user = ? AND session = ?",
+        db.execute(f"UPDATE lw_sessions SET holder = ?, held = ? WHERE {_SQLITE_WHERE}",
                    (holder, json.dumps(scopes), *key))  # fmt: skip
-        return SavedSession(key, _MESSAGES.validate_json(row[0]), json.loads(row[1]), scopes, row[2], row[4])
+        return SavedSession(key, self._messages(db, key), json.loads(row[0]), scopes, row[1], row[3])
 
     async def commit(
         self, key: SessionKey, holder: str, messages: list[Message], state: Mapping[str, Any],
-        scopes: Mapping[str, Any], agent: str | None,
+        scopes: Mapping[str, Any], agent: str | None, kept: int = 0,
     ) -> None:  # fmt: skip
-        body = _MESSAGES.dump_json(messages).decode()
-        self._tx(self._commit, key, holder, body, json.dumps(dict(state)), _scope_rows(key, scopes), agent)
+        bodies = _bodies(messages, kept)
+        self._tx(self._commit, key, holder, kept, bodies, json.dumps(dict(state)), _scope_rows(key, scopes), agent)
 
     def _commit(
-        self, db: sqlite3.Connection, key: SessionKey, holder: str, body: str, state: str,
-        rows: list[tuple[str, str, str, str | None]], agent: str | None,
+        self, db: sqlite3.Connection, key: SessionKey, holder: str, kept: int, bodies: list[tuple[int, str]],
+        state: str, rows: list[tuple[str, str, str, str | None]], agent: str | None,
     ) -> None:  # fmt: skip
-        found = db.execute("SELECT holder FROM lw_sessions WHERE app = ? AND user = ? AND session = ?", key).fetchone()
+        found = db.execute(f"SELECT holder FROM lw_sessions WHERE {_SQLITE_WHERE}", key).fetchone()
         if found is None or found[0] != holder:
             raise _busy(key, found[0] if found else "(none: the session was removed)")
         for app, user, name, value in rows:
@@ -226,16 +244,18 @@ class SQLiteSessions:
                 db.execute("DELETE FROM lw_scopes WHERE app = ? AND user = ? AND key = ?", (app, user, name))
             else:
                 db.execute("INSERT OR REPLACE INTO lw_scopes VALUES (?, ?, ?, ?)", (app, user, name, value))
+        db.execute(f"DELETE FROM lw_session_messages WHERE {_SQLITE_WHERE} AND n >= ?", (*key, kept))
+        db.executemany("INSERT INTO lw_session_messages VALUES (?, ?, ?, ?, ?)", [(*key, n, b) for n, b in bodies])
         db.execute(
-            "UPDATE lw_sessions SET messages = ?, state = ?, agent = ?, holder = NULL, held = NULL, updated = ?"
-            " WHERE app = ? AND user = ? AND session = ?",
-            (body, state, agent, time.time(), *key),
+            "UPDATE lw_sessions SET state = ?, agent = ?, holder = NULL, held = NULL, updated = ?"
+            f" WHERE {_SQLITE_WHERE}",
+            (state, agent, time.time(), *key),
         )
 
     async def release(self, key: SessionKey, holder: str | None = None) -> None:
         with self._lock:
             self._db.execute(
-                "UPDATE lw_sessions SET holder = NULL, held = NULL WHERE app = ? AND user = ? AND session = ?"
+                f"UPDATE lw_sessions SET holder = NULL, held = NULL WHERE {_SQLITE_WHERE}"
                 " AND (? IS NULL OR holder = ?)",
                 (*check_key(key), holder, holder),
             )
@@ -243,25 +263,27 @@ class SQLiteSessions:
     async def held_by(self, holder: str) -> SavedSession | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT app, user, session, messages, state, agent, held, updated FROM lw_sessions WHERE holder = ?",
-                (holder,),
+                "SELECT app, user, session, state, agent, held, updated FROM lw_sessions WHERE holder = ?", (holder,)
             ).fetchone()
-        if row is None:
-            return None
-        return SavedSession(row[:3], _MESSAGES.validate_json(row[3]), json.loads(row[4]), json.loads(row[6] or "{}"),
-                            row[5], row[7])  # fmt: skip
+            if row is None:
+                return None
+            key: SessionKey = (row[0], row[1], row[2])
+            return SavedSession(key, self._messages(self._db, key), json.loads(row[3]), json.loads(row[5] or "{}"),
+                                row[4], row[6])  # fmt: skip
 
     async def load(self, key: SessionKey) -> SavedSession | None:
         key = check_key(key)
         with self._lock:
-            row = self._db.execute(
-                "SELECT messages, state, agent, updated FROM lw_sessions WHERE app = ? AND user = ? AND session = ?",
-                key,
-            ).fetchone()
-            if row is None:
-                return None
-            scopes = self._scopes(self._db, key)
-        return SavedSession(key, _MESSAGES.validate_json(row[0]), json.loads(row[1]), scopes, row[2], row[3])
+            db = self._db
+            db.execute("BEGIN")
+            try:
+                row = db.execute(f"SELECT state, agent, updated FROM lw_sessions WHERE {_SQLITE_WHERE}", key).fetchone()
+                if row is None:
+                    return None
+                return SavedSession(key, self._messages(db, key), json.loads(row[0]), self._scopes(db, key), row[1],
+                                    row[2])  # fmt: skip
+            finally:
+                db.execute("COMMIT")
 
     async def sessions(self, app: str, user: str) -> list[SavedSession]:
         with self._lock:
@@ -283,20 +305,23 @@ class SQLiteSessions:
 
 _PG_TABLES = (
     "CREATE TABLE IF NOT EXISTS lw_sessions (app TEXT NOT NULL, user_id TEXT NOT NULL, session TEXT NOT NULL,"
-    " messages TEXT NOT NULL DEFAULT '[]', state TEXT NOT NULL DEFAULT '{}', agent TEXT, holder TEXT, held TEXT,"
-    " updated DOUBLE PRECISION NOT NULL, PRIMARY KEY (app, user_id, session))",
+    " state TEXT NOT NULL DEFAULT '{}', agent TEXT, holder TEXT, held TEXT, updated DOUBLE PRECISION NOT NULL,"
+    " PRIMARY KEY (app, user_id, session))",
     "CREATE INDEX IF NOT EXISTS lw_sessions_holder ON lw_sessions (holder) WHERE holder IS NOT NULL",
+    "CREATE TABLE IF NOT EXISTS lw_session_messages (app TEXT NOT NULL, user_id TEXT NOT NULL,"
+    " session TEXT NOT NULL, n INTEGER NOT NULL, body TEXT NOT NULL, PRIMARY KEY (app, user_id, session, n))",
     "CREATE TABLE IF NOT EXISTS lw_scopes (app TEXT NOT NULL, user_id TEXT NOT NULL, key TEXT NOT NULL,"
     " value TEXT NOT NULL, PRIMARY KEY (app, user_id, key))",
 )
+_PG_WHERE = "app = %s AND user_id = %s AND session = %s"
 _PG_LOCK = 0x6C77_7373  # held while the tables are made
 
 
 class PostgresSessions:
     """Sessions in the PostgreSQL database at ``dsn`` (or a
     :class:`~loopwright.stores.PostgresStore`, whose database and pool they share).
-    ``pip install 'loopwright[postgres]'``. A session is held with one conditional ``UPDATE``,
-    so two processes on two machines cannot both hold it."""
+    ``pip install 'loopwright[postgres]'``. A session is held with its row locked (``FOR
+    UPDATE``), so two processes on two machines cannot both hold it."""
 
     def __init__(self, dsn_or_store: str | Any) -> None:
         from .postgres import PostgresStore  # (psycopg: imported only when used)
@@ -325,6 +350,11 @@ class PostgresSessions:
         )
         return _prefixed(await cur.fetchall())
 
+    @staticmethod
+    async def _messages(conn: Any, key: SessionKey) -> list[Message]:
+        cur = await conn.execute(f"SELECT body FROM lw_session_messages WHERE {_PG_WHERE} ORDER BY n", key)
+        return _history(await cur.fetchall())
+
     async def begin(self, key: SessionKey, holder: str) -> SavedSession:
         key = check_key(key)
         pool = await self._pool()
@@ -335,30 +365,26 @@ class PostgresSessions:
                 (*key, time.time()),
             )
             cur = await conn.execute(
-                "SELECT messages, state, agent, holder, updated FROM lw_sessions"
-                " WHERE app = %s AND user_id = %s AND session = %s FOR UPDATE",
-                key,
+                f"SELECT state, agent, holder, updated FROM lw_sessions WHERE {_PG_WHERE} FOR UPDATE", key
             )
             row = await cur.fetchone()
-            if row[3] is not None and row[3] != holder:
-                raise _busy(key, row[3])
+            if row[2] is not None and row[2] != holder:
+                raise _busy(key, row[2])
             scopes = await self._scopes(conn, key)
             await conn.execute(
-                "UPDATE lw_sessions SET holder = %s, held = %s WHERE app = %s AND user_id = %s AND session = %s",
-                (holder, json.dumps(scopes), *key),
+                f"UPDATE lw_sessions SET holder = %s, held = %s WHERE {_PG_WHERE}", (holder, json.dumps(scopes), *key)
             )
-        return SavedSession(key, _MESSAGES.validate_json(row[0]), json.loads(row[1]), scopes, row[2], row[4])
+            messages = await self._messages(conn, key)
+        return SavedSession(key, messages, json.loads(row[0]), scopes, row[1], row[3])
 
     async def commit(
         self, key: SessionKey, holder: str, messages: list[Message], state: Mapping[str, Any],
-        scopes: Mapping[str, Any], agent: str | None,
+        scopes: Mapping[str, Any], agent: str | None, kept: int = 0,
     ) -> None:  # fmt: skip
         pool = await self._pool()
-        body = _MESSAGES.dump_json(messages).decode()
+        bodies = _bodies(messages, kept)
         async with pool.connection() as conn, conn.transaction():
-            cur = await conn.execute(
-                "SELECT holder FROM lw_sessions WHERE app = %s AND user_id = %s AND session = %s FOR UPDATE", key
-            )
+            cur = await conn.execute(f"SELECT holder FROM lw_sessions WHERE {_PG_WHERE} FOR UPDATE", key)
             found = await cur.fetchone()
             if found is None or found[0] != holder:
                 raise _busy(key, found[0] if found else "(none: the session was removed)")
@@ -373,17 +399,23 @@ class PostgresSessions:
                         " ON CONFLICT (app, user_id, key) DO UPDATE SET value = EXCLUDED.value",
                         (app, user, name, value),
                     )
+            await conn.execute(f"DELETE FROM lw_session_messages WHERE {_PG_WHERE} AND n >= %s", (*key, kept))
+            if bodies:
+                async with conn.cursor() as cursor:
+                    await cursor.executemany(
+                        "INSERT INTO lw_session_messages VALUES (%s, %s, %s, %s, %s)", [(*key, n, b) for n, b in bodies]
+                    )
             await conn.execute(
-                "UPDATE lw_sessions SET messages = %s, state = %s, agent = %s, holder = NULL, held = NULL,"
-                " updated = %s WHERE app = %s AND user_id = %s AND session = %s",
-                (body, json.dumps(dict(state)), agent, time.time(), *key),
+                f"UPDATE lw_sessions SET state = %s, agent = %s, holder = NULL, held = NULL, updated = %s"
+                f" WHERE {_PG_WHERE}",
+                (json.dumps(dict(state)), agent, time.time(), *key),
             )
 
     async def release(self, key: SessionKey, holder: str | None = None) -> None:
         pool = await self._pool()
         async with pool.connection() as conn:
             await conn.execute(
-                "UPDATE lw_sessions SET holder = NULL, held = NULL WHERE app = %s AND user_id = %s AND session = %s"
+                f"UPDATE lw_sessions SET holder = NULL, held = NULL WHERE {_PG_WHERE}"
                 " AND (%s::text IS NULL OR holder = %s)",
                 (*check_key(key), holder, holder),
             )
@@ -392,30 +424,27 @@ class PostgresSessions:
         pool = await self._pool()
         async with pool.connection() as conn:
             cur = await conn.execute(
-                "SELECT app, user_id, session, messages, state, agent, held, updated FROM lw_sessions"
-                " WHERE holder = %s",
+                "SELECT app, user_id, session, state, agent, held, updated FROM lw_sessions WHERE holder = %s",
                 (holder,),
-            )
-            row = await cur.fetchone()
-        if row is None:
-            return None
-        return SavedSession(tuple(row[:3]), _MESSAGES.validate_json(row[3]), json.loads(row[4]),
-                            json.loads(row[6] or "{}"), row[5], row[7])  # fmt: skip
-
-    async def load(self, key: SessionKey) -> SavedSession | None:
-        key = check_key(key)
-        pool = await self._pool()
-        async with pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT messages, state, agent, updated FROM lw_sessions WHERE app = %s AND user_id = %s"
-                " AND session = %s",
-                key,
             )
             row = await cur.fetchone()
             if row is None:
                 return None
+            key: SessionKey = (row[0], row[1], row[2])
+            messages = await self._messages(conn, key)
+        return SavedSession(key, messages, json.loads(row[3]), json.loads(row[5] or "{}"), row[4], row[6])
+
+    async def load(self, key: SessionKey) -> SavedSession | None:
+        key = check_key(key)
+        pool = await self._pool()
+        async with pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(f"SELECT state, agent, updated FROM lw_sessions WHERE {_PG_WHERE}", key)
+            row = await cur.fetchone()
+            if row is None:
+                return None
             scopes = await self._scopes(conn, key)
-        return SavedSession(key, _MESSAGES.validate_json(row[0]), json.loads(row[1]), scopes, row[2], row[3])
+            messages = await self._messages(conn, key)
+        return SavedSession(key, messages, json.loads(row[0]), scopes, row[1], row[2])
 
     async def sessions(self, app: str, user: str) -> list[SavedSession]:
         pool = await self._pool()
