@@ -32,7 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import TypeAdapter
 
-from ..data.errors import ConfigurationError, RunBusy
+from ..data.errors import ConfigurationError, LoopwrightError
 from ..data.parts import Message
 
 SessionKey = tuple[str, str, str]
@@ -46,9 +46,10 @@ DELETED: Any = type("Deleted", (), {"__repr__": lambda self: "DELETED"})()
 """In :meth:`SessionStore.commit`'s ``scopes``: the key was removed (its row is deleted)."""
 
 
-class SessionBusy(RunBusy):
-    """Another run holds this session (one run at a time on a session): wait for it to end, or,
-    if the process that ran it died, free it with ``await sessions.release(key)``."""
+class SessionBusy(LoopwrightError, RuntimeError):
+    """Another run holds this session (one run at a time on a session): wait for it to end (or
+    resume it, if it is suspended), or, if the process that ran it died, free it with
+    ``await sessions.release(key)``. Nothing was run and nothing changed."""
 
 
 @dataclass(slots=True)
