@@ -6,6 +6,7 @@ import asyncio
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -319,3 +320,64 @@ def test_a_run_appends_only_its_new_messages(tmp_path: Path) -> None:
 
     asyncio.run(main())
     assert kept_of([1, 2, 3], [1, 2]) == 2 and kept_of([9, 2], [1, 2]) == 0
+
+
+KILLED_WORKER = """
+import asyncio, sys, time
+from pathlib import Path
+from loopwright import Agent, Runner, ScriptedModel, tool
+from loopwright.data.events import ModelResponse, TextPart, ToolCall
+from loopwright.stores import SQLiteStore
+from loopwright.stores.sessions import SessionBusy, SQLiteSessions
+
+db, mode, marker = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+
+@tool
+def work(ctx) -> str:
+    "Do the work."
+    ctx.state["user:worked"] = mode
+    marker.write_text("in the tool")
+    if mode == "first":
+        time.sleep(60)  # killed here
+    return "worked"
+
+def reply(request):
+    if any(p.type == "tool_result" for m in request.messages for p in m.parts):
+        return ModelResponse(parts=(TextPart(text="done"),))
+    return ModelResponse(parts=(ToolCall(id="c1", name="work", args={}),))
+
+async def main():
+    sessions = SQLiteSessions(db)
+    runner = Runner(Agent(name="a", model=ScriptedModel(reply), tools=[work]), store=SQLiteStore(db), sessions=sessions)
+    if mode == "first":
+        await runner.run("go", session=("shop", "u1", "s1"), run_id="r1")
+        return
+    try:
+        await runner.run("again", session=("shop", "u1", "s1"))
+    except SessionBusy as exc:
+        print("busy:", "r1" in str(exc))
+    result = await runner.resume("r1")
+    saved = await sessions.load(("shop", "u1", "s1"))
+    print(result.outcome, saved.scopes, len(saved.messages))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_session_run_resumed_by_id_saves_the_session(tmp_path: Path) -> None:
+    """kill -9 inside a tool of a run in a session: the session stays held by that run (a new
+    run is refused), and resuming the run by id in a new process finishes it and saves the session."""
+    script, db, marker = tmp_path / "worker.py", tmp_path / "app.db", tmp_path / "marker"
+    script.write_text(KILLED_WORKER)
+    worker = subprocess.Popen([sys.executable, str(script), str(db), "first", str(marker)])
+    deadline = time.monotonic() + 60
+    while not marker.exists() and worker.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert worker.poll() is None, "the worker ended before it was killed"
+    worker.kill()
+    worker.wait()
+    done = subprocess.run([sys.executable, str(script), str(db), "second", str(marker)], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["busy: True", "final {'user:worked': 'second'} 4"]
