@@ -1,19 +1,33 @@
 """reason: calls the model.
 
 Reads ``request``, ``attempt`` and the agent's model and model callbacks; writes ``response``
-(or ``model_error``), ``attempt`` and ``iteration`` (a pass's first attempt counts one).
-A retry (the bounded ``reason -> reason`` row) first waits ``Limits.retry_delay(attempt)``, or the
-failed call's ``retry_after`` (the provider's ``Retry-After``) when that is longer.
+(or ``model_error``, and ``next_model`` when a fallback model could take over), ``attempt`` and
+``iteration`` (a pass's first attempt counts one). A retry (the bounded ``reason -> reason [...
+retries_left]`` row) first waits ``Limits.retry_delay(attempt)``, or the failed call's
+``retry_after`` (the provider's ``Retry-After``) when that is longer. After the fallback row
+(``reason -> reason [has_failed_model & fallback_left]``) the agent's next model is called at
+once, with retries of its own, in the same pass.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from loopwright.data.events import ErrorOccurred, History, ModelRequested, ModelResponded
+from loopwright.data.events import ErrorInfo, ErrorOccurred, History, ModelRequested, ModelResponded
 from loopwright.data.run_state import RunState
 from loopwright.runtime.context import RunContext
-from loopwright.runtime.model_call import call_model, error_info, model_call, plain
+from loopwright.runtime.model_call import (
+    call_model,
+    current_model,
+    error_info,
+    fallback_target,
+    model_call,
+    model_name,
+    note_model,
+    plain,
+    refuses_cost,
+    switch_model,
+)
 
 
 async def reason(rs: RunState, ctx: RunContext) -> None:
@@ -21,16 +35,17 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     failed, rs.model_error = rs.model_error, None
     if rs.deadline_hit:
         return
-    if rs.attempt > 0:  # a retry: the backoff, or longer if the provider said (Retry-After, at most 60 s)
-        asked = failed.retry_after if failed is not None and failed.retry_after else 0.0
-        await asyncio.sleep(max(ctx.limits.retry_delay(rs.attempt), min(asked, 60.0)))
-    rs.attempt += 1
-    if rs.attempt == 1:
+    if rs.attempt > 0:  # the bounded reason -> reason rows: a retry, or the next model
+        await _again(rs, ctx, failed)
+    else:
+        rs.attempt = 1
         rs.iteration += 1
     request = rs.request
     if request is None:  # the table only routes here after preprocess
         raise RuntimeError("reason entered without a request; preprocess must run first")
-    if ctx.up is not None and ctx.up.refuses(rs, ctx):  # a nested run: the runs above must have room for it
+    if (ctx.up is not None and ctx.up.refuses(rs, ctx)) or (  # a nested run: the runs above must have room for it
+        rs.limits.max_cost_usd is not None and refuses_cost(rs, ctx, request)  # it would overspend: not sent
+    ):
         return
     tools = request.tools
     if ctx.tools_named is not tools:  # the agent's tools change rarely: their names are kept, not rebuilt
@@ -39,7 +54,9 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     ctx.record(ModelRequested, rs.attempt, messages.n if type(messages) is History else len(messages), ctx.tool_names)
     try:
         if plain(ctx):  # the model alone: awaited in this frame (model_call.ModelCall)
-            model = ctx.agent.model
+            model = ctx.agent.model if not rs.fallbacks else current_model(rs, ctx)
+            if model is not rs.model_in_use:
+                note_model(rs, model)
             call = model_call(model, ctx)
             try:
                 response = await model.complete(request)
@@ -52,10 +69,33 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
         else:
             response = await call_model(request, ctx)
     except Exception as exc:
-        rs.model_error = error_info(exc)
-        ctx.emit(ErrorOccurred, error=rs.model_error)
+        _failed(rs, ctx, exc)
         return
     rs.response = response
     reply = response.__dict__  # the log keeps the reply's values, not the reply (events.reply_values)
     details = reply["details"] or None
-    ctx.record(ModelResponded, reply["parts"], reply["usage"], reply["stop_reason"], reply["model"], details)
+    named = reply["model"] or (model_name(rs.model_in_use) if ctx.agent.fallback_models else None)  # who answered
+    ctx.record(ModelResponded, reply["parts"], reply["usage"], reply["stop_reason"], named, details)
+
+
+def _failed(rs: RunState, ctx: RunContext, exc: Exception) -> None:
+    """The call failed: the error recorded (and, when the agent's fallback models cover it, the
+    model the fallback row would switch to)."""
+    rs.model_error = error_info(exc)
+    ctx.emit(ErrorOccurred, error=rs.model_error)
+    if ctx.agent.fallback_models:
+        rs.next_model = fallback_target(exc, rs, ctx)
+
+
+async def _again(rs: RunState, ctx: RunContext, failed: ErrorInfo | None) -> None:
+    """Another attempt in this pass: after the fallback row, the next model's first (at once);
+    after the retry row, a retry, once the backoff has passed, or longer if the provider said
+    (Retry-After, at most 60 s)."""
+    if rs.next_model is not None:
+        rs.next_model = None
+        if switch_model(rs, ctx, failed):
+            rs.attempt = 1
+            return
+    asked = failed.retry_after if failed is not None and failed.retry_after else 0.0
+    await asyncio.sleep(max(ctx.limits.retry_delay(rs.attempt), min(asked, 60.0)))
+    rs.attempt += 1

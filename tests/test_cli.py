@@ -123,7 +123,7 @@ def test_check_explains_a_bad_target(target: str, message: str, capsys: pytest.C
 
 def test_check_builds_an_agent_from_a_factory(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "loopwright.demo:helpdesk_agent"]) == 0
-    assert "machine 'multi_agent+loop_detection': 11 states, 27 rows" in capsys.readouterr().out
+    assert "machine 'multi_agent+loop_detection': 11 states, 29 rows" in capsys.readouterr().out
 
 
 def test_check_exits_1_on_a_violation_or_a_machine_that_cannot_be_built(

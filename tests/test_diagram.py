@@ -42,7 +42,10 @@ def test_the_plain_loop_in_mermaid() -> None:
     text = diagram()
     assert text.startswith("---\ntitle: agent\n---\nstateDiagram-v2\n  direction TB\n")
     edges = _edges(text)
-    assert edges[("reason", "reason")] == "⟲ has_retryable_model_error & retries_left [bounded: max_model_retries]"
+    assert edges[("reason", "reason")] == (
+        "⟲ has_retryable_model_error & retries_left [bounded: max_model_retries]"
+        " | ⟲ has_failed_model & fallback_left [bounded: max_fallbacks]"
+    )
     assert edges[("decide", "done")] == "is_final_response ⇒ final | else ⇒ limit"
     assert edges[("start", "preprocess")] == "else"
     assert "  Class done s_terminal\n" in text and "  cancelled --> [*]\n" in text and "  [*] --> start\n" in text
@@ -88,7 +91,9 @@ def test_committed_svgs_are_byte_for_byte_fresh(tmp_path: Path) -> None:
 def test_svg_is_deterministic_and_styles_bounded_edges() -> None:
     assert diagram(CORE, "svg") == diagram(CORE, "svg")
     dot = diagram(CORE, "dot")
-    assert 'reason -> reason [label="⟲ has_retryable_model_error &\\nretries_left [bounded: max_model_retries]" ' in dot
+    assert (
+        'reason -> reason [label="⟲ has_retryable_model_error &\\nretries_left [bounded: max_model_retries] | ⟲' in dot
+    )
     assert 'color="#1f5fbf"' in dot and "peripheries=2" in dot
     assert diagram(CORE, "png").startswith(b"\x89PNG")
 

@@ -151,12 +151,19 @@ def scenarios(name: str) -> list[Callable[[], None]]:
         lambda: run(make(name), [call(), done]),
         lambda: run(make(name, max_model_retries=1), [ModelError("busy", status=529), ok]),
         lambda: run(make(name, max_model_retries=0), [ModelError("bad", status=400, retryable=False)]),
+        lambda: run(  # failed for good: the next model answers
+            make(name, max_model_retries=0).replace(fallback_models=[ScriptedModel([ok])]),
+            [ModelError("busy", status=529)],
+        ),
         lambda: run(make(name).replace(instruction="Hi {missing}"), ["x"]),
         lambda: run(make(name, max_iterations=1), [call(), "best effort"]),
         lambda: run(make(name, max_iterations=1), [call(), ModelError("bad", retryable=False)]),
         lambda: run(make(name, max_iterations=1, salvage=False), [call(), "never"]),
         lambda: run(make(name), [TokenBudgetError("too big"), ok]),  # not sent: salvaged
         lambda: run(make(name, salvage=False), [TokenBudgetError("too big")]),  # not sent: the limit
+        lambda: Runner(  # would overspend max_cost_usd: not sent, the limit
+            make(name, max_cost_usd=1e-9).replace(model=ScriptedModel([ok], name="claude-opus-4-6"))
+        ).run_sync("go"),
         lambda: Runner(make(name, timeout_s=0.05).replace(model=ScriptedModel(_hang))).run_sync("go"),  # type: ignore[arg-type]
     ]
     stages = ["preprocess", "reason", "postprocess", "act", "decide"]

@@ -113,7 +113,8 @@ def test_with_sub_agents_and_a_waiting_tool_every_feature_keeps_its_rows() -> No
     rows = {str(r) for r in machine.rows}
     assert (
         "decide -> transfer (transfer_requested & within_transfer_budget & not_ping_pong & within_iteration_budget "
-        "& within_tool_call_budget & within_token_budget & within_time_budget) [bounded: max_transfers]"
+        "& within_tool_call_budget & within_token_budget & within_cost_budget & within_time_budget)"
+        " [bounded: max_transfers]"
     ) in rows
     assert "decide -> suspended (has_pending_requests & within_suspension_budget) [bounded: max_suspensions]" in rows
     assert "check -> check (wants_another_look) [bounded: max_checks]" in rows

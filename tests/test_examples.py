@@ -133,4 +133,7 @@ TESTED = [
     "multi_agent.py",
     "structured_output.py",
     "property_test.py",
+    "workflows_research.py",  # (run in tests/test_workflow_doors.py)
+    "workflows_fanout.py",
+    "workflows_loop.py",
 ]

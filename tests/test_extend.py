@@ -118,7 +118,7 @@ def test_an_extension_with_an_unbounded_cycle_is_refused() -> None:
     with pytest.raises(MachineError) as err:
         extend(**loop)  # type: ignore[arg-type]
     message = str(err.value)
-    assert message.startswith("extension 'loopy' breaks the loop's guarantees:\nmachine 'loopy': 11 states, 26 rows")
+    assert message.startswith("extension 'loopy' breaks the loop's guarantees:\nmachine 'loopy': 11 states, 28 rows")
     assert "cycle preprocess -> reason -> postprocess -> review -> preprocess has no bounded edge" in message
     report = verify(extend(**loop, check=False))  # type: ignore[arg-type]
     assert [v.kind for v in report.violations] == ["unbounded_cycle"]

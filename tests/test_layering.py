@@ -27,6 +27,7 @@ FLOORS = [
     "machines",  # an agent's whole machine: extend, verify, diagram
     "durable",  # ownership, checkpoints, resume, the checks a saved state passes
     "loop",  # the Runner and Run that drive a run (the public stepping protocol), agents as tools
+    "workflows",  # sequential, parallel, loop and map agents: nested, verified machines of child runs
     "integrations",  # DBOS, OpenTelemetry
     "testing",  # the pytest plugin, hypothesis strategies, invariants
     "eval",  # eval sets, evaluators, tool mocks, evaluate() and its report

@@ -34,6 +34,7 @@ def test_only_the_cycle_closing_rows_are_bounded() -> None:
     bounded = {(r.source, r.dest, r.bounded_by) for r in TABLE if r.bounded_by}
     assert bounded == {
         ("reason", "reason", "max_model_retries"),
+        ("reason", "reason", "max_fallbacks"),
         ("decide", "preprocess", "max_iterations"),
         ("decide", "transfer", "max_transfers"),
         ("decide", "suspended", "max_suspensions"),
@@ -62,7 +63,7 @@ def test_table_reads_like_the_diagram() -> None:
         "decide -> cancelled (cancel_requested)",
         "decide -> done (is_final_response)",
         "decide -> preprocess (within_iteration_budget & within_tool_call_budget & "
-        "within_token_budget & within_time_budget) [bounded: max_iterations]",
+        "within_token_budget & within_cost_budget & within_time_budget) [bounded: max_iterations]",
         "decide -> salvage (salvage_allowed)",
         "decide -> done (else)",
     ]
@@ -71,9 +72,10 @@ def test_table_reads_like_the_diagram() -> None:
         "decide -> suspended (has_pending_requests & within_suspension_budget) [bounded: max_suspensions]",
         "decide -> done (is_final_response)",
         "decide -> transfer (transfer_requested & within_transfer_budget & not_ping_pong & within_iteration_budget"
-        " & within_tool_call_budget & within_token_budget & within_time_budget) [bounded: max_transfers]",
+        " & within_tool_call_budget & within_token_budget & within_cost_budget & within_time_budget)"
+        " [bounded: max_transfers]",
         "decide -> preprocess (no_transfer_requested & within_iteration_budget & within_tool_call_budget & "
-        "within_token_budget & within_time_budget) [bounded: max_iterations]",
+        "within_token_budget & within_cost_budget & within_time_budget) [bounded: max_iterations]",
         "decide -> salvage (salvage_allowed)",
         "decide -> done (else)",
     ]
@@ -85,6 +87,7 @@ def test_table_reads_like_the_diagram() -> None:
         ("is_final_response", "final"),
         ("else", "limit"),
         ("request_over_token_budget", "limit"),
+        ("request_over_cost_budget", "limit"),
         ("has_response", "salvaged"),
     }
 

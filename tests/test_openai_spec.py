@@ -46,14 +46,20 @@ def test_models_from_specs() -> None:
     assert isinstance(claude, AnthropicModel) and claude.model == "claude-sonnet-5-5"
 
 
-def test_a_missing_gemini_adapter_is_a_clear_error() -> None:
-    try:
-        import loopwright.models.gemini_model  # noqa: F401
-    except ImportError:
-        with pytest.raises(ConfigurationError, match=r"gemini: models need GeminiModel"):
-            model_from_spec("gemini:gemini-3-pro")
-    else:
-        pytest.skip("GeminiModel is here: its own tests cover it")
+def test_gemini_specs_and_a_missing_gemini_sdk() -> None:
+    """``gemini:...`` makes a GeminiModel; without google-genai the error names the extra (a fresh
+    interpreter where the SDK cannot be imported)."""
+    from loopwright.models.gemini_model import GeminiModel
+
+    assert isinstance(model_from_spec("gemini:gemini-3.8-flash"), GeminiModel)
+    code = (
+        "import sys; sys.modules['google.genai'] = None\n"
+        "from loopwright.models.spec import model_from_spec\n"
+        "try:\n    model_from_spec('gemini:gemini-3.8-flash')\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith("ConfigurationError") and "pip install 'loopwright[gemini]'" in done.stdout, done
 
 
 def test_a_missing_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:

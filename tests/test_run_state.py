@@ -134,7 +134,7 @@ def test_a_run_saved_at_any_point_loads_back_equal(combination: str, steps: int)
 
 def test_the_saved_fields_are_all_but_the_agents_and_the_request() -> None:
     every = {f.name for f in dataclasses.fields(RunState)}
-    assert set(SAVED_FIELDS) == every - {"limits", "turn_limits", "request", "legs"}
+    assert set(SAVED_FIELDS) == every - {"limits", "turn_limits", "request", "legs", "model_in_use"}
     assert "schema_version" in SAVED_FIELDS and "features" in SAVED_FIELDS
 
 

@@ -118,7 +118,7 @@ def test_scripted_run_fixture(scripted_run: object) -> None:
 
 
 def test_coverage_report_is_exact(pytester: pytest.Pytester) -> None:
-    """A hand-counted session: one text reply takes 5 rows of the core's 22."""
+    """A hand-counted session: one text reply takes 5 rows of the core's 26."""
     pytester.makepyfile(
         textwrap.dedent(
             """
@@ -137,8 +137,10 @@ def test_coverage_report_is_exact(pytester: pytest.Pytester) -> None:
         "reason->cancelled (cancel_requested)",
         "reason->decide (deadline_passed)",
         "reason->reason (has_retryable_model_error & retries_left)",
+        "reason->reason (has_failed_model & fallback_left)",
         "reason->salvage (request_over_token_budget & salvage_allowed)",
         "reason->done (request_over_token_budget)",
+        "reason->done (request_over_cost_budget)",
         "reason->failed (else)",
         "postprocess->cancelled (cancel_requested)",
         "postprocess->act (has_tool_calls)",
@@ -146,14 +148,14 @@ def test_coverage_report_is_exact(pytester: pytest.Pytester) -> None:
         "act->decide (else)",
         "decide->cancelled (cancel_requested)",
         "decide->preprocess (within_iteration_budget & within_tool_call_budget & "
-        "within_token_budget & within_time_budget)",
+        "within_token_budget & within_cost_budget & within_time_budget)",
         "decide->salvage (salvage_allowed)",
         "decide->done (else)",
         "salvage->cancelled (cancel_requested)",
         "salvage->done (has_response)",
         "salvage->done (else)",
     ]
-    expected = f"loopwright coverage: 5/24 rows of 'agent' (missing: {', '.join(missing)})"
+    expected = f"loopwright coverage: 5/26 rows of 'agent' (missing: {', '.join(missing)})"
     assert expected in result.outlines
     assert "FAIL: row coverage below 50% for ['agent']" in result.outlines
     assert result.ret == 1

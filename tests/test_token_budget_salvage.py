@@ -94,7 +94,7 @@ def test_the_rows_hold_for_any_model_raising_token_budget_error() -> None:
     result = Runner(agent).run_sync("go")
     assert (result.outcome, result.output, result.limit) == ("salvaged", "best effort", "max_total_tokens")
     rows = [str(r) for r in CORE.rows_from("reason")]
-    assert rows[4:6] == [
+    assert rows[5:7] == [
         "reason -> salvage (request_over_token_budget & salvage_allowed)",
         "reason -> done (request_over_token_budget)",
     ]

@@ -32,7 +32,7 @@ def test_every_built_in_variant_passes() -> None:
 def test_the_report_reads_as_the_check_command_prints_it() -> None:
     assert str(verify(BUILT_IN_MACHINES["agent"])) == textwrap.dedent(
         """\
-        machine 'agent': 10 states, 24 rows
+        machine 'agent': 10 states, 26 rows
           ok   1. every state is reachable from start
           ok   2. every working state can reach a terminal (done, failed, cancelled)
           ok   3. every cycle passes through a bounded edge, so every run terminates

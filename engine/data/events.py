@@ -209,6 +209,18 @@ class Paused(EventBase):
     type: Literal["paused"] = "paused"
 
 
+class ModelSwitched(EventBase):
+    """The run moved to the agent's next fallback model: the model call failed for good (the
+    row ``reason -> reason [has_failed_model & fallback_left]``). Steps from here on are that
+    model's (``RunResult.models_used`` lists every model the run called)."""
+
+    type: Literal["model_switched"] = "model_switched"
+    from_model: str
+    to_model: str
+    error: ErrorInfo
+    """The failure that made the switch."""
+
+
 class PlanUpdated(EventBase):
     """The planner wrote or updated the run's plan (``Agent(planner=Planner())``)."""
 
@@ -257,6 +269,7 @@ Event = Annotated[
     | PlanUpdated
     | Observed
     | Compacted
+    | ModelSwitched
     | Paused,
     Field(discriminator="type"),
 ]
@@ -334,6 +347,7 @@ __all__ = [
     "ModelRequested",
     "ModelResponded",
     "ModelResponse",
+    "ModelSwitched",
     "Observed",
     "Outcome",
     "Part",

@@ -24,6 +24,9 @@ class Limits(BaseModel):
     - ``max_tool_calls``: tool calls executed; a reply's calls past the room left are answered
       "not run: tool-call budget spent" without running.
     - ``max_total_tokens``: input + output + cache tokens reported by the model.
+    - ``max_cost_usd``: US dollars the run's model calls may cost (each reply priced by
+      :mod:`loopwright.models.prices`); the run's, and only the root's counts. A step whose cost
+      is unknown (no price for its model) spends it: a budget that cannot be counted stops the run.
     - ``timeout_s``: wall-clock seconds for the whole run (default 30 minutes). With salvage
       on, the loop's deadline comes ``salvage_reserve_s`` (at most a quarter of ``timeout_s``)
       early, so the salvage call has that long; a stage still running at the deadline is cut
@@ -45,6 +48,8 @@ class Limits(BaseModel):
     - ``max_model_retries``: retries of a failed model call before the run fails.
     - ``retry_backoff_s``: first retry delay; doubles each retry, at most 30 s.
     - ``salvage``: when a budget is spent, make one last tool-less call for the best answer.
+    - ``max_fallbacks``: switches to the agent's next ``fallback_models`` in one run (a model
+      call that failed for good); 0: none, the run fails as it would without them.
     - ``max_transfers``: transfers between agents in one run.
     - ``max_ping_pong``: consecutive transfers back and forth between the same two agents
       (A->B->A->B is 3); the one past it is refused and the run goes to salvage.
@@ -71,12 +76,14 @@ class Limits(BaseModel):
     max_iterations: PositiveInt = 10
     max_tool_calls: PositiveInt | None = None
     max_total_tokens: PositiveInt | None = None
+    max_cost_usd: PositiveFloat | None = None
     timeout_s: PositiveFloat | None = 1800.0
     tool_timeout_s: PositiveFloat | None = 300.0
     model_timeout_s: PositiveFloat | None = 600.0
     max_model_retries: int = Field(default=2, ge=0)
     retry_backoff_s: float = Field(default=0.5, ge=0)
     salvage: bool = True
+    max_fallbacks: int = Field(default=3, ge=0)
     max_transfers: int = Field(default=5, ge=0)
     max_ping_pong: int = Field(default=3, ge=1)
     max_suspensions: int = Field(default=10, ge=0)
@@ -132,7 +139,13 @@ def _takes(name: str) -> str:
     if field is None or field.annotation is bool:
         return "True or False"
     at_least = "0" if any(getattr(m, "ge", None) == 0 for m in field.metadata) else None
-    kind = "a number of seconds" if name.endswith("_s") else "a whole number"
+    kind = (
+        "a number of seconds"
+        if name.endswith("_s")
+        else "a number of US dollars"
+        if name.endswith("_usd")
+        else "a whole number"
+    )
     bound = f">= {at_least}" if at_least else "> 0"
     none = " or None (no bound: only when you mean it)" if "Optional" in repr(field.annotation) else ""
     return f"{kind} {bound}{none}"
@@ -142,12 +155,14 @@ _WHY = {
     "max_iterations": "the passes through the model (the run ends, or salvages, after that many)",
     "max_tool_calls": "the tool calls a run executes",
     "max_total_tokens": "the tokens the model may use in a run",
+    "max_cost_usd": "the US dollars a run's model calls may cost",
     "timeout_s": "the wall-clock seconds of a whole run",
     "tool_timeout_s": "the seconds one tool call may take",
     "model_timeout_s": "the seconds one model call may take",
     "max_model_retries": "the retries of a failed model call",
     "retry_backoff_s": "the first wait before a retry (it doubles each retry)",
     "salvage": "whether a spent budget ends in one last tool-less call",
+    "max_fallbacks": "the switches to a fallback model in a run",
     "max_transfers": "the transfers between agents in a run",
     "max_ping_pong": "the transfers back and forth between two agents",
     "max_suspensions": "the times a run may wait for people or results",

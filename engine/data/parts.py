@@ -11,6 +11,7 @@ import itertools
 import os
 import pathlib
 from collections.abc import Iterator, Sequence
+from decimal import Decimal
 from typing import Annotated, Any, Literal, overload
 
 from pydantic import BaseModel, Field, JsonValue, NonNegativeInt, TypeAdapter, field_serializer
@@ -166,7 +167,13 @@ class Message(BaseModel):
 
 
 class Usage(BaseModel):
-    """Tokens reported by the model. ``total_tokens`` counts all four kinds."""
+    """Tokens reported by the model. ``total_tokens`` counts all four kinds (they do not
+    overlap: ``input_tokens`` are those neither read from nor written to a cache).
+
+    ``cost_usd`` is what they cost in US dollars, exactly (a ``Decimal``), when the price of
+    the model that answered is known (:mod:`loopwright.models.prices`); ``None`` when it is
+    not: never a guess. A sum's cost is the sum of the costs, and unknown as soon as one part
+    that counts any tokens or requests has an unknown cost (a usage of nothing adds nothing)."""
 
     model_config = _FROZEN
     input_tokens: NonNegativeInt = 0
@@ -174,12 +181,21 @@ class Usage(BaseModel):
     cache_read_tokens: NonNegativeInt = 0
     cache_creation_tokens: NonNegativeInt = 0
     requests: NonNegativeInt = 0
+    cost_usd: Decimal | None = None
 
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens + self.cache_read_tokens + self.cache_creation_tokens
 
     def __add__(self, other: Usage) -> Usage:
+        cost, more = self.cost_usd, other.cost_usd
+        if more is None:  # (the usual case without prices: both None, nothing to do)
+            if cost is not None and (other.requests or other.total_tokens):
+                cost = None
+        elif cost is not None:
+            cost += more
+        elif not self.requests and not self.total_tokens:
+            cost = more
         return trusted(
             Usage,
             input_tokens=self.input_tokens + other.input_tokens,
@@ -187,6 +203,7 @@ class Usage(BaseModel):
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
             requests=self.requests + other.requests,
+            cost_usd=cost,
         )
 
 

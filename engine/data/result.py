@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
@@ -48,6 +49,13 @@ class RunResult(BaseModel):
     ``output_type``, the validated object."""
     trace: list[str]
     usage: Usage
+    cost_usd: Decimal | None
+    """What the run's model calls cost in US dollars, exactly: the sum of each reply's
+    ``usage.cost_usd``; None when a call's cost is unknown (its model has no price:
+    :func:`loopwright.models.prices.register_price`), never a partial sum or a guess."""
+    models_used: list[str]
+    """Every model the run called, by name (an adapter's model id, a ScriptedModel's name), in
+    the order it first called them: a run that switched to a fallback model names both."""
     iterations: int
     tool_calls: int
     error: ErrorInfo | None
@@ -102,6 +110,8 @@ class RunResult(BaseModel):
                 "output": _output(rs) if features else rs.output,
                 "trace": rs.trace if ended else list(rs.trace),
                 "usage": rs.usage,
+                "cost_usd": rs.usage.cost_usd,
+                "models_used": rs.models_used if ended else list(rs.models_used),
                 "iterations": rs.iteration,
                 "tool_calls": rs.tool_calls_made,
                 "error": rs.error,

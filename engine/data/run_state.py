@@ -82,6 +82,17 @@ class RunState:
     """Traversals of bounded rows so far, by budget: written by the engine only."""
     turn_start: dict[str, float] = field(default_factory=dict)
     """Turn budgets' counters when the active agent took over (for its own ``limits=``)."""
+    fallbacks: dict[str, int] = field(default_factory=dict)
+    """The model each agent is on, when it is not its own ``model``: agent name -> n, for its
+    ``fallback_models[n - 1]`` (written by ``reason`` when the run takes the fallback row; a
+    resumed run goes on with that model). Replaced, never changed in place."""
+    models_used: list[str] = field(default_factory=list)
+    """Every model the run called, by name, in the order it first called them. Replaced, never
+    changed in place."""
+    next_model: str | None = None
+    """The model the fallback row would switch to, when the latest model call failed in a way the
+    active agent's ``fallback_models`` cover (retryable, or a kind its ``fallback_on`` lists);
+    cleared when a model call starts."""
     features: dict[str, Any] = field(default_factory=dict)
     """Each feature's slice of the run state, by feature name."""
     schema_version: int = SCHEMA_VERSION
@@ -96,6 +107,10 @@ class RunState:
     """The event logs of the run's earlier legs in this process, each ended by a suspension or
     a pause (``RunResult.events`` joins them to the current leg's; not saved: a saved state
     stays small, and a store keeps every event itself)."""
+
+    model_in_use: Any = None
+    """The model object the latest call went to (not saved: ``reason`` adds a model to
+    ``models_used`` when the call goes to another one)."""
 
     def __post_init__(self) -> None:
         if not self.active_agent:
@@ -136,7 +151,7 @@ class RunState:
         return cls(**saved)
 
 
-_NOT_SAVED = frozenset({"limits", "turn_limits", "request", "legs"})
+_NOT_SAVED = frozenset({"limits", "turn_limits", "request", "legs", "model_in_use"})
 SAVED_FIELDS = tuple(f.name for f in fields(RunState) if f.name not in _NOT_SAVED)
 _hints = get_type_hints(RunState)
 _SavedRunState = TypedDict(  # type: ignore[misc]

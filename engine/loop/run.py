@@ -120,6 +120,8 @@ class Run(Paced):
         self.pausing = False
         """``Runner.pause`` asked this run to stop at its next transition."""
         self._save = runner.checkpointer_for(self)
+        if self._save is not None:
+            self.ctx.store = getattr(runner, "store", None)
         if register:
             runner.register(self)
         if rs.seq == 0:

@@ -220,7 +220,37 @@ def _mermaid(machine: LoopMachine, taken: Mapping[Row, int]) -> str:
     lines = [line.rstrip() for line in source.splitlines()]
     lines[1] = f"title: {machine.name}"  # transitions writes the bare title: YAML front matter wants a key
     lines += [f"  {t} --> [*]" for t in machine.states if t in machine.terminals]
+    lines += _composites(machine, "", "  ")
     return "\n".join(lines) + "\n"
+
+
+def _composites(machine: LoopMachine, prefix: str, indent: str) -> list[str]:
+    """A workflow's states that run children (its ``composites``: state -> (label, machine)),
+    each drawn as a composite state holding its children's machines (concurrent regions,
+    split by ``--``, when they run at once); inner states are named ``state__child__inner``."""
+    composites: Mapping[str, Sequence[tuple[str, LoopMachine]]] = getattr(machine, "composites", None) or {}
+    lines: list[str] = []
+    for state, children in composites.items():
+        lines.append(f"{indent}state {prefix}{state} {{")
+        for n, (label, child) in enumerate(children):
+            if n:
+                lines.append(f"{indent}  --")
+            inner = f"{prefix}{state}__{label}__"
+            lines += _inner(child, inner, indent + "  ")
+        lines.append(f"{indent}}}")
+    return lines
+
+
+def _inner(machine: LoopMachine, prefix: str, indent: str) -> list[str]:
+    """One child's machine inside a composite state (its rows between two states joined by ``|``)."""
+    lines = [f'{indent}state "{s}" as {prefix}{s}' for s in machine.states]
+    lines.append(f"{indent}[*] --> {prefix}{machine.initial}")
+    edges: dict[tuple[str, str], list[str]] = {}
+    for row in machine.rows:
+        edges.setdefault((row.source, row.dest), []).append(_label(row, 0, False))
+    lines += [f"{indent}{prefix}{a} --> {prefix}{b}: {' | '.join(labels)}" for (a, b), labels in edges.items()]
+    lines += [f"{indent}{prefix}{t} --> [*]" for t in machine.states if t in machine.terminals]
+    return lines + _composites(machine, prefix, indent)
 
 
 def _digraph(machine: LoopMachine, taken: Mapping[Row, int]) -> Any:

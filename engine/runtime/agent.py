@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
@@ -97,6 +97,13 @@ class Agent:
     edited, e.g. ``spec.model_copy(update={"description": ...})``); a call to a tool not
     offered is answered with an error naming the offered ones, and not run.
 
+    ``fallback_models`` are models to switch to, in order, when a model call fails for good:
+    its retries spent on a retryable error (429, 5xx, a timeout, a connection error), or an
+    error ``fallback_on`` lists (HTTP statuses such as ``404``, or exception classes such as
+    ``loopwright.ModelError``). The run takes the bounded row ``reason -> reason
+    [has_failed_model & fallback_left]`` (at most ``Limits.max_fallbacks`` times), stays on the
+    new model from then on, and says so (a ``model_switched`` event, ``RunResult.models_used``).
+
     ``extensions`` adds the user's own states and rows (:class:`~loopwright.machine.Extension`,
     or what :func:`~loopwright.extend` makes) to the machine this agent runs on; ``machine``
     names a machine built with :func:`~loopwright.extend` (its extensions are used the same way).
@@ -104,6 +111,10 @@ class Agent:
 
     name: str
     model: Model
+    fallback_models: tuple[Model, ...]
+    fallback_on: tuple[int | type[BaseException], ...]
+    models: tuple[Model, ...]
+    """``model`` then ``fallback_models``: the models a run of this agent may call, in order."""
     instruction: str | InstructionProvider
     static_instruction: str | None
     description: str
@@ -161,12 +172,15 @@ class Agent:
         observer: Any = None,
         compaction: Any = None,
         prepare_tools: PrepareTools | None = None,
+        fallback_models: Sequence[Model] = (),
+        fallback_on: Collection[int | type[BaseException]] = (),
     ) -> None:
         _check_options(name, model, limits, instruction, history)
         if prepare_tools is not None and not callable(prepare_tools):
             raise ConfigurationError(
                 f"agent {name!r}: prepare_tools must be a function (ctx, tools) -> tools, got {prepare_tools!r}"
             )
+        fallback_models, fallback_on = _check_fallbacks(name, fallback_models, fallback_on)
         _check_features(name, output_type, planner, observer, compaction)
         own = object.__setattr__
         own(self, "_options", {
@@ -178,6 +192,7 @@ class Agent:
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
             "output_type": output_type, "planner": planner, "observer": observer,
             "compaction": compaction, "prepare_tools": prepare_tools,
+            "fallback_models": fallback_models, "fallback_on": fallback_on,
         })  # fmt: skip
         toolsets = tuple(t for t in tools if is_toolset(t))
         tool_map = _tool_map(name, [t for t in tools if not is_toolset(t)] if toolsets else tools)
@@ -204,7 +219,8 @@ class Agent:
             "compaction": compaction,
             "tool_specs": tuple(t.spec for t in tool_map.values()), "instruction_is_dynamic": dynamic,
             "prepare_tools": prepare_tools, "preprocess_waits": dynamic or prepare_tools is not None,
-            "static_instructions": tuple(static),
+            "static_instructions": tuple(static), "fallback_models": fallback_models,
+            "fallback_on": fallback_on, "models": (model, *fallback_models),
         }.items():  # fmt: skip
             if not (key == "tool_specs" and toolsets):  # (with toolsets: LiveSpecs, read live)
                 own(self, key, value)
@@ -255,6 +271,29 @@ def _check_options(name: object, model: object, limits: object, instruction: obj
         raise ConfigurationError(f"agent {name!r}: instruction must be a str or a function of the run context")
     if history not in ("shared", "isolated"):
         raise ConfigurationError(f"agent {name!r}: history must be 'shared' or 'isolated', got {history!r}")
+
+
+def _check_fallbacks(
+    name: str, models: object, kinds: object
+) -> tuple[tuple[Model, ...], tuple[int | type[BaseException], ...]]:
+    if isinstance(models, Model) or not isinstance(models, Sequence) or isinstance(models, str):
+        raise ConfigurationError(f"agent {name!r}: fallback_models must be a list of models, got {models!r}")
+    for model in models:
+        if not isinstance(model, Model):
+            raise ConfigurationError(
+                f"agent {name!r}: fallback_models holds {model!r}, which has no `async def complete(request)`; "
+                "pass models (a ScriptedModel, an AnthropicModel, or any object with that method)"
+            )
+    if not isinstance(kinds, Collection) or isinstance(kinds, str):
+        raise ConfigurationError(f"agent {name!r}: fallback_on must be a list of HTTP statuses or exception classes")
+    for kind in kinds:
+        status = type(kind) is int and 100 <= kind <= 599
+        if not status and not (isinstance(kind, type) and issubclass(kind, BaseException)):
+            raise ConfigurationError(
+                f"agent {name!r}: fallback_on holds {kind!r}; list HTTP statuses (e.g. 404) or exception classes "
+                "(e.g. loopwright.ModelError) whose failures switch to the next fallback model"
+            )
+    return tuple(models), tuple(kinds)
 
 
 def _check_features(name: str, output_type: object, planner: object, observer: object, compaction: object) -> None:

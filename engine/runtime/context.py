@@ -63,6 +63,7 @@ class RunContext(Generic[DepsT]):
         "run_id",
         "run_state",
         "state",
+        "store",
         "stream_deltas",
         "told",
         "tool_names",
@@ -73,7 +74,7 @@ class RunContext(Generic[DepsT]):
         "watchers",
     )
 
-    def __init__(
+    def __init__(  # noqa: PLR0915 (one assignment per slot, each with what it holds)
         self,
         tree: AgentTree,
         run_state: RunState,
@@ -138,6 +139,9 @@ class RunContext(Generic[DepsT]):
         self.on_result: Callable[..., Awaitable[None]] | None = None
         """Awaited with ``(call, result, ctx)`` as each tool call that ran is answered (a store keeps it)."""
         self.call_ids: set[str] | None = None
+        self.store: Any = None
+        """The store of the runner driving the run (None without): a stage that runs nested runs
+        of its own (a workflow agent's steps) checkpoints them there."""
         """Every tool call id of the run so far (made on first use: :mod:`loopwright.model_call`)."""
         self.agent: Agent = tree.agents.get(run_state.active_agent, tree.root)
         self.limits: Limits = self.agent.own_limits or tree.root.limits

@@ -166,6 +166,7 @@ def _minus(a: Usage, b: Usage) -> Usage:
         cache_read_tokens=max(a.cache_read_tokens - b.cache_read_tokens, 0),
         cache_creation_tokens=max(a.cache_creation_tokens - b.cache_creation_tokens, 0),
         requests=max(a.requests - b.requests, 0),
+        cost_usd=None if a.cost_usd is None or b.cost_usd is None else a.cost_usd - b.cost_usd,
     )
 
 

@@ -173,6 +173,21 @@ def _retries_made(rs: RunState) -> float:
     return rs.attempt - 1
 
 
+def _cost_spent(rs: RunState) -> float:
+    """The run's cost so far in US dollars (a Decimal: compared with the cap exactly); a run
+    whose cost is unknown (a step whose model has no price) has spent any cost budget."""
+    usage = rs.usage
+    cost = usage.cost_usd
+    if cost is None:
+        return 0.0 if usage.total_tokens == 0 and usage.requests == 0 else float("inf")
+    return cost  # type: ignore[return-value]  # (a Decimal: compared with a float cap exactly)
+
+
+def _cost_room(rs: RunState) -> bool:
+    cap = rs.limits.max_cost_usd
+    return cap is None or _cost_spent(rs) < cap
+
+
 def _time_left(rs: RunState) -> bool:
     return not rs.deadline_hit
 
@@ -205,9 +220,18 @@ TOKENS = Budget(
     "max_total_tokens", "tokens (max_total_tokens={value})", "within_token_budget",
     used=attrgetter("usage.total_tokens"), scope="turn",
 )  # fmt: skip
+COST = Budget(
+    "max_cost_usd", "money (max_cost_usd=${value})", "within_cost_budget", used=_cost_spent, room=_cost_room,
+)  # fmt: skip
+FALLBACKS = Budget(
+    "max_fallbacks",
+    "switches to a fallback model (max_fallbacks={value})",
+    "fallback_left",
+    cycle=True,
+)
 TIME = Budget("timeout_s", "time (timeout_s={value})", "within_time_budget", used=_timeout, room=_time_left)
 
-CORE_BUDGETS: tuple[Budget, ...] = (ITERATIONS, RETRIES, TOOL_CALLS, TOKENS, TIME)
+CORE_BUDGETS: tuple[Budget, ...] = (ITERATIONS, RETRIES, FALLBACKS, TOOL_CALLS, TOKENS, COST, TIME)
 """The core loop's budgets. Features register theirs in their :class:`~loopwright.machine.Extension`."""
 
 TURN_BUDGETS: tuple[Budget, ...] = tuple(b for b in CORE_BUDGETS if b.scope == "turn")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from ..data.events import ToolCall
 from ..data.run_state import RunState
-from .budgets import ITERATIONS, RETRIES, TIME, TOKENS, TOOL_CALLS
+from .budgets import COST, FALLBACKS, ITERATIONS, RETRIES, TIME, TOKENS, TOOL_CALLS
 
 Guard = Callable[[RunState], bool]
 
@@ -43,6 +43,13 @@ def has_retryable_model_error(rs: RunState) -> bool:
     return rs.model_error is not None and rs.model_error.retryable
 
 
+def has_failed_model(rs: RunState) -> bool:
+    """The model call failed for good in a way the active agent's ``fallback_models`` cover (a
+    retryable error whose retries are spent, or a kind its ``fallback_on`` lists), and it has
+    a next model: ``reason`` names it in ``next_model``."""
+    return rs.next_model is not None and rs.model_error is not None
+
+
 def request_over_token_budget(rs: RunState) -> bool:
     """The model did not send this pass's request: it holds more tokens than are left of
     ``max_total_tokens`` (a :class:`~loopwright.errors.TokenBudgetError`). The token budget is
@@ -52,6 +59,17 @@ def request_over_token_budget(rs: RunState) -> bool:
 
 
 request_over_token_budget.spends = TOKENS.name  # type: ignore[attr-defined]
+
+
+def request_over_cost_budget(rs: RunState) -> bool:
+    """The request was not sent: at the least it would have cost more than is left of
+    ``max_cost_usd`` (its input alone, estimated from below). The rows it guards record
+    ``max_cost_usd`` as the limit."""
+    error = rs.model_error
+    return error is not None and error.kind == "cost_budget"
+
+
+request_over_cost_budget.spends = COST.name  # type: ignore[attr-defined]
 
 
 def has_tool_calls(rs: RunState) -> bool:
@@ -87,7 +105,9 @@ within_iteration_budget = ITERATIONS.guard
 within_tool_call_budget = TOOL_CALLS.guard
 within_token_budget = TOKENS.guard
 within_time_budget = TIME.guard
+within_cost_budget = COST.guard
 retries_left = RETRIES.guard
+fallback_left = FALLBACKS.guard
 
 GUARDS: dict[str, Guard] = {
     g.__name__: g
@@ -98,13 +118,17 @@ GUARDS: dict[str, Guard] = {
         deadline_passed,
         has_retryable_model_error,
         retries_left,
+        has_failed_model,
+        fallback_left,
         request_over_token_budget,
+        request_over_cost_budget,
         has_tool_calls,
         is_final_response,
         within_iteration_budget,
         within_tool_call_budget,
         within_token_budget,
         within_time_budget,
+        within_cost_budget,
         salvage_allowed,
     )
 }

@@ -16,8 +16,10 @@ The core (``CORE``, the plain agent)::
     reason      -> postprocess  if has_response
     reason      -> decide       if deadline_passed
     reason      -> reason       if has_retryable_model_error & retries_left   [bounded: max_model_retries]
+    reason      -> reason       if has_failed_model & fallback_left           [bounded: max_fallbacks]  (the next model)
     reason      -> salvage      if request_over_token_budget & salvage_allowed  (the request was not sent)
     reason      -> done         if request_over_token_budget              => limit
+    reason      -> done         if request_over_cost_budget               => limit  (the request was not sent)
     reason      -> failed                                                 => failed
     postprocess -> cancelled    if cancel_requested                       => cancelled
     postprocess -> act          if has_tool_calls
@@ -26,7 +28,7 @@ The core (``CORE``, the plain agent)::
     act         -> decide
     decide      -> cancelled    if cancel_requested                       => cancelled
     decide      -> done         if is_final_response                      => final
-    decide      -> preprocess   if within_{iteration,tool_call,token,time}_budget  [bounded: max_iterations]
+    decide      -> preprocess   if within_{iteration,tool_call,token,cost,time}_budget  [bounded: max_iterations]
     decide      -> salvage      if salvage_allowed                        (a budget is spent)
     decide      -> done                                                   => limit
     salvage     -> cancelled    if cancel_requested                       => cancelled

@@ -1,0 +1,199 @@
+"""Running a workflow's children: each as a nested run of the workflow's run, kept in its store.
+
+A child runs as a child of the workflow's run (:mod:`loopwright.runtime.nesting`): it charges
+the workflow's budgets as it goes, ends by its deadline and counts toward ``max_depth``. Its
+run id is the workflow run's id, a dot and the step's key (``r1.research``, ``r1.critique.2``
+for the third round of a loop, ``r1.each.4`` for the fifth item of a map), so with a store
+(``Runner(workflow, store=...)``) each child is checkpointed under a name a resume finds:
+
+- a child the store holds as ended is not run again: its output and state writes are read back;
+- a child whose worker died (a crash inside step 3) is resumed from its own last checkpoint;
+- a child that waits for a person (a confirmation) makes the workflow wait too: its pending
+  requests are the workflow's, and the workflow's resume hands each decision to its child.
+
+Without a store a waiting child's state is kept as JSON in the workflow's slice (it round-trips
+with the workflow's own ``RunState.to_json``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import JsonValue
+
+from ..data.errors import ResumeError
+from ..data.events import ErrorInfo, PendingRequest
+from ..data.run_state import RunState, register_slice
+from ..durable.codec import rebuild
+from ..loop.runner import Runner
+from ..runtime import nesting
+from ..runtime.agent import Agent
+from ..runtime.context import RunContext
+
+NAME = "workflow"
+
+
+@dataclass(slots=True)
+class Flow:
+    """A workflow run's slice (``RunState.features["workflow"]``): what its children did."""
+
+    finished: dict[str, dict[str, JsonValue]] = field(default_factory=dict)
+    """Children of the step in progress that ended, by key: ``outcome``, ``output``, ``writes``,
+    ``error`` (a parallel's branches, a map's items: those finished are not run again)."""
+    waiting: dict[str, str] = field(default_factory=dict)
+    """Children that wait for people, by key: their saved state (JSON), or "" when the store keeps it."""
+    pending: list[PendingRequest] = field(default_factory=list)
+    """The requests the waiting children wait for (the workflow's ``RunResult.pending``)."""
+    owners: dict[str, str] = field(default_factory=dict)
+    """Which child (key) each pending call belongs to."""
+    failures: dict[str, str] = field(default_factory=dict)
+    """Children that failed under ``on_error="continue"``, by key: why."""
+    exit: bool = False
+    """A child asked to end the enclosing loop (``exit_loop``), or its ``until`` held."""
+
+    def pending_requests(self) -> list[PendingRequest]:
+        return list(self.pending)
+
+
+register_slice(NAME, Flow)
+
+
+def flow_of(rs: RunState) -> Flow:
+    found = rs.features.get(NAME)
+    if found is None:
+        found = rs.features[NAME] = Flow()
+    return found
+
+
+@dataclass(slots=True)
+class Ended:
+    """How one child run stopped, as a workflow needs it."""
+
+    outcome: str
+    output: Any
+    state: dict[str, JsonValue]
+    error: str | None = None
+    pending: list[PendingRequest] = field(default_factory=list)
+    saved: str = ""
+    """A waiting child's state as JSON (without a store)."""
+
+    @property
+    def answered(self) -> bool:
+        return self.outcome in ("final", "salvaged")
+
+    @property
+    def text(self) -> str:
+        out = self.output
+        if out is None:
+            return ""
+        if isinstance(out, str):
+            return out
+        dump = getattr(out, "model_dump_json", None)
+        return dump() if dump is not None else json.dumps(out, default=str)
+
+    def value(self) -> JsonValue:
+        """The output as a state value (a structured output as its JSON form)."""
+        out = self.output
+        if out is None or isinstance(out, str | int | float | bool | list | dict):
+            return out
+        dump = getattr(out, "model_dump", None)
+        return dump(mode="json") if dump is not None else str(out)
+
+
+def _ended_of(rs: RunState) -> Ended:
+    pending = [p for part in rs.features.values() if (ask := getattr(part, "pending_requests", None)) for p in ask()]
+    why = None
+    if rs.error is not None:
+        why = rs.error.message
+    elif rs.outcome == "limit":
+        why = f"out of budget ({rs.limit})"
+    return Ended(rs.outcome or "failed", rs.output, dict(rs.state), why, pending)
+
+
+def writes(before: Mapping[str, JsonValue], after: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    """The keys a child set or changed (a child starts from a copy of the workflow's state)."""
+    return {k: v for k, v in after.items() if k not in before or before[k] != v}
+
+
+async def run_child(
+    runner: Runner, rs: RunState, ctx: RunContext, key: str, task: Any, state: dict[str, JsonValue]
+) -> Ended:
+    """Run (or go on with) the child ``key`` of the workflow run ``rs`` on ``runner``."""
+    flow = flow_of(rs)
+    child_id = f"{rs.run_id}.{key}"
+    store = ctx.store
+    saved_json = flow.waiting.pop(key, None)
+    if saved_json is not None:  # it waited: hand it the decisions for its calls
+        decisions = {cid: d for cid, d in ctx.decisions.items() if flow.owners.get(cid) == key}
+        flow.pending = [p for p in flow.pending if flow.owners.get(p.call_id) != key]
+        for cid in [c for c, owner in flow.owners.items() if owner == key]:
+            del flow.owners[cid]
+        if store is None:
+            result = await runner.resume(RunState.from_json(saved_json), decisions)
+            return _of_result(result)
+        return await _go_on(runner, store, child_id, decisions)
+    if store is not None:
+        stored = await store.load(child_id)
+        if stored is not None:
+            if stored.stage in runner.machine.terminals:  # it ended before the crash: not run again
+                return _ended_of(rebuild(stored))
+            return await _go_on(runner, store, child_id, None)
+    token = nesting.enter_tools(nesting.link(rs))
+    try:
+        result = await runner.run(task, run_id=child_id, state=state)
+    except Exception as exc:  # e.g. refused: no room left in the budgets above
+        return Ended("failed", None, state, str(exc))
+    finally:
+        nesting.leave_tools(token)
+    return _of_result(result)
+
+
+async def _go_on(runner: Runner, store: Any, child_id: str, decisions: Mapping[str, Any] | None) -> Ended:
+    """A stored child that did not end: resume a waiting one with its decisions, a crashed one alone."""
+    stored = await store.load(child_id)
+    if stored is None:
+        raise ResumeError(f"the store holds no run {child_id!r}; a workflow's child cannot be resumed")
+    if stored.stage in runner.machine.terminals:
+        return _ended_of(rebuild(stored))
+    if stored.stage in runner.machine.waiting and decisions:
+        return _of_result(await runner.resume(child_id, decisions))
+    # its worker died: from its last checkpoint; or it waits and the workflow has no decisions
+    # for it: a suspension a dead worker claimed goes on with the decisions it claimed (else it
+    # waits again, and so does the workflow)
+    return _of_result(await runner.resume(child_id))
+
+
+def _of_result(result: Any) -> Ended:
+    why = None
+    if result.error is not None:
+        why = result.error.message
+    elif result.outcome == "limit":
+        why = f"out of budget ({result.limit})"
+    saved = ""
+    if result.outcome == "suspended":
+        saved = result.run_state.to_json().decode()
+    return Ended(result.outcome, result.output, result.state, why, result.pending, saved)  # (copies of the run's)
+
+
+def note_waiting(rs: RunState, key: str, ended: Ended, store: Any) -> None:
+    """The child ``key`` waits: the workflow waits with it."""
+    flow = flow_of(rs)
+    flow.waiting[key] = "" if store is not None else ended.saved
+    for request in ended.pending:
+        flow.pending.append(request)
+        flow.owners[request.call_id] = key
+
+
+def fail(rs: RunState, message: str) -> None:
+    rs.error = ErrorInfo(kind="workflow", message=message)
+
+
+def runner_for(agent: Agent, store: Any, cache: dict[int, Runner]) -> Runner:
+    """A runner of ``agent`` over ``store`` (kept: a workflow's steps reuse theirs)."""
+    found = cache.get(id(store))
+    if found is None or found.store is not store:
+        found = cache[id(store)] = Runner(agent, store=store)
+    return found
