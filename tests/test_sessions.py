@@ -381,3 +381,28 @@ def test_a_killed_session_run_resumed_by_id_saves_the_session(tmp_path: Path) ->
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["busy: True", "final {'user:worked': 'second'} 4"]
+
+
+def test_a_workflow_runs_in_a_session(tmp_path: Path) -> None:
+    """A workflow agent is an agent: its children's outputs (session state) and the user's scope
+    are kept by the session, and the next run of the session starts from them."""
+    from loopwright.workflows import SequentialAgent, Step
+
+    sessions = SQLiteSessions(tmp_path / "s.db")
+
+    def pipeline(first: str) -> SequentialAgent:
+        research = Agent(name="research", model=ScriptedModel([first]))
+        write = Agent(name="write", model=echo_model(), instruction="Notes: {user:notes}")
+        return SequentialAgent("pipeline", [Step(research, output_key="user:notes"), write])
+
+    async def main() -> None:
+        one = await Runner(pipeline("tea is green"), sessions=sessions).run("go", session=(APP, "u1", "s1"))
+        assert one.state["user:notes"] == "tea is green" and "write" in one.state
+        saved = await sessions.load((APP, "u1", "s1"))
+        assert saved is not None and saved.scopes == {"user:notes": "tea is green"} and "write" in saved.state
+        other = await Runner(Agent(name="a", model=ScriptedModel(["ok"])), sessions=sessions).run(
+            "x", session=(APP, "u1", "s2")
+        )
+        assert other.state["user:notes"] == "tea is green"
+
+    asyncio.run(main())
