@@ -31,7 +31,6 @@ from ..stores.sessions import DELETED, SESSION_KEY, SavedSession, SessionBusy, S
 
 Runner = Any
 """A :class:`~loopwright.loop.runner.Runner` (it imports this module: named here, not imported)."""
-SHARED = ("app:", "user:")
 STOPPED = ("suspended", "paused")
 """Outcomes that keep the session held (the run goes on at ``resume``)."""
 
@@ -133,4 +132,4 @@ async def after_resume(runner: Runner, result: RunResult) -> None:
         await save_end(sessions, held.key, result, held)
 
 
-__all__ = ["SESSION_KEY", "SessionBusy", "run_in_session", "scope_of", "split_end", "starting_state"]
+__all__ = ["SESSION_KEY", "SessionBusy", "kept_of", "run_in_session", "scope_of", "split_end", "starting_state"]
