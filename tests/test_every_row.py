@@ -32,6 +32,7 @@ from loopwright.features.planner import PLANNER_INSTRUCTION
 from loopwright.testing import scripted
 from loopwright.testing.coverage import RowCoverage
 
+from .guard_helpers import GUARDED, guard_scenarios
 from .helpers import add
 
 
@@ -84,6 +85,7 @@ def make(name: str, **limits: Any) -> Agent:
         compaction=Compaction(max_tokens=500, keep_last=1) if "compaction" in name else None,
         before_model=canned,
         after_model=long_history if "compaction" in name else None,
+        **(GUARDED if "guardrails" in name else {}),
     )
     assert machine_for(agent) is BUILT_IN_MACHINES[name]
     return agent
@@ -139,6 +141,8 @@ def feature_scenarios(name: str, run: Callable[..., Any], done: str, out: list[C
         stages.append("validate")
         out.append(lambda: run(make(name), ["not json", done]))  # retried with the error, then valid
         out.append(lambda: run(make(name, max_parse_retries=0), ["not json"]))  # failed, the error named
+    if "guardrails" in name:
+        stages += guard_scenarios(make, call, done, out)
     return stages
 
 
@@ -177,9 +181,12 @@ def scenarios(name: str) -> list[Callable[[], None]]:
         out.append(
             lambda stage=stage, script=script: asyncio.run(_cancel_at(Runner(scripted(make(name), script)), stage))
         )  # type: ignore[misc]
-    out.append(
-        lambda: asyncio.run(_cancel_at(Runner(scripted(make(name, max_iterations=1), [call(), "x"])), "salvage"))
-    )
+    for late in ("salvage", "guard_salvaged") if "guardrails" in name else ("salvage",):
+        out.append(
+            lambda late=late: asyncio.run(
+                _cancel_at(Runner(scripted(make(name, max_iterations=1), [call(), "x"])), late)
+            )
+        )  # type: ignore[misc]
     if "waiting" in name:
 
         def wait_then(decide: Callable[[Runner, Any], Any]) -> None:

@@ -359,7 +359,7 @@ async def _watch(feed: _Feed, console: Console, work: Any, json_lines: bool) -> 
 
 def _report(view: RunView, result: RunResult, console: Console) -> None:
     console.print(Text("path taken: ", style="dim") + Text(" → ".join(result.trace), style="bold"))
-    style = "bold green" if result.outcome == "final" else "bold yellow"
+    style = {"final": "bold green", "blocked": "bold red"}.get(result.outcome, "bold yellow")
     console.print(
         Text.assemble(
             ("outcome ", "dim"),
@@ -372,6 +372,9 @@ def _report(view: RunView, result: RunResult, console: Console) -> None:
         console.print(Text("answer: ", style="dim") + Text(result.output))
     if result.error:
         console.print(Text(f"error: {result.error.message}", style="red"))
+    if result.blocked is not None:
+        said = f"blocked by the {result.blocked.where} guard {result.blocked.guard!r}: {result.blocked.message}"
+        console.print(Text(said, style="red"))
 
 
 def _pending(state: RunState) -> list[PendingRequest]:

@@ -55,7 +55,18 @@ from .parts import sniff_media_type as sniff_media_type
 
 # ---------------------------------------------------------------- events
 
-Outcome = Literal["final", "salvaged", "limit", "failed", "cancelled", "suspended", "paused"]
+Outcome = Literal["final", "salvaged", "limit", "failed", "cancelled", "suspended", "paused", "blocked"]
+
+
+class Blocked(BaseModel):
+    """Why a run ended with outcome ``"blocked"``: the guard that blocked it, where it stood
+    (``input``: the user's message; ``output``: the final answer; ``tool``: a tool call or its
+    result) and the guard's message (``RunResult.blocked``)."""
+
+    model_config = _FROZEN
+    guard: str
+    where: Literal["input", "output", "tool"]
+    message: str
 
 
 class PendingRequest(BaseModel):
@@ -332,6 +343,7 @@ def make_event(
 __all__ = [
     "EVENT_ADAPTER",
     "EVENT_FIELDS",
+    "Blocked",
     "Compacted",
     "DocumentPart",
     "ErrorInfo",

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, PrivateAttr, computed_field
 
 from .build import all_fields, new_object, set_dict, set_extra, set_fields_set, set_private
-from .events import EVENT_ADAPTER, ErrorInfo, Event, Message, Outcome, PendingRequest, Usage
+from .events import EVENT_ADAPTER, Blocked, ErrorInfo, Event, Message, Outcome, PendingRequest, Usage
 from .run_state import RunState
 
 
@@ -31,7 +31,8 @@ class RunResult(BaseModel):
 
     ``outcome`` is ``"final"`` (the model answered), ``"salvaged"`` (a budget ran out and the
     salvage call answered), ``"limit"`` (a budget ran out; ``limit`` names it), ``"failed"``
-    (``error`` says why), ``"cancelled"``, or ``"suspended"`` (calls wait: ``pending``; continue
+    (``error`` says why), ``"cancelled"``, ``"blocked"`` (a guard blocked it: ``blocked`` names
+    the guard and its message), or ``"suspended"`` (calls wait: ``pending``; continue
     with ``Runner.resume``). ``trace`` lists the states visited in order,
     terminal included; ``events`` is every event of the run, in ``seq`` order (every leg of a
     resumed run: see :attr:`events`).
@@ -64,6 +65,8 @@ class RunResult(BaseModel):
     state: dict[str, JsonValue]
     pending: list[PendingRequest]
     """While the outcome is "suspended": the requests to decide (``Runner.resume``)."""
+    blocked: Blocked | None = None
+    """When the outcome is "blocked": the guard that blocked the run, where, and its message."""
     run_state: RunState = Field(exclude=True, repr=False)
     """The run's state (``to_json()`` it to resume elsewhere). Resuming continues it."""
     _log: Any = PrivateAttr(default=None)
@@ -123,6 +126,7 @@ class RunResult(BaseModel):
                 ]
                 if features
                 else [],
+                "blocked": getattr(features.get("guardrails"), "blocked", None) if rs.outcome == "blocked" else None,
                 "run_state": rs,
             },
         )

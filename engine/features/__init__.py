@@ -6,8 +6,9 @@ Each feature is one :class:`~loopwright.machine.Extension` in its own module: ``
 ``Limits(max_repeated_calls=None)``), ``tool_retries`` (``@tool(retries=N)``),
 ``structured_output`` (``Agent(output_type=...)``),
 ``plan_react`` (``Agent(planner=PlanReAct())``), ``planner`` (``Agent(planner=Planner())``),
-``observer`` (``Agent(observer=Observer(every=3))``) and ``compaction``
-(``Agent(compaction=Compaction(max_tokens=...))``). An agent's machine is
+``observer`` (``Agent(observer=Observer(every=3))``), ``compaction``
+(``Agent(compaction=Compaction(max_tokens=...))``) and ``guardrails`` (``Agent(input_guards=...,
+output_guards=..., tool_guards=...)``). An agent's machine is
 the core composed with the features its definition needs, then the user's own extensions
 (``Agent(extensions=...)``, or those of a machine made by :func:`~loopwright.extend`), cached per
 feature set so agents alike share one machine.
@@ -19,6 +20,8 @@ from loopwright.runtime.agent import Agent
 from loopwright.table.machine import CORE, Extension, LoopMachine, compose
 
 from .compaction import COMPACTION, Compaction
+from .guardrails import GUARDRAILS, Block, Guardrail, GuardVerdict, Rewrite
+from .guardrails_verdicts import guarded
 from .loop_detection import LOOP_DETECTION
 from .multi_agent import MULTI_AGENT
 from .observer import OBSERVER, Observer
@@ -38,6 +41,7 @@ BUILT_IN: tuple[Extension, ...] = (
     PLANNER,
     OBSERVER,
     COMPACTION,
+    GUARDRAILS,
 )
 
 
@@ -58,6 +62,7 @@ def features_for(agent: Agent) -> tuple[Extension, ...]:  # noqa: C901 (one test
         wanted.append(STRUCTURED_OUTPUT)
     for option in ("planner", "observer", "compaction"):
         wanted += dict.fromkeys(getattr(a, option).extension for a in tree if getattr(a, option) is not None)
+    wanted += [GUARDRAILS] if guarded(agent) else []
     own = [*(agent.machine.extensions if agent.machine is not None else ()), *agent.extensions]
     for ext in own:
         if ext in BUILT_IN:
@@ -92,6 +97,7 @@ BUILT_IN_MACHINES: dict[str, LoopMachine] = {
     "planner": compose(PLANNER),
     "observer": compose(OBSERVER),
     "compaction": compose(COMPACTION),
+    "guardrails": compose(GUARDRAILS),
 }
 """The core, each built-in feature composed onto it, and the combinations agents get by default
 (an agent with tools has loop detection): the machines ``diagrams/`` shows."""
@@ -100,6 +106,7 @@ __all__ = [
     "BUILT_IN",
     "BUILT_IN_MACHINES",
     "COMPACTION",
+    "GUARDRAILS",
     "LOOP_DETECTION",
     "MULTI_AGENT",
     "OBSERVER",
@@ -108,10 +115,14 @@ __all__ = [
     "STRUCTURED_OUTPUT",
     "TOOL_RETRIES",
     "WAITING",
+    "Block",
     "Compaction",
+    "GuardVerdict",
+    "Guardrail",
     "Observer",
     "PlanReAct",
     "Planner",
+    "Rewrite",
     "features_for",
     "machine_for",
 ]

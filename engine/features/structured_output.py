@@ -222,7 +222,7 @@ def finish(rs: RunState, ctx: RunContext, why: str) -> None:
             kind="output_validation",
             message=f"the final answer did not validate against {name} ({s.failures} tries):\n{s.error}",
         )
-    elif rs.stage == DONE and came_from == [SALVAGE] and output_type is not None and rs.response is not None:
+    elif rs.stage == DONE and came_from in ([SALVAGE], ["guard_salvaged"]) and output_type and rs.response is not None:
         value, error = parse(output_type, rs.text or "")
         if error is None:
             s.value, s.valid = value, True

@@ -17,18 +17,17 @@ fails the call in progress (an error result the model reads) and is opened again
 at most ``max_reconnects`` times in a row. Each tool is a :class:`~loopwright.runtime.toolsets.SchemaTool`:
 its JSON schema goes to the model as the server wrote it; its call is bounded by the tool timeout;
 its text, images and structured content become the result; ``isError`` an error result.
+(Transports: :mod:`.mcp_transports`; what answers become: :mod:`.mcp_parts`.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import re
 import shlex
-import tempfile
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AsyncExitStack
-from typing import IO, Any
+from typing import Any
 
 from ..data.errors import ConfigurationError
 from ..data.events import ToolSpec
@@ -36,6 +35,7 @@ from ..runtime.tools import Tool
 from ..runtime.toolsets import SchemaTool, ToolsetError, tool_name
 from . import mcp_parts as parts
 from .mcp_parts import McpToolError
+from .mcp_transports import Connection, http_connect, require_mcp, stdio_connect
 
 ToolFilter = Collection[str] | Callable[[ToolSpec], bool]
 """Which of the server's tools the agent gets: their names (as the server gives them), or a
@@ -43,25 +43,6 @@ function of each tool's spec (its server name, description and schema) returning
 
 _SESSION_GONE = re.compile(r"^session (not found|terminated)", re.IGNORECASE)
 _LIST_PAGES = 100
-
-
-def _require_mcp() -> None:
-    if importlib.util.find_spec("mcp") is None:
-        raise ConfigurationError("McpToolset needs the MCP SDK: pip install 'loopwright[mcp]'")
-
-
-class _Connection:
-    """One live connection: the task that holds the SDK's contexts open, and its session."""
-
-    __slots__ = ("broken", "closing", "errlog", "loop", "session", "task")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.session: Any = None
-        self.closing = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
-        self.broken = False
-        self.errlog: IO[str] | None = None
 
 
 class McpToolset:
@@ -78,7 +59,7 @@ class McpToolset:
 
     def __init__(
         self,
-        connect: Callable[[AsyncExitStack, _Connection], Any],
+        connect: Callable[[AsyncExitStack, Connection], Any],
         *,
         name: str,
         where: str,
@@ -89,7 +70,7 @@ class McpToolset:
         max_reconnects: int = 3,
         start_timeout_s: float = 30.0,
     ) -> None:
-        _require_mcp()
+        require_mcp()
         if isinstance(tool_filter, str):
             raise ConfigurationError(
                 f"MCP toolset {name!r}: tool_filter takes a list of names, got the str {tool_filter!r}"
@@ -115,7 +96,7 @@ class McpToolset:
         self.max_reconnects = max_reconnects
         self.start_timeout_s = start_timeout_s
         self._users = 0
-        self._conn: _Connection | None = None
+        self._conn: Connection | None = None
         self._tools: tuple[Tool, ...] = ()
         self._version = -1
         self._stale = True
@@ -155,15 +136,8 @@ class McpToolset:
         argv = [command, *args]
         env_ = dict(env) if env is not None else None
 
-        async def connect(stack: AsyncExitStack, conn: _Connection) -> Any:
-            from mcp.client.stdio import StdioServerParameters, stdio_client
-
-            errlog = conn.errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
-            params = StdioServerParameters(command=command, args=list(args), env=env_, cwd=cwd)
-            return await stack.enter_async_context(stdio_client(params, errlog=errlog))
-
         return cls(
-            connect,
+            stdio_connect(command, args, env_, cwd),
             name=name or parts.stdio_name(argv),
             where=f"`{shlex.join(argv)}`",
             tool_filter=tool_filter,
@@ -194,17 +168,8 @@ class McpToolset:
             raise ConfigurationError(f"McpToolset.http: url must start with http:// or https://, got {url!r}")
         headers_ = dict(headers or {})
 
-        async def connect(stack: AsyncExitStack, conn: _Connection) -> Any:
-            import httpx2
-            from mcp.client.streamable_http import streamable_http_client
-
-            client = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=headers_, timeout=httpx2.Timeout(30.0, read=300.0))
-            )
-            return await stack.enter_async_context(streamable_http_client(url, http_client=client))
-
         made = cls(
-            connect,
+            http_connect(url, headers_),
             name=name or url,
             where=f"at {url}",
             tool_filter=tool_filter,
@@ -303,8 +268,8 @@ class McpToolset:
             self._stale = True  # a new connection: its tools are listed again
             return self._conn.session
 
-    async def _connect(self, loop: asyncio.AbstractEventLoop) -> _Connection:
-        conn = _Connection(loop)
+    async def _connect(self, loop: asyncio.AbstractEventLoop) -> Connection:
+        conn = Connection(loop)
         ready: asyncio.Future[None] = loop.create_future()
         conn.task = loop.create_task(self._serve(conn, ready), name=f"mcp {self.name}")
         try:
@@ -320,7 +285,7 @@ class McpToolset:
         self.connections += 1
         return conn
 
-    async def _serve(self, conn: _Connection, ready: asyncio.Future[None]) -> None:
+    async def _serve(self, conn: Connection, ready: asyncio.Future[None]) -> None:
         """Holds the SDK's transport and session open (they must be left in the task that
         entered them) until the toolset closes this connection."""
         import anyio
@@ -348,14 +313,14 @@ class McpToolset:
             if ready.done() and not ready.cancelled() and ready.exception() is None:
                 parts.close_log(conn.errlog)  # (a connection that failed to start: _connect reads it first)
 
-    async def _drop(self, conn: _Connection) -> None:
+    async def _drop(self, conn: Connection) -> None:
         conn.closing.set()
         conn.broken = True
         if conn.task is not None and not conn.task.done():
             await asyncio.gather(conn.task, return_exceptions=True)
         parts.close_log(conn.errlog)
 
-    def _cannot_start(self, exc: BaseException, conn: _Connection) -> str:
+    def _cannot_start(self, exc: BaseException, conn: Connection) -> str:
         what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if isinstance(exc, TimeoutError):
             what = f"it did not answer the handshake within {self.start_timeout_s:g} s"

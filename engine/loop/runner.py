@@ -29,6 +29,7 @@ from ..data.result import RunResult, copy_state
 from ..data.run_state import RunState
 from ..data.stage import Stage
 from ..features import machine_for
+from ..features.guardrails import run_agents_with
 from ..runtime import nesting
 from ..runtime.agent import Agent, AgentTree
 from ..runtime.observers import Observers
@@ -505,3 +506,6 @@ def _current_task() -> asyncio.Task[Any] | None:
 
 
 __all__ = ["Run", "RunHost", "RunOptions", "RunStream", "Runner"]
+
+
+run_agents_with(lambda agent: Runner(agent).run)  # agents used as guards run nested (features cannot import this)

@@ -1,7 +1,7 @@
 """GeminiModel: Google's Gemini models through the official ``google-genai`` SDK
-(``pip install 'loopwright[gemini]'``). Only this module imports ``google.genai``; the SDK's types
-never leave it (requests: :mod:`.gemini_mapping`; replies: :mod:`.gemini_replies`; errors:
-:mod:`.gemini_errors`).
+(``pip install 'loopwright[gemini]'``). Only this module and :mod:`.gemini_options` import
+``google.genai``; the SDK's types never leave them (requests: :mod:`.gemini_mapping`; replies:
+:mod:`.gemini_replies`; errors: :mod:`.gemini_errors`; options: :mod:`.gemini_options`).
 
 Calls: ``complete`` sends ``generateContent``, ``stream`` sends ``streamGenerateContent`` (SSE) and
 yields text and thought deltas, then the same reply ``complete`` would give. Function
@@ -53,13 +53,15 @@ except ImportError as _missing:  # pragma: no cover - the extra is in loopwright
         f"GeminiModel needs the google-genai SDK ({_missing.name} is missing): pip install 'loopwright[gemini]'"
     ) from None
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from ..data.errors import ConfigurationError, ModelError, TokenBudgetError
 from ..data.events import ModelRequest, ModelResponse
 from .base import StreamDelta
 from .gemini_errors import api_error, transport_error, unreadable
 from .gemini_mapping import native_schema, to_contents, tool_config
+from .gemini_options import OPTIONS as OPTIONS  # (its public home was here)
+from .gemini_options import checked_options
 from .gemini_replies import Assembly, blocked_prompt, finish_name, read_parts, to_response, usable_parts
 
 __all__ = ["CURRENT", "KNOWN", "GeminiModel"]
@@ -86,15 +88,6 @@ _MISSING_KEY = (
     "GEMINI_API_KEY is not set (nor GOOGLE_API_KEY): export GEMINI_API_KEY=<your key> and run again, or pass "
     "GeminiModel(..., api_key=...)"
 )
-_OWNED = frozenset({"system_instruction", "tool_config", "automatic_function_calling", "http_options"})
-"""Config fields loopwright sets itself from the agent and the request."""
-_REFUSED = {
-    "candidate_count": "loopwright reads one candidate a reply",
-    "should_return_http_response": "loopwright reads the parsed reply",
-}
-_CONFIG_FIELDS = frozenset(genai_types.GenerateContentConfig.model_fields)
-OPTIONS = frozenset((_CONFIG_FIELDS - _OWNED - set(_REFUSED)) | {"parallel_tool_calls"})
-"""Names ``GeminiModel(**options)`` and an agent's ``model_settings`` may use."""
 _NO_SDK_RETRIES = {"retry_options": {"attempts": 1}}
 _ONE_TRY = genai_types.HttpOptions(retry_options=genai_types.HttpRetryOptions(attempts=1))
 _LIMIT = 65_536
@@ -169,37 +162,7 @@ class GeminiModel:
 
     @staticmethod
     def _checked(options: dict[str, Any], where: str) -> dict[str, Any]:
-        wrong = sorted(set(options) - OPTIONS)
-        if wrong:
-            unknown = [repr(n) for n in wrong if n not in _OWNED and n not in _REFUSED]
-            owned = [repr(n) for n in wrong if n in _OWNED]
-            refused = [f"{n!r} ({_REFUSED[n]})" for n in wrong if n in _REFUSED]
-            said = [
-                *([f"unknown option(s) {', '.join(unknown)}"] if unknown else []),
-                *(
-                    [f"option(s) loopwright sets itself from the agent and the request: {', '.join(owned)}"]
-                    if owned
-                    else []
-                ),
-                *([f"option(s) loopwright cannot take: {'; '.join(refused)}"] if refused else []),
-            ]
-            raise ConfigurationError(f"{where} got {'; and '.join(said)}; valid options: {', '.join(sorted(OPTIONS))}")
-        if options.get("parallel_tool_calls", True) is not True:
-            raise ConfigurationError(
-                f"{where}: parallel_tool_calls={options['parallel_tool_calls']!r} cannot be expressed: the Gemini API "
-                "has no switch for parallel function calls (the model may call several functions in one reply; "
-                "loopwright answers them all, in order). Leave parallel_tool_calls out, or describe the order in "
-                "the instructions"
-            )
-        options = {k: v for k, v in options.items() if k != "parallel_tool_calls"}
-        for key in ("response_schema", "response_json_schema"):
-            value = options.get(key)
-            if isinstance(value, type) and issubclass(value, BaseModel):
-                options["response_json_schema"] = value.model_json_schema()
-                options.setdefault("response_mime_type", "application/json")
-                if key == "response_schema":
-                    del options["response_schema"]
-        return options
+        return checked_options(options, where)
 
     # ------------------------------------------------------------------ clients
 

@@ -1,7 +1,8 @@
 """OpenAIModel: OpenAI's models, and any OpenAI-compatible server (Ollama, vLLM, LM Studio,
 OpenRouter, a LiteLLM proxy), through the official ``openai`` SDK (``pip install
-'loopwright[openai]'``). Only this module and :mod:`.openai_errors` import ``openai``; the SDK's
-types never leave them (mapping: :mod:`.openai_mapping`).
+'loopwright[openai]'``). Only this module, :mod:`.openai_options` and :mod:`.openai_errors` import
+``openai``; the SDK's types never leave them (mapping: :mod:`.openai_mapping`; model ids and
+options: :mod:`.openai_options`).
 
 APIs: ``api="responses"`` (the default: the Responses API, for OpenAI's own models; reasoning
 items are kept and sent back with their encrypted content, requests are stateless with
@@ -33,32 +34,21 @@ except ImportError:  # pragma: no cover - the extra is in dev
 
 import asyncio
 import contextlib
-import inspect
 import os
-import re
-import typing
 import warnings
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, Literal, TypeAlias
 
-from openai.resources.chat.completions import AsyncCompletions
-from openai.resources.responses import AsyncResponses
-from openai.types.shared import ChatModel, ResponsesModel
-
 from ..data.errors import ConfigurationError, ModelError
 from ..data.events import ModelRequest, ModelResponse
 from .base import StreamDelta
+from .openai_chat import ChatAssembler, chat_params, from_chat
 from .openai_errors import MISSING_KEY, model_error, stream_failed
-from .openai_mapping import (
-    ChatAssembler,
-    chat_params,
-    from_chat,
-    from_responses,
-    responses_delta,
-    responses_params,
-    usable,
-)
+from .openai_options import CURRENT, KNOWN_MODELS, checked_options, is_reasoning
+from .openai_options import SAMPLING as SAMPLING  # (its public home was here)
+from .openai_responses import from_responses, responses_delta, responses_params
+from .openai_shared import usable
 
 __all__ = ["CURRENT", "KNOWN_MODELS", "Client", "ClientFactory", "OpenAIModel"]
 
@@ -66,64 +56,6 @@ Client: TypeAlias = openai.AsyncOpenAI
 ClientFactory: TypeAlias = Callable[[], openai.AsyncOpenAI]
 Api = Literal["responses", "chat"]
 _Owned: TypeAlias = "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Client, AsyncGenerator[None, None]]]"
-
-CURRENT = "gpt-5.5"
-"""The model the docs and the error messages name (in the SDK's ``ChatModel`` list)."""
-
-
-def _literals(alias: Any) -> list[str]:
-    """The string literals a typing alias (a Literal, or a Union of them) names, in order."""
-    out: list[str] = []
-    for arg in typing.get_args(alias):
-        if isinstance(arg, str):
-            out.append(arg)
-        elif arg is not str:
-            out.extend(_literals(arg))
-    return out
-
-
-KNOWN_MODELS: tuple[str, ...] = tuple(dict.fromkeys(_literals(ChatModel) + _literals(ResponsesModel)))
-"""Every model id this ``openai`` SDK release names (``ChatModel`` and ``ResponsesModel``)."""
-_REASONING = re.compile(r"^(o\d|gpt-5|gpt-6|codex)")
-SAMPLING = frozenset(
-    {"temperature", "top_p", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "logit_bias"}
-)
-"""Sampling options OpenAI's reasoning models refuse (the API answers 400)."""
-
-
-def _params_of(method: Any) -> frozenset[str]:
-    return frozenset(inspect.signature(method).parameters) - {"self", "extra_headers", "extra_query", "timeout"}
-
-
-_SDK_PARAMS: dict[str, frozenset[str]] = {
-    "responses": _params_of(AsyncResponses.create),
-    "chat": _params_of(AsyncCompletions.create),
-}
-_OWNED: dict[str, frozenset[str]] = {
-    "responses": frozenset(
-        {"model", "input", "instructions", "stream", "stream_options", "tool_choice", "max_output_tokens"}
-    ),
-    "chat": frozenset(
-        {
-            "model",
-            "messages",
-            "stream",
-            "stream_options",
-            "tool_choice",
-            "n",
-            "max_completion_tokens",
-            "max_tokens",
-            "functions",
-            "function_call",
-        }
-    ),
-}
-"""Arguments loopwright sets itself from the agent and the request (``max_tokens=`` sets the limit)."""
-
-
-def is_reasoning(model: str) -> bool:
-    """An OpenAI reasoning model (o-series, gpt-5 and later, but not the ``-chat`` ones)."""
-    return bool(_REASONING.match(model)) and "chat" not in model
 
 
 class OpenAIModel:
@@ -213,28 +145,7 @@ class OpenAIModel:
     # ------------------------------------------------------------------ options
 
     def _checked(self, options: dict[str, Any], where: str) -> dict[str, Any]:
-        """``options`` with unknown names, and sampling options a reasoning model refuses, refused."""
-        valid = _SDK_PARAMS[self.api] - _OWNED[self.api]
-        unknown = sorted(set(options) - valid)
-        if unknown:
-            owned = [name for name in unknown if name in _OWNED[self.api]]
-            hint = (
-                f" ({', '.join(owned)}: set by loopwright itself; use max_tokens= for the output limit)"
-                if owned
-                else ""
-            )
-            raise ConfigurationError(
-                f"{where} got unknown option(s) {', '.join(map(repr, unknown))} for api={self.api!r}{hint}; "
-                f"valid options: {', '.join(sorted(valid))}"
-            )
-        refused = sorted(name for name in options if name in SAMPLING and self.reasoning)
-        if refused:
-            raise ConfigurationError(
-                f"{self.model} is a reasoning model and refuses {', '.join(refused)} (the API would answer 400); "
-                f"leave {'it' if len(refused) == 1 else 'them'} out, or steer it with reasoning=... "
-                f"(valid options: {', '.join(sorted(valid - SAMPLING))})"
-            )
-        return dict(options)
+        return checked_options(options, where, api=self.api, model=self.model, reasoning=self.reasoning)
 
     # ------------------------------------------------------------------ clients
 

@@ -104,6 +104,10 @@ class Agent:
     [has_failed_model & fallback_left]`` (at most ``Limits.max_fallbacks`` times), stays on the
     new model from then on, and says so (a ``model_switched`` event, ``RunResult.models_used``).
 
+    ``input_guards``, ``output_guards`` and ``tool_guards`` check the user's message, the final
+    answer and each tool call (functions, agents, or ``loopwright.features.Guardrail`` values):
+    each may allow, rewrite or block (``loopwright.features.guardrails``).
+
     ``extensions`` adds the user's own states and rows (:class:`~loopwright.machine.Extension`,
     or what :func:`~loopwright.extend` makes) to the machine this agent runs on; ``machine``
     names a machine built with :func:`~loopwright.extend` (its extensions are used the same way).
@@ -137,6 +141,9 @@ class Agent:
     planner: Any
     observer: Any
     compaction: Any
+    input_guards: tuple[Any, ...]
+    output_guards: tuple[Any, ...]
+    tool_guards: tuple[Any, ...]
     toolsets: tuple[Toolset, ...]
     """The toolsets among ``tools`` (their tools are in ``tools`` once listed: :mod:`.toolsets`)."""
     tool_specs = LiveSpecs()  # an agent without toolsets holds its own tuple (set in __init__)
@@ -174,6 +181,9 @@ class Agent:
         prepare_tools: PrepareTools | None = None,
         fallback_models: Sequence[Model] = (),
         fallback_on: Collection[int | type[BaseException]] = (),
+        input_guards: Sequence[Any] = (),
+        output_guards: Sequence[Any] = (),
+        tool_guards: Sequence[Any] = (),
     ) -> None:
         _check_options(name, model, limits, instruction, history)
         if prepare_tools is not None and not callable(prepare_tools):
@@ -182,6 +192,8 @@ class Agent:
             )
         fallback_models, fallback_on = _check_fallbacks(name, fallback_models, fallback_on)
         _check_features(name, output_type, planner, observer, compaction)
+        guards = {"input_guards": input_guards, "output_guards": output_guards, "tool_guards": tool_guards}
+        _check_guards(name, guards)
         own = object.__setattr__
         own(self, "_options", {
             "name": name, "model": model, "instruction": instruction, "static_instruction": static_instruction,
@@ -192,7 +204,7 @@ class Agent:
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
             "output_type": output_type, "planner": planner, "observer": observer,
             "compaction": compaction, "prepare_tools": prepare_tools,
-            "fallback_models": fallback_models, "fallback_on": fallback_on,
+            "fallback_models": fallback_models, "fallback_on": fallback_on, **guards,
         })  # fmt: skip
         toolsets = tuple(t for t in tools if is_toolset(t))
         tool_map = _tool_map(name, [t for t in tools if not is_toolset(t)] if toolsets else tools)
@@ -216,7 +228,7 @@ class Agent:
             "disallow_transfer_to_parent": disallow_transfer_to_parent,
             "disallow_transfer_to_peers": disallow_transfer_to_peers, "history": history,
             "output_type": output_type, "planner": planner, "observer": observer,
-            "compaction": compaction,
+            "compaction": compaction, **{k: tuple(v) for k, v in guards.items()},
             "tool_specs": tuple(t.spec for t in tool_map.values()), "instruction_is_dynamic": dynamic,
             "prepare_tools": prepare_tools, "preprocess_waits": dynamic or prepare_tools is not None,
             "static_instructions": tuple(static), "fallback_models": fallback_models,
@@ -309,6 +321,18 @@ def _check_features(name: str, output_type: object, planner: object, observer: o
     ):
         if value is not None and getattr(value, "extension", None) is None:
             raise ConfigurationError(f"agent {name!r}: {option} must be {example}, got {value!r}")
+
+
+def _check_guards(name: str, guards: Mapping[str, Any]) -> None:
+    for option, given in guards.items():
+        if isinstance(given, str) or not isinstance(given, Sequence):
+            raise ConfigurationError(f"agent {name!r}: {option} must be a list of guards, got {type(given).__name__}")
+        for g in given:
+            if not (callable(g) or isinstance(g, Agent) or hasattr(g, "check")):
+                raise ConfigurationError(
+                    f"agent {name!r}: {option} takes functions, Agents or loopwright.features.Guardrail values, "
+                    f"got {g!r}"
+                )
 
 
 def _tool_map(name: str, tools: Sequence[Any]) -> dict[str, Tool]:

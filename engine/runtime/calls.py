@@ -10,7 +10,6 @@ credential, or its result later): what happens to it is up to the features (``ho
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import types
 from collections.abc import Awaitable, Coroutine, Generator, Sequence
@@ -22,7 +21,6 @@ from ..data.events import (
     Message,
     PendingRequest,
     ToolAnswered,
-    ToolApproved,
     ToolCall,
     ToolCalled,
     ToolResult,
@@ -31,6 +29,9 @@ from ..data.events import (
 from ..data.limits import Watched, watch
 from ..data.run_state import RunState
 from ..data.values import INT_BITS
+from .approvals import approved_as as approved_as
+from .approvals import edit_problem as edit_problem
+from .approvals import told
 from .context import CURRENT_CALL, RunContext
 from .model_call import known_secrets
 from .nesting import enter_tools, leave_tools, link
@@ -116,6 +117,17 @@ def execute(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | Aw
         said = gate(call, rs, ctx)
         if said is not None:
             return said  # type: ignore[no-any-return]
+    checked = _check(call, ctx, approved)
+    if type(checked) is not tuple:
+        return checked  # type: ignore[return-value]
+    if ctx.agent.before_tool is not None:
+        return _before_then_invoke(call, checked[0], checked[1], ctx)
+    return _invoke(call, checked[0], checked[1], ctx)
+
+
+def proceed(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | Awaitable[CallOutcome]:
+    """The rest of :func:`execute` once the gates let ``call`` through: validation, the
+    confirmation check, before_tool and the tool (a gate that wraps the call runs it so)."""
     checked = _check(call, ctx, approved)
     if type(checked) is not tuple:
         return checked  # type: ignore[return-value]
@@ -339,7 +351,7 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False, scoped
         if after is not None:
             outcome = await _after_tool(call, outcome, ctx)  # type: ignore[arg-type]
         if approved and ctx.told is not None:  # a person edited the call or left a note: the model is told
-            outcome = _told(outcome, ctx.told.pop(call.id, None))  # type: ignore[arg-type]
+            outcome = told(outcome, ctx.told.pop(call.id, None))  # type: ignore[arg-type]
         ctx.record(ToolAnswered, call.id, call.name, outcome.content, outcome.is_error, _perf() - started)  # type: ignore[union-attr]
         if ctx.on_result is not None:  # a store keeps the result before the call counts as done
             await ctx.on_result(call, outcome, ctx)
@@ -347,64 +359,6 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False, scoped
     finally:
         leave_tools(parent)
         CURRENT_CALL.reset(token)
-
-
-def _shown(call_name: str, args: dict[str, Any]) -> str:
-    return f"{call_name}({json.dumps(args, sort_keys=True, default=str)})"
-
-
-def edit_problem(call_id: str, tool_name: str, args: dict[str, Any], ctx: RunContext) -> str | None:
-    """Why ``approve(args=...)`` cannot run call ``call_id``: the edited arguments do not fit
-    the tool's schema (None: they do)."""
-    found = ctx.agent.tools.get(tool_name)
-    if found is None:
-        return None  # (the call is answered "unknown tool" when it runs, as the model's would be)
-    try:
-        found.validate(dict(args))
-    except ArgumentsError as exc:
-        return (
-            f"call {call_id} ({tool_name}): approve(args=...) holds {exc}; nothing changed and the call still "
-            "waits: resume again with arguments that fit the tool's schema, or approve() it as asked"
-        )
-    return None
-
-
-def approved_as(call: ToolCall, approval: Any, ctx: RunContext) -> ToolCall:
-    """The call an ``approve(args=..., note=...)`` runs: with the person's arguments. The edit
-    is recorded (a ``tool_approved`` event) and the model reads it, and the note, with the
-    result (:func:`answer`)."""
-    args = call.args if approval.args is None else approval.args
-    ctx.emit(ToolApproved, call.id, call.name, args, call.args, approval.note)
-    lines = []
-    if args != call.args:
-        lines.append(
-            f"The user approved this call with edited arguments: it ran as {_shown(call.name, args)}, "
-            f"not as you asked, {_shown(call.name, call.args)}."
-        )
-    if approval.note:
-        lines.append(f"Note from the user: {approval.note}")
-    if lines:
-        if ctx.told is None:
-            ctx.told = {}
-        ctx.told[call.id] = "\n".join(lines)
-    return call if args is call.args else trusted(ToolCall, type="tool_call", id=call.id, name=call.name, args=args)
-
-
-def _told(outcome: ToolResult, preface: str | None) -> ToolResult:
-    """``outcome`` with the person's words before it (its content, as text, after them)."""
-    if preface is None:
-        return outcome
-    content = outcome.content
-    text = content if isinstance(content, str) else json.dumps(content, default=str)
-    said = f"{preface}\n{'Error' if outcome.is_error else 'Result'}: {text}"
-    return trusted(
-        ToolResult,
-        type="tool_result",
-        call_id=outcome.call_id,
-        name=outcome.name,
-        content=said,
-        is_error=outcome.is_error,
-    )
 
 
 async def _after_tool(call: ToolCall, outcome: ToolResult, ctx: RunContext) -> ToolResult:
