@@ -28,6 +28,9 @@ class RunOptions(TypedDict, total=False):
     that answered last."""
     agent: str | None
     """Which agent of the tree takes this message (default: as ``after`` says, else the root)."""
+    session: tuple[str, str, str] | None
+    """``(app, user, session_id)``: the run starts from that session's conversation and state and
+    saves its end there (``run``/``run_sync`` of a Runner with ``sessions=``; :mod:`loopwright.loop.sessions`)."""
     deps: Any
     """The run's dependencies, any object: ``ctx.deps`` in tools, instructions and callbacks.
     Never saved with the run (like credentials): hand them again to ``resume(..., deps=...)``."""

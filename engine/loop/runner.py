@@ -57,6 +57,7 @@ class Runner:
         observers: Sequence[object] = (),
         store: Any = None,
         durability: str = "transition",
+        sessions: Any = None,
     ) -> None:
         if not isinstance(agent, Agent):
             raise ConfigurationError(f"Runner takes an Agent, got {type(agent).__name__}")
@@ -81,6 +82,8 @@ class Runner:
         self.store = store
         """Where runs are checkpointed (``SQLiteStore``, ``PostgresStore``; see :mod:`loopwright.stores`)."""
         self._durable: Any = None
+        self.sessions = sessions
+        """Where sessions are kept (``SQLiteSessions``, ``PostgresSessions``): ``run(text, session=...)``."""
         self._toolsets = tuple(dict.fromkeys(ts for a in self.tree for ts in a.toolsets))
         self._opened: list[Any] = []  # the toolsets this runner opened (it closes them: aclose)
         if store is not None:
@@ -101,6 +104,8 @@ class Runner:
         if not options.keys() <= OPTIONS:
             unknown = ", ".join(repr(k) for k in options if k not in OPTIONS)
             raise ConfigurationError(f"unknown run option {unknown}; the options are: {OPTION_NAMES}")
+        if "session" in options:
+            raise ConfigurationError("session= is an option of run() and run_sync(); use one of those for a session")
         if "deps" in options:
             raise ConfigurationError(
                 "new_run makes a run state, which never holds deps (they are never saved); hand them to the run: "
@@ -162,6 +167,11 @@ class Runner:
         """Run the agent on ``input`` until a terminal (or waiting) state; return the result."""
         if self._toolsets:
             await self.open_toolsets()
+        session = options.pop("session", None)
+        if session is not None:
+            from .sessions import run_in_session
+
+            return await run_in_session(self, input, session, dict(options))
         deps = options.pop("deps", self.deps)
         run = Run(self, self.new_run(input, **options), deps=deps)
         await run.steps(to_end=True)  # (Run.run_to_end, without its coroutine: one fewer a run keeps)
@@ -312,7 +322,7 @@ class Runner:
                     f"no run with id {target!r} is paused on this runner, and a stored run's id needs a store: "
                     "Runner(agent, store=SQLiteStore(path)); or pass its RunResult or RunState"
                 )
-            return await self._durable.resume(self, target, decisions, cancel, deps)  # type: ignore[no-any-return]
+            return await self._session_end(await self._durable.resume(self, target, decisions, cancel, deps))
         rs = self._resumable(target, decisions)
         from ..durable.trust import check_saved_state
 
@@ -338,7 +348,15 @@ class Runner:
         if cancel:
             rs.cancel_requested = True
         self.register(run)
-        return await run.run_to_end()
+        return await self._session_end(await run.run_to_end())
+
+    async def _session_end(self, result: RunResult) -> RunResult:
+        """A resumed run ended: a run in a session saves it now (:mod:`loopwright.loop.sessions`)."""
+        if self.sessions is not None:
+            from .sessions import after_resume
+
+            await after_resume(self, result)
+        return result
 
     async def _reopen(self, run: Run, outcome: str | None, decisions: Mapping[str, Any] | None) -> None:
         """What a claimed state needs before it goes on: the store's claim (of a suspension; a
