@@ -18,17 +18,20 @@ from typing import Any, TypeVar
 
 from ..data.errors import CredentialRequired, redact
 from ..data.events import (
-    Message,
     PendingRequest,
     ToolAnswered,
     ToolCall,
-    ToolCalled,
     ToolResult,
-    trusted,
 )
 from ..data.limits import Watched, watch
 from ..data.run_state import RunState
 from ..data.values import INT_BITS
+from .answers import answer_turn as answer_turn
+from .answers import answer_unrun_calls as answer_unrun_calls
+from .answers import fill as fill
+from .answers import interruption as interruption
+from .answers import record as record
+from .answers import result as result
 from .approvals import approved_as as approved_as
 from .approvals import edit_problem as edit_problem
 from .approvals import told
@@ -47,10 +50,6 @@ CallOutcome = ToolResult | PendingRequest
 _OUTCOMES = (ToolResult, PendingRequest)
 Job = tuple[int, ToolCall, bool]
 """A call to run: its position in the reply, the call, and whether a person approved it."""
-
-
-def result(call: ToolCall, content: Any, is_error: bool) -> ToolResult:
-    return trusted(ToolResult, type="tool_result", call_id=call.id, name=call.name, content=content, is_error=is_error)
 
 
 def tool_calls(rs: RunState) -> list[ToolCall]:
@@ -380,10 +379,6 @@ async def _in_scopes(call: ToolCall, ctx: RunContext, approved: bool) -> CallOut
         return await answer(call, ctx, approved, scoped=True)
 
 
-def record(call: ToolCall, answered: ToolResult, duration: float, ctx: RunContext) -> None:
-    ctx.record(ToolAnswered, call.id, call.name, answered.content, answered.is_error, duration)
-
-
 async def run_jobs(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, CallOutcome]) -> None:
     """Run ``jobs`` concurrently (a lone job without a task), each outcome into ``outcomes`` by
     position as it completes, so an interrupted pass keeps what finished."""
@@ -412,46 +407,3 @@ async def _run_group(jobs: Sequence[Job], ctx: RunContext, outcomes: dict[int, C
                 group.create_task(one(*job))
     except* _Interrupted:
         pass  # the calls that did not finish are answered by the caller (``fill``)
-
-
-def interruption(rs: RunState) -> str:
-    """Why a pass of tool calls was cut short: the deadline, or a cancellation."""
-    if rs.cancel_requested:
-        return "the run was cancelled"
-    out_of_time = rs.deadline is not None and time.time() >= rs.deadline
-    return "the run's time budget (timeout_s) ran out" if out_of_time else "the run was cancelled"
-
-
-def fill(calls: Sequence[ToolCall], results: list[ToolResult | None], ctx: RunContext, why: str) -> list[ToolResult]:
-    """Answer every call without a result with an error saying ``why`` it did not finish."""
-    for i, call in enumerate(calls):
-        if results[i] is None:
-            results[i] = result(call, f"tool {call.name!r} did not finish: {why}", True)
-            record(call, results[i], 0.0, ctx)  # type: ignore[arg-type]
-    return results  # type: ignore[return-value]
-
-
-def answer_turn(rs: RunState, results: Sequence[ToolResult]) -> None:
-    """Append the user turn that answers a step's calls, in call order."""
-    if results:
-        rs.messages.append(trusted(Message, role="user", parts=tuple(results), agent=rs.active_agent))
-    if rs.vetoes:
-        rs.vetoes = {}
-
-
-def answer_unrun_calls(rs: RunState, ctx: RunContext, why: str) -> None:
-    """When a run ends: answer the calls of the last assistant turn that never ran (the run
-    ended between postprocess and act) with error results, so every call has one answer."""
-    last = rs.messages[-1] if rs.messages else None
-    if last is None or last.role != "assistant":
-        return
-    calls = [p for p in last.parts if type(p) is ToolCall]
-    if not calls:
-        return
-    results: list[ToolResult] = []
-    for call in calls:
-        ctx.emit(ToolCalled, call.id, call.name, call.args)
-        answered = result(call, f"tool {call.name!r} was not run: {why}", True)
-        record(call, answered, 0.0, ctx)
-        results.append(answered)
-    answer_turn(rs, results)
