@@ -15,7 +15,6 @@ Their tables (``name`` is each step's agent name; every working state also has r
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -27,7 +26,6 @@ from ..data.limits import Limits
 from ..data.result import copy_state
 from ..data.run_state import RunState
 from ..data.stage import Stage
-from ..runtime import nesting
 from ..runtime.agent import Agent
 from ..runtime.context import RunContext
 from ..runtime.tools import tool
@@ -41,12 +39,12 @@ from .base import (
     as_step,
     finish_with,
     passes_of,
-    step_failed,
     unique_states,
     waiting_rows,
     working,
 )
 from .children import Ended, fail, flow_of, note_waiting, run_child, runner_for, writes
+from .gather import gather_rows, merge_children, note_failures, run_children
 
 EXIT_LOOP = "exit_loop"
 """The session-state flag (and the tool's name) a child sets to end the loop that runs it."""
@@ -247,12 +245,6 @@ def _until(handler: Handler, until: Callable[[dict[str, JsonValue]], bool]) -> H
 OnError = Literal["fail", "continue"]
 
 
-def _gather_rows(first: str) -> list[Row]:
-    """``start -> first -> join -> done``: ``first`` runs the children at once, ``join`` merges."""
-    join = [Row("join", Stage.FAILED, (step_failed,)), Row("join", DONE)]
-    return [Row(Stage.START, first), *working(first, "join"), *join, *waiting_rows([first])]
-
-
 class ParallelAgent(Workflow):
     """Runs ``branches`` at once, each on a copy of the session state; their writes merge into
     it at the join (two branches writing different values to one key: the workflow fails
@@ -285,15 +277,15 @@ class ParallelAgent(Workflow):
         async def fan_out(rs: RunState, ctx: RunContext) -> None:
             wf = ref[0]
             keys = [s.agent.name for s in wf.children]
-            await _fan(rs, ctx, [(i, k, rs.input) for i, k in enumerate(keys)], wf, lambda i: {})
-            _judge(rs, wf.name, on_error, keys)
+            await run_children(rs, ctx, [(i, k, rs.input) for i, k in enumerate(keys)], wf, lambda i: {})
+            note_failures(rs, wf.name, on_error, keys)
 
         async def join(rs: RunState, ctx: RunContext) -> None:
             wf = ref[0]
-            _join(rs, wf, [(s.agent.name, s.key) for s in wf.children], None)
+            merge_children(rs, wf, [(s.agent.name, s.key) for s in wf.children], None)
 
         machine = WorkflowMachine(
-            _gather_rows("fan_out"),
+            gather_rows("fan_out"),
             handlers={"fan_out": fan_out, "join": join},
             budgets=(),
             name=f"parallel:{name}",
@@ -308,104 +300,6 @@ class ParallelAgent(Workflow):
         ref.append(self)
 
     on_error: OnError
-
-
-async def _fan(
-    rs: RunState,
-    ctx: RunContext,
-    jobs: list[tuple[int, str, Any]],
-    wf: Workflow,
-    extra: Callable[[int], dict[str, JsonValue]],
-    concurrency: int | None = None,
-) -> None:
-    """Run the children ``jobs`` (step index, key, task) not finished yet, at once (at most
-    ``concurrency`` at a time), each on a copy of the state; record each in the slice."""
-    flow = flow_of(rs)
-    base = copy_state(rs.state)
-    gate = asyncio.Semaphore(concurrency) if concurrency else None
-
-    async def one(index: int, key: str, task: Any) -> None:
-        step = wf.children[0] if isinstance(wf, MapAgent) else wf.children[index]
-        runner = runner_for(step.agent, ctx.store, wf.runner_cache(0 if isinstance(wf, MapAgent) else index))
-        start = {**copy_state(base), **extra(index)}
-        if gate is None:
-            ended = await run_child(runner, rs, ctx, key, task, start)
-        else:
-            async with gate:
-                ended = await run_child(runner, rs, ctx, key, task, start)
-        if ended.outcome == "suspended":
-            note_waiting(rs, key, ended, ctx.store)
-            return
-        flow.finished[key] = {
-            "outcome": ended.outcome,
-            "output": ended.text,
-            "value": ended.value() if ended.answered else None,
-            "writes": writes(start, ended.state) if ended.answered else {},
-            "error": ended.error,
-        }
-
-    todo = [(i, k, t) for i, k, t in jobs if k not in flow.finished and k not in flow.waiting]
-    waiting = [(i, k, t) for i, k, t in jobs if k in flow.waiting]
-    token = nesting.enter_tools(nesting.link(rs))
-    try:
-        raised = await asyncio.gather(*(one(i, k, t) for i, k, t in [*waiting, *todo]), return_exceptions=True)
-    finally:
-        nesting.leave_tools(token)
-    for exc in raised:  # a child that raised (the store failing, an interrupt): the others ended first
-        if isinstance(exc, BaseException):  # (each kept its own state: a resume goes on from there)
-            raise exc
-
-
-def _judge(rs: RunState, name: str, on_error: str, keys: Sequence[str]) -> None:
-    flow = flow_of(rs)
-    failed = [
-        (k, flow.finished[k])
-        for k in keys
-        if k in flow.finished and flow.finished[k]["outcome"] not in ("final", "salvaged")
-    ]
-    if failed and on_error == "fail":
-        k, f = failed[0]
-        what = f"item {k.split('.')[-1]}" if k.startswith("each.") else f"branch {k!r}"
-        fail(rs, f"{what} of workflow {name!r} failed ({f['outcome']}): {f['error']}")
-    for k, f in failed:
-        flow.failures[k] = f"{f['outcome']}: {f['error']}"
-    return
-
-
-def _join(rs: RunState, wf: Workflow, keys: list[tuple[str, str]], collect: str | None) -> None:
-    """Merge the finished children's writes (a conflict fails the run, naming key and children),
-    put each output under its key (or, for a map, the list of them under ``collect``)."""
-    flow = flow_of(rs)
-    merged: dict[str, tuple[str, JsonValue]] = {}
-    for key, _ in keys:
-        done = flow.finished.get(key, {})
-        for k, v in (done.get("writes") or {}).items():  # type: ignore[union-attr]
-            if k in merged and merged[k][1] != v:
-                fail(
-                    rs,
-                    f"workflow {wf.name!r}: {merged[k][0]!r} and {key!r} both wrote state key {k!r} with different "
-                    f"values ({merged[k][1]!r} and {v!r}); let each write its own key (its output_key)",
-                )
-                return
-            merged[k] = (key, v)
-    rs.state.update({k: v for k, (_, v) in merged.items()})
-    lines = []
-    values: list[JsonValue] = []
-    for key, out_key in keys:
-        done = flow.finished.get(key, {})
-        if done.get("outcome") in ("final", "salvaged"):
-            if collect is None:
-                rs.state[out_key] = done.get("value")
-            values.append(done.get("value"))
-            lines.append(f"[{key}] {done.get('output')}")
-        else:
-            values.append(None)
-            lines.append(f"[{key}] failed ({done.get('outcome')}): {done.get('error')}")
-    if collect is not None:
-        rs.state[collect] = values
-        finish_with(rs, json.dumps(values, default=str), wf.name)
-    else:
-        finish_with(rs, "\n\n".join(lines), wf.name)
 
 
 class MapAgent(Workflow):
@@ -457,16 +351,16 @@ class MapAgent(Workflow):
                 fail(rs, f"MapAgent {name!r}: {len(items)} items under {over!r}, more than max_items={max_items}")
                 return
             jobs = [(i, f"each.{i}", it if isinstance(it, str) else json.dumps(it)) for i, it in enumerate(items)]
-            await _fan(rs, ctx, jobs, wf, lambda i: {"item": items[i]}, concurrency)
-            _judge(rs, name, on_error, [k for _, k, _ in jobs])
+            await run_children(rs, ctx, jobs, wf, lambda i: {"item": items[i]}, concurrency, one_agent=True)
+            note_failures(rs, name, on_error, [k for _, k, _ in jobs])
 
         async def join(rs: RunState, ctx: RunContext) -> None:
             wf = ref[0]
             n = len(rs.state.get(over) or [])  # type: ignore[arg-type]
-            _join(rs, wf, [(f"each.{i}", "") for i in range(n)], output_key or name)
+            merge_children(rs, wf, [(f"each.{i}", "") for i in range(n)], output_key or name)
 
         machine = WorkflowMachine(
-            _gather_rows("each"),
+            gather_rows("each"),
             handlers={"each": each, "join": join},
             budgets=(),
             name=f"map:{name}",
