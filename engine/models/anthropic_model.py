@@ -1,6 +1,7 @@
-"""AnthropicModel: Claude through the official ``anthropic`` SDK. Only this module and
-:mod:`.anthropic_errors` import ``anthropic``; the SDK's types never leave them (mapping:
-:mod:`.anthropic_mapping`; per-model facts: :mod:`.claude_facts`).
+"""AnthropicModel: Claude through the official ``anthropic`` SDK. Only this module and its
+helpers (:mod:`.anthropic_errors`, :mod:`.anthropic_clients`, :mod:`.anthropic_options`) import
+``anthropic``; the SDK's types never leave them (mapping: :mod:`.anthropic_mapping`; per-model
+facts: :mod:`.claude_facts`).
 
 Calls: every call streams (``complete`` too), so any ``max_tokens`` the model allows works; the
 default ``max_tokens`` is the model's own output limit. Options are checked when the model is
@@ -38,19 +39,18 @@ API sent. Errors: see :mod:`.anthropic_errors`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import datetime
 import inspect
-import re
 import warnings
-import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import anthropic
 
 from ..data.errors import ConfigurationError, ContextWindowError, ModelError, TokenBudgetError
 from ..data.events import ModelRequest, ModelResponse, Usage
+from .anthropic_clients import Client as Client
+from .anthropic_clients import ClientFactory as ClientFactory
+from .anthropic_clients import PerLoopClients
 from .anthropic_errors import stream_error
 from .anthropic_mapping import (
     add_dynamic,
@@ -62,26 +62,14 @@ from .anthropic_mapping import (
     to_system,
     usable,
 )
+from .anthropic_options import SDK_DEPRECATED, check_thinking, keep_sealed, reseal, warn_if_deprecated
 from .anthropic_tools import Definitions
 from .base import StreamDelta, StreamToolInput
-from .claude_facts import CURRENT, SAMPLING, base_id, facts_for
+from .claude_facts import CURRENT, SAMPLING, facts_for
 
 __all__ = ["AnthropicModel", "Client", "ClientFactory", "to_messages", "to_response", "to_system"]
 
-Client: TypeAlias = (
-    "anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex"
-    " | anthropic.AsyncAnthropicBedrockMantle"
-)
-ClientFactory: TypeAlias = Callable[[], Client]
 CacheTTL = Literal["5m", "1h"]
-_Owned: TypeAlias = "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Client, AsyncGenerator[None, None]]]"
-"""The clients loopwright made, one per event loop, each with the generator that closes it."""
-
-_MISSING_KEY = (
-    "ANTHROPIC_API_KEY is not set (and no other Anthropic credentials were found): export "
-    "ANTHROPIC_API_KEY=<your key> (and ANTHROPIC_BASE_URL for a proxy) and run again, or pass "
-    "AnthropicModel(client=anthropic.AsyncAnthropic(api_key=...))"
-)
 _SDK_PARAMS = frozenset(inspect.signature(anthropic.resources.messages.AsyncMessages.create).parameters) - {"self"}
 """The arguments this SDK release's ``messages.create`` names."""
 _BETA_ONLY = (
@@ -95,26 +83,17 @@ _OWNED = frozenset({"model", "messages", "system", "stream", "tool_choice"})
 """Arguments loopwright sets itself from the agent and the request."""
 _OPTIONS = (_SDK_PARAMS | _BETA_ONLY | SAMPLING | {"betas", "tools", "max_tokens"}) - _OWNED
 """Names ``request_options`` and an agent's ``model_settings`` may use."""
-_CLIENT_TYPES: tuple[type, ...] = tuple(
-    kind
-    for kind in (
-        anthropic.AsyncAnthropic,
-        anthropic.AsyncAnthropicBedrock,
-        anthropic.AsyncAnthropicVertex,
-        getattr(anthropic, "AsyncAnthropicBedrockMantle", None),  # (Bedrock's Messages API endpoint; newer SDKs)
-    )
-    if kind is not None
-)
 _COUNT_PARAMS = frozenset(inspect.signature(anthropic.resources.messages.AsyncMessages.count_tokens).parameters)
 _BETA_COUNT_PARAMS = frozenset(
     inspect.signature(anthropic.resources.beta.messages.AsyncMessages.count_tokens).parameters
 )
 """What ``count_tokens`` takes of a request (``preflight="count_tokens"``)."""
 Preflight = Literal["estimate", "count_tokens"]
-_SDK_DEPRECATED: dict[str, str] = dict(getattr(anthropic.resources.messages.messages, "DEPRECATED_MODELS", {}))
+_SDK_DEPRECATED = SDK_DEPRECATED
+"""The SDK's deprecated models (the one dict :func:`.anthropic_options.warn_if_deprecated` reads)."""
 
 
-class AnthropicModel:
+class AnthropicModel(PerLoopClients):
     """A loopwright model backed by Claude.
 
     ``AnthropicModel(model="claude-sonnet-5-5", max_tokens=None, client=None, max_retries=0,
@@ -164,7 +143,7 @@ class AnthropicModel:
             raise ConfigurationError(f"AnthropicModel needs a model id, e.g. AnthropicModel(model={CURRENT!r})")
         self.model = model
         self.facts = facts_for(model)
-        _warn_if_deprecated(model, self.facts.deprecated)
+        warn_if_deprecated(model, self.facts.deprecated)
         if max_tokens is None:
             max_tokens = self.facts.max_output
         if not isinstance(max_tokens, int) or max_tokens < 1:
@@ -186,21 +165,7 @@ class AnthropicModel:
         self.parallel_tool_calls = parallel_tool_calls
         self.preflight: Preflight = preflight
         self.request_options = self._checked(request_options, "AnthropicModel(...)")
-        self._given: Client | None = None
-        self._factory: ClientFactory | None = None
-        if client is None or _is_client(client):
-            self._given = client  # type: ignore[assignment]
-        elif callable(client):
-            self._factory = client
-        else:
-            raise ConfigurationError(
-                f"client must be an anthropic async client (AsyncAnthropic, AsyncAnthropicBedrock, "
-                f"AsyncAnthropicVertex, AsyncAnthropicBedrockMantle) or a function that returns one, "
-                f"got {type(client).__name__}"
-            )
-        self._given_loop: weakref.ReferenceType[asyncio.AbstractEventLoop] | None = None
-        self._given_sdk: Client | None = None
-        self._own: _Owned = weakref.WeakKeyDictionary()
+        self._init_clients(client)
         self._formats: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self._definitions = Definitions(getattr(anthropic, "transform_schema", None))
 
@@ -217,7 +182,7 @@ class AnthropicModel:
                 f"{where} got unknown option(s) {', '.join(map(repr, unknown))}{hint}; "
                 f"valid options: {', '.join(sorted(_OPTIONS))}"
             )
-        self._check_thinking(options.get("thinking"), where)
+        check_thinking(self.model, self.facts, options.get("thinking"), where)
         refused = sorted(name for name in options if name in SAMPLING and name not in self.facts.sampling)
         if refused:
             warnings.warn(
@@ -228,82 +193,6 @@ class AnthropicModel:
             )
             options = {k: v for k, v in options.items() if k not in refused}
         return dict(options)
-
-    def _check_thinking(self, thinking: Any, where: str) -> None:
-        """Refuse a ``thinking`` config the model answers with 400 on every call (model facts)."""
-        if not isinstance(thinking, dict):
-            return
-        if thinking.get("type") == "disabled" and not self.facts.thinking_off:
-            raise ConfigurationError(
-                f"{where}: {self.model} cannot turn thinking off (the API answers thinking={{'type': 'disabled'}} "
-                "with 400); leave thinking out, or pick a model that can run without it"
-            )
-        if "budget_tokens" in thinking and not self.facts.budget_tokens:
-            raise ConfigurationError(
-                f"{where}: {self.model} takes no budget_tokens in thinking (adaptive thinking only; the API answers "
-                "400); use thinking={'type': 'adaptive'} and bound a reply with max_tokens"
-            )
-
-    # ------------------------------------------------------------------ clients
-
-    async def client(self) -> Client:
-        """The client for the running event loop (see the class docstring)."""
-        loop = asyncio.get_running_loop()
-        if self._given is not None:
-            return self._given_client(loop)
-        own = self._own.get(loop)
-        if own is not None:
-            return own[0]
-        for closed in [other for other in self._own if other.is_closed()]:
-            del self._own[closed]  # a loop closed without shutting down its async generators
-        client = self._make_client()
-        closer = _close_with_loop(client, loop, weakref.ref(self._own))
-        # a started async generator is finalised by its loop when the loop shuts down (asyncio.run
-        # and run_sync do): that closes the client, and its sockets, inside the loop that opened them
-        await closer.__anext__()
-        self._own[loop] = (client, closer)
-        return client
-
-    def _given_client(self, loop: asyncio.AbstractEventLoop) -> Client:
-        bound = self._given_loop() if self._given_loop is not None else None
-        if bound is None and self._given_loop is None:
-            self._given_loop = weakref.ref(loop)
-        elif bound is not loop:
-            raise ModelError(
-                "the client given to AnthropicModel was first used in another event loop (each run_sync "
-                "and asyncio.run starts a new one) and its connections belong to that loop. Pass a factory "
-                "instead, AnthropicModel(..., client=lambda: anthropic.AsyncAnthropic(...)) (loopwright makes "
-                "one client per event loop and closes it), or run everything in one event loop",
-                retryable=False,
-            )
-        if self._given_sdk is None:
-            assert self._given is not None
-            self._given_sdk = self._given.with_options(max_retries=self.max_retries)
-        return self._given_sdk
-
-    def _make_client(self) -> Client:
-        try:
-            if self._factory is not None:
-                client = self._factory()
-                if not _is_client(client):
-                    raise ModelError(
-                        f"the client factory returned {type(client).__name__}, not an anthropic async client",
-                        retryable=False,
-                    )
-                return client.with_options(max_retries=self.max_retries)
-            client = anthropic.AsyncAnthropic(max_retries=self.max_retries)
-        except anthropic.AnthropicError as exc:  # a profile named or configured but unusable
-            raise ModelError(f"the Anthropic credentials could not be loaded: {exc}", retryable=False) from exc
-        if all(getattr(client, name, None) is None for name in ("api_key", "auth_token", "credentials")):
-            raise ModelError(_MISSING_KEY, retryable=False)
-        return client
-
-    async def aclose(self) -> None:
-        """Close the client loopwright made for the running event loop (it is also closed when
-        the loop shuts down). A client you passed in stays yours to close."""
-        own = self._own.pop(asyncio.get_running_loop(), None)
-        if own is not None:
-            await own[1].aclose()  # the closer's finally closes the client
 
     # ------------------------------------------------------------------ the Model protocol
 
@@ -382,7 +271,7 @@ class AnthropicModel:
             async with messages.stream(**params) as stream:
                 async for event in stream:
                     if beta:
-                        _keep_sealed(event, sealed)
+                        keep_sealed(event, sealed)
                     if not deltas:
                         continue
                     if event.type == "text" and event.text:
@@ -392,7 +281,7 @@ class AnthropicModel:
                     elif eager and (piece := _tool_input(event, eager, calls)) is not None:
                         yield piece
                 message = await stream.get_final_message()
-            _reseal(message, sealed)
+            reseal(message, sealed)
         except (ModelError, GeneratorExit, asyncio.CancelledError):
             raise
         except Exception as exc:
@@ -490,27 +379,6 @@ def _beta_params(params: dict[str, Any]) -> dict[str, Any]:
     return {**params, "extra_headers": headers, "betas": [n for n in names.split(",") if n]}
 
 
-def _is_client(value: object) -> bool:
-    return isinstance(value, _CLIENT_TYPES)
-
-
-async def _close_with_loop(
-    client: Client, loop: asyncio.AbstractEventLoop, owned: weakref.ReferenceType[_Owned]
-) -> AsyncGenerator[None, None]:
-    """Suspended until its loop shuts down its async generators (or ``aclose``), then closes
-    ``client`` and drops the loop's entry from ``owned``: the entry holds this generator, whose
-    finalizer holds the loop, so an entry left behind would keep the closed loop and its client
-    alive as long as the model (200 ``run_sync`` calls: 200 loops)."""
-    try:
-        yield
-    finally:
-        entries = owned()
-        if entries is not None and entries.get(loop, (None,))[0] is client:
-            del entries[loop]
-        with contextlib.suppress(Exception):
-            await client.close()
-
-
 def _eager(params: dict[str, Any]) -> frozenset[str]:
     """The names of the request's tools whose input streams eagerly."""
     return frozenset(t["name"] for t in params.get("tools", ()) if t.get("eager_input_streaming") and "name" in t)
@@ -527,23 +395,6 @@ def _tool_input(event: Any, eager: frozenset[str], calls: dict[int, tuple[str, s
         if event.delta.partial_json:
             return StreamToolInput(call_id, name, event.delta.partial_json)
     return None
-
-
-def _keep_sealed(event: Any, sealed: dict[int, str]) -> None:
-    """Note a compaction block's encrypted content as it streams (see :func:`_reseal`)."""
-    if event.type == "content_block_delta" and event.delta.type == "compaction_delta":
-        encrypted = getattr(event.delta, "encrypted_content", None)
-        if encrypted:
-            sealed[event.index] = encrypted
-
-
-def _reseal(message: Any, sealed: dict[int, str]) -> None:
-    """Put back the encrypted content of compaction blocks that the SDK's stream accumulator
-    dropped (releases before 2.x keep only the summary): it must go back to the API verbatim."""
-    for index, encrypted in sealed.items():
-        block = message.content[index]
-        if getattr(block, "encrypted_content", None) is None:
-            block.encrypted_content = encrypted
 
 
 def _check_budget(params: dict[str, Any], left: int) -> None:
@@ -573,26 +424,6 @@ async def _count_tokens(client: Client, params: dict[str, Any], left: int, *, be
             f"{max(left, 0)} left of max_total_tokens; it was not sent. Raise max_total_tokens, or keep tool "
             "results and history smaller"
         )
-
-
-def _warn_if_deprecated(model: str, end_of_life: str | None) -> None:
-    end_of_life = end_of_life or _SDK_DEPRECATED.get(model) or _SDK_DEPRECATED.get(base_id(model))
-    if not end_of_life:
-        return
-    day = _day(end_of_life)
-    if day is not None and day < datetime.date.today():
-        what = f"{model} reached end of life on {end_of_life} (retired): requests to it fail."
-    else:
-        what = f"{model} is deprecated and reaches end of life on {end_of_life}: requests to it will then fail."
-    warnings.warn(f"{what} Move to a current model, e.g. AnthropicModel({CURRENT!r})", FutureWarning, stacklevel=3)
-
-
-def _day(text: str) -> datetime.date | None:
-    """``"June 30th, 2026"`` (the SDK's spelling) as a date; None if it is spelled otherwise."""
-    try:
-        return datetime.datetime.strptime(re.sub(r"(\d)(st|nd|rd|th)", r"\1", text), "%B %d, %Y").date()
-    except ValueError:
-        return None
 
 
 if TYPE_CHECKING:  # mypy --strict (.ci/typecheck) checks that the cloud clients fit ``client``

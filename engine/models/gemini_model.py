@@ -375,7 +375,7 @@ async def _close_with_loop(
     client: Any, loop: asyncio.AbstractEventLoop, owned: weakref.ReferenceType[_Owned]
 ) -> AsyncGenerator[None, None]:
     """Suspended until its loop shuts down its async generators (or ``aclose``), then closes
-    ``client`` (see :func:`loopwright.models.anthropic_model._close_with_loop`)."""
+    ``client`` (see :func:`loopwright.models.anthropic_clients.close_with_loop`)."""
     try:
         yield
     finally:
