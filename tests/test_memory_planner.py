@@ -1,4 +1,4 @@
-"""Features that insert states on one row compose in a stated order: memory's preload with the Planner (and guardrails)."""
+"""Features inserting states on one row compose in a stated order: memory's preload, the Planner, guardrails."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def path_from_start(machine: object) -> list[str]:
     rows = machine.rows  # type: ignore[attr-defined]
     at, seen = "start", ["start"]
     while at != "preprocess":
-        at = [r for r in rows if r.source == at and not r.guards][0].dest
+        at = next(r for r in rows if r.source == at and not r.guards).dest
         seen.append(at)
     return seen
 

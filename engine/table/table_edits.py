@@ -103,16 +103,7 @@ def apply_changes(table: list[Row], ext: RowChanges, earlier: Sequence[RowChange
     for key in ext.remove:
         hits = set(_matching(table, key, ext, f"remove={key}"))
         table = [r for i, r in enumerate(table) if i not in hits]
-    wrapped: dict[int, str] = {}  # ext's rows into a row's old destination that enter an earlier insertion
-    for key, new_dest in ext.redirect.items():
-        hits = [i for i, r in enumerate(table) if (r.source, r.dest) == key]
-        if not hits:
-            hits, inner = _moved(table, key, earlier)
-            if inner is not None:
-                wrapped.update(dict.fromkeys(_exits(ext, new_dest, key[1]), inner))
-        for i in hits or _matching(table, key, ext, f"redirect={{{key}: {new_dest!r}}}"):
-            r = table[i]
-            table[i] = Row(r.source, new_dest, r.guards, r.bounded_by, None, r.records_limit, ext.name)
+    wrapped = _redirect(table, ext, earlier)
     for key, guards in ext.require.items():
         for i in _matching(table, key, ext, f"require={{{key}: ...}}", earlier):
             r = table[i]
@@ -126,6 +117,22 @@ def apply_changes(table: list[Row], ext: RowChanges, earlier: Sequence[RowChange
             row = Row(row.source, into, row.guards, row.bounded_by, None, row.records_limit)
         _insert_before_fallback(table, _own(row, ext), ext)
     return table
+
+
+def _redirect(table: list[Row], ext: RowChanges, earlier: Sequence[RowChanges]) -> dict[int, str]:
+    """Apply ``ext.redirect`` to ``table`` (in place); the indexes in ``ext.rows`` of its rows
+    that enter an earlier feature's insertion instead of the moved row's old destination."""
+    wrapped: dict[int, str] = {}
+    for key, new_dest in ext.redirect.items():
+        hits = [i for i, r in enumerate(table) if (r.source, r.dest) == key]
+        if not hits:
+            hits, inner = _moved(table, key, earlier)
+            if inner is not None:
+                wrapped.update(dict.fromkeys(_exits(ext, new_dest, key[1]), inner))
+        for i in hits or _matching(table, key, ext, f"redirect={{{key}: {new_dest!r}}}"):
+            r = table[i]
+            table[i] = Row(r.source, new_dest, r.guards, r.bounded_by, None, r.records_limit, ext.name)
+    return wrapped
 
 
 def _own(row: Row, ext: RowChanges) -> Row:
