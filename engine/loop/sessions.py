@@ -133,16 +133,24 @@ class SessionRun(Run):
         self.hold = hold
         super().__init__(runner, rs, **kwargs)
 
+    async def open(self) -> None:
+        """Hold the session now and start the run from it, rather than at its first step (a
+        server answers SessionBusy to the request that started the run). Once only."""
+        hold = self.hold
+        if hold.saved is not None:
+            return
+        try:
+            await hold.begin(self)
+        except BaseException:  # (SessionBusy: this run never ran; it is not left registered)
+            self.runner.unregister(self.run_id)
+            if self._save is not None:
+                self._save.retire()
+            raise
+
     async def steps(self, to_end: bool) -> Any:
         hold = self.hold
         if hold.saved is None:
-            try:
-                await hold.begin(self)
-            except BaseException:  # (SessionBusy: this run never ran; it is not left registered)
-                self.runner.unregister(self.run_id)
-                if self._save is not None:
-                    self._save.retire()
-                raise
+            await self.open()
         try:
             row = await super().steps(to_end)
         except BaseException:
