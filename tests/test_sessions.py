@@ -158,7 +158,7 @@ def test_bad_session_options(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="three non-empty strings"):
         runner.run_sync("x", session=(APP, "u"))  # type: ignore[typeddict-item]
     with pytest.raises(ConfigurationError, match="option of run"):
-        runner.start("x", session=(APP, "u", "s"))
+        runner.new_run("x", session=(APP, "u", "s"))
     done = runner.run_sync("x")
     with pytest.raises(ConfigurationError, match="not both"):
         runner.run_sync("x", session=(APP, "u", "s"), after=done)

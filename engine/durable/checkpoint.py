@@ -32,6 +32,7 @@ decisions, and :mod:`loopwright.stores.compact` a body's events.
 
 from __future__ import annotations
 
+import json
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
@@ -41,6 +42,7 @@ from pydantic_core import to_json
 from ..data.errors import ConfigurationError, LoopwrightError
 from ..data.run_state import RunState
 from ..data.stage import Stage
+from ..runtime.log import get_logger
 from ..stores.base import Checkpoint, RunStore
 from ..stores.compact import compact_events
 from ..stores.sqlite import SQLiteStore
@@ -60,6 +62,21 @@ if TYPE_CHECKING:
 
 Durability = Literal["transition", "iteration", "exit"]
 DURABILITY: tuple[Durability, ...] = ("transition", "iteration", "exit")
+
+
+TEMP = "temp:"
+"""The prefix of the run-only state keys (:mod:`loopwright.loop.sessions`): never kept in the
+store once the run has ended."""
+TEMP_IN_HEAD = b'"temp:'
+
+
+def without_temp(head: bytes) -> bytes:
+    """A stored head (whole, or the changes) without the ``temp:`` keys of its state."""
+    data = json.loads(head)
+    state = data.get("state")
+    if isinstance(state, dict):
+        data["state"] = {key: value for key, value in state.items() if not key.startswith(TEMP)}
+    return json.dumps(data, separators=(",", ":")).encode()
 
 
 _STORE_TYPES: set[type] = set()
@@ -148,8 +165,10 @@ class Checkpointer:
         "replayable",
         "run",
         "saved_results",
+        "scrub",
         "stops",
         "store",
+        "temp",
         "version",
     )
 
@@ -179,6 +198,10 @@ class Checkpointer:
         self.replayable = False
         """The last write was on entering ``act`` and only pure stages followed."""
         self.saved_results: dict[str, ToolResult] = {}
+        self.temp = False
+        """A head this worker wrote held a ``temp:`` key (the run's end removes them from the store)."""
+        self.scrub: str | None = None
+        """The run whose stored heads lose their ``temp:`` keys after this (its final) write."""
         self.stops, self.defer = _stops(run.machine, durable.durability)
         LIVE[self.owner] = self
         run.ctx.on_result = _keeper(self.store, durable.inline)
@@ -217,6 +240,8 @@ class Checkpointer:
         if dest in self.stops:  # the run stopped (a resume makes a new run and checkpointer)
             LIVE.pop(self.owner, None)
             self.run = None
+            if self.scrub is not None:
+                return self._scrub()
         return None
 
     async def _write(self, stop: bool) -> None:
@@ -231,6 +256,21 @@ class Checkpointer:
         if stop:  # the run stopped (a resume makes a new run and checkpointer)
             LIVE.pop(self.owner, None)
             self.run = None
+            if self.scrub is not None:
+                await self._scrub()
+
+    async def _scrub(self) -> None:
+        """The run ended: its ``temp:`` keys, kept in its heads while it went on (a crashed or
+        suspended run resumes with them), are removed from every head the store holds (with a
+        store that can: ``rewrite_heads``). A store that fails here is logged: the run has ended."""
+        run_id, self.scrub = self.scrub, None
+        rewrite = getattr(self.store, "rewrite_heads", None)
+        if rewrite is None or run_id is None:
+            return
+        try:
+            await rewrite(run_id, TEMP_IN_HEAD, without_temp)
+        except Exception as exc:
+            get_logger().warning("store.temp_keys_kept", run_id=run_id, error=f"{type(exc).__name__}: {exc}")
 
     def _not_saved(self, exc: Exception, stop: bool) -> None:
         """The checkpoint was not written: another worker took the run (RunBusy) or the run id
@@ -265,7 +305,19 @@ class Checkpointer:
             body["k"] = kinds
         if guards:
             body["g"] = guards
-        cp = Checkpoint(rs.run_id, rs.agent, rs.stage, rs.outcome, rs.seq, self.heads(rs), to_json(body))
+        state = rs.state
+        if state and not self.temp:
+            self.temp = any(key.startswith(TEMP) for key in state)
+        if self.temp and rs.outcome is not None and rs.outcome != "suspended":  # the run's end: temp: keys go
+            self.scrub = rs.run_id
+            rs.state = {key: value for key, value in state.items() if not key.startswith(TEMP)}
+            try:
+                head = self.heads(rs)
+            finally:
+                rs.state = state
+        else:
+            head = self.heads(rs)
+        cp = Checkpoint(rs.run_id, rs.agent, rs.stage, rs.outcome, rs.seq, head, to_json(body))
         self.n_messages, self.n_trace, self.n_events = len(messages), len(trace), n_events
         return cp
 

@@ -16,8 +16,10 @@ the conversation already). Sessions go into memory with ``await service.add_sess
 (e.g. ``await sessions.load(key)`` after a run).
 
 ``Agent(tools=[memory.tool], extensions=[memory.extension])``. The preload's state is entered
-from ``start -> preprocess``: it does not compose with a feature that also moves that row
-(the Planner's ``plan``); use the tool alone there.
+from ``start -> preprocess``; with another feature that inserts a state there (the Planner's
+``plan``, guardrails' ``guard_input``) it composes by the table's rule for a shared row (the
+feature composed later is entered first: :mod:`loopwright.table.table_edits`), so an agent's
+own extensions come first: ``start -> recall -> plan -> preprocess``.
 """
 
 from __future__ import annotations

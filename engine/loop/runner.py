@@ -104,7 +104,9 @@ class Runner(Resuming):
             unknown = ", ".join(repr(k) for k in options if k not in OPTIONS)
             raise ConfigurationError(f"unknown run option {unknown}; the options are: {OPTION_NAMES}")
         if "session" in options:
-            raise ConfigurationError("session= is an option of run() and run_sync(); use one of those for a session")
+            raise ConfigurationError(
+                "session= is an option of run(), run_sync(), stream() and start(); new_run makes a bare state"
+            )
         if "deps" in options:
             raise ConfigurationError(
                 "new_run makes a run state, which never holds deps (they are never saved); hand them to the run: "
@@ -156,9 +158,15 @@ class Runner(Resuming):
         self, input: UserInput, *, sink: Callable[[Any], None] | None = None, **options: Unpack[RunOptions]
     ) -> Run:
         """Begin a run to drive by hand: ``await run.step()`` takes one transition.
-        ``sink`` also receives every event as it is emitted."""
+        ``sink`` also receives every event as it is emitted. With ``session=``, the first step
+        holds the session (SessionBusy if another run holds it) and starts the run from it."""
         if self._toolsets and any(ts.version < 0 for ts in self._toolsets):
             raise ConfigurationError("this agent has toolsets: `await runner.open_toolsets()` before runner.start()")
+        session = options.pop("session", None)
+        if session is not None:
+            from .sessions import session_run
+
+            return session_run(self, input, session, dict(options), sink=sink)
         deps = options.pop("deps", self.deps)
         return Run(self, self.new_run(input, **options), sink=sink, deps=deps)
 
@@ -187,9 +195,19 @@ class Runner(Resuming):
     def stream(self, input: UserInput, **options: Unpack[RunOptions]) -> RunStream:
         """Events as they happen: ``async for event in runner.stream(text)``. Text deltas
         arrive as ``text_delta`` events from models that stream. ``.result`` holds the
-        RunResult once the stream is exhausted. Leaving the loop early cancels the run."""
-        deps = options.pop("deps", self.deps)
-        stream = RunStream(self, self.new_run(input, **options), deps=deps)
+        RunResult once the stream is exhausted. Leaving the loop early cancels the run.
+        With ``session=``, the run is held in the session and saved there as with ``run``."""
+        session = options.pop("session", None)
+        if session is not None:
+            from .sessions import session_run
+
+            given = dict(options)
+            stream = RunStream(
+                self, None, make=lambda sink: session_run(self, input, session, given, sink=sink, stream_deltas=True)
+            )
+        else:
+            deps = options.pop("deps", self.deps)
+            stream = RunStream(self, self.new_run(input, **options), deps=deps)
         if self._toolsets:
             stream.before = self.open_toolsets
         return stream

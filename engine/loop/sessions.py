@@ -1,4 +1,6 @@
-"""Runs in a session: ``runner.run(text, session=("app", "user-1", "s-42"))``.
+"""Runs in a session: ``runner.run(text, session=("app", "user-1", "s-42"))``, and the same
+``session=`` on ``runner.stream`` and ``runner.start`` (a :class:`SessionRun`: its first step
+holds the session and starts the run from it; ``run_to_end``/``step`` drive it as any run).
 
 The runner's session store (``Runner(agent, sessions=SQLiteSessions("app.db"))``,
 :mod:`loopwright.stores.sessions`) holds the session for the run, and the run starts from it:
@@ -11,7 +13,8 @@ The runner's session store (``Runner(agent, sessions=SQLiteSessions("app.db"))``
 
 When the run ends, the session keeps its messages and unprefixed state, and the ``app:`` and
 ``user:`` keys the run changed (set or removed) are written; those it did not touch are left as
-another run may have written them meanwhile. A run that fails with an error saves nothing.
+another run may have written them meanwhile. A run that fails (outcome ``failed``, or an
+exception that leaves it) saves nothing and frees the session; a cancelled one is saved.
 
 One run at a time on a session: a second one raises :class:`SessionBusy` (not queued). A run
 that suspends (a confirmation, a long-running tool) or pauses keeps the session held: another
@@ -28,6 +31,7 @@ from ..data.errors import ConfigurationError
 from ..data.inputs import UserInput
 from ..data.result import RunResult, copy_state
 from ..stores.sessions import DELETED, SESSION_KEY, SavedSession, SessionBusy, SessionKey, SessionStore, check_key
+from .run import Run
 
 Runner = Any
 """A :class:`~loopwright.loop.runner.Runner` (it imports this module: named here, not imported)."""
@@ -74,30 +78,103 @@ def store_of(runner: Runner) -> SessionStore:
     return sessions
 
 
-async def run_in_session(runner: Runner, input: UserInput, session: object, options: dict[str, Any]) -> RunResult:
-    """``runner.run(input, session=key, **options)``: hold the session, run from it, save its end."""
-    from .run import Run
+class SessionHold:
+    """One run's session: held, and the run started from it, before the run's first step
+    (:meth:`begin`); its end saved, or the session freed, when the run stops (:meth:`end`)."""
 
+    __slots__ = ("agent_given", "given", "key", "saved", "sessions")
+
+    def __init__(self, sessions: SessionStore, key: SessionKey, options: Mapping[str, Any]) -> None:
+        self.sessions = sessions
+        self.key = key
+        self.given: Mapping[str, Any] | None = options.get("state")
+        self.agent_given = options.get("agent") is not None
+        self.saved: SavedSession | None = None
+        """The session as the run started from it (None until :meth:`begin`)."""
+
+    async def begin(self, run: Any) -> None:
+        """Hold the session for ``run`` (SessionBusy if another run holds it) and start the run
+        from its messages, state and last agent (``state=`` of the run on top)."""
+        rs = run.state
+        saved = await self.sessions.begin(self.key, rs.run_id)
+        try:
+            rs.state.clear()  # (in place: the run's context holds this dict)
+            rs.state.update(starting_state(saved, self.given))
+            rs.messages = list(saved.messages)
+            runner = run.runner
+            if not self.agent_given and saved.agent in runner.tree.agents and saved.agent != rs.active_agent:
+                rs.active_agent = saved.agent
+                run.ctx.switch_agent(saved.agent)
+                runner.adopt(rs)  # (the turn limits of the agent that takes the message)
+        except BaseException:
+            await self.sessions.release(self.key, rs.run_id)
+            raise
+        self.saved = saved
+
+    async def end(self, result: RunResult) -> None:
+        """The run stopped: its end saved (:func:`end_session`)."""
+        assert self.saved is not None
+        await end_session(self.sessions, self.key, result, self.saved)
+
+    async def release(self, run_id: str) -> None:
+        """The run left with an exception: the session is freed, nothing saved."""
+        if self.saved is not None:
+            await self.sessions.release(self.key, run_id)
+
+
+class SessionRun(Run):
+    """A :class:`~loopwright.loop.runner.Run` in a session (``run``, ``stream`` or ``start`` with
+    ``session=``): its first step holds the session first, and the step that ends it saves the
+    session's end. A run without a session is a plain Run: it pays nothing of this."""
+
+    __slots__ = ("hold",)
+
+    def __init__(self, runner: Any, rs: Any, hold: SessionHold, **kwargs: Any) -> None:
+        self.hold = hold
+        super().__init__(runner, rs, **kwargs)
+
+    async def open(self) -> None:
+        """Hold the session now and start the run from it, rather than at its first step (a
+        server answers SessionBusy to the request that started the run). Once only."""
+        hold = self.hold
+        if hold.saved is not None:
+            return
+        try:
+            await hold.begin(self)
+        except BaseException:  # (SessionBusy: this run never ran; it is not left registered)
+            self.runner.unregister(self.run_id)
+            if self._save is not None:
+                self._save.retire()
+            raise
+
+    async def steps(self, to_end: bool) -> Any:
+        hold = self.hold
+        if hold.saved is None:
+            await self.open()
+        try:
+            row = await super().steps(to_end)
+        except BaseException:
+            await hold.release(self.run_id)
+            raise
+        if self.state.stage in self._terminals:
+            await hold.end(self.result)
+        return row
+
+
+def session_run(runner: Runner, input: UserInput, session: object, options: dict[str, Any], **run: Any) -> SessionRun:
+    """The run of ``runner.run/stream/start(input, session=key, **options)`` (not started:
+    its first step holds the session). ``run``: the Run's own arguments (``sink``, ...)."""
     key: SessionKey = check_key(session)
     if options.get("after") is not None:
         raise ConfigurationError("give a run session= or after=, not both: the session holds the conversation")
-    sessions = store_of(runner)
+    hold = SessionHold(store_of(runner), key, options)
     deps = options.pop("deps", runner.deps)
-    rs = runner.new_run(input, **options)  # (checks the options, makes the run id)
-    saved = await sessions.begin(key, rs.run_id)
-    try:
-        rs.state = starting_state(saved, options.get("state"))
-        rs.messages = list(saved.messages)
-        if options.get("agent") is None and saved.agent in runner.tree.agents:
-            rs.active_agent = saved.agent
-            runner.adopt(rs)  # (the turn limits of the agent that takes the message)
-        run = Run(runner, rs, deps=deps)
-        result = await run.run_to_end()
-    except BaseException:
-        await sessions.release(key, rs.run_id)
-        raise
-    await save_end(sessions, key, result, saved)
-    return result
+    return SessionRun(runner, runner.new_run(input, **options), hold, deps=deps, **run)
+
+
+async def run_in_session(runner: Runner, input: UserInput, session: object, options: dict[str, Any]) -> RunResult:
+    """``runner.run(input, session=key, **options)``: hold the session, run from it, save its end."""
+    return await session_run(runner, input, session, options).run_to_end()
 
 
 def kept_of(messages: list[Any], saved: list[Any]) -> int:
@@ -111,10 +188,14 @@ def kept_of(messages: list[Any], saved: list[Any]) -> int:
     return kept
 
 
-async def save_end(sessions: SessionStore, key: SessionKey, result: RunResult, saved: SavedSession) -> None:
-    """Save a run's end in its session (a suspended or paused run keeps it held, unsaved):
-    only the messages after those it started from (unless it rewrote them)."""
+async def end_session(sessions: SessionStore, key: SessionKey, result: RunResult, saved: SavedSession) -> None:
+    """Save a run's end in its session: only the messages after those it started from (unless
+    it rewrote them). A suspended or paused run keeps the session held, unsaved; a failed one
+    frees it and saves nothing."""
     if result.outcome in STOPPED:
+        return
+    if result.outcome == "failed":
+        await sessions.release(key, result.run_id)
         return
     own, changed = split_end(result.state, saved.scopes)
     messages = list(result.messages)
@@ -129,7 +210,18 @@ async def after_resume(runner: Runner, result: RunResult) -> None:
         return
     held = await sessions.held_by(result.run_id)
     if held is not None:
-        await save_end(sessions, held.key, result, held)
+        await end_session(sessions, held.key, result, held)
 
 
-__all__ = ["SESSION_KEY", "SessionBusy", "kept_of", "run_in_session", "scope_of", "split_end", "starting_state"]
+__all__ = [
+    "SESSION_KEY",
+    "SessionBusy",
+    "SessionHold",
+    "SessionRun",
+    "kept_of",
+    "run_in_session",
+    "scope_of",
+    "session_run",
+    "split_end",
+    "starting_state",
+]

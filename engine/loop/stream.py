@@ -18,10 +18,19 @@ class RunStream:
 
     __module__ = "loopwright.loop.runner"  # its public home, where reprs and messages find it
 
-    def __init__(self, runner: RunHost, rs: RunState, deps: Any = None) -> None:
+    def __init__(
+        self, runner: RunHost, rs: RunState | None, deps: Any = None, *, make: Callable[..., Run] | None = None
+    ) -> None:
+        """The stream of a new Run of ``rs``, or of the run ``make(sink)`` makes (a run in a
+        session: :func:`loopwright.loop.sessions.session_run`)."""
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self.run = Run(runner, rs, sink=self._queue.put_nowait, stream_deltas=True, deps=deps)
-        self.run_id = rs.run_id
+        sink = self._queue.put_nowait
+        if make is not None:
+            self.run = make(sink)
+        else:
+            assert rs is not None
+            self.run = Run(runner, rs, sink=sink, stream_deltas=True, deps=deps)
+        self.run_id = self.run.run_id
         self._task: asyncio.Task[RunResult] | None = None
         self._result: RunResult | None = None
         self.before: Callable[[], Awaitable[None]] | None = None

@@ -3,7 +3,8 @@
 Routes (every body and answer is JSON; every error ``{"error": message}`` with a 4xx status):
 
 - ``GET /agents``: the agents served; ``GET /agents/{name}/diagram.svg``: an agent's machine
-- ``POST /runs`` ``{"agent", "input", "run_id"?}``: start a run (202, ``{"run_id", "events"}``)
+- ``POST /runs`` ``{"agent", "input", "run_id"?, "session"?}``: start a run (202, ``{"run_id", "events"}``);
+  ``session``: the user's session id, with an app given ``sessions=`` (409 while another run holds it)
 - ``GET /runs?agent=&outcome=&since=&until=&limit=``: the runs you may see, newest first
 - ``GET /runs/{id}``: one run (its outcome, output, pending calls)
 - ``GET /runs/{id}/events``: its events as Server-Sent Events (``id:`` is the event's seq:
@@ -59,6 +60,8 @@ class StartRun(_Body):
     """The agent's name (default: the only agent served)."""
     input: str = Field(min_length=1)
     run_id: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")
+    session: str | None = Field(default=None, min_length=1, max_length=200)
+    """The user's session id: the run continues that session (``(agent, user, session)``)."""
 
 
 class Decision(_Body):
@@ -125,7 +128,7 @@ async def start_run(app: App, request: Request) -> Response:
         if len(app.service.runners) != 1:
             raise ServeError(422, f"name the agent: one of {', '.join(app.service.runners)}")
         agent = next(iter(app.service.runners))
-    run_id = await app.service.start(agent, body.input, user, body.run_id)
+    run_id = await app.service.start(agent, body.input, user, body.run_id, body.session)
     return JSONResponse({"run_id": run_id, "events": f"/runs/{run_id}/events"}, status_code=202)
 
 
@@ -252,9 +255,16 @@ class _Lazy:
     (whose lifespan Starlette does not run), at the first request."""
 
     def __init__(
-        self, agents: list[Agent], store: RunStore | str, auth: Auth | None, trace_page: TracePage | None, buffer: int
+        self,
+        agents: list[Agent],
+        store: RunStore | str,
+        auth: Auth | None,
+        trace_page: TracePage | None,
+        buffer: int,
+        sessions: Any = None,
     ) -> None:
         self.agents, self.store, self.auth, self.trace_page, self.buffer = agents, store, auth, trace_page, buffer
+        self.sessions = sessions
         self.app: App | None = None
         self._lock = asyncio.Lock()
 
@@ -268,7 +278,8 @@ class _Lazy:
                     from ..stores import open_store
 
                     store = await open_store(store)
-                self.app = App(Service(self.agents, store, buffer=self.buffer), self.auth, self.trace_page)
+                service = Service(self.agents, store, buffer=self.buffer, sessions=self.sessions)
+                self.app = App(service, self.auth, self.trace_page)
         return self.app
 
     async def close(self) -> None:
@@ -288,6 +299,7 @@ def app(
     ui: bool = False,
     trace_page: TracePage | None = None,
     buffer: int = 1000,
+    sessions: Any = None,
 ) -> Starlette:
     """An ASGI app serving ``agents`` (see the module docstring for its routes).
 
@@ -298,14 +310,16 @@ def app(
     the app from a browser (none by default). ``ui``: serve the dev UI at ``/``.
     ``trace_page``: the trace page's renderer for ``/runs/{id}/trace``
     (``loopwright.trace_page.trace_page``). ``buffer``: events a slow client may fall behind
-    before it is dropped (told to reconnect with ``Last-Event-ID``)."""
+    before it is dropped (told to reconnect with ``Last-Event-ID``). ``sessions``: a session
+    store (``SQLiteSessions``, ``PostgresSessions``): ``POST /runs`` may then name the user's
+    ``session`` (with ``auth``: a session is a user's), and the run continues it."""
     served = [agents] if isinstance(agents, Agent) else list(agents)
     if not served:
         raise ConfigurationError("serve.app() needs at least one Agent")
     for a in served:
         if not isinstance(a, Agent):
             raise ConfigurationError(f"serve.app() takes Agents, got {type(a).__name__}")
-    lazy = _Lazy(served, store, auth, trace_page, buffer)
+    lazy = _Lazy(served, store, auth, trace_page, buffer, sessions)
 
     @asynccontextmanager
     async def lifespan(starlette: Starlette) -> AsyncIterator[None]:

@@ -27,14 +27,25 @@ from ..data.result import RunResult
 from ..durable.codec import rebuild
 from ..loop.options import new_run_id
 from ..loop.runner import Runner
+from ..loop.sessions import SessionRun
 from ..runtime.agent import Agent
 from ..runtime.log import get_logger
 from ..stores.base import RunStore, SavedRun
+from ..stores.session_base import SessionBusy
 from .decisions import ENDED, DecisionIn, ServeError, decisions_for, not_waiting, pending_of
 from .hub import END, Hub, Item, Subscriber
 
 USER_KEY = "loopwright_user"
 """The key of a run's ``state`` under which the server records who started it."""
+
+
+def _session_key(runner: Runner, agent: str, user: str | None, session: str) -> tuple[str, str, str]:
+    """The session ``(agent, user, session)`` a request names (ServeError 422 if it cannot)."""
+    if runner.sessions is None:
+        raise ServeError(422, "this server keeps no sessions: serve the app with sessions=SQLiteSessions(...)")
+    if not user:
+        raise ServeError(422, "a session belongs to a user: serve the app with auth= so each request has one")
+    return (agent, user, session)
 
 
 _log = get_logger()
@@ -44,14 +55,14 @@ class Service:
     """Runs of ``agents`` on ``store`` (see the module docstring). ``buffer``: events a client
     may fall behind before it is dropped."""
 
-    def __init__(self, agents: Iterable[Agent], store: RunStore, *, buffer: int = 1000) -> None:
+    def __init__(self, agents: Iterable[Agent], store: RunStore, *, buffer: int = 1000, sessions: Any = None) -> None:
         self.store = store
         self.buffer = buffer
         self.runners: dict[str, Runner] = {}
         for agent in agents:
             if agent.name in self.runners:
                 raise ServeError(500, f"two agents are named {agent.name!r}; give each served agent its own name")
-            self.runners[agent.name] = Runner(agent, store=store, observers=[self])
+            self.runners[agent.name] = Runner(agent, store=store, observers=[self], sessions=sessions)
         self.hubs: dict[str, Hub] = {}
         self.live: dict[str, str] = {}
         """Runs with a leg in progress in this process: their agent, by run id."""
@@ -78,9 +89,14 @@ class Service:
             raise ServeError(404, f"no agent named {agent!r} is served here; the agents are: {', '.join(self.runners)}")
         return found
 
-    async def start(self, agent: str, text: str, user: str | None, run_id: str | None = None) -> str:
-        """Start a run of ``agent`` on ``text`` for ``user``; its id (the run goes on in the background)."""
+    async def start(
+        self, agent: str, text: str, user: str | None, run_id: str | None = None, session: str | None = None
+    ) -> str:
+        """Start a run of ``agent`` on ``text`` for ``user``; its id (the run goes on in the background).
+        ``session``: the user's session id: the run continues it (``(agent, user, session)``;
+        :mod:`loopwright.loop.sessions`), or 409 if another run holds it."""
         runner = self.runner(agent)
+        key = None if session is None else _session_key(runner, agent, user, session)
         run_id = run_id or new_run_id()
         if run_id in self.live or run_id in self._busy or await self.store.load(run_id) is not None:
             raise ServeError(409, f"run id {run_id!r} is taken; leave run_id out for a new one")
@@ -88,11 +104,13 @@ class Service:
         hub = self._hub(run_id)
         hub.leg_started()
         try:
-            run = runner.start(text, run_id=run_id, state=state)
+            run = runner.start(text, run_id=run_id, state=state, session=key)
+            if isinstance(run, SessionRun):
+                await run.open()  # (held now, or SessionBusy: 409)
         except LoopwrightError as exc:
             hub.leg_stopped(ended=True)
             self._forget(run_id)
-            raise ServeError(422, str(exc)) from None
+            raise ServeError(409 if isinstance(exc, SessionBusy) else 422, str(exc)) from None
         self.users[run_id] = user
         self.live[run_id] = agent
         self._spawn(run_id, run.run_to_end())

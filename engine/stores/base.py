@@ -36,7 +36,7 @@ and :class:`~loopwright.stores.PostgresStore` implement :class:`RunStore`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -208,6 +208,11 @@ class StoreWrapper:
 
     async def load(self, run_id: str) -> SavedRun | None:
         return await self.inner.load(run_id)
+
+    async def rewrite_heads(self, run_id: str, holding: bytes, rewrite: Callable[[bytes], bytes]) -> int:
+        """``inner``'s, if it has one (an ended run's ``temp:`` keys are dropped with it)."""
+        found = getattr(self.inner, "rewrite_heads", None)
+        return 0 if found is None else int(await found(run_id, holding, rewrite))
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
         return await self.inner.claim(run_id, suspension, owner, decisions)

@@ -14,6 +14,7 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..data.errors import ConfigurationError, RunBusy
@@ -190,6 +191,26 @@ class PostgresStore:
             if cur.rowcount == 1:
                 return version + 1
         raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it")
+
+    async def rewrite_heads(self, run_id: str, holding: bytes, rewrite: Callable[[bytes], bytes]) -> int:
+        """Replace each head of the ended run ``run_id`` that holds ``holding`` with
+        ``rewrite(head)`` (signed again, with a key), in one transaction; how many were."""
+        pool = await self._ready()
+        async with pool.connection() as conn, conn.transaction():
+            cur = await conn.execute(
+                "SELECT version, agent, stage, outcome, seq, head, body FROM lw_log"
+                " WHERE run_id = %s AND position(%s::bytea in head) > 0 FOR UPDATE",
+                (run_id, holding),
+            )
+            rows = await cur.fetchall()
+            for version, agent, stage, outcome, seq, head, body in rows:
+                cp = Checkpoint(run_id, agent, stage, outcome, seq, rewrite(bytes(head)), bytes(body))
+                mac = None if self._signer is None else log_mac(self._signer, cp, version)
+                await conn.execute(
+                    "UPDATE lw_log SET head = %s, mac = %s WHERE run_id = %s AND version = %s",
+                    (cp.head, mac, run_id, version),
+                )
+        return len(rows)
 
     async def load(self, run_id: str) -> SavedRun | None:
         pool = await self._ready()

@@ -280,6 +280,27 @@ class SQLiteStore:
             raise RunBusy(f"run {run_id!r} was resumed by another worker first; this worker does not run it")
         return version + 1
 
+    async def rewrite_heads(self, run_id: str, holding: bytes, rewrite: Callable[[bytes], bytes]) -> int:
+        """Replace each head of the ended run ``run_id`` that holds ``holding`` with
+        ``rewrite(head)`` (signed again, with a key), in one transaction; how many were."""
+        return await self._do(self._write, self._rewrite_heads, run_id, holding, rewrite)
+
+    def _rewrite_heads(
+        self, db: sqlite3.Connection, run_id: str, holding: bytes, rewrite: Callable[[bytes], bytes]
+    ) -> int:
+        run_no = self._run_no(run_id)
+        if run_no is None:
+            return 0
+        rows = db.execute(
+            "SELECT id, agent, stage, outcome, seq, head, body FROM lw_log WHERE id BETWEEN ? AND ? AND instr(head, ?)",
+            (*log_span(run_no), holding),
+        ).fetchall()
+        for row_id, agent, stage, outcome, seq, head, body in rows:
+            cp = Checkpoint(run_id, agent, stage, outcome, seq, rewrite(bytes(head)), bytes(body))
+            mac = None if self._signer is None else log_mac(self._signer, cp, row_id & 0xFFFFFFFF)
+            db.execute("UPDATE lw_log SET head = ?, mac = ? WHERE id = ?", (cp.head, mac, row_id))
+        return len(rows)
+
     async def load(self, run_id: str) -> SavedRun | None:
         return await self._do(self._load, run_id)
 

@@ -396,7 +396,7 @@ def extend_machine(base: LoopMachine, ext: Extension, *, name: str | None = None
     for b in ext.budgets:
         if not isinstance(b, Budget):
             raise MachineError(f"extension {ext.name!r}: budgets must be Budget values, got {b!r}")
-    table = apply_changes(list(base.rows), ext)
+    table = apply_changes(list(base.rows), ext, base.extensions)
     return LoopMachine(
         table,
         states=_states(base, table, ext),
