@@ -30,6 +30,8 @@ Beta features: an option only the beta endpoint takes (``context_management``, s
 ``compaction``, ``mcp_servers``...) sends the request to ``client.beta.messages`` (its ``betas``
 as the argument); its compaction blocks are kept whole and sent back, and what context editing
 cleared is on the reply (``details["context_management"]``, in the ``model_responded`` event).
+A request that names a file uploaded with the Files API (``DocumentPart(file_id=...)``...)
+carries the ``files-api-2025-04-14`` beta by itself.
 
 Retries: one budget. The SDK's own retries are off (``max_retries=0``, for given clients too) and
 a failed call takes the engine's bounded retry edge, which waits at least the ``Retry-After`` the
@@ -62,7 +64,16 @@ from .anthropic_mapping import (
     to_system,
     usable,
 )
-from .anthropic_options import SDK_DEPRECATED, check_thinking, keep_sealed, reseal, warn_if_deprecated
+from .anthropic_options import (
+    FILES_BETA,
+    SDK_DEPRECATED,
+    check_thinking,
+    keep_sealed,
+    reseal,
+    uses_files,
+    warn_if_deprecated,
+    with_beta,
+)
 from .anthropic_tools import Definitions
 from .base import StreamDelta, StreamToolInput
 from .claude_facts import CURRENT, SAMPLING, facts_for
@@ -312,6 +323,8 @@ class AnthropicModel(PerLoopClients):
         else:
             system = to_system(request.instructions)
         params["messages"] = messages
+        if uses_files(messages):  # a file uploaded with the Files API: its beta goes with the request
+            with_beta(params, FILES_BETA)
         if system:
             params["system"] = system
         define = self._definitions

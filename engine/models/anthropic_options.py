@@ -73,3 +73,39 @@ def reseal(message: Any, sealed: dict[int, str]) -> None:
         block = message.content[index]
         if getattr(block, "encrypted_content", None) is None:
             block.encrypted_content = encrypted
+
+
+FILES_BETA = "files-api-2025-04-14"
+"""The beta a request needs when it names a file uploaded with the Files API."""
+
+
+def uses_files(messages: list[dict[str, Any]]) -> bool:
+    """Some block of ``messages`` (the API's, as mapped) names an uploaded file: an image or a
+    document whose source is ``{"type": "file"}`` (in a turn or in a tool's result), or a
+    ``container_upload``. Only the list-shaped contents are walked (text turns cost nothing)."""
+    for turn in messages:
+        content = turn.get("content")
+        if isinstance(content, list) and _names_a_file(content):
+            return True
+    return False
+
+
+def _names_a_file(blocks: list[Any]) -> bool:
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        source = block.get("source")
+        if (isinstance(source, dict) and source.get("type") == "file") or block.get("type") == "container_upload":
+            return True
+        inner = block.get("content")
+        if block.get("type") == "tool_result" and isinstance(inner, list) and _names_a_file(inner):
+            return True
+    return False
+
+
+def with_beta(params: dict[str, Any], name: str) -> None:
+    """Add ``name`` to the request's ``anthropic-beta`` header (once, after the user's own)."""
+    headers = params.get("extra_headers", {})
+    given = [n for n in headers.get("anthropic-beta", "").split(",") if n]
+    if name not in given:
+        params["extra_headers"] = {**headers, "anthropic-beta": ",".join([*given, name])}
