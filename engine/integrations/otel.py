@@ -100,7 +100,7 @@ class Tracing:
         span = self.tracer.start_span(f"invoke_agent {root.name}", kind=SpanKind.INTERNAL, links=links)
         if not span.is_recording():
             return None  # no provider, or sampled out: the run is not watched at all
-        span.set_attributes(agent_attributes(root, rs.run_id))
+        span.set_attributes(agent_attributes(root, rs.run_id, rs.fallbacks))
         if len(rs.trace) > 1:  # a leg of a run that went past its start: resumed after a wait or a pause
             span.set_attribute("loopwright.resumed", True)
         return RunTrace(self, run, span, earlier)
