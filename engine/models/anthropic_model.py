@@ -77,6 +77,7 @@ from .anthropic_options import (
 from .anthropic_tools import Definitions
 from .base import StreamDelta, StreamToolInput
 from .claude_facts import CURRENT, SAMPLING, facts_for
+from .prices import cost_of
 
 __all__ = ["AnthropicModel", "Client", "ClientFactory", "to_messages", "to_response", "to_system"]
 
@@ -235,34 +236,49 @@ class AnthropicModel(PerLoopClients):
         spent: Usage | None = None
         while True:
             response = None
-            async for item in self._once(client, params, deltas=deltas, beta=beta):
-                if isinstance(item, ModelResponse):
-                    response = item
-                else:
-                    yield item
+            try:
+                async for item in self._once(client, params, deltas=deltas, beta=beta):
+                    if isinstance(item, ModelResponse):
+                        response = item
+                    else:
+                        yield item
+            except ModelError as exc:
+                _billed(exc, spent, self.model)
+                raise
             assert response is not None
-            if response.details.get("stop_reason") == "model_context_window_exceeded":
-                # a continuation cannot fit: the token-budget edge, the partial answer kept for salvage
-                raise ContextWindowError(
-                    "the conversation filled the model's context window and the reply was cut "
-                    "(model_context_window_exceeded); shorten the history or give the agent compaction",
-                    partial=response.text or None,
-                )
-            if response.stop_reason != "max_tokens" or usable(response):
+            bigger = self._continue_with(response, spent, params["max_tokens"], budget)
+            if bigger is None:
                 if spent is not None:
                     response = response.model_copy(update={"usage": spent + response.usage})
                 yield response
                 return
-            spent = response.usage if spent is None else spent + response.usage
-            bigger = min(budget * 2, max(self.facts.max_output, budget))
-            if bigger <= params["max_tokens"]:
-                raise ModelError(
-                    f"the reply was cut by max_tokens={params['max_tokens']} before it produced anything usable "
-                    "(it stopped inside its thinking or a tool call's input) and the budget cannot grow further; "
-                    f"raise max_tokens (this model allows {self.facts.max_output}) or lower the thinking budget",
-                    retryable=False,
-                )
+            spent = _plus(spent, response.usage)
             params = {**params, "max_tokens": bigger}
+
+    def _continue_with(self, response: ModelResponse, spent: Usage | None, asked: int, budget: int) -> int | None:
+        """The ``max_tokens`` to ask again with for a reply cut before it produced anything usable
+        (None: ``response`` is the answer). A reply cut by a full context window, or by a budget
+        that cannot grow, raises, carrying the usage billed so far (``ModelError.usage``)."""
+        if response.details.get("stop_reason") == "model_context_window_exceeded":
+            # a continuation cannot fit: the token-budget edge, the partial answer kept for salvage
+            full = ContextWindowError(
+                "the conversation filled the model's context window and the reply was cut "
+                "(model_context_window_exceeded); shorten the history or give the agent compaction",
+                partial=response.text or None,
+            )
+            raise _billed(full, _plus(spent, response.usage), response.model or self.model)
+        if response.stop_reason != "max_tokens" or usable(response):
+            return None
+        bigger = min(budget * 2, max(self.facts.max_output, budget))
+        if bigger <= asked:
+            stuck = ModelError(
+                f"the reply was cut by max_tokens={asked} before it produced anything usable "
+                "(it stopped inside its thinking or a tool call's input) and the budget cannot grow further; "
+                f"raise max_tokens (this model allows {self.facts.max_output}) or lower the thinking budget",
+                retryable=False,
+            )
+            raise _billed(stuck, _plus(spent, response.usage), response.model or self.model)
+        return bigger
 
     async def _preflight(self, client: Client, params: dict[str, Any], left: int, beta: bool) -> None:
         if self.preflight == "count_tokens":
@@ -381,6 +397,21 @@ def _check_flags(parallel_tool_calls: object, preflight: object) -> None:
         raise ConfigurationError(f"parallel_tool_calls must be True or False, got {parallel_tool_calls!r}")
     if preflight not in ("estimate", "count_tokens"):
         raise ConfigurationError(f"preflight must be 'estimate' or 'count_tokens', got {preflight!r}")
+
+
+def _plus(spent: Usage | None, usage: Usage) -> Usage:
+    return usage if spent is None else spent + usage
+
+
+def _billed(exc: ModelError, spent: Usage | None, model: str) -> ModelError:
+    """``exc`` carrying the usage of the attempts billed before it (``ModelError.usage``: the run
+    charges it), priced by ``model`` when its price is known."""
+    if spent is None:
+        return exc
+    if spent.cost_usd is None and (cost := cost_of(model, spent)) is not None:
+        spent = spent.model_copy(update={"cost_usd": cost})
+    exc.usage = spent if exc.usage is None else spent + exc.usage
+    return exc
 
 
 def _beta_params(params: dict[str, Any]) -> dict[str, Any]:
