@@ -13,7 +13,9 @@ Cut replies: a reply cut by ``max_tokens`` goes into the history; the next reque
 to continue in a user turn (never a prefill). A cut that left nothing usable (inside thinking or
 a tool call's input) is retried at once, once, with twice the budget (up to the model's limit);
 if that is cut empty too the call fails with a message saying what to raise — the same request
-is never sent twice. (A streamed retry streams its deltas again.)
+is never sent twice. (A streamed retry streams its deltas again.) The cut attempts are billed: their
+usage joins the reply's, or, when the call then fails, rides on the error (``ModelError.usage``)
+and the run charges it (:mod:`.anthropic_cuts`).
 
 Clients: without ``client`` (or with a factory, ``client=lambda: AsyncAnthropicVertex(...)``)
 one client is made per event loop and closed when that loop shuts down (``asyncio.run`` and
@@ -48,11 +50,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anthropic
 
-from ..data.errors import ConfigurationError, ContextWindowError, ModelError, TokenBudgetError
+from ..data.errors import ConfigurationError, ModelError, TokenBudgetError
 from ..data.events import ModelRequest, ModelResponse, Usage
 from .anthropic_clients import Client as Client
 from .anthropic_clients import ClientFactory as ClientFactory
 from .anthropic_clients import PerLoopClients
+from .anthropic_cuts import billed, next_budget, plus
 from .anthropic_errors import stream_error
 from .anthropic_mapping import (
     add_dynamic,
@@ -62,7 +65,6 @@ from .anthropic_mapping import (
     to_messages,
     to_response,
     to_system,
-    usable,
 )
 from .anthropic_options import (
     FILES_BETA,
@@ -77,7 +79,6 @@ from .anthropic_options import (
 from .anthropic_tools import Definitions
 from .base import StreamDelta, StreamToolInput
 from .claude_facts import CURRENT, SAMPLING, facts_for
-from .prices import cost_of
 
 __all__ = ["AnthropicModel", "Client", "ClientFactory", "to_messages", "to_response", "to_system"]
 
@@ -243,42 +244,17 @@ class AnthropicModel(PerLoopClients):
                     else:
                         yield item
             except ModelError as exc:
-                _billed(exc, spent, self.model)
+                billed(exc, spent, self.model)
                 raise
             assert response is not None
-            bigger = self._continue_with(response, spent, params["max_tokens"], budget)
+            bigger = next_budget(response, spent, params["max_tokens"], budget, self.facts, self.model)
             if bigger is None:
                 if spent is not None:
                     response = response.model_copy(update={"usage": spent + response.usage})
                 yield response
                 return
-            spent = _plus(spent, response.usage)
+            spent = plus(spent, response.usage)
             params = {**params, "max_tokens": bigger}
-
-    def _continue_with(self, response: ModelResponse, spent: Usage | None, asked: int, budget: int) -> int | None:
-        """The ``max_tokens`` to ask again with for a reply cut before it produced anything usable
-        (None: ``response`` is the answer). A reply cut by a full context window, or by a budget
-        that cannot grow, raises, carrying the usage billed so far (``ModelError.usage``)."""
-        if response.details.get("stop_reason") == "model_context_window_exceeded":
-            # a continuation cannot fit: the token-budget edge, the partial answer kept for salvage
-            full = ContextWindowError(
-                "the conversation filled the model's context window and the reply was cut "
-                "(model_context_window_exceeded); shorten the history or give the agent compaction",
-                partial=response.text or None,
-            )
-            raise _billed(full, _plus(spent, response.usage), response.model or self.model)
-        if response.stop_reason != "max_tokens" or usable(response):
-            return None
-        bigger = min(budget * 2, max(self.facts.max_output, budget))
-        if bigger <= asked:
-            stuck = ModelError(
-                f"the reply was cut by max_tokens={asked} before it produced anything usable "
-                "(it stopped inside its thinking or a tool call's input) and the budget cannot grow further; "
-                f"raise max_tokens (this model allows {self.facts.max_output}) or lower the thinking budget",
-                retryable=False,
-            )
-            raise _billed(stuck, _plus(spent, response.usage), response.model or self.model)
-        return bigger
 
     async def _preflight(self, client: Client, params: dict[str, Any], left: int, beta: bool) -> None:
         if self.preflight == "count_tokens":
@@ -397,21 +373,6 @@ def _check_flags(parallel_tool_calls: object, preflight: object) -> None:
         raise ConfigurationError(f"parallel_tool_calls must be True or False, got {parallel_tool_calls!r}")
     if preflight not in ("estimate", "count_tokens"):
         raise ConfigurationError(f"preflight must be 'estimate' or 'count_tokens', got {preflight!r}")
-
-
-def _plus(spent: Usage | None, usage: Usage) -> Usage:
-    return usage if spent is None else spent + usage
-
-
-def _billed(exc: ModelError, spent: Usage | None, model: str) -> ModelError:
-    """``exc`` carrying the usage of the attempts billed before it (``ModelError.usage``: the run
-    charges it), priced by ``model`` when its price is known."""
-    if spent is None:
-        return exc
-    if spent.cost_usd is None and (cost := cost_of(model, spent)) is not None:
-        spent = spent.model_copy(update={"cost_usd": cost})
-    exc.usage = spent if exc.usage is None else spent + exc.usage
-    return exc
 
 
 def _beta_params(params: dict[str, Any]) -> dict[str, Any]:
