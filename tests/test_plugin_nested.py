@@ -22,6 +22,7 @@ def test_inner():
 """
 
 
+@pytest.mark.slow  # a pytest session in this process (2 s)
 def test_a_nested_session_leaves_the_outer_coverage_whole(pytester: pytest.Pytester) -> None:
     if not plugin._installed:
         pytest.skip("the loopwright plugin is off in this session (-p no:loopwright)")
@@ -38,6 +39,7 @@ def test_a_nested_session_leaves_the_outer_coverage_whole(pytester: pytest.Pytes
     assert sum(coverage.taken.values()) > taken  # still counting
 
 
+@pytest.mark.slow  # pytest in a subprocess, and pytest.main inside it
 def test_the_outer_report_keeps_the_rows_taken_before_a_nested_session(pytester: pytest.Pytester) -> None:
     """Seen as a user sees it: the outer session's report, from a subprocess, after ``pytest.main`` inside a test."""
     pytester.makepyfile(
