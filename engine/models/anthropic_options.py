@@ -81,26 +81,31 @@ FILES_BETA = "files-api-2025-04-14"
 
 def uses_files(messages: list[dict[str, Any]]) -> bool:
     """Some block of ``messages`` (the API's, as mapped) names an uploaded file: an image or a
-    document whose source is ``{"type": "file"}`` (in a turn or in a tool's result), or a
-    ``container_upload``. Only the list-shaped contents are walked (text turns cost nothing)."""
+    document whose source is ``{"type": "file"}`` (in a user turn or in a tool's result there), or
+    a ``container_upload``. Only user turns hold such blocks; other blocks cost one lookup."""
     for turn in messages:
-        content = turn.get("content")
-        if isinstance(content, list) and _names_a_file(content):
-            return True
+        content = turn["content"]
+        if turn["role"] == "user" and type(content) is list:
+            for block in content:
+                if block.get("type") in _MAY_NAME_A_FILE and _names_a_file(block):
+                    return True
     return False
 
 
-def _names_a_file(blocks: list[Any]) -> bool:
-    for block in blocks:
-        if not isinstance(block, dict):
-            continue
-        source = block.get("source")
-        if (isinstance(source, dict) and source.get("type") == "file") or block.get("type") == "container_upload":
-            return True
+_MAY_NAME_A_FILE = frozenset({"image", "document", "tool_result", "container_upload"})
+
+
+def _names_a_file(block: dict[str, Any]) -> bool:
+    kind = block.get("type")
+    if kind == "container_upload":
+        return True
+    if kind == "tool_result":
         inner = block.get("content")
-        if block.get("type") == "tool_result" and isinstance(inner, list) and _names_a_file(inner):
-            return True
-    return False
+        return type(inner) is list and any(
+            isinstance(item, dict) and item.get("type") in _MAY_NAME_A_FILE and _names_a_file(item) for item in inner
+        )
+    source = block.get("source")
+    return isinstance(source, dict) and source.get("type") == "file"
 
 
 def with_beta(params: dict[str, Any], name: str) -> None:
