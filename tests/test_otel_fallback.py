@@ -10,7 +10,19 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from loopwright import Agent, Limits, ModelError, ModelResponse, Runner, TextPart, Usage
+from loopwright import (
+    Agent,
+    Limits,
+    ModelError,
+    ModelResponse,
+    Runner,
+    ScriptedModel,
+    TextPart,
+    ToolCall,
+    Usage,
+    approve,
+    tool,
+)
 from loopwright.integrations.otel import Tracing
 
 
@@ -61,3 +73,32 @@ def test_the_chat_and_agent_spans_name_the_fallback_that_answered(
     (agent_span,) = (s for s in spans if s.name == "invoke_agent assistant")
     attributes = dict(agent_span.attributes or {})
     assert attributes["gen_ai.request.model"] == "backup-1" and attributes["gen_ai.provider.name"] == "backup-co"
+
+
+def test_a_resumed_leg_names_the_fallback_the_run_is_on(exported: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = exported
+
+    @tool(requires_confirmation=True)
+    def refund(order: str) -> str:
+        """Refund an order."""
+        return f"refunded {order}"
+
+    backup = ScriptedModel([[ToolCall(id="c1", name="refund", args={"order": "A1"})], "Refunded."], name="backup-2")
+    agent = Agent(
+        name="support", model=Down(), fallback_models=[backup], tools=[refund], limits=Limits(max_model_retries=0)
+    )
+    runner = Runner(agent, observers=[Tracing(tracer_provider=provider)])
+    paused = runner.run_sync("refund A1")
+    assert paused.outcome == "suspended", paused.error
+    done = runner.resume_sync(paused, {"c1": approve()})
+    assert done.outcome == "final", done.error
+    roots = sorted(
+        (s for s in exporter.get_finished_spans() if s.name == "invoke_agent support"), key=lambda s: s.start_time or 0
+    )
+    assert [dict(s.attributes or {})["gen_ai.request.model"] for s in roots] == ["backup-2", "backup-2"]
+    chats = [
+        s.name
+        for s in sorted(exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
+        if s.name.startswith("chat")
+    ]
+    assert chats == ["chat primary-1", "chat backup-2", "chat backup-2"]
