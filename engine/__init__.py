@@ -82,6 +82,12 @@ _EXPORTS: dict[str, str] = {
     "uninstrument": "runtime.observers",
     "verify": "machines.verify",
     "veto": "machines.extend",
+    "Block": "features.guardrails",
+    "Guardrail": "features.guardrails",
+    "McpToolset": "integrations.mcp",
+    "Rewrite": "features.guardrails",
+    "claude_tool": "runtime.claude_tools",
+    "register_price": "models.prices",
 }
 """Each public name and the module (under ``loopwright``) that defines it."""
 
@@ -89,6 +95,7 @@ __all__ = [
     "Agent",
     "AnthropicModel",
     "Approve",
+    "Block",
     "Budget",
     "ConfigurationError",
     "ContextWindowError",
@@ -99,6 +106,7 @@ __all__ = [
     "Event",
     "Extension",
     "GeminiModel",
+    "Guardrail",
     "ImagePart",
     "Instruction",
     "InstructionError",
@@ -106,6 +114,7 @@ __all__ = [
     "LoopMachine",
     "LoopwrightError",
     "MachineError",
+    "McpToolset",
     "Message",
     "Model",
     "ModelError",
@@ -119,6 +128,7 @@ __all__ = [
     "Report",
     "ResumeError",
     "RetryTool",
+    "Rewrite",
     "Row",
     "Rule",
     "Run",
@@ -146,12 +156,14 @@ __all__ = [
     "Violation",
     "agent_tool",
     "approve",
+    "claude_tool",
     "compose",
     "configure_logging",
     "deny",
     "diagram",
     "extend",
     "instrument",
+    "register_price",
     "tool",
     "uninstrument",
     "verify",
@@ -197,6 +209,10 @@ if TYPE_CHECKING:
     from .data.result import RunResult as RunResult
     from .data.run_state import RunState as RunState
     from .data.stage import Stage as Stage
+    from .features.guardrails import Block as Block
+    from .features.guardrails import Guardrail as Guardrail
+    from .features.guardrails import Rewrite as Rewrite
+    from .integrations.mcp import McpToolset as McpToolset
     from .loop.runner import Run as Run
     from .loop.runner import Runner as Runner
     from .loop.runner import RunStream as RunStream
@@ -214,7 +230,9 @@ if TYPE_CHECKING:
     from .models.anthropic_model import AnthropicModel as AnthropicModel
     from .models.gemini_model import GeminiModel as GeminiModel
     from .models.openai_model import OpenAIModel as OpenAIModel
+    from .models.prices import register_price as register_price
     from .runtime.agent import Agent as Agent
+    from .runtime.claude_tools import claude_tool as claude_tool
     from .runtime.context import RunContext as RunContext
     from .runtime.observers import configure_logging as configure_logging
     from .runtime.observers import instrument as instrument

@@ -20,6 +20,7 @@ from loopwright.data.run_state import RunState
 from loopwright.runtime.agent import PLACEHOLDER, Agent
 from loopwright.runtime.context import RunContext
 from loopwright.runtime.tools import Tool
+from loopwright.runtime.toolsets import strict_default
 
 
 def _fill_placeholders(text: str, state: Mapping[str, object], agent: str) -> str:
@@ -125,7 +126,7 @@ async def _prepared_tools(agent: Agent, ctx: RunContext) -> tuple[ToolSpec, ...]
                 f"({', '.join(agent.tools) or 'none'}); give the tool to the agent and choose among them here"
             )
         specs.append(spec)
-    return tuple(specs)
+    return strict_default(specs, agent.tool_specs) if agent.strict_tools else tuple(specs)
 
 
 def _build_request(

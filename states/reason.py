@@ -81,6 +81,9 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
 def _failed(rs: RunState, ctx: RunContext, exc: Exception) -> None:
     """The call failed: the error recorded (and, when the agent's fallback models cover it, the
     model the fallback row would switch to)."""
+    spent = getattr(exc, "usage", None)  # attempts billed before the call failed (ModelError.usage)
+    if spent is not None:
+        rs.usage = rs.usage + spent
     rs.model_error = error_info(exc)
     ctx.emit(ErrorOccurred, error=rs.model_error)
     if ctx.agent.fallback_models:

@@ -69,6 +69,9 @@ async def salvage(rs: RunState, ctx: RunContext) -> None:
     try:
         response = await call_model(request, ctx)
     except Exception as exc:
+        spent = getattr(exc, "usage", None)  # attempts billed before the call failed (ModelError.usage)
+        if spent is not None:
+            rs.usage = rs.usage + spent
         rs.error = error_info(exc).model_copy(update={"kind": "salvage"})
         ctx.emit(ErrorOccurred, error=rs.error)
         if partial is None or not isinstance(exc, TokenBudgetError):

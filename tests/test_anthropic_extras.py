@@ -59,12 +59,6 @@ def test_file_id_sources_go_as_files_api_blocks(fake: FakeClaude) -> None:
     assert {"type": "image", "source": {"type": "file", "file_id": "file_img"}} in content
 
 
-def test_a_files_source_without_the_beta_is_the_apis_clear_400(fake: FakeClaude) -> None:
-    result = run(agent(fake), ["Read:", DocumentPart(file_id="file_doc")])  # type: ignore[arg-type]
-    assert result.outcome == "failed" and result.error is not None
-    assert "files-api-2025-04-14" in result.error.message
-
-
 def test_document_citations_are_kept_on_the_reply(fake: FakeClaude) -> None:
     citation = {"type": "char_location", "cited_text": "Revenue grew 8%.", "document_index": 0,
                 "document_title": "Q3", "start_char_index": 0, "end_char_index": 16}  # fmt: skip

@@ -12,9 +12,9 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "eval"
 
 
-NESTED = ("-p", "no:randomly", "-p", "no:cacheprovider", "-p", "no:loopwright")
-"""The inner session runs in this process: without loopwright's plugin, whose unconfigure would
-remove this session's row coverage."""
+NESTED = ("-p", "no:randomly", "-p", "no:cacheprovider")
+"""The inner session runs in this process (with loopwright's plugin: it keeps this session's row
+coverage whole, tests/test_plugin_nested.py)."""
 
 
 def copy_example(pytester: pytest.Pytester) -> None:

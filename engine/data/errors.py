@@ -20,8 +20,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from .values import clean_text
+
+if TYPE_CHECKING:
+    from .parts import Usage
 
 REDACTED = "[redacted]"
 _KEY_LIKE = re.compile(r"(sk-[A-Za-z0-9_\-]{8,}|Bearer\s+[A-Za-z0-9._\-]{8,})")
@@ -73,6 +77,9 @@ class ModelError(LoopwrightError, RuntimeError):
         self.retryable = retryable
         self.retry_after = retry_after
         """Seconds the provider asked to wait before a retry; the retry edge waits at least that."""
+        self.usage: Usage | None = None
+        """Tokens the failed call spent anyway (an adapter's attempts billed before it failed: a
+        reply cut by ``max_tokens`` whose continuation failed): the run charges them."""
 
 
 class ScriptExhaustedError(ModelError):

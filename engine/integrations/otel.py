@@ -19,7 +19,11 @@ exporter (Jaeger, Tempo, Honeycomb, Datadog, Logfire...). A run becomes::
     └── ...
 
 Transitions are span events (``loopwright.transition``, with from, to, guard and iteration) on
-the active agent's span; limits, suspensions and resumptions are span events too.
+the active agent's span; limits, suspensions and resumptions are span events too. After the
+fallback row (``Agent(fallback_models=...)``) the spans name the model the agent is on: the
+``chat`` span of each call names the model called (``gen_ai.request.model``,
+``gen_ai.provider.name``), the agent's span is updated to it, and a ``loopwright.model_switched``
+span event names both models.
 
 Waits: a run that waits (for an approval, a credential, a long-running result) is traced in
 legs, one ``invoke_agent`` root span per leg. A resumed leg links to every earlier leg of the run
@@ -100,7 +104,7 @@ class Tracing:
         span = self.tracer.start_span(f"invoke_agent {root.name}", kind=SpanKind.INTERNAL, links=links)
         if not span.is_recording():
             return None  # no provider, or sampled out: the run is not watched at all
-        span.set_attributes(agent_attributes(root, rs.run_id))
+        span.set_attributes(agent_attributes(root, rs.run_id, rs.fallbacks))
         if len(rs.trace) > 1:  # a leg of a run that went past its start: resumed after a wait or a pause
             span.set_attribute("loopwright.resumed", True)
         return RunTrace(self, run, span, earlier)

@@ -4,6 +4,7 @@ OpenTelemetry here (:mod:`loopwright.integrations.otel` puts them on spans)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..data.events import Message, TextPart, ThoughtPart, ToolCall, ToolResult
@@ -23,18 +24,36 @@ def ns(at: float) -> int:
     return int(at * 1e9)
 
 
-def agent_attributes(agent: Any, run_id: str) -> dict[str, Any]:
+def agent_attributes(agent: Any, run_id: str, fallbacks: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """An ``invoke_agent`` span's attributes; its model is the one the agent is on (its own, or
+    the fallback ``fallbacks`` says the run moved it to: ``RunState.fallbacks``)."""
+    model = current_model(agent, fallbacks)
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": agent.name,
-        "gen_ai.provider.name": provider_name(agent.model),
         "loopwright.run.id": run_id,
     }
     if agent.description:
         attributes["gen_ai.agent.description"] = agent.description
-    model = model_name(agent.model)
-    if model:
-        attributes["gen_ai.request.model"] = model
+    attributes.update(model_attributes(model))
+    return attributes
+
+
+def current_model(agent: Any, fallbacks: Mapping[str, int] | None) -> Any:
+    """The model ``agent`` calls now: after the fallback row, the fallback model it is on."""
+    n = fallbacks.get(agent.name, 0) if fallbacks else 0
+    if not n:
+        return agent.model
+    models = getattr(agent, "models", ())
+    return models[n] if n < len(models) else agent.model
+
+
+def model_attributes(model: Any) -> dict[str, Any]:
+    """``gen_ai.provider.name`` and (when the model has a name) ``gen_ai.request.model``."""
+    attributes: dict[str, Any] = {"gen_ai.provider.name": provider_name(model)}
+    name = model_name(model)
+    if name:
+        attributes["gen_ai.request.model"] = name
     return attributes
 
 

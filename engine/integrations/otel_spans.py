@@ -13,7 +13,17 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode, Tracer
 
 from ..data.events import ModelResponse, ToolCall
-from .otel_genai import agent_attributes, genai_message, genai_parts, model_name, ns, pending_calls, provider_name
+from .otel_genai import (
+    agent_attributes,
+    current_model,
+    genai_message,
+    genai_parts,
+    model_attributes,
+    model_name,
+    ns,
+    pending_calls,
+    provider_name,
+)
 from .otel_redact import Redactor
 
 
@@ -122,7 +132,10 @@ class RunTrace:
             return
         agent = self.tree.agents[name]
         span = self._child(
-            f"invoke_agent {name}", SpanKind.INTERNAL, at, agent_attributes(agent, self.run.state.run_id)
+            f"invoke_agent {name}",
+            SpanKind.INTERNAL,
+            at,
+            agent_attributes(agent, self.run.state.run_id, self.run.state.fallbacks),
         )
         self.agents.append((name, span))
 
@@ -141,7 +154,7 @@ class RunTrace:
         )
 
     def _model_requested(self, event: Any) -> None:
-        model = self.tree.agents[event.agent].model
+        model = current_model(self.tree.agents[event.agent], self.run.state.fallbacks)  # (after a switch: the fallback)
         name = model_name(model)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
@@ -261,6 +274,22 @@ class RunTrace:
         )
         self._enter_agent(event.to_agent, event.time)
 
+    def _switched(self, event: Any) -> None:
+        """The fallback row: the agent's span names the model it is on from here on."""
+        model = current_model(self.tree.agents[event.agent], self.run.state.fallbacks)
+        for name, span in self.agents:
+            if name == event.agent:
+                span.set_attributes(model_attributes(model))
+        self._agent_span.add_event(
+            "loopwright.model_switched",
+            {
+                "loopwright.model.from": event.from_model,
+                "loopwright.model.to": event.to_model,
+                "error.type": event.error.kind,
+            },
+            timestamp=ns(event.time),
+        )
+
     def _limit(self, event: Any) -> None:
         self._agent_span.add_event(
             "loopwright.limit_reached",
@@ -311,6 +340,7 @@ _HANDLERS: dict[str, Callable[[RunTrace, Any], None]] = {
     "tool_called": RunTrace._tool_called,
     "tool_answered": RunTrace._tool_answered,
     "transferred": RunTrace._transferred,
+    "model_switched": RunTrace._switched,
     "limit_reached": RunTrace._limit,
     "suspended": RunTrace._suspended,
     "resumed": RunTrace._resumed,

@@ -13,7 +13,9 @@ Cut replies: a reply cut by ``max_tokens`` goes into the history; the next reque
 to continue in a user turn (never a prefill). A cut that left nothing usable (inside thinking or
 a tool call's input) is retried at once, once, with twice the budget (up to the model's limit);
 if that is cut empty too the call fails with a message saying what to raise — the same request
-is never sent twice. (A streamed retry streams its deltas again.)
+is never sent twice. (A streamed retry streams its deltas again.) The cut attempts are billed: their
+usage joins the reply's, or, when the call then fails, rides on the error (``ModelError.usage``)
+and the run charges it (:mod:`.anthropic_cuts`).
 
 Clients: without ``client`` (or with a factory, ``client=lambda: AsyncAnthropicVertex(...)``)
 one client is made per event loop and closed when that loop shuts down (``asyncio.run`` and
@@ -30,6 +32,8 @@ Beta features: an option only the beta endpoint takes (``context_management``, s
 ``compaction``, ``mcp_servers``...) sends the request to ``client.beta.messages`` (its ``betas``
 as the argument); its compaction blocks are kept whole and sent back, and what context editing
 cleared is on the reply (``details["context_management"]``, in the ``model_responded`` event).
+A request that names a file uploaded with the Files API (``DocumentPart(file_id=...)``...)
+carries the ``files-api-2025-04-14`` beta by itself.
 
 Retries: one budget. The SDK's own retries are off (``max_retries=0``, for given clients too) and
 a failed call takes the engine's bounded retry edge, which waits at least the ``Retry-After`` the
@@ -46,11 +50,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anthropic
 
-from ..data.errors import ConfigurationError, ContextWindowError, ModelError, TokenBudgetError
+from ..data.errors import ConfigurationError, ModelError, TokenBudgetError
 from ..data.events import ModelRequest, ModelResponse, Usage
 from .anthropic_clients import Client as Client
 from .anthropic_clients import ClientFactory as ClientFactory
 from .anthropic_clients import PerLoopClients
+from .anthropic_cuts import billed, next_budget, plus
 from .anthropic_errors import stream_error
 from .anthropic_mapping import (
     add_dynamic,
@@ -60,9 +65,17 @@ from .anthropic_mapping import (
     to_messages,
     to_response,
     to_system,
-    usable,
 )
-from .anthropic_options import SDK_DEPRECATED, check_thinking, keep_sealed, reseal, warn_if_deprecated
+from .anthropic_options import (
+    FILES_BETA,
+    SDK_DEPRECATED,
+    check_thinking,
+    keep_sealed,
+    reseal,
+    uses_files,
+    warn_if_deprecated,
+    with_beta,
+)
 from .anthropic_tools import Definitions
 from .base import StreamDelta, StreamToolInput
 from .claude_facts import CURRENT, SAMPLING, facts_for
@@ -224,33 +237,23 @@ class AnthropicModel(PerLoopClients):
         spent: Usage | None = None
         while True:
             response = None
-            async for item in self._once(client, params, deltas=deltas, beta=beta):
-                if isinstance(item, ModelResponse):
-                    response = item
-                else:
-                    yield item
+            try:
+                async for item in self._once(client, params, deltas=deltas, beta=beta):
+                    if isinstance(item, ModelResponse):
+                        response = item
+                    else:
+                        yield item
+            except ModelError as exc:
+                billed(exc, spent, self.model)
+                raise
             assert response is not None
-            if response.details.get("stop_reason") == "model_context_window_exceeded":
-                # a continuation cannot fit: the token-budget edge, the partial answer kept for salvage
-                raise ContextWindowError(
-                    "the conversation filled the model's context window and the reply was cut "
-                    "(model_context_window_exceeded); shorten the history or give the agent compaction",
-                    partial=response.text or None,
-                )
-            if response.stop_reason != "max_tokens" or usable(response):
+            bigger = next_budget(response, spent, params["max_tokens"], budget, self.facts, self.model)
+            if bigger is None:
                 if spent is not None:
                     response = response.model_copy(update={"usage": spent + response.usage})
                 yield response
                 return
-            spent = response.usage if spent is None else spent + response.usage
-            bigger = min(budget * 2, max(self.facts.max_output, budget))
-            if bigger <= params["max_tokens"]:
-                raise ModelError(
-                    f"the reply was cut by max_tokens={params['max_tokens']} before it produced anything usable "
-                    "(it stopped inside its thinking or a tool call's input) and the budget cannot grow further; "
-                    f"raise max_tokens (this model allows {self.facts.max_output}) or lower the thinking budget",
-                    retryable=False,
-                )
+            spent = plus(spent, response.usage)
             params = {**params, "max_tokens": bigger}
 
     async def _preflight(self, client: Client, params: dict[str, Any], left: int, beta: bool) -> None:
@@ -312,6 +315,8 @@ class AnthropicModel(PerLoopClients):
         else:
             system = to_system(request.instructions)
         params["messages"] = messages
+        if uses_files(messages):  # a file uploaded with the Files API: its beta goes with the request
+            with_beta(params, FILES_BETA)
         if system:
             params["system"] = system
         define = self._definitions

@@ -73,3 +73,44 @@ def reseal(message: Any, sealed: dict[int, str]) -> None:
         block = message.content[index]
         if getattr(block, "encrypted_content", None) is None:
             block.encrypted_content = encrypted
+
+
+FILES_BETA = "files-api-2025-04-14"
+"""The beta a request needs when it names a file uploaded with the Files API."""
+
+
+def uses_files(messages: list[dict[str, Any]]) -> bool:
+    """Some block of ``messages`` (the API's, as mapped) names an uploaded file: an image or a
+    document whose source is ``{"type": "file"}`` (in a user turn or in a tool's result there), or
+    a ``container_upload``. Only user turns hold such blocks; other blocks cost one lookup."""
+    for turn in messages:
+        content = turn["content"]
+        if turn["role"] == "user" and type(content) is list:
+            for block in content:
+                if block.get("type") in _MAY_NAME_A_FILE and _names_a_file(block):
+                    return True
+    return False
+
+
+_MAY_NAME_A_FILE = frozenset({"image", "document", "tool_result", "container_upload"})
+
+
+def _names_a_file(block: dict[str, Any]) -> bool:
+    kind = block.get("type")
+    if kind == "container_upload":
+        return True
+    if kind == "tool_result":
+        inner = block.get("content")
+        return type(inner) is list and any(
+            isinstance(item, dict) and item.get("type") in _MAY_NAME_A_FILE and _names_a_file(item) for item in inner
+        )
+    source = block.get("source")
+    return isinstance(source, dict) and source.get("type") == "file"
+
+
+def with_beta(params: dict[str, Any], name: str) -> None:
+    """Add ``name`` to the request's ``anthropic-beta`` header (once, after the user's own)."""
+    headers = params.get("extra_headers", {})
+    given = [n for n in headers.get("anthropic-beta", "").split(",") if n]
+    if name not in given:
+        params["extra_headers"] = {**headers, "anthropic-beta": ",".join([*given, name])}

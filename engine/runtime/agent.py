@@ -152,6 +152,8 @@ class Agent:
     tool_specs = LiveSpecs()  # an agent without toolsets holds its own tuple (set in __init__)
     instruction_is_dynamic: bool
     prepare_tools: PrepareTools | None
+    strict_tools: bool
+    """Every tool the model is offered is strict unless the tool says otherwise."""
     preprocess_waits: bool
     """Preprocess awaits something each pass: a dynamic instruction or ``prepare_tools``."""
     static_instructions: tuple[Instruction, ...]
@@ -225,7 +227,8 @@ class Agent:
         for key, value in {
             "name": name, "model": model, "instruction": instruction, "static_instruction": static_instruction,
             "description": description, "limits": limits or Limits(), "toolsets": toolsets,
-            "tools": LiveTools(name, tool_map, toolsets) if toolsets else MappingProxyType(tool_map),
+            "tools": LiveTools(name, tool_map, toolsets, strict=strict_tools) if toolsets
+            else MappingProxyType(tool_map),
             "own_limits": limits, "model_settings": dict(model_settings or {}), "before_model": before_model,
             "after_model": after_model, "before_tool": before_tool, "after_tool": after_tool, "machine": machine,
             "extensions": tuple(extensions), "sub_agents": subs,
@@ -234,7 +237,8 @@ class Agent:
             "output_type": output_type, "planner": planner, "observer": observer,
             "compaction": compaction, **{k: tuple(v) for k, v in guards.items()},
             "tool_specs": _strict_default(tool_map.values(), strict_tools), "instruction_is_dynamic": dynamic,
-            "prepare_tools": prepare_tools, "preprocess_waits": dynamic or prepare_tools is not None,
+            "prepare_tools": prepare_tools, "strict_tools": strict_tools,
+            "preprocess_waits": dynamic or prepare_tools is not None,
             "static_instructions": tuple(static), "fallback_models": fallback_models,
             "fallback_on": fallback_on, "models": (model, *fallback_models),
         }.items():  # fmt: skip

@@ -8,7 +8,9 @@ objects, and says when that list changed (:attr:`Toolset.version`); it is closed
 An agent with toolsets sees their tools through :class:`LiveTools`: its ``tools`` mapping and its
 ``tool_specs`` are the plain tools and, after them, each toolset's current tools (a toolset that
 changed is merged again on the next read). An agent without toolsets pays nothing: its ``tools``
-is the plain mapping it always was.
+is the plain mapping it always was. Under ``Agent(strict_tools=True)`` a toolset's tools are strict
+like the agent's own (:func:`strict_default`; a tool's own ``strict`` wins), and so are the tools
+``prepare_tools`` returns.
 
 :func:`schema_tool` makes a Tool of a JSON schema and an async function, for toolsets whose tools
 are described by a schema rather than by a Python signature: the schema goes to the model as it is.
@@ -17,7 +19,7 @@ are described by a schema rather than by a Python signature: the schema goes to 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from types import FunctionType
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
@@ -171,12 +173,15 @@ class LiveTools(Mapping[str, Tool]):
     listed, merged again whenever a toolset's :attr:`~Toolset.version` moves. A name that two
     sources give is kept from the first (:meth:`check` raises on it when a run starts)."""
 
-    __slots__ = ("_key", "_merged", "_specs", "agent", "plain", "toolsets")
+    __slots__ = ("_key", "_merged", "_specs", "agent", "plain", "strict", "toolsets")
 
-    def __init__(self, agent: str, plain: Mapping[str, Tool], toolsets: Sequence[Toolset]) -> None:
+    def __init__(
+        self, agent: str, plain: Mapping[str, Tool], toolsets: Sequence[Toolset], *, strict: bool = False
+    ) -> None:
         self.agent = agent
         self.plain = dict(plain)
         self.toolsets = tuple(toolsets)
+        self.strict = strict
         self._key: tuple[int, ...] | None = None
         self._merged: dict[str, Tool] = self.plain
         self._specs: tuple[ToolSpec, ...] = ()
@@ -188,7 +193,9 @@ class LiveTools(Mapping[str, Tool]):
             for ts in self.toolsets:
                 for t in ts.tools:
                     merged.setdefault(t.name, t)
-            self._merged, self._specs, self._key = merged, tuple(t.spec for t in merged.values()), key
+            specs = (t.spec for t in merged.values())
+            self._merged, self._key = merged, key
+            self._specs = strict_default(specs) if self.strict else tuple(specs)
         return self._merged
 
     def __getitem__(self, name: str) -> Tool:
@@ -233,6 +240,30 @@ class LiveTools(Mapping[str, Tool]):
                 seen[t.name] = f"toolset {ts.name!r}"
 
 
+def strict_default(specs: Iterable[ToolSpec], known: Sequence[ToolSpec] = ()) -> tuple[ToolSpec, ...]:
+    """``specs`` with ``strict=True`` where a tool left it open (``Agent(strict_tools=True)``; a
+    tool's own ``strict=False`` stays). A spec that is one of ``known`` (the agent's own specs,
+    already defaulted) but for ``strict`` is that one, so the model adapter's per-spec cache of
+    definitions keeps hitting when ``prepare_tools`` returns the agent's ``Tool`` objects."""
+    by_name = {k.name: k for k in known}
+    made: list[ToolSpec] = []
+    for spec in specs:
+        if spec.strict is None:
+            same = by_name.get(spec.name)
+            if (
+                same is not None
+                and same.input_schema is spec.input_schema
+                and same.provider is spec.provider
+                and same.description == spec.description
+                and same.strict is not None
+            ):
+                spec = same
+            else:
+                spec = spec.model_copy(update={"strict": True})
+        made.append(spec)
+    return tuple(made)
+
+
 def _short(name: str) -> str:
     return tool_name(name.split()[0].rsplit("/", 1)[-1].split(".")[0])[:16] or "ts"
 
@@ -250,4 +281,14 @@ class LiveSpecs:
         return tools.specs
 
 
-__all__ = ["LiveSpecs", "LiveTools", "SchemaTool", "Toolset", "ToolsetError", "is_toolset", "schema_tool", "tool_name"]
+__all__ = [
+    "LiveSpecs",
+    "LiveTools",
+    "SchemaTool",
+    "Toolset",
+    "ToolsetError",
+    "is_toolset",
+    "schema_tool",
+    "strict_default",
+    "tool_name",
+]

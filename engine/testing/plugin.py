@@ -6,6 +6,10 @@
   ``loopwright coverage: 19/21 rows of 'agent' (missing: reason->reason (...), ...)``;
 - ``--loopwright-cov-fail-under=N``: fail the session if any machine's row coverage is below N%.
 
+A session started inside another one's test (``pytest.main`` in a test, ``pytester``, an eval
+runner) counts and reports its own coverage: the outer session's stays installed and whole (it
+also counts the nested session's runs, which its test made).
+
 pytest loads this module in every session of every project that installs loopwright, so it
 imports nothing of the engine until a hook needs it: coverage is installed as an observer when
 the session's first test runs, and a session that collects only (``pytest --co``) or runs no
@@ -19,7 +23,8 @@ from typing import Any
 
 import pytest
 
-_installed: list[Any] = []
+_installed: list[tuple[pytest.Config, Any]] = []
+"""The sessions watching runs, outermost first: each one's config and its row coverage."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,35 +40,51 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
-    """Install row coverage before the first test runs (not on collect-only)."""
+    """Install row coverage before the first test runs (not on collect-only): the outermost
+    session the shared :data:`~loopwright.testing.coverage.coverage`, started afresh; a nested
+    session one of its own, so the outer session's is neither reset nor removed."""
     if session.config.option.collectonly:
         return
     from loopwright.runtime.observers import instrument
-    from loopwright.testing.coverage import coverage
+    from loopwright.testing.coverage import RowCoverage, coverage
 
-    coverage.reset()
-    instrument(coverage)
-    _installed.append(coverage)
+    if _installed:
+        mine = RowCoverage()
+    else:
+        mine = coverage
+        coverage.reset()
+    instrument(mine)
+    _installed.append((session.config, mine))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _installed:
-        from loopwright.runtime.observers import uninstrument
+    for n, (owner, observer) in enumerate(_installed):
+        if owner is config:
+            from loopwright.runtime.observers import uninstrument
 
-        for observer in _installed:
             uninstrument(observer)
-        _installed.clear()
+            del _installed[n]
+            return
+
+
+def _coverage(config: pytest.Config | None) -> Any:
+    """The coverage ``config``'s session installed (None: the outermost session's)."""
+    for owner, observer in _installed:
+        if config is None or owner is config:
+            return observer
+    return None
 
 
 def _label(row: Any) -> str:
     return f"{row.source}->{row.dest} ({row.label})"
 
 
-def coverage_lines() -> list[tuple[Any, int, int, list[Any]]]:
-    """(machine, rows taken, rows in all, rows missing) for every machine the session ran."""
-    if not _installed:
+def coverage_lines(config: pytest.Config | None = None) -> list[tuple[Any, int, int, list[Any]]]:
+    """(machine, rows taken, rows in all, rows missing) for every machine the session ran
+    (``config``'s session; None: the outermost)."""
+    coverage = _coverage(config)
+    if coverage is None:
         return []
-    coverage = _installed[0]
     report = []
     for machine in coverage.machines.values():
         missing = coverage.missing(machine)
@@ -75,10 +96,10 @@ _MOST = 12
 """Machines the report lists at the most (a property test may compose hundreds)."""
 
 
-def format_coverage() -> list[str]:
+def format_coverage(config: pytest.Config | None = None) -> list[str]:
     lines: list[str] = []
     seen: set[str] = set()
-    report = coverage_lines()
+    report = coverage_lines(config)
     for machine, taken, total, missing in report:
         if machine.name in seen or len(lines) == _MOST:
             continue
@@ -90,26 +111,26 @@ def format_coverage() -> list[str]:
     return lines
 
 
-def _below(threshold: float) -> list[str]:
-    return [m.name for m, taken, total, _ in coverage_lines() if total and 100.0 * taken / total < threshold]
+def _below(threshold: float, config: pytest.Config) -> list[str]:
+    return [m.name for m, taken, total, _ in coverage_lines(config) if total and 100.0 * taken / total < threshold]
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     threshold = session.config.getoption("--loopwright-cov-fail-under")
-    if threshold is not None and _below(threshold):
+    if threshold is not None and _below(threshold, session.config):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    lines = format_coverage()
+    lines = format_coverage(config)
     if not lines:
         return
     threshold = config.getoption("--loopwright-cov-fail-under")
     terminalreporter.section("loopwright")
     for line in lines:
         terminalreporter.write_line(line)
-    if threshold is not None and _below(threshold):
-        terminalreporter.write_line(f"FAIL: row coverage below {threshold:g}% for {_below(threshold)}", red=True)
+    if threshold is not None and (below := _below(threshold, config)):
+        terminalreporter.write_line(f"FAIL: row coverage below {threshold:g}% for {below}", red=True)
 
 
 @pytest.fixture
