@@ -1,0 +1,212 @@
+"""A workflow run's trace page holds each child run's own loop (its machine, its path, its events)
+inside the workflow state that ran it, nested workflows nested the same way; checked in Chromium."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwright import Agent, Runner, RunResult, ScriptedModel, ToolCall, tool
+from loopwright.cli.trace_page import stored_children, trace_page, write_trace_page
+from loopwright.data.events import Event
+from loopwright.machines.diagram import dot_available
+from loopwright.stores.sqlite import SQLiteStore
+from loopwright.workflows import LoopAgent, MapAgent, ParallelAgent, SequentialAgent, exit_loop
+
+from .chromium import browser as browser  # the Chromium fixture (playwright, Debian's chromium)
+
+ROOT = Path(__file__).resolve().parent.parent
+needs_dot = pytest.mark.skipif(not dot_available(), reason="the drawing needs Graphviz (apt-get install graphviz)")
+
+
+@tool
+def lookup(topic: str) -> str:
+    """Look a topic up."""
+    return f"notes on {topic}"
+
+
+def release() -> SequentialAgent:
+    """plan (a tool round) -> checks (a parallel whose `tests` branch fails, on_error="continue")
+    -> polish (a loop whose body is a sequence: draft then review, which ends the loop in round 2)
+    -> per_doc (a map over two documents)."""
+    plan = Agent(
+        name="plan",
+        tools=[lookup],
+        model=ScriptedModel([[ToolCall(id="c-look", name="lookup", args={"topic": "tides"})], "plan: tides"]),
+    )
+    checks = ParallelAgent(
+        "checks",
+        branches=[
+            Agent(name="lint", model=ScriptedModel(["lint clean"])),
+            Agent(name="tests", model=ScriptedModel([RuntimeError("the test database is down")])),
+        ],
+        on_error="continue",
+    )
+    review = Agent(
+        name="review",
+        tools=[exit_loop],
+        model=ScriptedModel(["too long", [ToolCall(id="c-exit", name="exit_loop", args={})], "good"]),
+    )
+    draft = SequentialAgent("draft", steps=[Agent(name="writer", model=ScriptedModel(["draft 1", "draft 2"])), review])
+    polish = LoopAgent("polish", body=[draft], max_iterations=3)
+    per_doc = MapAgent("per_doc", Agent(name="summariser", model=ScriptedModel(["sum a", "sum b"])), over="docs")
+    return SequentialAgent("release", steps=[plan, checks, polish, per_doc])
+
+
+CHILDREN = [
+    "r1.plan",
+    "r1.checks",
+    "r1.checks.lint",
+    "r1.checks.tests",
+    "r1.polish",
+    "r1.polish.draft.0",
+    "r1.polish.draft.0.writer",
+    "r1.polish.draft.0.review",
+    "r1.polish.draft.1",
+    "r1.polish.draft.1.writer",
+    "r1.polish.draft.1.review",
+    "r1.per_doc",
+    "r1.per_doc.each.0",
+    "r1.per_doc.each.1",
+]
+"""Every run under the workflow's run ``r1``, as the store names them."""
+
+
+def run_release(db: Path) -> RunResult:
+    async def go() -> RunResult:
+        store = SQLiteStore(str(db))
+        try:
+            return await Runner(release(), store=store).run("ship it", run_id="r1", state={"docs": ["a", "b"]})
+        finally:
+            await store.close()
+
+    result = asyncio.run(go())
+    assert result.outcome == "final" and "[tests] failed" in str(result.state.get("checks"))
+    return result
+
+
+def read_children(db: Path, result: RunResult) -> dict[str, list[Event]]:
+    async def go() -> dict[str, list[Event]]:
+        store = SQLiteStore(str(db), read_only=True)
+        try:
+            return await stored_children(store, result.run_id, result.machine)
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunResult, dict[str, list[Event]]]:
+    db = tmp_path_factory.mktemp("trace-workflows") / "runs.db"
+    result = run_release(db)
+    return db, result, read_children(db, result)
+
+
+def blob(page: str, name: str) -> Any:
+    found = re.search(rf'<script type="application/json" id="{name}">(.*?)</script>', page, re.S)
+    assert found is not None, name
+    return json.loads(found.group(1))
+
+
+def panel(page: str, run_id: str) -> str:
+    """The HTML of the panel of child run ``run_id`` (up to the next panel)."""
+    start = page.index('<details class="lw-child')
+    found = re.search(rf'<details class="lw-child[^"]*" id="lw-run-{re.escape(run_id)}"', page[start:])
+    assert found is not None, f"no panel of {run_id}"
+    rest = page[start + found.end() :]
+    return rest[: rest.find("<details ")] if "<details " in rest else rest
+
+
+@pytest.mark.slow
+def test_loopwright_trace_of_a_stored_workflow_run_shows_each_childs_loop(tmp_path: Path) -> None:
+    """The fault (issue 29): the page drew the workflow's machine and nothing of its children."""
+    db = tmp_path / "runs.db"
+    run_release(db)
+    out = tmp_path / "trace.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwright.cli", "trace", "r1", "--store", f"sqlite:///{db}", "--agent",
+         "tests.test_trace_page_workflows:release", "-o", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page = out.read_text()
+    runs = blob(page, "lw-children")
+    assert sorted(runs) == sorted(CHILDREN)  # every child's events are on the page
+    for run_id in CHILDREN:
+        assert f'id="lw-run-{run_id}"' in page, run_id
+    failed = panel(page, "r1.checks.tests")
+    assert "the test database is down" in failed and "failed" in failed
+
+
+def test_every_child_run_is_read_from_the_store_with_its_events(
+    stored: tuple[Path, RunResult, dict[str, list[Event]]],
+) -> None:
+    _, _, children = stored
+    assert sorted(children) == sorted(CHILDREN)
+    assert all(e.run_id == run_id for run_id, events in children.items() for e in events)
+    assert children["r1.checks.tests"][-1].type == "run_finished"
+    assert children["r1.checks.tests"][-1].outcome == "failed"  # type: ignore[union-attr]
+
+
+def test_each_child_is_a_panel_inside_the_state_that_ran_it_nested_as_the_workflows_nest(
+    stored: tuple[Path, RunResult, dict[str, list[Event]]],
+) -> None:
+    _, result, children = stored
+    page = trace_page(result, children=children)
+    runs = blob(page, "lw-children")
+    assert {k: [e["seq"] for e in v] for k, v in runs.items()} == {k: [e.seq for e in v] for k, v in children.items()}
+    states = dict(
+        re.findall(r'<details class="lw-child[^"]*" id="lw-run-([^"]+)" data-run="[^"]+" data-state="([^"]+)"', page)
+    )
+    assert states["r1.plan"] == "plan" and states["r1.checks"] == "checks"
+    assert states["r1.checks.tests"] == "fan_out" and states["r1.per_doc.each.1"] == "each"
+    assert states["r1.polish.draft.1"] == "draft" and states["r1.polish.draft.1.review"] == "review"
+    # nesting: a child's panel sits inside its parent's panel
+    parents: dict[str, str | None] = {}
+    stack: list[str] = []
+    for opened in re.findall(r'<details class="lw-child[^"]*" id="lw-run-([^"]+)"|</details>', page):
+        if opened:
+            parents[opened] = stack[-1] if stack else None
+            stack.append(opened)
+        else:
+            stack.pop()
+    assert stack == [] and sorted(parents) == sorted(CHILDREN)
+    assert parents["r1.checks.tests"] == "r1.checks" and parents["r1.checks"] is None
+    assert parents["r1.polish.draft.0.review"] == "r1.polish.draft.0" and parents["r1.polish.draft.0"] == "r1.polish"
+    assert parents["r1.per_doc.each.1"] == "r1.per_doc"
+    # the failed branch: its panel is open, says it failed, where and why; the others are closed
+    assert re.search(r'<details class="lw-child lw-o-failed" id="lw-run-r1.checks.tests"[^>]*\sopen>', page)
+    assert re.search(r'<details class="lw-child lw-o-final" id="lw-run-r1.checks.lint"[^>]*data-state="fan_out">', page)
+    failed = panel(page, "r1.checks.tests")
+    assert "failed in reason" in failed and "the test database is down" in failed
+    # the workflow's own events link to the runs each state ran
+    assert 'href="#lw-run-r1.checks"' in page and 'href="#lw-run-r1.polish.draft.1.review"' in page
+
+
+@needs_dot
+def test_each_child_loop_is_drawn_with_its_own_path(stored: tuple[Path, RunResult, dict[str, list[Event]]]) -> None:
+    _, result, children = stored
+    page = trace_page(result, children=children)
+    tool_round = panel(page, "r1.plan")
+    taken = {html.unescape(m) for m in re.findall(r'class="edge lw-taken" data-edge="([^"]+)"', tool_round)}
+    assert {"postprocess->act", "act->decide", "decide->preprocess", "decide->done"} <= taken
+    failed = panel(page, "r1.checks.tests")
+    assert 'class="node lw-visited" data-state="failed"' in failed
+    # a state of the workflow that ran children says so (and a failed child shows on it)
+    assert 'class="node lw-visited lw-has-runs lw-run-failed" data-state="checks"' in page
+    assert 'class="node lw-visited lw-has-runs" data-state="plan"' in page
+
+
+def test_a_workflow_page_without_its_children_says_where_they_are() -> None:
+    result = Runner(release()).run_sync("ship it", state={"docs": ["a"]})
+    page = trace_page(result)
+    assert "child runs are kept in a store" in page and "--store" in page
