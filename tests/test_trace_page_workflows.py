@@ -6,19 +6,25 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import os
 import re
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from pydantic import JsonValue
 
 from loopwright import Agent, Runner, RunResult, ScriptedModel, ToolCall, tool
-from loopwright.cli.trace_page import stored_children, trace_page, write_trace_page
+from loopwright.cli.trace_page import recording, stored_children, trace_page, write_trace_page
 from loopwright.data.events import Event
 from loopwright.machines.diagram import dot_available
 from loopwright.stores.sqlite import SQLiteStore
+from loopwright.testing.workflow_strategies import TreeSpec, workflow_trees
 from loopwright.workflows import LoopAgent, MapAgent, ParallelAgent, SequentialAgent, exit_loop
 
 from .chromium import browser as browser  # the Chromium fixture (playwright, Debian's chromium)
@@ -209,4 +215,144 @@ def test_each_child_loop_is_drawn_with_its_own_path(stored: tuple[Path, RunResul
 def test_a_workflow_page_without_its_children_says_where_they_are() -> None:
     result = Runner(release()).run_sync("ship it", state={"docs": ["a"]})
     page = trace_page(result)
-    assert "child runs are kept in a store" in page and "--store" in page
+    assert "child runs are kept in a store" in page and "--store" in page and "recording()" in page
+
+
+def test_with_no_store_recording_keeps_the_children_for_the_page() -> None:
+    with recording() as runs:
+        result = Runner(release()).run_sync("ship it", run_id="r1", state={"docs": ["a", "b"]})
+    page = trace_page(result, children=runs)
+    assert sorted(blob(page, "lw-children")) == sorted(CHILDREN)
+    assert "the test database is down" in panel(page, "r1.checks.tests")
+    assert "kept in a store" not in page
+
+
+@pytest.mark.slow
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tree=workflow_trees(max_depth=2))
+def test_every_stored_child_of_any_workflow_tree_is_found_and_drawn(tree: TreeSpec, tmp_path: Path) -> None:
+    """Whatever the tree (sequences, parallels, loops, maps, nested), the runs the page reads from
+    the store are exactly the runs stored under the workflow's run, each a panel of its own."""
+    db = tmp_path / f"{uuid.uuid4().hex}.db"
+    workflow = tree.build()
+    items: list[JsonValue] = [
+        f"item {i}" for i in range(max((s.items for s in tree.walk() if s.kind == "map"), default=0))
+    ]
+
+    async def go() -> tuple[RunResult, dict[str, list[Event]], set[str]]:
+        store = SQLiteStore(str(db))
+        try:
+            result = await Runner(workflow, store=store).run("go", run_id="w", state={"items": items})
+            found = await stored_children(store, "w", workflow)
+            under = {s.run_id for s in await store.runs(10_000) if s.run_id.startswith("w.")}
+            return result, found, under
+        finally:
+            await store.close()
+
+    result, found, under = asyncio.run(go())
+    assert set(found) == under
+    page = trace_page(result, children=found)
+    assert sorted(blob(page, "lw-children")) == sorted(under)
+    panels = {
+        run_id: outcome
+        for outcome, run_id in re.findall(r'<details class="lw-child lw-o-([a-z]+)" id="lw-run-([^"]+)"', page)
+    }
+    assert under <= set(panels)  # each stored run has its panel; a child that never started says so
+    assert all(panels[run_id] == "missing" for run_id in set(panels) - under)
+
+
+# ------------------------------------------------------------ in a real browser
+
+
+def details(page: Any, run_id: str) -> Any:
+    return page.locator(f'details.lw-child[data-run="{run_id}"]')
+
+
+def shown(panel: Any) -> Any:
+    """The event the detail pane of a child's panel shows (its own pane, not a nested one's)."""
+    return json.loads(panel.locator(":scope > .lw-run > section > .lw-detail").text_content() or "")
+
+
+@pytest.fixture
+def opened(stored: tuple[Path, RunResult, dict[str, list[Event]]], browser: Any, tmp_path: Path) -> Iterator[Any]:
+    """The workflow's page, written with its children and open in Chromium (no error, nothing fetched)."""
+    if not dot_available():
+        pytest.skip("the drawing needs Graphviz (apt-get install graphviz)")
+    _, result, children = stored
+    path = write_trace_page(result, tmp_path / "trace.html", children=children)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    fetched: list[str] = []
+    page.on("request", lambda request: fetched.append(request.url))
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-ready=yes]")
+    assert errors == [] and fetched == [path.as_uri()]  # one file: nothing fetched
+    yield page
+    assert errors == []
+    if os.environ.get("LOOPWRIGHT_SCREENSHOT"):
+        page.screenshot(path=os.environ["LOOPWRIGHT_SCREENSHOT"], full_page=True)
+    page.close()
+
+
+def test_in_chromium_a_failed_branch_is_open_with_its_error_where_it_failed_in_its_loop(opened: Any) -> None:
+    page = opened
+    # the failed branch of the parallel (on_error="continue") is open when the page opens, and
+    # the panel it sits in: its error is shown, the state it failed in marked on its own loop
+    failed = details(page, "r1.checks.tests")
+    assert failed.evaluate("d => d.open") and details(page, "r1.checks").evaluate("d => d.open")
+    assert failed.is_visible()
+    head = failed.locator(":scope > summary").inner_text()
+    assert "failed in reason" in head and "the test database is down" in head
+    error = shown(failed)
+    assert error["type"] == "error_occurred" and "the test database is down" in error["error"]["message"]
+    current = failed.locator(":scope > .lw-run > .lw-diagram .lw-current")
+    assert current.count() == 1 and current.get_attribute("data-state") == "reason"
+    box = failed.locator(":scope > .lw-run > .lw-diagram svg").bounding_box()
+    assert box is not None and box["width"] > 150 and box["height"] > 150  # its loop, drawn
+    assert not details(page, "r1.checks.lint").evaluate("d => d.open")  # the branch that answered is closed
+    assert page.locator("#lw-detail").text_content().startswith("Click a step")  # the workflow's pane untouched
+
+
+def test_in_chromium_each_childs_loop_is_reached_from_the_workflow_state_that_ran_it(
+    opened: Any, stored: tuple[Path, RunResult, dict[str, list[Event]]]
+) -> None:
+    page, children = opened, stored[2]
+    # the workflow's state that ran the loop opens its run; inside it, each round is a run of
+    # its own whose state `review` opens the review's loop, drawn with its path
+    polish = details(page, "r1.polish")
+    assert not polish.evaluate("d => d.open")
+    page.locator('#lw-diagram g.node[data-state="polish"]').dispatch_event("click")
+    assert polish.evaluate("d => d.open") and polish.is_visible()
+    round_two = details(page, "r1.polish.draft.1")
+    round_two.locator(":scope > summary").click()
+    assert round_two.evaluate("d => d.open")
+    round_two.locator(':scope > .lw-run > .lw-diagram g.node[data-state="review"]').dispatch_event("click")
+    review = details(page, "r1.polish.draft.1.review")
+    assert review.evaluate("d => d.open") and review.is_visible()
+    taken = review.locator(":scope > .lw-run > .lw-diagram g.edge.lw-taken")
+    assert {taken.nth(i).get_attribute("data-edge") for i in range(taken.count())} >= {
+        "postprocess->act",
+        "act->decide",
+    }
+
+    # a step of the nested run: its own pane shows it and its own diagram marks the edge
+    call = next(e for e in children["r1.polish.draft.1.review"] if e.type == "tool_called")
+    review.locator(f':scope > .lw-run > section > table tr.lw-step[data-seq="{call.seq}"]').click()
+    assert shown(review) == call.model_dump(mode="json") and shown(review)["name"] == "exit_loop"
+    assert review.locator(":scope > .lw-run > .lw-diagram .lw-current").get_attribute("data-state") == "act"
+    assert shown(details(page, "r1.checks.tests"))["type"] == "error_occurred"  # the other panels keep theirs
+
+    # the workflow's timeline has a lane per child; its bar opens the run (the map's here)
+    page.locator('#lw-timeline .lw-run-bar[data-run="r1.per_doc"]').click()
+    per_doc = details(page, "r1.per_doc")
+    assert per_doc.evaluate("d => d.open")
+    items = per_doc.locator(":scope > .lw-run > .lw-children > details.lw-child")
+    assert [items.nth(i).get_attribute("data-run") for i in range(items.count())] == [
+        "r1.per_doc.each.0",
+        "r1.per_doc.each.1",
+    ]
+    # and the link in the workflow's events table to the failed run brings it into view
+    page.locator('#lw-table a.lw-run-link[data-run="r1.checks"]').click()
+    assert details(page, "r1.checks").evaluate("d => d.classList.contains('lw-flash')")

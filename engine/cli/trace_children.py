@@ -10,7 +10,8 @@ round, so :func:`slots` names every child a run had, and a child that is itself 
 children of its own, named the same way under its own id.
 
 :func:`stored_children` reads them all from a store (a map's items until the first missing
-one); :func:`child_runs` makes the tree the page draws; :func:`children_section` draws it: a
+one), or :func:`recording` keeps them as they run (no store); :func:`child_runs` makes the
+tree the page draws; :func:`children_section` draws it: a
 panel per child (``<details>``), open when it or a run inside it failed, holding the child's
 summary, its machine with its path, its timeline, its events and its own children's panels.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +38,8 @@ NO_CHILDREN = (
     "This is a workflow run: its child runs are kept in a store, not in its events. To see each child's "
     "loop here, run the workflow with a store (Runner(workflow, store=...)) and write the page from it: "
     "loopwright trace RUN_ID --store URL --agent module:workflow (from Python: children=await "
-    "stored_children(store, run_id, workflow))."
+    "stored_children(store, run_id, workflow)); or, with no store, run it inside `with recording() as runs:` "
+    "and pass children=runs."
 )
 """What a workflow's page says in place of its children when it was written without them."""
 
@@ -165,6 +168,28 @@ async def stored_children(store: Any, run_id: str, workflow: Agent | LoopMachine
     if root:
         await down(machine, root)
     return found
+
+
+class RunEvents(dict[str, list[Any]]):
+    """Every event of every run while :func:`recording`, by run id (an observer of every runner)."""
+
+    def on_event(self, event: Any) -> None:
+        self.setdefault(event.run_id, []).append(event)
+
+
+@contextmanager
+def recording() -> Iterator[RunEvents]:
+    """Keep the events of every run started in this process while inside (a workflow's children
+    too, with no store): ``with recording() as runs: result = runner.run_sync(...)``, then
+    ``trace_page(result, children=runs)``. The observer is removed when the block ends."""
+    from ..runtime.observers import instrument, uninstrument
+
+    runs = RunEvents()
+    instrument(runs)
+    try:
+        yield runs
+    finally:
+        uninstrument(runs)
 
 
 # ------------------------------------------------------------------ drawing them

@@ -16,7 +16,8 @@
   inside it (a workflow within a workflow). A child that failed, and each run it sits in, is
   open when the page opens, its error selected: which child failed, where in its loop, why.
   The children are read from the run's store (``loopwright trace RUN_ID --store URL --agent
-  module:workflow``, or ``children=`` from :func:`stored_children`).
+  module:workflow``, or ``children=`` from :func:`stored_children`), or kept as they run by
+  :func:`recording` (no store needed).
 
 Everything is inline (styles, script, the SVG, the events as JSON): the page fetches nothing
 when it is viewed. Without Graphviz the page still has the timeline and the events, with the
@@ -43,7 +44,7 @@ from ..machines.diagram import Trace, dot_available, events_of, machine_of_trace
 from ..runtime.agent import Agent
 from ..table.machine import LoopMachine
 from . import trace_children as kids_of
-from .trace_children import stored_children
+from .trace_children import recording, stored_children
 from .trace_page_assets import PAGE, SCRIPT, STYLE
 from .trace_parts import SUMMARY_CAP, TABLE_HEAD, TEXT_CAP, drawing, kept_once, summary_cells, table, timeline
 
@@ -201,4 +202,13 @@ def _stored(url: str, run_id: str, machine: LoopMachine | None) -> tuple[list[An
     return [EVENT_ADAPTER.validate_json(line) for line in raw], children
 
 
-__all__ = ["SUMMARY_CAP", "TEXT_CAP", "add_command", "run_command", "stored_children", "trace_page", "write_trace_page"]
+__all__ = [
+    "SUMMARY_CAP",
+    "TEXT_CAP",
+    "add_command",
+    "recording",
+    "run_command",
+    "stored_children",
+    "trace_page",
+    "write_trace_page",
+]
