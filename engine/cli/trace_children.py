@@ -22,7 +22,7 @@ import html
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.errors import ConfigurationError
@@ -201,6 +201,8 @@ class Page:
 
     texts: dict[str, int]
     runs: dict[str, list[Any]]
+    drawn: dict[Any, str] = field(default_factory=dict)
+    """Each child's drawing by machine and path (drawn once for the runs that took the same path)."""
 
 
 def verdict(events: Sequence[Any]) -> str:
@@ -311,7 +313,7 @@ def _view(kid: ChildRun, page: Page, name: Callable[[], str]) -> str:
         f'<div class="lw-run lw-grid" data-run="{html.escape(kid.run_id)}">'
         f'<div class="lw-summary lw-wide">{parts.summary_cells(events, page.texts)}</div>'
         f'<section class="lw-diagram"><h2>{html.escape(machine.name)}: its path</h2>'
-        f"{parts.drawing(machine, events, taken, state_marks(kids), name())}</section>"
+        f"{parts.drawing(machine, events, taken, state_marks(kids), name(), page.drawn)}</section>"
         '<section><h2>Selected step</h2><pre class="lw-detail">Click a step to see its event.</pre>'
         '<button class="lw-more-all" hidden></button><h2>Timeline</h2>'
         f'<div class="lw-timeline">{parts.timeline(events, run_lanes(events, kids))}</div></section>'

@@ -88,18 +88,29 @@ def capped(text: str, texts: dict[str, int]) -> str:
 
 
 def drawing(
-    machine: LoopMachine, events: list[Any], taken: Counter[Any], marks: Mapping[str, str], view: str = ""
+    machine: LoopMachine,
+    events: list[Any],
+    taken: Counter[Any],
+    marks: Mapping[str, str],
+    view: str = "",
+    drawn: dict[Any, str] | None = None,
 ) -> str:
     """The machine drawn by Graphviz with the run's path on it (``lw-taken`` edges, ``lw-visited``
     states; ``marks``: more classes of some states); without Graphviz its mermaid text. ``view``
-    prefixes the drawing's element ids (several drawings on one page)."""
+    prefixes the drawing's element ids (several drawings on one page); ``drawn`` keeps each
+    drawing by machine and path, so runs that took the same path (a map's items) are drawn once."""
     if not dot_available():
         text = diagram(machine, "mermaid", trace=events)
         return (
             '<p class="lw-note">The drawing needs Graphviz when the page is written (apt-get install graphviz; '
             f"pip install graphviz). The diagram as mermaid text:</p><pre>{html.escape(text)}</pre>"
         )
-    svg = diagram(machine, "svg", trace=events)
+    key = (id(machine), frozenset(taken.items()))
+    svg = drawn.get(key) if drawn is not None else None
+    if svg is None:
+        svg = diagram(machine, "svg", trace=events)
+        if drawn is not None:
+            drawn[key] = svg
     svg = svg[svg.index("<svg") :]  # inline in HTML: no XML prolog, doctype or comments
     edges = {f"{r.source}->{r.dest}" for r in taken}
     states = {r.source for r in taken} | {r.dest for r in taken}
