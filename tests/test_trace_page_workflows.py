@@ -356,3 +356,18 @@ def test_in_chromium_each_childs_loop_is_reached_from_the_workflow_state_that_ra
     # and the link in the workflow's events table to the failed run brings it into view
     page.locator('#lw-table a.lw-run-link[data-run="r1.checks"]').click()
     assert details(page, "r1.checks").evaluate("d => d.classList.contains('lw-flash')")
+
+
+def test_a_run_id_with_markup_in_it_stays_text_on_the_page() -> None:
+    reviewers = ParallelAgent(
+        "reviewers",
+        branches=[
+            Agent(name="security", model=ScriptedModel(["ok"])),
+            Agent(name="tests", model=ScriptedModel(["ok"])),
+        ],
+    )
+    with recording() as runs:
+        result = Runner(reviewers).run_sync("review", run_id='r"<q>')
+    page = trace_page(result, children=runs)
+    assert "<q>" not in page and 'r"<q>.tests' not in page  # escaped in HTML, \u003c in the JSON
+    assert page.count('data-run="r&quot;&lt;q&gt;.tests"') >= 3  # its panel, its view, its timeline bar

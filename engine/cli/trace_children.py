@@ -258,7 +258,8 @@ def run_lanes(events: Sequence[Any], kids: Sequence[ChildRun]) -> list[tuple[str
             continue
         t0, t1 = max(kid.events[0].time, start), min(kid.events[-1].time, end)
         cls = f"lw-run-bar lw-o-{kid.outcome}{' lw-bad' if kid.troubled else ''}"
-        lanes.append((kid.label, parts.bar(start, span, t0, max(t1, t0), kid.label, cls, f'data-run="{kid.run_id}"')))
+        attrs = f'data-run="{html.escape(kid.run_id)}"'
+        lanes.append((kid.label, parts.bar(start, span, t0, max(t1, t0), kid.label, cls, attrs)))
     return lanes
 
 
