@@ -4,6 +4,7 @@ inside the workflow state that ran it, nested workflows nested the same way; che
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import html
 import json
 import os
@@ -11,9 +12,9 @@ import re
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,6 +31,7 @@ from loopwright.workflows import LoopAgent, MapAgent, ParallelAgent, SequentialA
 from .chromium import browser as browser  # the Chromium fixture (playwright, Debian's chromium)
 
 ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 needs_dot = pytest.mark.skipif(not dot_available(), reason="the drawing needs Graphviz (apt-get install graphviz)")
 
 
@@ -86,6 +88,13 @@ CHILDREN = [
 """Every run under the workflow's run ``r1``, as the store names them."""
 
 
+def off_loop(work: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(work)`` in a thread of its own: playwright's sync API keeps an event loop
+    running in the test's thread while a browser test of this module has its fixture."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, work).result()
+
+
 def run_release(db: Path) -> RunResult:
     async def go() -> RunResult:
         store = SQLiteStore(str(db))
@@ -94,7 +103,7 @@ def run_release(db: Path) -> RunResult:
         finally:
             await store.close()
 
-    result = asyncio.run(go())
+    result = off_loop(go())
     assert result.outcome == "final" and "[tests] failed" in str(result.state.get("checks"))
     return result
 
@@ -107,7 +116,7 @@ def read_children(db: Path, result: RunResult) -> dict[str, list[Event]]:
         finally:
             await store.close()
 
-    return asyncio.run(go())
+    return off_loop(go())
 
 
 @pytest.fixture(scope="module")
@@ -213,14 +222,14 @@ def test_each_child_loop_is_drawn_with_its_own_path(stored: tuple[Path, RunResul
 
 
 def test_a_workflow_page_without_its_children_says_where_they_are() -> None:
-    result = Runner(release()).run_sync("ship it", state={"docs": ["a"]})
+    result = off_loop(Runner(release()).run("ship it", state={"docs": ["a"]}))
     page = trace_page(result)
     assert "child runs are kept in a store" in page and "--store" in page and "recording()" in page
 
 
 def test_with_no_store_recording_keeps_the_children_for_the_page() -> None:
     with recording() as runs:
-        result = Runner(release()).run_sync("ship it", run_id="r1", state={"docs": ["a", "b"]})
+        result = off_loop(Runner(release()).run("ship it", run_id="r1", state={"docs": ["a", "b"]}))
     page = trace_page(result, children=runs)
     assert sorted(blob(page, "lw-children")) == sorted(CHILDREN)
     assert "the test database is down" in panel(page, "r1.checks.tests")
@@ -249,7 +258,7 @@ def test_every_stored_child_of_any_workflow_tree_is_found_and_drawn(tree: TreeSp
         finally:
             await store.close()
 
-    result, found, under = asyncio.run(go())
+    result, found, under = off_loop(go())
     assert set(found) == under
     page = trace_page(result, children=found)
     assert sorted(blob(page, "lw-children")) == sorted(under)
@@ -367,7 +376,7 @@ def test_a_run_id_with_markup_in_it_stays_text_on_the_page() -> None:
         ],
     )
     with recording() as runs:
-        result = Runner(reviewers).run_sync("review", run_id='r"<q>')
+        result = off_loop(Runner(reviewers).run("review", run_id='r"<q>'))
     page = trace_page(result, children=runs)
     assert "<q>" not in page and 'r"<q>.tests' not in page  # escaped in HTML, \u003c in the JSON
     assert page.count('data-run="r&quot;&lt;q&gt;.tests"') >= 3  # its panel, its view, its timeline bar
