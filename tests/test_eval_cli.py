@@ -15,7 +15,7 @@ import pytest
 
 from loopwright.machines.diagram import dot_available
 
-from .test_trace_page import browser as browser  # the Chromium fixture (playwright, Debian's chromium)
+from .chromium import browser as browser  # the Chromium fixture (playwright, Debian's chromium)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "eval"

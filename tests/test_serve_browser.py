@@ -4,9 +4,7 @@ test-artifacts/serve/ and the docs' picture of the UI (docs/images/serve-ui.png)
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,43 +12,20 @@ from typing import Any
 import pytest
 
 from loopwright.cli.serve_command import dev_app
-from loopwright.machines.diagram import dot_available
 from tests.serve_agents import serving, slow_agent, support
+
+from .chromium import browser as browser  # the Chromium fixture (playwright, Debian's chromium)
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts" / "serve"
 DOCS_PICTURE = ROOT / "docs" / "images" / "serve-ui.png"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
-
-
-def _playwright_or_skip() -> Any:
-    why = None if dot_available() else "the UI's diagram needs Graphviz (apt-get install graphviz)"
-    if why is None and not os.access(CHROMIUM, os.X_OK):
-        why = f"no Chromium at {CHROMIUM} (apt-get install chromium)"
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        why = why or "the playwright package is missing (pip install -e '.[dev]')"
-    if why is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"the dev UI's browser test must run in CI: {why}")
-        print(f"\nSKIPPED browser test: {why}", file=sys.stderr)
-        pytest.skip(why)
-    return sync_playwright
 
 
 @pytest.fixture(scope="module")
-def page() -> Iterator[Any]:
-    sync_playwright = _playwright_or_skip()
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium.new_page(viewport={"width": 1400, "height": 900}, bypass_csp=True)  # (its waits evaluate JS)
-        finally:
-            chromium.close()
+def page(browser: Any) -> Iterator[Any]:
+    yield browser.new_page(viewport={"width": 1400, "height": 900}, bypass_csp=True)  # (its waits evaluate JS)
 
 
 def test_in_chromium_chat_lights_the_diagram_an_approval_runs_the_call_and_the_answer_shows(

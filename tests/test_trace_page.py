@@ -10,7 +10,6 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +21,9 @@ from loopwright.data.errors import ConfigurationError
 from loopwright.machines.diagram import dot_available, trace_counts
 from loopwright.models.scripted import ScriptedModel
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from .chromium import CHROMIUM
+from .chromium import browser as browser  # the Chromium fixture (playwright, Debian's chromium)
+
 needs_dot = pytest.mark.skipif(not dot_available(), reason="the drawing needs Graphviz (apt-get install graphviz)")
 
 
@@ -130,35 +121,6 @@ def test_loopwright_trace_writes_the_page_from_events_jsonl(run: RunResult, tmp_
 
 
 # ------------------------------------------------------------ in a real browser
-
-
-def _browser_or_skip() -> Any:
-    """Playwright driving the system's Chromium; on a machine without them the test is skipped
-    (loudly), but in CI (env CI set) it fails: CI installs Chromium."""
-    why = None if dot_available() else "the page's drawing needs Graphviz (apt-get install graphviz)"
-    if why is None and not os.access(CHROMIUM, os.X_OK):
-        why = f"no Chromium at {CHROMIUM} (apt-get install chromium)"
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        why = why or "the playwright package is missing (pip install -e '.[dev]')"
-    if why is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"the trace page's browser test must run in CI: {why}")
-        print(f"\nSKIPPED browser test: {why}", file=sys.stderr)
-        pytest.skip(why)
-    return sync_playwright
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    sync_playwright = _browser_or_skip()
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def test_in_chromium_the_page_renders_the_path_is_drawn_and_a_click_shows_the_event(

@@ -15,7 +15,7 @@ from loopwright import Agent, Runner, RunResult
 from loopwright.cli.trace_page import SUMMARY_CAP, TEXT_CAP, trace_page, write_trace_page
 from loopwright.models.scripted import ScriptedModel
 
-from .test_trace_page import CHROMIUM, CHROMIUM_ARGS, _browser_or_skip
+from .chromium import browser as browser  # the Chromium fixture (playwright, Debian's chromium)
 
 
 def long_run(size: int) -> tuple[RunResult, str]:
@@ -45,17 +45,6 @@ def test_a_10_mb_answer_is_kept_once_on_the_page() -> None:
 @pytest.fixture(scope="module")
 def two_mb() -> tuple[RunResult, str]:
     return long_run(2_000_000)  # (made before the browser: playwright's sync API runs an event loop)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Any:
-    sync_playwright = _browser_or_skip()
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def test_in_chromium_a_long_text_is_capped_and_show_all_brings_it_back(

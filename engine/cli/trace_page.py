@@ -8,7 +8,16 @@
 - a timeline: one lane of the stages the run went through, one lane per tool call, each bar as
   long as it took;
 - every event of the run in a table; clicking a step (a table row, a timeline bar, an edge of
-  the diagram) shows that event in full and marks its edge (or state) on the diagram.
+  the diagram) shows that event in full and marks its edge (or state) on the diagram;
+- for a workflow's run, each child run (a step, a branch, a round of a loop, an item of a map)
+  as a panel of its own, reached from the workflow's state that ran it (clicking the state, the
+  child's lane of the timeline, or the link in the workflow's events): the child's summary,
+  its machine with its own path, its timeline and its events, and its own children's panels
+  inside it (a workflow within a workflow). A child that failed, and each run it sits in, is
+  open when the page opens, its error selected: which child failed, where in its loop, why.
+  The children are read from the run's store (``loopwright trace RUN_ID --store URL --agent
+  module:workflow``, or ``children=`` from :func:`stored_children`), or kept as they run by
+  :func:`recording` (no store needed).
 
 Everything is inline (styles, script, the SVG, the events as JSON): the page fetches nothing
 when it is viewed. Without Graphviz the page still has the timeline and the events, with the
@@ -24,25 +33,20 @@ from __future__ import annotations
 import html
 import json
 import os
-import re
-from collections import Counter
+from collections.abc import Mapping, Sequence
+from itertools import count
 from pathlib import Path
 from typing import Any
 
 from ..data.errors import ConfigurationError
-from ..data.inputs import input_text
 from ..data.result import RunResult
-from ..machines.diagram import Trace, diagram, dot_available, events_of, machine_of_trace, trace_counts
+from ..machines.diagram import Trace, dot_available, events_of, machine_of_trace, trace_counts
 from ..runtime.agent import Agent
 from ..table.machine import LoopMachine
+from . import trace_children as kids_of
+from .trace_children import recording, stored_children
 from .trace_page_assets import PAGE, SCRIPT, STYLE
-
-TEXT_CAP = 2000
-"""Characters of a long text shown until its "show all" control is clicked."""
-SUMMARY_CAP = 300
-"""The same, for the input, answer and error in the page's header."""
-_TEXT_REF = "$lw_text"
-"""An event's long string on the page: ``{"$lw_text": n}``, the n-th of the page's texts."""
+from .trace_parts import SUMMARY_CAP, TABLE_HEAD, TEXT_CAP, drawing, kept_once, summary_cells, table, timeline
 
 NO_DRAWING = (
     "no drawing of the machine on the page: Graphviz is not installed here (apt-get install graphviz; "
@@ -50,13 +54,19 @@ NO_DRAWING = (
 )
 """What the command says when the page has no drawing (the page says so too)."""
 
-_SVG_GROUP = re.compile(r'<g id="(?:node|edge)\d+" class="(node|edge)">\n<title>([^<]*)</title>')
 
-
-def trace_page(trace: Trace, *, machine: Agent | LoopMachine | None = None, title: str | None = None) -> str:
+def trace_page(
+    trace: Trace,
+    *,
+    machine: Agent | LoopMachine | None = None,
+    title: str | None = None,
+    children: Mapping[str, Sequence[Any]] | None = None,
+) -> str:
     """The HTML page of one run: ``trace`` is its RunResult, its events, or a JSON-lines file of
     them; ``machine`` the Agent (or LoopMachine) it ran on (default: the result's machine, or
-    the built-in machine that has every edge the run took)."""
+    the built-in machine that has every edge the run took). For a workflow's run,
+    ``children`` holds the events of the runs under it, by run id (:func:`stored_children`
+    reads them from the run's store): each child's loop is drawn inside the state that ran it."""
     events = events_of(trace)
     if not events:
         raise ConfigurationError("the trace has no events: give a run's RunResult or its events.jsonl")
@@ -65,16 +75,33 @@ def trace_page(trace: Trace, *, machine: Agent | LoopMachine | None = None, titl
     first = events[0]
     page_title = title or f"loopwright · {first.agent} · run {first.run_id[:12]}"
     texts: dict[str, int] = {}
-    data = [_kept_once(e.model_dump(mode="json"), texts) for e in events]
-    summary = _summary(events, texts)
+    data = [kept_once(e.model_dump(mode="json"), texts) for e in events]
+    tree = kids_of.child_runs(loop, events, children) if children is not None else []
+    page = kids_of.Page(texts, {})
+    views = count(1)
+    section = kids_of.children_section(tree, page, lambda: f"v{next(views)}-")
+    if children is None and kids_of.composites_of(loop):
+        section = (
+            f'<section class="lw-wide lw-children"><p class="lw-note">{html.escape(kids_of.NO_CHILDREN)}</p></section>'
+        )
+    every = [c for kid in tree for c in kid.walk()]
+    extra = []
+    if every:
+        bad = [c for c in every if c.outcome in kids_of.NOT_ANSWERED]
+        said = ", ".join(f"{c.run_id} ({kids_of.verdict(c.events)})" for c in bad)
+        extra.append(("child runs", f"{len(every)}" + (f"; did not answer: {said}" if bad else "")))
     return PAGE.format(
         title=html.escape(page_title),
         style=STYLE,
-        summary=summary,
-        drawing=_drawing(loop, events, taken),
-        timeline=_timeline(events),
-        table=_table(events),
+        run=html.escape(first.run_id),
+        summary=summary_cells(events, texts, extra),
+        drawing=drawing(loop, events, taken, kids_of.state_marks(tree)),
+        timeline=timeline(events, kids_of.run_lanes(events, tree)),
+        head=TABLE_HEAD,
+        table=table(events, kids_of.run_links(tree)),
+        children=section,
         events=_script_json(data),
+        runs=_script_json(page.runs),
         texts=_script_json(list(texts)),
         cap=TEXT_CAP,
         script=SCRIPT,
@@ -86,29 +113,18 @@ def _script_json(value: Any) -> str:
     return json.dumps(value).replace("<", "\\u003c")
 
 
-def _kept_once(value: Any, texts: dict[str, int]) -> Any:
-    """An event's JSON data with each string longer than TEXT_CAP replaced by a reference to
-    ``texts`` (each text numbered once, in the order found)."""
-    if isinstance(value, str):
-        return value if len(value) <= TEXT_CAP else {_TEXT_REF: texts.setdefault(value, len(texts))}
-    if isinstance(value, dict):
-        return {k: _kept_once(v, texts) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_kept_once(v, texts) for v in value]
-    return value
-
-
 def write_trace_page(
     trace: Trace,
     path: str | os.PathLike[str],
     *,
     machine: Agent | LoopMachine | None = None,
     title: str | None = None,
+    children: Mapping[str, Sequence[Any]] | None = None,
 ) -> Path:
     """Write :func:`trace_page` to ``path`` (folders made as needed); the path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(trace_page(trace, machine=machine, title=title), encoding="utf-8")
+    out.write_text(trace_page(trace, machine=machine, title=title, children=children), encoding="utf-8")
     return out
 
 
@@ -124,161 +140,6 @@ def _machine(trace: Trace, given: Agent | LoopMachine | None, events: list[Any])
     if isinstance(trace, RunResult) and trace.machine is not None:
         return trace.machine  # type: ignore[no-any-return]
     return machine_of_trace(events)
-
-
-# ------------------------------------------------------------ the parts of the page
-
-
-def _summary(events: list[Any], texts: dict[str, int]) -> str:
-    first, last = events[0], events[-1]
-    finished = next((e for e in reversed(events) if e.type == "run_finished"), None)
-    outcome = finished.outcome if finished is not None else ("suspended" if last.type == "suspended" else "running")
-    usage = [e.response.usage for e in events if e.type == "model_responded"]
-    tokens = sum(u.total_tokens for u in usage)
-    calls = sum(1 for e in events if e.type == "tool_called")
-    agents = list(dict.fromkeys(e.agent for e in events))
-    cells = [
-        ("agent", " → ".join(agents)),
-        ("run", first.run_id),
-        ("outcome", outcome),
-        ("iterations", str(max(e.iteration for e in events))),
-        ("model calls", str(sum(1 for e in events if e.type == "model_requested"))),
-        ("tool calls", str(calls)),
-        ("tokens", str(tokens)),
-        ("duration", f"{last.time - first.time:.3f} s"),
-        ("events", str(len(events))),
-    ]
-    if first.type == "run_started":
-        cells.insert(0, ("input", input_text(first.input)))
-    if finished is not None and finished.output:
-        cells.append(("answer", finished.output))
-    if finished is not None and finished.error is not None:
-        cells.append(("error", finished.error.message))
-    return "".join(
-        f'<div class="lw-cell" data-key="{k}"><span>{html.escape(k)}</span>{_capped(v, texts)}</div>' for k, v in cells
-    )
-
-
-def _capped(text: str, texts: dict[str, int]) -> str:
-    """A summary value: a long one cut to SUMMARY_CAP characters, with its "show all" control."""
-    if len(text) <= SUMMARY_CAP:
-        return f"<b>{html.escape(text)}</b>"
-    n = texts.setdefault(text, len(texts))
-    return (
-        f"<b>{html.escape(text[:SUMMARY_CAP])}…</b>"
-        f'<button class="lw-more" data-text="{n}">show all ({len(text):,} characters)</button>'
-    )
-
-
-def _drawing(machine: LoopMachine, events: list[Any], taken: Counter[Any]) -> str:
-    if not dot_available():
-        text = diagram(machine, "mermaid", trace=events)
-        return (
-            '<p class="lw-note">The drawing needs Graphviz when the page is written (apt-get install graphviz; '
-            f"pip install graphviz). The diagram as mermaid text:</p><pre>{html.escape(text)}</pre>"
-        )
-    svg = diagram(machine, "svg", trace=events)
-    svg = svg[svg.index("<svg") :]  # inline in HTML: no XML prolog, doctype or comments
-    edges = {f"{r.source}->{r.dest}" for r in taken}
-    states = {r.source for r in taken} | {r.dest for r in taken}
-
-    def mark(match: re.Match[str]) -> str:
-        kind, name = match.group(1), html.unescape(match.group(2))
-        hit = (name in edges) if kind == "edge" else (name in states)
-        extra = (" lw-taken" if kind == "edge" else " lw-visited") if hit else ""
-        attribute = "data-edge" if kind == "edge" else "data-state"
-        return match.group(0).replace(
-            f'class="{kind}">', f'class="{kind}{extra}" {attribute}="{html.escape(name)}">', 1
-        )
-
-    return _SVG_GROUP.sub(mark, svg)
-
-
-def _timeline(events: list[Any]) -> str:
-    start, end = events[0].time, events[-1].time
-    span = max(end - start, 1e-9)
-
-    def bar(seq: int, t0: float, t1: float, label: str, cls: str) -> str:
-        left = (t0 - start) / span * 100
-        width = max((t1 - t0) / span * 100, 0.4)
-        return (
-            f'<div class="lw-bar lw-step {cls}" data-seq="{seq}" title="{html.escape(label)} · {t1 - t0:.4f} s" '
-            f'style="left:{left:.3f}%;width:{min(width, 100 - left):.3f}%">{html.escape(label)}</div>'
-        )
-
-    entered = [e for e in events if e.type == "state_entered"]
-    stages = []
-    for i, e in enumerate(entered):
-        t1 = entered[i + 1].time if i + 1 < len(entered) else end
-        stages.append(bar(e.seq, e.time, t1, e.state, f"lw-stage lw-s-{e.state}"))
-    answered = {e.call_id: e for e in events if e.type == "tool_answered"}
-    tools = []
-    for e in events:
-        if e.type == "tool_called":
-            done = answered.get(e.call_id)
-            t1 = done.time if done is not None else end
-            status = "lw-error" if done is not None and done.is_error else "lw-ok" if done else "lw-open"
-            tools.append(
-                '<div class="lw-lane">'
-                f'<div class="lw-lane-name">{html.escape(e.name)}</div>'
-                f'<div class="lw-track">{bar(e.seq, e.time, t1, e.name, f"lw-tool {status}")}</div></div>'
-            )
-    lanes = [
-        '<div class="lw-lane"><div class="lw-lane-name">stages</div>'
-        f'<div class="lw-track">{"".join(stages)}</div></div>',
-        *tools,
-    ]
-    return "".join(lanes)
-
-
-def _responded(e: Any) -> str:
-    calls = ", ".join(c.name for c in e.response.tool_calls)
-    said = f"calls {calls}" if calls else f"text: {e.response.text}"
-    return f"{said} ({e.response.usage.total_tokens} tokens)"
-
-
-def _answered(e: Any) -> str:
-    return f"{e.name} → {'error: ' if e.is_error else ''}{json.dumps(e.content)} ({e.duration_s:.4f} s)"
-
-
-_WHAT: dict[str, Any] = {
-    "run_started": lambda e: f"input: {input_text(e.input)}",
-    "state_entered": lambda e: f"{e.source} → {e.state} ({e.guard})",
-    "model_requested": lambda e: (
-        f"attempt {e.attempt}, {e.message_count} messages, tools: {', '.join(e.tool_names) or 'none'}"
-    ),
-    "model_responded": _responded,
-    "tool_called": lambda e: f"{e.name}({', '.join(f'{k}={v!r}' for k, v in e.args.items())})",
-    "tool_answered": _answered,
-    "transferred": lambda e: f"{e.from_agent} → {e.to_agent}: {e.task}",
-    "limit_reached": lambda e: f"{e.limit}: {e.used:g} of {e.value:g}",
-    "error_occurred": lambda e: f"{e.error.kind}: {e.error.message}",
-    "run_finished": lambda e: f"{e.outcome}: {e.output or (e.error.message if e.error else '')}",
-    "suspended": lambda e: ", ".join(f"{p.kind} for {p.tool}" for p in e.pending),
-    "resumed": lambda e: f"decided: {', '.join(e.decided) or 'none'}{' (timed out)' if e.timed_out else ''}",
-    "text_delta": lambda e: e.text,
-}
-"""One line about an event, by its type."""
-
-
-def _what(e: Any) -> str:
-    describe = _WHAT.get(e.type)
-    return str(describe(e)) if describe is not None else ""
-
-
-def _table(events: list[Any]) -> str:
-    start = events[0].time
-    rows = []
-    for e in events:
-        edge = f"{e.source}->{e.state}" if e.type == "state_entered" else ""
-        what = _what(e)
-        rows.append(
-            f'<tr class="lw-step lw-t-{e.type}" data-seq="{e.seq}" data-state="{html.escape(e.state)}" '
-            f'data-edge="{html.escape(edge)}"><td>{e.seq}</td><td>{e.time - start:.4f}</td>'
-            f"<td>{html.escape(e.agent)}</td><td>{e.iteration}</td><td>{html.escape(e.type)}</td>"
-            f"<td>{html.escape(what[:240])}</td></tr>"
-        )
-    return "".join(rows)
 
 
 # ------------------------------------------------------------ `loopwright trace`
@@ -304,8 +165,11 @@ def run_command(args: Any) -> int:
 
     try:
         machine = machine_for_target(args.target)
-        events = load_trace(args.events) if args.store is None else _stored_events(args.store, args.events)
-        path = write_trace_page(events, args.output, machine=machine)
+        if args.store is None:
+            events, children = load_trace(args.events), None
+        else:
+            events, children = _stored(args.store, args.events, machine)
+        path = write_trace_page(events, args.output, machine=machine, children=children)
     except (LookupError, ConfigurationError) as exc:
         print(f"loopwright trace: {exc.args[0]}", file=sys.stderr)
         return 2
@@ -315,24 +179,36 @@ def run_command(args: Any) -> int:
     return 0
 
 
-def _stored_events(url: str, run_id: str) -> list[Any]:
-    """Every event a store kept of run ``run_id`` (all its legs), in order."""
+def _stored(url: str, run_id: str, machine: LoopMachine | None) -> tuple[list[Any], dict[str, list[Any]] | None]:
+    """Every event a store kept of run ``run_id`` (all its legs), in order; and, for a workflow's
+    run (``machine`` a workflow's), every run under it."""
     import asyncio
 
     from ..data.events import EVENT_ADAPTER
     from .runs_cli import open_cli_store
 
-    async def read() -> list[bytes]:
+    async def read() -> tuple[list[bytes], dict[str, list[Any]] | None]:
         store = await open_cli_store(url, read_only=True)
         try:
-            return await store.events(run_id)
+            raw = await store.events(run_id)
+            workflow = raw and machine is not None and kids_of.composites_of(machine)
+            return raw, (await stored_children(store, run_id, machine) if workflow else None)  # type: ignore[arg-type]
         finally:
             await store.close()
 
-    raw = asyncio.run(read())
+    raw, children = asyncio.run(read())
     if not raw:
         raise LookupError(f"no events of run {run_id!r} in {url}; `loopwright runs list --store {url}` lists the runs")
-    return [EVENT_ADAPTER.validate_json(line) for line in raw]
+    return [EVENT_ADAPTER.validate_json(line) for line in raw], children
 
 
-__all__ = ["add_command", "run_command", "trace_page", "write_trace_page"]
+__all__ = [
+    "SUMMARY_CAP",
+    "TEXT_CAP",
+    "add_command",
+    "recording",
+    "run_command",
+    "stored_children",
+    "trace_page",
+    "write_trace_page",
+]
