@@ -42,6 +42,11 @@ def lookup(topic: str) -> str:
 
 
 def release() -> SequentialAgent:
+    """The workflow every test of this module runs: see :func:`release_steps`."""
+    return SequentialAgent("release", steps=release_steps())
+
+
+def release_steps() -> list[Agent]:
     """plan (a tool round) -> checks (a parallel whose `tests` branch fails, on_error="continue")
     -> polish (a loop whose body is a sequence: draft then review, which ends the loop in round 2)
     -> per_doc (a map over two documents)."""
@@ -66,7 +71,7 @@ def release() -> SequentialAgent:
     draft = SequentialAgent("draft", steps=[Agent(name="writer", model=ScriptedModel(["draft 1", "draft 2"])), review])
     polish = LoopAgent("polish", body=[draft], max_iterations=3)
     per_doc = MapAgent("per_doc", Agent(name="summariser", model=ScriptedModel(["sum a", "sum b"])), over="docs")
-    return SequentialAgent("release", steps=[plan, checks, polish, per_doc])
+    return [plan, checks, polish, per_doc]
 
 
 CHILDREN = [
@@ -160,6 +165,30 @@ def test_loopwright_trace_of_a_stored_workflow_run_shows_each_childs_loop(tmp_pa
         assert f'id="lw-run-{run_id}"' in page, run_id
     failed = panel(page, "r1.checks.tests")
     assert "the test database is down" in failed and "failed" in failed
+
+
+def shipping() -> SequentialAgent:
+    """The release workflow without its map (``loopwright run`` gives a run no state)."""
+    return SequentialAgent("shipping", steps=release_steps()[:3])
+
+
+@pytest.mark.slow
+def test_loopwright_run_with_trace_draws_a_workflows_children_inside_it(tmp_path: Path) -> None:
+    """The fault: ``loopwright run mod:workflow --trace page.html`` wrote the workflow's own events
+    only, so the page said its children were in a store the run never had."""
+    out = tmp_path / "trace.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwright.cli", "run", "tests.test_trace_page_workflows:shipping", "ship it",
+         "--yes", "--trace", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page = out.read_text()
+    assert "kept in a store" not in page
+    runs = blob(page, "lw-children")
+    root = next(iter(runs)).split(".")[0]
+    assert sorted(runs) == sorted(root + c[2:] for c in CHILDREN if not c.startswith("r1.per_doc"))
+    assert "the test database is down" in panel(page, f"{root}.checks.tests")
 
 
 def test_every_child_run_is_read_from_the_store_with_its_events(

@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -157,6 +158,18 @@ def add_command(sub: Any) -> None:
     command.set_defaults(handler=run_command)
 
 
+def _run(
+    agent: Any, args: Any, saved: Any, console: Console, feed: _Feed, saved_at: Any
+) -> tuple[RunResult, Mapping[str, Sequence[Any]] | None]:
+    """Drive the run; with ``--trace``, every run's events too (a workflow's children are drawn inside it)."""
+    if args.trace is None:
+        return asyncio.run(_drive(agent, args, saved, console, feed, saved_at)), None
+    from .trace_children import recording
+
+    with recording() as runs:
+        return asyncio.run(_drive(agent, args, saved, console, feed, saved_at)), runs
+
+
 def run_command(args: Any) -> int:
     console = Console(stderr=args.json)
     agent = _load(args.target, args.model, args.base_url)
@@ -174,7 +187,7 @@ def run_command(args: Any) -> int:
             return 2
     feed = _Feed(RunView(agent), sys.stdout if args.json else None)
     try:
-        result = asyncio.run(_drive(agent, args, saved, console, feed, saved_at))
+        result, runs = _run(agent, args, saved, console, feed, saved_at)
     except (ConfigurationError, ResumeError, LookupError) as exc:
         _fail(f"loopwright run: {exc}")
         return 2
@@ -186,7 +199,7 @@ def run_command(args: Any) -> int:
         from ..machines.diagram import dot_available
         from .trace_page import NO_DRAWING, write_trace_page
 
-        page = write_trace_page(feed.events, args.trace, machine=agent)
+        page = write_trace_page(feed.events, args.trace, machine=agent, children=runs)
         console.print(f"trace page: {page}", style="dim", markup=False, highlight=False)
         if not dot_available():
             console.print(f"note: {NO_DRAWING}", style="yellow", markup=False, highlight=False)
