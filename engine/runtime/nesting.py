@@ -33,6 +33,7 @@ from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import Any, NamedTuple
 
+from ..data.build import trusted
 from ..data.errors import ConfigurationError
 from ..data.events import ZERO_USAGE, ErrorInfo, ErrorOccurred, Usage
 from ..data.run_state import RunState
@@ -66,13 +67,19 @@ class Up:
 
     def passes_left(self) -> int:
         """The least room left in ``max_iterations`` of the runs above."""
-        return min(up.limits.max_iterations - up.iteration for up in self.above)
+        least = None
+        for up in self.above:
+            left = up.limits.max_iterations - up.iteration
+            if least is None or left < least:
+                least = left
+        return least  # type: ignore[return-value]  # (above is never empty)
 
     def take_pass(self) -> bool:
         """Take one pass from every run above, if each has one left."""
         with _charging:
-            if self.passes_left() <= 0:
-                return False
+            for up in self.above:
+                if up.iteration >= up.limits.max_iterations:
+                    return False
             for up in self.above:
                 up.iteration += 1
             self.held += 1
@@ -80,53 +87,56 @@ class Up:
 
     def send(self, rs: RunState) -> None:
         """Add the tool calls and tokens the child ``rs`` spent since last time to the runs above."""
-        calls, usage = rs.tool_calls_made - self.sent_calls, rs.usage
-        if usage is self.sent_usage and not calls:
+        usage, sent, calls = rs.usage, self.sent_usage, rs.tool_calls_made - self.sent_calls
+        spent = None if usage is sent or usage.__dict__ == sent.__dict__ else _minus(usage, sent)
+        if spent is None and not calls:  # (a reply that reports no usage: a new zero, nothing to add)
             return
-        spent = _minus(usage, self.sent_usage)
         with _charging:
             for up in self.above:
                 up.tool_calls_made += calls
-                if spent is not ZERO_USAGE:
+                if spent is not None:
                     up.usage = up.usage + spent
         self.sent_calls, self.sent_usage = rs.tool_calls_made, usage
 
-    def refuses(self, rs: RunState, ctx: Any) -> bool:
+    def refuses(self, rs: RunState, ctx: Any) -> bool:  # noqa: C901 (before every model call of a nested run: written out)
         """Before each model call of the child ``rs`` (in ``reason``; ``rs.attempt`` is 1 for a
         pass's first call, which ``rs.iteration`` already counts): True when the runs above
         have no room for it (``rs.model_error`` and an ``error`` event say why). A pass uses
         the pass taken for it and takes the next one, or lowers the child's own
-        ``max_iterations`` to the passes it made when the runs above have none left."""
-        refused = self._refusal(rs)
-        if refused is None:
-            return False
-        rs.model_error = refused
-        ctx.emit(ErrorOccurred, error=refused)
-        return True
-
-    def _refusal(self, rs: RunState) -> ErrorInfo | None:
-        self.send(rs)
+        ``max_iterations`` to the passes it made when the runs above have none left.
+        (It runs before every model call of a nested run: the usual case is written out.)"""
+        if rs.usage is not self.sent_usage or rs.tool_calls_made != self.sent_calls:
+            self.send(rs)
         for up in self.above:
             cap = up.limits.max_total_tokens
             if cap is not None and up.usage.total_tokens >= cap:
-                return ErrorInfo(  # (the table's token-budget rows: salvage, naming max_total_tokens)
+                return _refuse(rs, ctx, ErrorInfo(  # (the table's token-budget rows: salvage, naming it)
                     kind="token_budget",
                     message=f"run {up.run_id!r} above this run has spent its max_total_tokens={cap} "
                     f"({up.usage.total_tokens} tokens, with its nested runs); the model call was not made",
-                )
+                ))  # fmt: skip
         if rs.attempt != 1:
-            return None
+            return False
         if self.held:
             self.held -= 1
         elif not self.take_pass():  # (only when the table came round without the iteration guard)
-            return ErrorInfo(
+            return _refuse(rs, ctx, ErrorInfo(
                 kind="model",
                 message=f"the runs above run {rs.run_id!r} have spent their max_iterations with their nested "
                 f"runs (the root's: {self.above[-1].limits.max_iterations}); the model call was not made",
-            )
-        if rs.iteration < rs.limits.max_iterations and not self.take_pass():
+            ))  # fmt: skip
+        if rs.iteration < rs.limits.max_iterations:  # the next pass, taken now (take_pass, written out)
+            with _charging:
+                for up in self.above:
+                    if up.iteration >= up.limits.max_iterations:
+                        break
+                else:
+                    for up in self.above:
+                        up.iteration += 1
+                    self.held += 1
+                    return False
             rs.limits = rs.limits.model_copy(update={"max_iterations": rs.iteration})
-        return None
+        return False
 
     def run_calls(self, room: tuple[int, int] | None, wanted: int) -> tuple[int, int] | None:
         """``act`` of the child is about to run up to ``wanted`` tool calls with ``room`` left
@@ -145,22 +155,43 @@ class Up:
     def tool_call_room(self) -> tuple[int, int] | None:
         """The least room left in ``max_tool_calls`` of the runs above, and that run's cap
         (None: none has a cap)."""
-        rooms = [(cap - up.tool_calls_made, cap) for up in self.above if (cap := up.limits.max_tool_calls)]
-        return min(rooms) if rooms else None
+        least: tuple[int, int] | None = None
+        for up in self.above:
+            cap = up.limits.max_tool_calls
+            if cap is not None and (least is None or (cap - up.tool_calls_made, cap) < least):
+                least = (cap - up.tool_calls_made, cap)
+        return least
+
+    def token_room(self) -> int | None:
+        """The least room left in ``max_total_tokens`` of the runs above (None: none has a cap)."""
+        least: int | None = None
+        for up in self.above:
+            cap = up.limits.max_total_tokens
+            if cap is not None and (least is None or cap - up.usage.total_tokens < least):
+                least = cap - up.usage.total_tokens
+        return least
 
     def end(self, rs: RunState) -> None:
         """The child ``rs`` has ended: its last tool calls and tokens go up, an unmade pass back."""
         self.send(rs)
-        with _charging:
-            for up in self.above:
-                up.iteration -= self.held
-        self.held = 0
+        if self.held:
+            with _charging:
+                for up in self.above:
+                    up.iteration -= self.held
+            self.held = 0
+
+
+def _refuse(rs: RunState, ctx: Any, why: ErrorInfo) -> bool:
+    rs.model_error = why
+    ctx.emit(ErrorOccurred, error=why)
+    return True
 
 
 def _minus(a: Usage, b: Usage) -> Usage:
     if b is ZERO_USAGE:
         return a
-    return Usage(
+    return trusted(
+        Usage,
         input_tokens=max(a.input_tokens - b.input_tokens, 0),
         output_tokens=max(a.output_tokens - b.output_tokens, 0),
         cache_read_tokens=max(a.cache_read_tokens - b.cache_read_tokens, 0),
@@ -210,18 +241,19 @@ def adopt(rs: RunState, up: Parent) -> None:
             f"max_depth={top.max_depth}; answer without starting another run (or raise Limits.max_depth)"
         )
     above_up = _UPS.get(id(up.state))
-    link_ = Up(rs, (up.state, *(above_up.above if above_up is not None else ())), depth)
-    room: dict[str, Any] = {}
+    link_ = Up(rs, (up.state,) if above_up is None else (up.state, *above_up.above), depth)
     iterations = link_.passes_left()
     if not link_.take_pass():
         raise ConfigurationError(
             f"run {up.state.run_id!r} has spent its max_iterations={top.max_iterations} (with the runs nested "
             "in its tools); a run started in its tool would have no model calls left"
         )
-    room["max_iterations"] = min(rs.limits.max_iterations, iterations)
+    own = rs.limits
+    room: dict[str, Any] = {}  # (only what the runs above lower: usually nothing, and no copy)
+    if iterations < own.max_iterations:
+        room["max_iterations"] = iterations
     tool_calls = room_[0] if (room_ := link_.tool_call_room()) is not None else None
-    tokens = [u.limits.max_total_tokens - u.usage.total_tokens for u in link_.above if u.limits.max_total_tokens]
-    for name, left in (("max_tool_calls", tool_calls), ("max_total_tokens", min(tokens) if tokens else None)):
+    for name, left in (("max_tool_calls", tool_calls), ("max_total_tokens", link_.token_room())):
         if left is None:
             continue
         if left <= 0:
@@ -230,9 +262,11 @@ def adopt(rs: RunState, up: Parent) -> None:
                 f"run {up.state.run_id!r} has spent its {name}={getattr(top, name)} (with the runs nested in "
                 "its tools); no run can start in its tool"
             )
-        own = getattr(rs.limits, name)
-        room[name] = left if own is None else min(own, left)
-    rs.limits = rs.limits.model_copy(update=room)
+        mine = getattr(own, name)
+        if mine is None or left < mine:
+            room[name] = left
+    if room:
+        rs.limits = own.model_copy(update=room)
     if up.state.deadline is not None and (rs.deadline is None or up.state.deadline < rs.deadline):
         rs.deadline = up.state.deadline
     _UPS[id(rs)] = link_

@@ -16,7 +16,7 @@ Their tables (``name`` is each step's agent name; every working state also has r
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import JsonValue
@@ -43,7 +43,7 @@ from .base import (
     waiting_rows,
     working,
 )
-from .children import Ended, fail, flow_of, note_waiting, run_child, runner_for, writes
+from .children import ANSWERED, Ended, fail, flow_of, note_waiting, run_child, runner_for, writes
 from .gather import gather_rows, merge_children, note_failures, run_children
 
 EXIT_LOOP = "exit_loop"
@@ -69,10 +69,13 @@ def loop_exit_requested(rs: RunState) -> bool:
 async def _one(wf: Workflow, index: int, rs: RunState, ctx: RunContext, key: str) -> None:
     """Run step ``index`` of ``wf`` as the child ``key`` and take what it did into ``rs``."""
     step = wf.children[index]
-    runner = runner_for(step.agent, ctx.store, wf.runner_cache(index))
-    base = copy_state(rs.state)
+    cache = wf._runners.get(index)
+    runner = cache.get(id(ctx.store)) if cache is not None else None
+    if runner is None or runner.store is not ctx.store:
+        runner = runner_for(step.agent, ctx.store, wf.runner_cache(index))
+    base = copy_state(rs.state) if rs.state else {}
     ended = await run_child(runner, rs, ctx, key, rs.input, base)
-    if ended.answered:
+    if ended.outcome in ANSWERED:
         _take(rs, base, ended, step, isinstance(wf, LoopAgent))
         finish_with(rs, ended.text, step.agent.name)
     elif ended.outcome == "suspended":
@@ -92,8 +95,8 @@ def _take(rs: RunState, base: dict[str, JsonValue], ended: Ended, step: Step, lo
 
 
 def _step(wf_ref: list[Workflow], index: int, key: Callable[[RunState, str], str], state: str) -> Handler:
-    async def run_step(rs: RunState, ctx: RunContext) -> None:
-        await _one(wf_ref[0], index, rs, ctx, key(rs, state))
+    def run_step(rs: RunState, ctx: RunContext) -> Awaitable[None]:  # (the step's coroutine is _one's own)
+        return _one(wf_ref[0], index, rs, ctx, key(rs, state))
 
     run_step.__name__ = f"run_{state}"
     return run_step
