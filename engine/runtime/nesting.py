@@ -51,19 +51,24 @@ class Parent(NamedTuple):
 class Up:
     """A child run's link to the runs above it (``RunContext.up``): what it has charged them."""
 
-    __slots__ = ("above", "child", "depth", "held", "sent_calls", "sent_usage")
+    __slots__ = ("above", "child", "depth", "held", "links", "sent_calls", "sent_usage")
 
-    def __init__(self, child: RunState, above: tuple[RunState, ...], depth: int) -> None:
+    def __init__(self, child: RunState, above: tuple[RunState, ...], depth: int, links: tuple[Up, ...] = ()) -> None:
         self.child = child
         """The child run (kept: its ``id`` is the key of this link while the run goes on)."""
         self.above = above
         """The runs above, its parent first, the root last."""
+        self.links = links
+        """The links of the runs above that are children themselves (all but the root), in the
+        same order: what this run sends them also went to every run above them, so it counts
+        as sent by them (each spend reaches each run once)."""
         self.depth = depth
         self.held = 0
         """Passes taken from the runs above and not made yet (0 or 1)."""
         self.sent_calls = 0
         self.sent_usage: Usage = ZERO_USAGE
-        """The tool calls and tokens of this run already added to the runs above."""
+        """The tool calls and tokens of this run already added to the runs above (its own, and
+        those its nested runs added to them)."""
 
     def passes_left(self) -> int:
         """The least room left in ``max_iterations`` of the runs above."""
@@ -87,16 +92,20 @@ class Up:
 
     def send(self, rs: RunState) -> None:
         """Add the tool calls and tokens the child ``rs`` spent since last time to the runs above."""
-        usage, sent, calls = rs.usage, self.sent_usage, rs.tool_calls_made - self.sent_calls
-        spent = None if usage is sent or usage.__dict__ == sent.__dict__ else _minus(usage, sent)
-        if spent is None and not calls:  # (a reply that reports no usage: a new zero, nothing to add)
-            return
         with _charging:
+            usage, sent, calls = rs.usage, self.sent_usage, rs.tool_calls_made - self.sent_calls
+            spent = None if usage is sent or usage.__dict__ == sent.__dict__ else _minus(usage, sent)
+            if spent is None and not calls:  # (a reply that reports no usage: a new zero, nothing to add)
+                return
             for up in self.above:
                 up.tool_calls_made += calls
                 if spent is not None:
                     up.usage = up.usage + spent
-        self.sent_calls, self.sent_usage = rs.tool_calls_made, usage
+            for link in self.links:  # (the runs above them have it already: not sent again)
+                link.sent_calls += calls
+                if spent is not None:
+                    link.sent_usage = link.sent_usage + spent
+            self.sent_calls, self.sent_usage = rs.tool_calls_made, usage
 
     def refuses(self, rs: RunState, ctx: Any) -> bool:  # noqa: C901 (before every model call of a nested run: written out)
         """Before each model call of the child ``rs`` (in ``reason``; ``rs.attempt`` is 1 for a
@@ -149,6 +158,8 @@ class Up:
             runs = wanted if room is None else min(wanted, max(room[0], 0))
             for up in self.above:
                 up.tool_calls_made += runs
+            for link in self.links:
+                link.sent_calls += runs
             self.sent_calls += runs
         return room
 
@@ -240,8 +251,7 @@ def adopt(rs: RunState, up: Parent) -> None:
             f"run {rs.run_id!r} would nest {depth} deep in tools of run {up.state.run_id!r}, past its "
             f"max_depth={top.max_depth}; answer without starting another run (or raise Limits.max_depth)"
         )
-    above_up = _UPS.get(id(up.state))
-    link_ = Up(rs, (up.state,) if above_up is None else (up.state, *above_up.above), depth)
+    link_ = _link(rs, up.state, depth)
     iterations = link_.passes_left()
     if not link_.take_pass():
         raise ConfigurationError(
@@ -270,6 +280,13 @@ def adopt(rs: RunState, up: Parent) -> None:
     if up.state.deadline is not None and (rs.deadline is None or up.state.deadline < rs.deadline):
         rs.deadline = up.state.deadline
     _UPS[id(rs)] = link_
+
+
+def _link(rs: RunState, parent: RunState, depth: int) -> Up:
+    above = _UPS.get(id(parent))
+    if above is None:  # the parent is a top-level run
+        return Up(rs, (parent,), depth)
+    return Up(rs, (parent, *above.above), depth, (above, *above.links))
 
 
 def charge(rs: RunState) -> None:
