@@ -43,7 +43,7 @@ from .base import (
     waiting_rows,
     working,
 )
-from .children import ANSWERED, Ended, fail, flow_of, note_waiting, run_child, runner_for, writes
+from .children import ANSWERED, Ended, fail, flow_of, note_waiting, run_child, runner_for
 from .gather import gather_rows, merge_children, note_failures, run_children
 
 EXIT_LOOP = "exit_loop"
@@ -69,17 +69,18 @@ def loop_exit_requested(rs: RunState) -> bool:
 async def _one(wf: Workflow, index: int, rs: RunState, ctx: RunContext, key: str) -> None:
     """Run step ``index`` of ``wf`` as the child ``key`` and take what it did into ``rs``."""
     step = wf.children[index]
-    cache = wf._runners.get(index)
-    runner = cache.get(id(ctx.store)) if cache is not None else None
-    if runner is None or runner.store is not ctx.store:
-        runner = runner_for(step.agent, ctx.store, wf.runner_cache(index))
+    store = ctx.store
+    runners = wf.runner_cache(index)
+    runner = runners.get(id(store))
+    if runner is None or runner.store is not store:
+        runner = runner_for(step.agent, store, runners)
     base = copy_state(rs.state) if rs.state else {}
     ended = await run_child(runner, rs, ctx, key, rs.input, base)
     if ended.outcome in ANSWERED:
         _take(rs, base, ended, step, isinstance(wf, LoopAgent))
         finish_with(rs, ended.text, step.agent.name)
     elif ended.outcome == "suspended":
-        note_waiting(rs, key, ended, ctx.store)
+        note_waiting(rs, key, ended, store)
     else:
         fail(rs, f"step {step.agent.name!r} of workflow {wf.name!r} ended {ended.outcome}: {ended.error}")
 
@@ -87,11 +88,16 @@ async def _one(wf: Workflow, index: int, rs: RunState, ctx: RunContext, key: str
 def _take(rs: RunState, base: dict[str, JsonValue], ended: Ended, step: Step, loop: bool) -> None:
     """A child's writes into the state, its output under its key; in a loop, its ``exit_loop``
     flag ends the loop (elsewhere the flag goes on up, to the loop that encloses the workflow)."""
-    changed = writes(base, ended.state)
-    if loop and changed.pop(EXIT_LOOP, None):
-        flow_of(rs).exit = True
-    rs.state.update(changed)
-    rs.state[step.key] = ended.value()
+    state = rs.state
+    for k, v in ended.state.items():  # (children.writes, written out)
+        if k not in base or base[k] != v:
+            if loop and k == EXIT_LOOP:
+                if v:
+                    flow_of(rs).exit = True
+                continue
+            state[k] = v
+    out = ended.output
+    state[step.key] = out if type(out) is str else ended.value()
 
 
 def _step(wf_ref: list[Workflow], index: int, key: Callable[[RunState, str], str], state: str) -> Handler:

@@ -99,7 +99,7 @@ class Ended:
     def value(self) -> JsonValue:
         """The output as a state value (a structured output as its JSON form)."""
         out = self.output
-        if out is None or isinstance(out, str | int | float | bool | list | dict):
+        if out is None or type(out) is str or isinstance(out, str | int | float | bool | list | dict):
             return out
         dump = getattr(out, "model_dump", None)
         return dump(mode="json") if dump is not None else str(out)
