@@ -150,6 +150,33 @@ def test_a_workflow_in_a_workflow_counts_each_token_and_call_once() -> None:
     assert result.iterations <= outer.limits.max_iterations
 
 
+def test_a_nested_run_that_suspends_charges_what_it_spent_and_leaves_its_link() -> None:
+    """A workflow's child waits for a confirmation: the workflow suspends with it. What the child
+    spent reaches the workflow, the pass it held for its next call is given back, and its link
+    is dropped (before, the link stayed for good, keeping the runs alive, and neither the
+    child's last reply's tokens nor its held pass ever came back)."""
+    from loopwright.workflows import SequentialAgent
+
+    @tool(requires_confirmation=True)
+    def refund(order: str) -> str:
+        """Refunds an order (a person approves it first)."""
+        return f"refunded {order}"
+
+    script = [
+        ModelResponse(
+            parts=(ToolCall(name="refund", args={"order": "A1"}),), stop_reason="tool_use", usage=Usage(input_tokens=9)
+        ),
+        ModelResponse(parts=(TextPart(text="refund sent"),), stop_reason="end_turn", usage=Usage(input_tokens=9)),
+    ]
+    pay = Agent(name="pay", model=ScriptedModel(script), tools=[refund], limits=Limits(max_iterations=3))
+    links_before = set(nesting._UPS)
+    first = Runner(SequentialAgent("support", steps=[pay])).run_sync("refund A1")
+    assert first.outcome == "suspended" and [p.tool for p in first.pending] == ["refund"]
+    assert set(nesting._UPS) == links_before
+    assert first.usage.input_tokens == 9
+    assert first.iterations == 1
+
+
 # ------------------------------------------------------------------ the tree's totals, siblings at once
 
 
