@@ -7,10 +7,10 @@ A child charges every run above it as it goes, not when it ends, so runs that go
 - ``max_iterations``: each model pass of a child is taken from the room of every run above it
   before the pass is made. A child takes its first pass when it starts (it is refused, with a
   :class:`ConfigurationError` the calling tool's result reports, when a run above has none
-  left) and each next pass during the pass before it (:meth:`Up.model_call`); when none is
+  left) and each next pass during the pass before it (:meth:`Up.refuses`); when none is
   left, its own ``max_iterations`` is lowered to the passes it made, so its table stops it
   there (salvage, or outcome ``"limit"``), naming ``max_iterations``. A pass taken but not
-  made is given back when the child ends. So the passes of the whole tree are at most the
+  made is given back when the child ends (or suspends). So the passes of the whole tree are at most the
   root's ``max_iterations``; salvage calls are not passes (one per run at most, and the tree
   holds at most ``max_iterations`` runs).
 - ``max_total_tokens``: a child's tokens are added to every run above it before each of its
@@ -19,8 +19,14 @@ A child charges every run above it as it goes, not when it ends, so runs that go
 - ``max_tool_calls``: a child's calls past the least room of the runs above it are answered
   "not run", and the calls it runs are charged to them at once.
 
-It starts with that room as its own caps (where smaller than its agent's) and ends by the
-parent's deadline at the latest. Runs nest at most ``Limits.max_depth`` deep (the root's).
+Each spend reaches each run above once: what a child sends its parent also went to every run
+above the parent, so it counts as sent by the parent too (a run two levels down is not counted
+twice by the root). A child that suspends (waits for a person) sends what it spent and drops its
+link then; resumed, it runs on its own.
+
+It starts with that room as its own caps (where smaller than its agent's; its agent's limits
+as they are otherwise) and ends by the parent's deadline at the latest. Runs nest at most
+``Limits.max_depth`` deep (the root's).
 
 The link is a context variable set while a run's tools run (:func:`enter_tools`), so it reaches
 runs started in a tool's own task, in tasks it creates, and in a sync tool's thread.
