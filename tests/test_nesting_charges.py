@@ -281,7 +281,7 @@ def test_the_trees_passes_tool_calls_and_tokens_stay_within_the_roots_budgets(sh
         retry_backoff_s=0,
     )
     agent = _tree_agent(model, limits, shape["in_threads"])
-    links_before = set(nesting._UPS)  # (a nested run that suspended, in another test, keeps its link)
+    links_before = set(nesting._UPS)  # (a paused nested run of another test keeps its link: see Run._pause_here)
     result = Runner(agent).run_sync("depth 0")
     assert model.calls <= shape["max_iterations"]
     assert result.iterations <= shape["max_iterations"]
