@@ -368,6 +368,7 @@ class Run(Paced):
         for hook in self.machine.hooks("pause"):
             hook(rs, self.ctx)
         rs.outcome = "suspended"
+        nesting.charge(rs)  # a nested run that waits: what it spent goes up, its held pass back, its link dropped
         rs.legs = (*rs.legs, self.ctx.log)  # a resume's result carries this leg's events too
         self._notify_finish()
 

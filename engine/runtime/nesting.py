@@ -7,10 +7,10 @@ A child charges every run above it as it goes, not when it ends, so runs that go
 - ``max_iterations``: each model pass of a child is taken from the room of every run above it
   before the pass is made. A child takes its first pass when it starts (it is refused, with a
   :class:`ConfigurationError` the calling tool's result reports, when a run above has none
-  left) and each next pass during the pass before it (:meth:`Up.model_call`); when none is
+  left) and each next pass during the pass before it (:meth:`Up.refuses`); when none is
   left, its own ``max_iterations`` is lowered to the passes it made, so its table stops it
   there (salvage, or outcome ``"limit"``), naming ``max_iterations``. A pass taken but not
-  made is given back when the child ends. So the passes of the whole tree are at most the
+  made is given back when the child ends (or suspends). So the passes of the whole tree are at most the
   root's ``max_iterations``; salvage calls are not passes (one per run at most, and the tree
   holds at most ``max_iterations`` runs).
 - ``max_total_tokens``: a child's tokens are added to every run above it before each of its
@@ -19,8 +19,14 @@ A child charges every run above it as it goes, not when it ends, so runs that go
 - ``max_tool_calls``: a child's calls past the least room of the runs above it are answered
   "not run", and the calls it runs are charged to them at once.
 
-It starts with that room as its own caps (where smaller than its agent's) and ends by the
-parent's deadline at the latest. Runs nest at most ``Limits.max_depth`` deep (the root's).
+Each spend reaches each run above once: what a child sends its parent also went to every run
+above the parent, so it counts as sent by the parent too (a run two levels down is not counted
+twice by the root). A child that suspends (waits for a person) sends what it spent and drops its
+link then; resumed, it runs on its own.
+
+It starts with that room as its own caps (where smaller than its agent's; its agent's limits
+as they are otherwise) and ends by the parent's deadline at the latest. Runs nest at most
+``Limits.max_depth`` deep (the root's).
 
 The link is a context variable set while a run's tools run (:func:`enter_tools`), so it reaches
 runs started in a tool's own task, in tasks it creates, and in a sync tool's thread.
@@ -33,6 +39,7 @@ from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import Any, NamedTuple
 
+from ..data.build import trusted
 from ..data.errors import ConfigurationError
 from ..data.events import ZERO_USAGE, ErrorInfo, ErrorOccurred, Usage
 from ..data.run_state import RunState
@@ -50,29 +57,40 @@ class Parent(NamedTuple):
 class Up:
     """A child run's link to the runs above it (``RunContext.up``): what it has charged them."""
 
-    __slots__ = ("above", "child", "depth", "held", "sent_calls", "sent_usage")
+    __slots__ = ("above", "child", "depth", "held", "links", "sent_calls", "sent_usage")
 
-    def __init__(self, child: RunState, above: tuple[RunState, ...], depth: int) -> None:
+    def __init__(self, child: RunState, above: tuple[RunState, ...], depth: int, links: tuple[Up, ...] = ()) -> None:
         self.child = child
         """The child run (kept: its ``id`` is the key of this link while the run goes on)."""
         self.above = above
         """The runs above, its parent first, the root last."""
+        self.links = links
+        """The links of the runs above that are children themselves (all but the root), in the
+        same order: what this run sends them also went to every run above them, so it counts
+        as sent by them (each spend reaches each run once)."""
         self.depth = depth
         self.held = 0
         """Passes taken from the runs above and not made yet (0 or 1)."""
         self.sent_calls = 0
         self.sent_usage: Usage = ZERO_USAGE
-        """The tool calls and tokens of this run already added to the runs above."""
+        """The tool calls and tokens of this run already added to the runs above (its own, and
+        those its nested runs added to them)."""
 
     def passes_left(self) -> int:
         """The least room left in ``max_iterations`` of the runs above."""
-        return min(up.limits.max_iterations - up.iteration for up in self.above)
+        least = None
+        for up in self.above:
+            left = up.limits.max_iterations - up.iteration
+            if least is None or left < least:
+                least = left
+        return least  # type: ignore[return-value]  # (above is never empty)
 
     def take_pass(self) -> bool:
         """Take one pass from every run above, if each has one left."""
         with _charging:
-            if self.passes_left() <= 0:
-                return False
+            for up in self.above:
+                if up.iteration >= up.limits.max_iterations:
+                    return False
             for up in self.above:
                 up.iteration += 1
             self.held += 1
@@ -80,53 +98,60 @@ class Up:
 
     def send(self, rs: RunState) -> None:
         """Add the tool calls and tokens the child ``rs`` spent since last time to the runs above."""
-        calls, usage = rs.tool_calls_made - self.sent_calls, rs.usage
-        if usage is self.sent_usage and not calls:
-            return
-        spent = _minus(usage, self.sent_usage)
         with _charging:
+            usage, sent, calls = rs.usage, self.sent_usage, rs.tool_calls_made - self.sent_calls
+            spent = None if usage is sent or usage.__dict__ == sent.__dict__ else _minus(usage, sent)
+            if spent is None and not calls:  # (a reply that reports no usage: a new zero, nothing to add)
+                return
             for up in self.above:
                 up.tool_calls_made += calls
-                if spent is not ZERO_USAGE:
+                if spent is not None:
                     up.usage = up.usage + spent
-        self.sent_calls, self.sent_usage = rs.tool_calls_made, usage
+            for link in self.links:  # (the runs above them have it already: not sent again)
+                link.sent_calls += calls
+                if spent is not None:
+                    link.sent_usage = link.sent_usage + spent
+            self.sent_calls, self.sent_usage = rs.tool_calls_made, usage
 
-    def refuses(self, rs: RunState, ctx: Any) -> bool:
+    def refuses(self, rs: RunState, ctx: Any) -> bool:  # noqa: C901 (before every model call of a nested run: written out)
         """Before each model call of the child ``rs`` (in ``reason``; ``rs.attempt`` is 1 for a
         pass's first call, which ``rs.iteration`` already counts): True when the runs above
         have no room for it (``rs.model_error`` and an ``error`` event say why). A pass uses
         the pass taken for it and takes the next one, or lowers the child's own
-        ``max_iterations`` to the passes it made when the runs above have none left."""
-        refused = self._refusal(rs)
-        if refused is None:
-            return False
-        rs.model_error = refused
-        ctx.emit(ErrorOccurred, error=refused)
-        return True
-
-    def _refusal(self, rs: RunState) -> ErrorInfo | None:
-        self.send(rs)
+        ``max_iterations`` to the passes it made when the runs above have none left.
+        (It runs before every model call of a nested run: the usual case is written out.)"""
+        if rs.usage is not self.sent_usage or rs.tool_calls_made != self.sent_calls:
+            self.send(rs)
         for up in self.above:
             cap = up.limits.max_total_tokens
             if cap is not None and up.usage.total_tokens >= cap:
-                return ErrorInfo(  # (the table's token-budget rows: salvage, naming max_total_tokens)
+                return _refuse(rs, ctx, ErrorInfo(  # (the table's token-budget rows: salvage, naming it)
                     kind="token_budget",
                     message=f"run {up.run_id!r} above this run has spent its max_total_tokens={cap} "
                     f"({up.usage.total_tokens} tokens, with its nested runs); the model call was not made",
-                )
+                ))  # fmt: skip
         if rs.attempt != 1:
-            return None
+            return False
         if self.held:
             self.held -= 1
         elif not self.take_pass():  # (only when the table came round without the iteration guard)
-            return ErrorInfo(
+            return _refuse(rs, ctx, ErrorInfo(
                 kind="model",
                 message=f"the runs above run {rs.run_id!r} have spent their max_iterations with their nested "
                 f"runs (the root's: {self.above[-1].limits.max_iterations}); the model call was not made",
-            )
-        if rs.iteration < rs.limits.max_iterations and not self.take_pass():
+            ))  # fmt: skip
+        if rs.iteration < rs.limits.max_iterations:  # the next pass, taken now (take_pass, written out)
+            with _charging:
+                for up in self.above:
+                    if up.iteration >= up.limits.max_iterations:
+                        break
+                else:
+                    for up in self.above:
+                        up.iteration += 1
+                    self.held += 1
+                    return False
             rs.limits = rs.limits.model_copy(update={"max_iterations": rs.iteration})
-        return None
+        return False
 
     def run_calls(self, room: tuple[int, int] | None, wanted: int) -> tuple[int, int] | None:
         """``act`` of the child is about to run up to ``wanted`` tool calls with ``room`` left
@@ -139,28 +164,51 @@ class Up:
             runs = wanted if room is None else min(wanted, max(room[0], 0))
             for up in self.above:
                 up.tool_calls_made += runs
+            for link in self.links:
+                link.sent_calls += runs
             self.sent_calls += runs
         return room
 
     def tool_call_room(self) -> tuple[int, int] | None:
         """The least room left in ``max_tool_calls`` of the runs above, and that run's cap
         (None: none has a cap)."""
-        rooms = [(cap - up.tool_calls_made, cap) for up in self.above if (cap := up.limits.max_tool_calls)]
-        return min(rooms) if rooms else None
+        least: tuple[int, int] | None = None
+        for up in self.above:
+            cap = up.limits.max_tool_calls
+            if cap is not None and (least is None or (cap - up.tool_calls_made, cap) < least):
+                least = (cap - up.tool_calls_made, cap)
+        return least
+
+    def token_room(self) -> int | None:
+        """The least room left in ``max_total_tokens`` of the runs above (None: none has a cap)."""
+        least: int | None = None
+        for up in self.above:
+            cap = up.limits.max_total_tokens
+            if cap is not None and (least is None or cap - up.usage.total_tokens < least):
+                least = cap - up.usage.total_tokens
+        return least
 
     def end(self, rs: RunState) -> None:
         """The child ``rs`` has ended: its last tool calls and tokens go up, an unmade pass back."""
         self.send(rs)
-        with _charging:
-            for up in self.above:
-                up.iteration -= self.held
-        self.held = 0
+        if self.held:
+            with _charging:
+                for up in self.above:
+                    up.iteration -= self.held
+            self.held = 0
+
+
+def _refuse(rs: RunState, ctx: Any, why: ErrorInfo) -> bool:
+    rs.model_error = why
+    ctx.emit(ErrorOccurred, error=why)
+    return True
 
 
 def _minus(a: Usage, b: Usage) -> Usage:
     if b is ZERO_USAGE:
         return a
-    return Usage(
+    return trusted(
+        Usage,
         input_tokens=max(a.input_tokens - b.input_tokens, 0),
         output_tokens=max(a.output_tokens - b.output_tokens, 0),
         cache_read_tokens=max(a.cache_read_tokens - b.cache_read_tokens, 0),
@@ -209,19 +257,19 @@ def adopt(rs: RunState, up: Parent) -> None:
             f"run {rs.run_id!r} would nest {depth} deep in tools of run {up.state.run_id!r}, past its "
             f"max_depth={top.max_depth}; answer without starting another run (or raise Limits.max_depth)"
         )
-    above_up = _UPS.get(id(up.state))
-    link_ = Up(rs, (up.state, *(above_up.above if above_up is not None else ())), depth)
-    room: dict[str, Any] = {}
+    link_ = _link(rs, up.state, depth)
     iterations = link_.passes_left()
     if not link_.take_pass():
         raise ConfigurationError(
             f"run {up.state.run_id!r} has spent its max_iterations={top.max_iterations} (with the runs nested "
             "in its tools); a run started in its tool would have no model calls left"
         )
-    room["max_iterations"] = min(rs.limits.max_iterations, iterations)
+    own = rs.limits
+    room: dict[str, Any] = {}  # (only what the runs above lower: usually nothing, and no copy)
+    if iterations < own.max_iterations:
+        room["max_iterations"] = iterations
     tool_calls = room_[0] if (room_ := link_.tool_call_room()) is not None else None
-    tokens = [u.limits.max_total_tokens - u.usage.total_tokens for u in link_.above if u.limits.max_total_tokens]
-    for name, left in (("max_tool_calls", tool_calls), ("max_total_tokens", min(tokens) if tokens else None)):
+    for name, left in (("max_tool_calls", tool_calls), ("max_total_tokens", link_.token_room())):
         if left is None:
             continue
         if left <= 0:
@@ -230,12 +278,21 @@ def adopt(rs: RunState, up: Parent) -> None:
                 f"run {up.state.run_id!r} has spent its {name}={getattr(top, name)} (with the runs nested in "
                 "its tools); no run can start in its tool"
             )
-        own = getattr(rs.limits, name)
-        room[name] = left if own is None else min(own, left)
-    rs.limits = rs.limits.model_copy(update=room)
+        mine = getattr(own, name)
+        if mine is None or left < mine:
+            room[name] = left
+    if room:
+        rs.limits = own.model_copy(update=room)
     if up.state.deadline is not None and (rs.deadline is None or up.state.deadline < rs.deadline):
         rs.deadline = up.state.deadline
     _UPS[id(rs)] = link_
+
+
+def _link(rs: RunState, parent: RunState, depth: int) -> Up:
+    above = _UPS.get(id(parent))
+    if above is None:  # the parent is a top-level run
+        return Up(rs, (parent,), depth)
+    return Up(rs, (parent, *above.above), depth, (above, *above.links))
 
 
 def charge(rs: RunState) -> None:

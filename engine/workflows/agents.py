@@ -16,7 +16,7 @@ Their tables (``name`` is each step's agent name; every working state also has r
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import JsonValue
@@ -43,7 +43,7 @@ from .base import (
     waiting_rows,
     working,
 )
-from .children import Ended, fail, flow_of, note_waiting, run_child, runner_for, writes
+from .children import ANSWERED, Ended, fail, flow_of, note_waiting, run_child, runner_for
 from .gather import gather_rows, merge_children, note_failures, run_children
 
 EXIT_LOOP = "exit_loop"
@@ -69,14 +69,18 @@ def loop_exit_requested(rs: RunState) -> bool:
 async def _one(wf: Workflow, index: int, rs: RunState, ctx: RunContext, key: str) -> None:
     """Run step ``index`` of ``wf`` as the child ``key`` and take what it did into ``rs``."""
     step = wf.children[index]
-    runner = runner_for(step.agent, ctx.store, wf.runner_cache(index))
-    base = copy_state(rs.state)
+    store = ctx.store
+    runners = wf.runner_cache(index)
+    runner = runners.get(id(store))
+    if runner is None or runner.store is not store:
+        runner = runner_for(step.agent, store, runners)
+    base = copy_state(rs.state) if rs.state else {}
     ended = await run_child(runner, rs, ctx, key, rs.input, base)
-    if ended.answered:
+    if ended.outcome in ANSWERED:
         _take(rs, base, ended, step, isinstance(wf, LoopAgent))
         finish_with(rs, ended.text, step.agent.name)
     elif ended.outcome == "suspended":
-        note_waiting(rs, key, ended, ctx.store)
+        note_waiting(rs, key, ended, store)
     else:
         fail(rs, f"step {step.agent.name!r} of workflow {wf.name!r} ended {ended.outcome}: {ended.error}")
 
@@ -84,16 +88,21 @@ async def _one(wf: Workflow, index: int, rs: RunState, ctx: RunContext, key: str
 def _take(rs: RunState, base: dict[str, JsonValue], ended: Ended, step: Step, loop: bool) -> None:
     """A child's writes into the state, its output under its key; in a loop, its ``exit_loop``
     flag ends the loop (elsewhere the flag goes on up, to the loop that encloses the workflow)."""
-    changed = writes(base, ended.state)
-    if loop and changed.pop(EXIT_LOOP, None):
-        flow_of(rs).exit = True
-    rs.state.update(changed)
-    rs.state[step.key] = ended.value()
+    state = rs.state
+    for k, v in ended.state.items():  # (children.writes, written out)
+        if k not in base or base[k] != v:
+            if loop and k == EXIT_LOOP:
+                if v:
+                    flow_of(rs).exit = True
+                continue
+            state[k] = v
+    out = ended.output
+    state[step.key] = out if type(out) is str else ended.value()
 
 
 def _step(wf_ref: list[Workflow], index: int, key: Callable[[RunState, str], str], state: str) -> Handler:
-    async def run_step(rs: RunState, ctx: RunContext) -> None:
-        await _one(wf_ref[0], index, rs, ctx, key(rs, state))
+    def run_step(rs: RunState, ctx: RunContext) -> Awaitable[None]:  # (the step's coroutine is _one's own)
+        return _one(wf_ref[0], index, rs, ctx, key(rs, state))
 
     run_step.__name__ = f"run_{state}"
     return run_step

@@ -29,11 +29,13 @@ from ..data.events import ErrorInfo, PendingRequest
 from ..data.run_state import RunState, register_slice
 from ..durable.codec import rebuild
 from ..loop.runner import Runner
-from ..runtime import nesting
 from ..runtime.agent import Agent
 from ..runtime.context import RunContext
+from ..runtime.nesting import enter_tools, leave_tools, link
 
 NAME = "workflow"
+ANSWERED = frozenset({"final", "salvaged"})
+"""The outcomes of a child that answered."""
 
 
 @dataclass(slots=True)
@@ -82,7 +84,7 @@ class Ended:
 
     @property
     def answered(self) -> bool:
-        return self.outcome in ("final", "salvaged")
+        return self.outcome in ANSWERED
 
     @property
     def text(self) -> str:
@@ -97,7 +99,7 @@ class Ended:
     def value(self) -> JsonValue:
         """The output as a state value (a structured output as its JSON form)."""
         out = self.output
-        if out is None or isinstance(out, str | int | float | bool | list | dict):
+        if out is None or type(out) is str or isinstance(out, str | int | float | bool | list | dict):
             return out
         dump = getattr(out, "model_dump", None)
         return dump(mode="json") if dump is not None else str(out)
@@ -122,7 +124,24 @@ async def run_child(
     runner: Runner, rs: RunState, ctx: RunContext, key: str, task: Any, state: dict[str, JsonValue]
 ) -> Ended:
     """Run (or go on with) the child ``key`` of the workflow run ``rs`` on ``runner``."""
-    flow = flow_of(rs)
+    flow = rs.features.get(NAME) or flow_of(rs)
+    if flow.waiting or ctx.store is not None:  # it may have run before: a resume goes on with it
+        found = await _again(runner, rs, ctx, key, flow)
+        if found is not None:
+            return found
+    token = enter_tools(link(rs))
+    try:
+        result = await runner.run(task, run_id=f"{rs.run_id}.{key}", state=state)
+    except Exception as exc:  # e.g. refused: no room left in the budgets above
+        return Ended("failed", None, state, str(exc))
+    finally:
+        leave_tools(token)
+    return _of_result(result)
+
+
+async def _again(runner: Runner, rs: RunState, ctx: RunContext, key: str, flow: Flow) -> Ended | None:
+    """The child ``key`` waited (it is handed the decisions for its calls), or the store holds
+    it (ended: read back; not ended: resumed); None: it has not run yet."""
     child_id = f"{rs.run_id}.{key}"
     store = ctx.store
     saved_json = flow.waiting.pop(key, None)
@@ -141,14 +160,7 @@ async def run_child(
             if stored.stage in runner.machine.terminals:  # it ended before the crash: not run again
                 return _ended_of(rebuild(stored))
             return await _go_on(runner, store, child_id, None)
-    token = nesting.enter_tools(nesting.link(rs))
-    try:
-        result = await runner.run(task, run_id=child_id, state=state)
-    except Exception as exc:  # e.g. refused: no room left in the budgets above
-        return Ended("failed", None, state, str(exc))
-    finally:
-        nesting.leave_tools(token)
-    return _of_result(result)
+    return None
 
 
 async def _go_on(runner: Runner, store: Any, child_id: str, decisions: Mapping[str, Any] | None) -> Ended:
