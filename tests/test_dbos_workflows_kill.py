@@ -21,7 +21,6 @@ if not os.environ.get("CI"):  # under CI the DBOS tests must run (.ci/run instal
 
 from loopwright import approve
 from loopwright import dbos_runner as lw
-from loopwright import workflows as _workflows  # noqa: F401  (a workflow run's result holds its slice)
 
 pytestmark = [pytest.mark.dbos, pytest.mark.slow]
 
