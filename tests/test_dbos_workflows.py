@@ -34,8 +34,11 @@ from loopwright import (
     tool,
 )
 from loopwright import dbos_runner as lw
+from loopwright.durable.checkpoint import rebuild
 from loopwright.stores import SQLiteStore
 from loopwright.workflows import LoopAgent, MapAgent, ParallelAgent, SequentialAgent
+
+from . import store_app
 
 pytestmark = pytest.mark.dbos
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,3 +186,42 @@ def test_an_agent_with_an_mcp_toolset_runs_its_calls_on_dbos(client: lw.Client) 
     answers = [p for m in plain.messages for p in m.parts if p.type == "tool_result"]
     assert [(a.call_id, a.content, a.is_error) for a in answers] == [("a1", {"result": 5}, False)]
     assert flow.outcome == "final" and flow.output == "nine", flow.error
+
+
+def test_a_workflow_agent_cancelled_on_dbos_ends_cancelled_its_child_s_call_answered(client: lw.Client) -> None:
+    """``Client.cancel`` of a workflow agent whose child is in a minute-long call: the step is
+    interrupted, the workflow ends ``cancelled`` well before the minute, the child's call answered."""
+    from .store_app import by_turn, work
+
+    calls = [ToolCall(id="c-stuck", name="work", args={"label": "stuck", "seconds": 60.0})]
+    stuck = Agent(name="stuck_child", model=by_turn([calls, "done"]), tools=[work])
+    lw.register(SequentialAgent("stuck_flow", steps=[stuck]))
+    run_id = uuid.uuid4().hex
+    store_app.EXECUTED.clear()
+
+    async def go() -> RunResult:
+        await lw.start("stuck_flow", "go", run_id=run_id)
+        await asyncio.to_thread(_until_executed)
+        assert await asyncio.to_thread(client.cancel, run_id) is True
+        return await lw.result(run_id)
+
+    started = time.monotonic()
+    result = asyncio.run(go())
+    assert time.monotonic() - started < 30  # not the call's 60 s
+    assert result.outcome == "cancelled" and result.trace[-2:] == ["stuck_child", "cancelled"], result.trace
+    store = SQLiteStore(client.db.removeprefix("sqlite:///"))
+    try:
+        child = asyncio.run(store.load(f"{run_id}.stuck_child"))
+    finally:
+        asyncio.run(store.close())
+    assert child is not None and child.outcome == "cancelled"
+    answers = [p for m in rebuild(child).messages for p in m.parts if p.type == "tool_result"]
+    assert [(a.call_id, a.is_error) for a in answers] == [("c-stuck", True)]
+
+
+def _until_executed(timeout_s: float = 30.0) -> None:
+    """Until a tool of ``store_app`` has started."""
+    deadline = time.monotonic() + timeout_s
+    while not store_app.EXECUTED:
+        assert time.monotonic() < deadline, "the child's call never started"
+        time.sleep(0.02)
