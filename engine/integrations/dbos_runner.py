@@ -38,6 +38,7 @@ In a launched process, ``await run(agent_name, text)`` runs one to its end and `
 The parts: :mod:`~loopwright.integrations.dbos_registry` (names, this process's agents and runs),
 :mod:`~loopwright.integrations.dbos_step` (a stage as a step, its record and fold),
 :mod:`~loopwright.integrations.dbos_workflow` (the workflow, a launched process),
+:mod:`~loopwright.integrations.dbos_children` (a workflow agent's children, checkpointed within its steps),
 :mod:`~loopwright.integrations.dbos_client` (any process; replay),
 :mod:`~loopwright.integrations.dbos_cli` (``loopwright worker``); what a step records is encoded by
 :mod:`loopwright.durable.codec`. This module gathers their public names.

@@ -218,6 +218,7 @@ def adopt(live: Live, out: dict[str, Any]) -> None:
     old.runner.adopt(rs)
     run = old.runner.attach(rs)
     run.ctx.on_result = keep_result
+    run.ctx.store = old.ctx.store  # (a workflow agent's children's store)
     run.ctx.log = log = old.ctx.log
     for recorded in out["events"]:
         log.add(load_event(recorded))

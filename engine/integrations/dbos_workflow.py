@@ -15,6 +15,7 @@ from ..data.result import RunResult
 from ..durable.codec import run_result_from_json, run_result_json
 from ..durable.ownership import new_owner, owner_alive
 from ..loop.runner import Run
+from .dbos_children import DB, children_store, has_children
 from .dbos_registry import (
     APP,
     CANCEL,
@@ -37,8 +38,11 @@ async def run_workflow(agent: str, input: str, state: dict[str, Any] | None = No
     run_id = DBOS.workflow_id
     assert run_id is not None
     runner = runner_for(agent)
+    await runner.open_toolsets()  # (MCP servers: opened once per runner, their tools listed; not a step)
     live = LIVE[run_id] = Live(runner.attach(runner.new_run(input, run_id=run_id, state=state)))
     live.run.ctx.on_result = keep_result
+    if has_children(runner):  # a workflow agent: its children are checkpointed beside DBOS's tables
+        live.run.ctx.store = await children_store()
     live.loop = asyncio.get_running_loop()
     try:
         decisions: dict[str, Any] | None = None
@@ -110,6 +114,7 @@ def launch(
     Every ``cancel_poll_s`` seconds the process looks for cancels (``Client.cancel``) of its runs."""
     queues = dict(queues) if queues is not None else {QUEUE: 8}
     write_ahead(db)
+    DB[:] = [db]
     DBOS(
         config={
             "name": APP,
