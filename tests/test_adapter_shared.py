@@ -226,3 +226,34 @@ def test_every_adapter_reads_retry_after_the_same_way(
         asyncio.run(m.complete(ask()))
     assert caught.value.status == 429 and caught.value.retryable
     assert caught.value.retry_after == wait, (provider.name, header, caught.value.retry_after)
+
+
+# ---------------------------------------------------------------- the OpenAI APIs' shared request shapes
+
+
+@pytest.mark.parametrize("choice", [None, "auto", "any", "none"])
+def test_both_openai_apis_carry_the_same_tools_choice_and_schema(choice: Any) -> None:
+    """Chat Completions and the Responses API wrap them their own way, from one owner."""
+    from pydantic import BaseModel
+
+    from loopwright.data.events import ToolSpec
+    from loopwright.features.structured_output import instruction_for
+
+    class Answer(BaseModel):
+        city: str
+
+    weather = ToolSpec(name="weather", description="The weather.", input_schema={"type": "object"})
+    request = ModelRequest(
+        instructions=(instruction_for(Answer),), messages=ask().messages, tools=(weather,), tool_choice=choice
+    )
+    chat = OpenAIModel("gpt-5.5", api="chat", client=lambda: None).params(request)  # type: ignore[arg-type, return-value]
+    responses = OpenAIModel("gpt-5.5", client=lambda: None).params(request)  # type: ignore[arg-type, return-value]
+    declared = {"name": "weather", "description": "The weather.", "parameters": {"type": "object"}}
+    assert chat["tools"] == [{"type": "function", "function": declared}]
+    assert responses["tools"] == [{"type": "function", **declared, "strict": False}]
+    wanted = {None: None, "auto": "auto", "any": "required", "none": "none"}[choice]
+    assert chat.get("tool_choice") == responses.get("tool_choice") == wanted
+    schema = chat["response_format"]["json_schema"]
+    assert chat["response_format"]["type"] == "json_schema" and schema["name"] == "Answer"
+    assert responses["text"]["format"] == {"type": "json_schema", **schema} and not schema["strict"]
+    assert schema["schema"]["properties"] == {"city": {"title": "City", "type": "string"}}
