@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .fake_http import FakeHandler, Served
+from .fake_http import FakeHandler, Raw, Served
 
 _PARTIAL = "_partial_json"
 """A tool_use block's key holding raw input JSON cut off mid-value (see :func:`cut_tool_use`)."""
@@ -115,17 +115,6 @@ class Error:
 
 
 @dataclass
-class Raw:
-    """Any reply: ``status``, ``body`` as sent, its content type; ``torn`` announces a longer
-    body than it sends and hangs up."""
-
-    status: int
-    body: str
-    content_type: str = "text/html"
-    torn: bool = False
-
-
-@dataclass
 class Cut:
     """A streamed reply that stops after ``events`` SSE events: the connection drops mid-body,
     or (``clean``) the body ends properly but without the rest of the message."""
@@ -150,10 +139,6 @@ class StreamError:
 class FakeClaude(Served):
     """Scripted replies, recorded requests. Use as a context manager; ``base_url`` for the SDK."""
 
-    script: list[Any] = field(default_factory=list)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
     prefill: bool | None = None
     """None: as the API does by model (see the module docstring); True/False: always/never."""
     account: bool = False
@@ -227,9 +212,6 @@ class _Handler(FakeHandler):
         error = {"type": "error", "error": {"type": kind, "message": message}}
         headers = {"retry-after": retry_after} if retry_after is not None else {}
         self._json(status, error, {**headers, **(more or {})})
-
-    def _raw(self, reply: Raw) -> None:
-        self._raw_body(reply.status, reply.body, reply.content_type, torn=reply.torn)
 
 
 FakeClaude.handler = _Handler

@@ -23,10 +23,10 @@ import re
 import socket
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from .fake_http import FakeHandler, Served
+from .fake_http import FakeHandler, Raw, Served
 
 MODEL = "gemini-3.8-flash"
 STATUS_NAMES = {
@@ -121,15 +121,6 @@ class Error:
 
 
 @dataclass
-class Raw:
-    """Any reply: ``status``, ``body`` as sent, its content type."""
-
-    status: int
-    body: str
-    content_type: str = "text/html"
-
-
-@dataclass
 class Cut:
     """A streamed reply that stops after ``chunks`` SSE chunks; the connection drops mid-body."""
 
@@ -141,10 +132,6 @@ class Cut:
 class FakeGemini(Served):
     """Scripted replies, recorded requests. Use as a context manager; ``base_url`` for the SDK."""
 
-    script: list[Any] = field(default_factory=list)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
     signature_apart: bool = False
     """Stream a text part's signature in a chunk of its own (empty text), as the API may."""
 
@@ -199,9 +186,6 @@ class _Handler(FakeHandler):
         if stream:
             return self._sse((None, c) for c in chunks(item, fake.signature_apart))
         return self._json(200, item)
-
-    def _raw(self, item: Raw) -> None:
-        self._raw_body(item.status, item.body, item.content_type)
 
 
 FakeGemini.handler = _Handler

@@ -13,22 +13,37 @@ import json
 import sys
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, TypeVar
 
 S = TypeVar("S", bound="Served")
 
 
+@dataclass
+class Raw:
+    """Any reply: ``status``, ``body`` as sent, its content type; ``torn`` announces a longer
+    body than it sends and hangs up."""
+
+    status: int
+    body: str
+    content_type: str = "text/html"
+    torn: bool = False
+
+
+@dataclass
 class Served:
-    """A fake's server life: ``with Fake() as fake:`` serves on ``fake.base_url`` until the end
-    of the block. The fake names its handler (``handler``) and the path the SDK's base URL ends
-    in (``base_path``); it has ``requests``, ``headers`` and ``paths`` lists the handler fills."""
+    """A fake's script and records, and its server's life: ``with Fake() as fake:`` serves on
+    ``fake.base_url`` until the end of the block. The fake names its handler (``handler``) and the
+    path the SDK's base URL ends in (``base_path``); the handler fills ``requests``, ``headers``
+    and ``paths`` and answers from ``script``."""
 
     handler: ClassVar[type[FakeHandler]]
     base_path: ClassVar[str] = ""
-    requests: list[dict[str, Any]]
-    headers: list[dict[str, str]]
-    paths: list[str]
+    script: list[Any] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
 
     def __enter__(self: S) -> S:
         self.server = FakeServer(("127.0.0.1", 0), self.handler, self)
@@ -100,14 +115,14 @@ class FakeHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _raw_body(self, status: int, body: str, content_type: str, torn: bool = False) -> None:
-        """Any body as given; ``torn`` announces twice its length and hangs up."""
-        data = body.encode()
-        self._start(status, content_type)
-        self.send_header("content-length", str(len(data) * 2 if torn else len(data)))
+    def _raw(self, reply: Raw) -> None:
+        """Any body as given; a ``torn`` one announces twice its length and hangs up."""
+        data = reply.body.encode()
+        self._start(reply.status, reply.content_type)
+        self.send_header("content-length", str(len(data) * 2 if reply.torn else len(data)))
         self.end_headers()
         self.wfile.write(data)
-        if torn:
+        if reply.torn:
             self.close_connection = True
 
     def _sse(self, events: Iterable[tuple[str | None, Any]], cut: bool = False) -> None:

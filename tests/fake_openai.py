@@ -20,10 +20,10 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from .fake_http import FakeHandler, Served
+from .fake_http import FakeHandler, Raw, Served
 
 # ---------------------------------------------------------------- reply bodies (the Responses shape)
 
@@ -221,15 +221,6 @@ class Error:
 
 
 @dataclass
-class Raw:
-    """Any reply: ``status``, ``body`` as sent, its content type."""
-
-    status: int
-    body: str
-    content_type: str = "text/html"
-
-
-@dataclass
 class Cut:
     """A streamed reply that stops after ``events`` SSE events: the connection drops mid-body."""
 
@@ -252,11 +243,6 @@ class StreamFail:
 class FakeOpenAI(Served):
     """Scripted replies, recorded requests. Use as a context manager; ``base_url`` (ending in
     ``/v1``) for the SDK."""
-
-    script: list[Any] = field(default_factory=list)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
 
     base_path = "/v1"
 
@@ -310,9 +296,6 @@ class _Handler(FakeHandler):
         payload = {"error": {"message": error.message, "type": error.kind, "param": None, "code": error.code}}
         headers = {"retry-after": error.retry_after} if error.retry_after is not None else {}
         self._json(error.status, payload, headers)
-
-    def _raw(self, reply: Raw) -> None:
-        self._raw_body(reply.status, reply.body, reply.content_type)
 
 
 FakeOpenAI.handler = _Handler
