@@ -37,15 +37,13 @@ It also holds the API's rules that matter to a client:
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import re
-import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from .fake_http import FakeHandler, Raw, Served
 
 _PARTIAL = "_partial_json"
 """A tool_use block's key holding raw input JSON cut off mid-value (see :func:`cut_tool_use`)."""
@@ -117,17 +115,6 @@ class Error:
 
 
 @dataclass
-class Raw:
-    """Any reply: ``status``, ``body`` as sent, its content type; ``torn`` announces a longer
-    body than it sends and hangs up."""
-
-    status: int
-    body: str
-    content_type: str = "text/html"
-    torn: bool = False
-
-
-@dataclass
 class Cut:
     """A streamed reply that stops after ``events`` SSE events: the connection drops mid-body,
     or (``clean``) the body ends properly but without the rest of the message."""
@@ -149,13 +136,9 @@ class StreamError:
 
 
 @dataclass
-class FakeClaude:
+class FakeClaude(Served):
     """Scripted replies, recorded requests. Use as a context manager; ``base_url`` for the SDK."""
 
-    script: list[Any] = field(default_factory=list)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
     prefill: bool | None = None
     """None: as the API does by model (see the module docstring); True/False: always/never."""
     account: bool = False
@@ -167,53 +150,15 @@ class FakeClaude:
     counted: list[dict[str, Any]] = field(default_factory=list)
     """The bodies sent to ``/v1/messages/count_tokens``."""
 
-    def __enter__(self) -> FakeClaude:
-        self.server = _Server(("127.0.0.1", 0), _Handler, self)
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-        self.thread.start()
-        return self
 
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], fake: FakeClaude) -> None:
-        super().__init__(address, handler)
-        self.fake = fake
-        self.ids = itertools.count(1)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hangs up (as the SDK does when it closes a stream early) is no error."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(FakeHandler):
     """Answers one request from the script of the server's :class:`FakeClaude`."""
 
-    protocol_version = "HTTP/1.1"
-    server: _Server
-    request_id: str
-
-    def log_message(self, *args: Any) -> None:  # quiet
-        return None
+    id_header = "request-id"
 
     def do_POST(self) -> None:
-        fake = self.server.fake
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        fake.requests.append(body)
-        fake.headers.append({k.lower(): v for k, v in self.headers.items()})
-        fake.paths.append(self.path)
-        self.request_id = f"req_{next(self.server.ids):03d}"
+        fake: FakeClaude = self.server.fake
+        body = self.read_request()
         vertex = re.search(r"/publishers/anthropic/models/([^/:]+):(stream)?rawPredict$", self.path, re.IGNORECASE)
         if vertex:  # Google Vertex AI's route: the model is in the path, the stream flag in the body
             body = {**body, "model": vertex.group(1)}
@@ -268,43 +213,8 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {"retry-after": retry_after} if retry_after is not None else {}
         self._json(status, error, {**headers, **(more or {})})
 
-    def _raw(self, reply: Raw) -> None:
-        data = reply.body.encode()
-        self.send_response(reply.status)
-        self.send_header("content-type", reply.content_type)
-        self.send_header("request-id", self.request_id)
-        self.send_header("content-length", str(len(data) * 2 if reply.torn else len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-        if reply.torn:
-            self.close_connection = True
 
-    def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("request-id", self.request_id)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _sse(self, events: list[tuple[str, dict[str, Any]]], cut: bool = False) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("request-id", self.request_id)
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-        for name, data in events:
-            chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-            self.wfile.flush()
-        if cut:  # the connection drops mid-body: no last chunk
-            self.close_connection = True
-            return
-        self.wfile.write(b"0\r\n\r\n")
+FakeClaude.handler = _Handler
 
 
 def as_json_reply(reply: dict[str, Any]) -> dict[str, Any]:

@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import re
 import socket
-import sys
-import threading
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
+
+from .fake_http import FakeHandler, Raw, Served
 
 MODEL = "gemini-3.8-flash"
 STATUS_NAMES = {
@@ -123,15 +121,6 @@ class Error:
 
 
 @dataclass
-class Raw:
-    """Any reply: ``status``, ``body`` as sent, its content type."""
-
-    status: int
-    body: str
-    content_type: str = "text/html"
-
-
-@dataclass
 class Cut:
     """A streamed reply that stops after ``chunks`` SSE chunks; the connection drops mid-body."""
 
@@ -140,58 +129,24 @@ class Cut:
 
 
 @dataclass
-class FakeGemini:
+class FakeGemini(Served):
     """Scripted replies, recorded requests. Use as a context manager; ``base_url`` for the SDK."""
 
-    script: list[Any] = field(default_factory=list)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
     signature_apart: bool = False
     """Stream a text part's signature in a chunk of its own (empty text), as the API may."""
-
-    def __enter__(self) -> FakeGemini:
-        self.server = _Server(("127.0.0.1", 0), _Handler, self)
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-        self.thread.start()
-        return self
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
 
     def streamed(self) -> list[bool]:
         """Per request: was it the streaming route."""
         return [":streamGenerateContent" in p for p in self.paths]
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], fake: FakeGemini) -> None:
-        super().__init__(address, handler)
-        self.fake = fake
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
 _ROUTE = re.compile(r"^/(?:v1|v1beta)/models/([^/:]+):(generateContent|streamGenerateContent)(\?alt=sse)?$")
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(FakeHandler):
     disable_nagle_algorithm = True  # headers and body leave at once (else a delayed ACK adds ~40 ms a reply)
-    server: _Server
-
-    def log_message(self, *args: Any) -> None:
-        return None
+    json_type = "application/json; charset=UTF-8"
+    sse_end = "\r\n"
 
     def _quick_ack(self) -> None:
         """Acknowledge at once: a client that writes a request's headers and body apart (Nagle on)
@@ -206,12 +161,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self._quick_ack()
-        fake = self.server.fake
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        fake: FakeGemini = self.server.fake
+        body = self.read_request()
         self._quick_ack()
-        fake.requests.append(body)
-        fake.headers.append({k.lower(): v for k, v in self.headers.items()})
-        fake.paths.append(self.path)
         route = _ROUTE.match(self.path)
         if route is None:
             return self._json(404, Error(404, f"no route for {self.path}").body())
@@ -230,42 +182,13 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(item, Raw):
             return self._raw(item)
         if isinstance(item, Cut):
-            return self._sse(list(chunks(item.reply, fake.signature_apart))[: item.chunks], cut=True)
+            return self._sse([(None, c) for c in chunks(item.reply, fake.signature_apart)][: item.chunks], cut=True)
         if stream:
-            return self._sse(list(chunks(item, fake.signature_apart)))
+            return self._sse((None, c) for c in chunks(item, fake.signature_apart))
         return self._json(200, item)
 
-    def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json; charset=UTF-8")
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
-    def _raw(self, item: Raw) -> None:
-        data = item.body.encode()
-        self.send_response(item.status)
-        self.send_header("content-type", item.content_type)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _sse(self, events: list[dict[str, Any]], cut: bool = False) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-        for event in events:
-            chunk = f"data: {json.dumps(event)}\r\n\r\n".encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-            self.wfile.flush()
-        if cut:
-            self.close_connection = True
-            return
-        self.wfile.write(b"0\r\n\r\n")
+FakeGemini.handler = _Handler
 
 
 def chunks(body: dict[str, Any], signature_apart: bool = False) -> Iterator[dict[str, Any]]:

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
+
+from .fake_http import FakeHandler, Raw, Served
 
 # ---------------------------------------------------------------- reply bodies (the Responses shape)
 
@@ -222,15 +221,6 @@ class Error:
 
 
 @dataclass
-class Raw:
-    """Any reply: ``status``, ``body`` as sent, its content type."""
-
-    status: int
-    body: str
-    content_type: str = "text/html"
-
-
-@dataclass
 class Cut:
     """A streamed reply that stops after ``events`` SSE events: the connection drops mid-body."""
 
@@ -250,63 +240,22 @@ class StreamFail:
 
 
 @dataclass
-class FakeOpenAI:
+class FakeOpenAI(Served):
     """Scripted replies, recorded requests. Use as a context manager; ``base_url`` (ending in
     ``/v1``) for the SDK."""
 
-    script: list[Any] = field(default_factory=list)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
-
-    def __enter__(self) -> FakeOpenAI:
-        self.server = _Server(("127.0.0.1", 0), _Handler, self)
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
-        self.thread.start()
-        return self
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
+    base_path = "/v1"
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], fake: FakeOpenAI) -> None:
-        super().__init__(address, handler)
-        self.fake = fake
-        self.ids = itertools.count(1)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that hangs up (as the SDK does when it closes a stream early) is no error."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(FakeHandler):
     """Answers one request from the script of the server's :class:`FakeOpenAI`."""
 
-    protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go in separate writes: no 40 ms delayed-ACK stall
-    server: _Server
-    request_id: str
-
-    def log_message(self, *args: Any) -> None:  # quiet
-        return None
+    id_header = "x-request-id"
 
     def do_POST(self) -> None:  # noqa: C901
-        fake = self.server.fake
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        fake.requests.append(body)
-        fake.headers.append({k.lower(): v for k, v in self.headers.items()})
-        fake.paths.append(self.path)
-        self.request_id = f"req_{next(self.server.ids):03d}"
+        fake: FakeOpenAI = self.server.fake
+        body = self.read_request()
         if self.path not in ("/v1/responses", "/v1/chat/completions"):
             return self._error(Error(404, f"Invalid URL (POST {self.path})"))
         if not self.headers.get("authorization", "").startswith("Bearer "):
@@ -348,42 +297,8 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {"retry-after": error.retry_after} if error.retry_after is not None else {}
         self._json(error.status, payload, headers)
 
-    def _raw(self, reply: Raw) -> None:
-        data = reply.body.encode()
-        self.send_response(reply.status)
-        self.send_header("content-type", reply.content_type)
-        self.send_header("x-request-id", self.request_id)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
-    def _json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("x-request-id", self.request_id)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _sse(self, events: list[tuple[str | None, Any]], cut: bool = False) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("x-request-id", self.request_id)
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-        for name, data in events:
-            payload = data if isinstance(data, str) else json.dumps(data)
-            chunk = (f"event: {name}\n" if name else "").encode() + f"data: {payload}\n\n".encode()
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-            self.wfile.flush()
-        if cut:  # the connection drops mid-body: no last chunk
-            self.close_connection = True
-            return
-        self.wfile.write(b"0\r\n\r\n")
+FakeOpenAI.handler = _Handler
 
 
 # ---------------------------------------------------------------- streams

@@ -3,17 +3,11 @@
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-pytestmark = pytest.mark.slow  # mypy --strict on user snippets
+from .mypy_snippets import mypy_on
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # mypy --strict on user snippets
 
 SNIPPETS = {
     "deps_typed": """
@@ -72,28 +66,8 @@ def body(ctx: RunContext) -> str:
 
 @pytest.fixture(scope="module")
 def mypy_says(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
-    """One ``mypy --strict`` run over every snippet (laid out as ``tests/test_user_typing.py`` does)."""
-    base = tmp_path_factory.mktemp("typing")
-    package = base / "tree" / "loopwright"
-    package.mkdir(parents=True)
-    for entry in (ROOT / "engine").iterdir():
-        (package / entry.name).symlink_to(entry)
-    (package / "states").symlink_to(ROOT / "states")
-    for name, text in SNIPPETS.items():
-        (base / f"{name}.py").write_text(text.lstrip())
-    env = {**os.environ, "MYPYPATH": str(base / "tree")}
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--python-version", "3.11",
-         *(f"{name}.py" for name in SNIPPETS)],
-        cwd=base, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert "error: Cannot find implementation or library stub" not in done.stdout, done.stdout
-    said: dict[str, list[str]] = {name: [] for name in SNIPPETS}
-    for line in done.stdout.splitlines():
-        found = re.match(r"(\w+)\.py:\d+: (.*)", line)
-        if found:
-            said[found.group(1)].append(found.group(2))
-    return said
+    """One ``mypy --strict`` run over every snippet (:func:`tests.mypy_snippets.mypy_on`)."""
+    return mypy_on(SNIPPETS, tmp_path_factory.mktemp("typing"))
 
 
 def test_deps_are_typed_in_tools_and_instructions(mypy_says: dict[str, list[str]]) -> None:

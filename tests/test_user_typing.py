@@ -4,17 +4,13 @@ and finds one ``ScriptItem``."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # mypy --strict on user snippets
+from .mypy_snippets import mypy_on
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # mypy --strict on user snippets
 
 SNIPPETS = {
     "misspelt_limits": """
@@ -64,30 +60,9 @@ model = ScriptedModel(mine)
 
 @pytest.fixture(scope="module")
 def mypy_says(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
-    """One ``mypy --strict`` run over every snippet: its output lines, by snippet. The package is
-    laid out as installed (``loopwright`` from engine/, ``loopwright.states`` from states/), as
-    ``.ci/typecheck`` does: mypy cannot follow the editable install's import hook."""
-    base = tmp_path_factory.mktemp("typing")
-    package = base / "tree" / "loopwright"
-    package.mkdir(parents=True)
-    for entry in (ROOT / "engine").iterdir():
-        (package / entry.name).symlink_to(entry)
-    (package / "states").symlink_to(ROOT / "states")
-    for name, text in SNIPPETS.items():
-        (base / f"{name}.py").write_text(text.lstrip())
-    env = {**os.environ, "MYPYPATH": str(base / "tree")}
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--python-version", "3.11",
-         *(f"{name}.py" for name in SNIPPETS)],
-        cwd=base, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert "error: Cannot find implementation or library stub" not in done.stdout, done.stdout
-    said: dict[str, list[str]] = {name: [] for name in SNIPPETS}
-    for line in done.stdout.splitlines():
-        found = re.match(r"(\w+)\.py:\d+: (.*)", line)
-        if found:
-            said[found.group(1)].append(found.group(2))
-    return said
+    """One ``mypy --strict`` run over every snippet: its output lines, by snippet
+    (:func:`tests.mypy_snippets.mypy_on`)."""
+    return mypy_on(SNIPPETS, tmp_path_factory.mktemp("typing"))
 
 
 def test_a_misspelt_limits_field_is_a_type_error(mypy_says: dict[str, list[str]]) -> None:

@@ -10,14 +10,11 @@ error type stands for. A 429's message names the rate limits the API reported
 from __future__ import annotations
 
 import contextlib
-import email.utils
-import html
-import re
-import time
 
 import anthropic
 
 from ..data.errors import ContextWindowError, ModelError
+from .http_errors import cut, html_page, retry_after
 
 _RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 _ERROR_TYPE_STATUS = {
@@ -33,12 +30,6 @@ _ERROR_TYPE_STATUS = {
     "overloaded_error": 529,
 }
 """The HTTP status each API error type stands for (an error event in a stream comes with 200)."""
-_MESSAGE_LIMIT = 300
-
-
-def cut(text: str, limit: int = _MESSAGE_LIMIT) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def stream_error(exc: Exception) -> ModelError:
@@ -58,26 +49,6 @@ def stream_error(exc: Exception) -> ModelError:
             retryable=True,
         )
     return ModelError(f"the reply stream broke off: {type(exc).__name__}: {cut(str(exc))}", retryable=True)
-
-
-def _retry_after(exc: anthropic.APIStatusError) -> float | None:
-    """The wait the API asked for (``retry-after-ms`` or ``retry-after``: seconds or a date)."""
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    if headers is None:
-        return None
-    try:
-        if ms := headers.get("retry-after-ms"):
-            return max(float(ms) / 1000, 0.0)
-        value = headers.get("retry-after")
-        if not value:
-            return None
-        try:
-            return max(float(value), 0.0)
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(when.timestamp() - time.time(), 0.0)
-    except (TypeError, ValueError):
-        return None
 
 
 _RATE = "anthropic-ratelimit-"
@@ -119,11 +90,7 @@ def _api_error(exc: anthropic.APIStatusError) -> tuple[str | None, str]:
     with contextlib.suppress(Exception):
         raw = exc.response.text
     raw = raw or (body if isinstance(body, str) else "") or str(getattr(exc, "message", None) or exc)
-    if re.search(r"<(!doctype|html|head|body)\b", raw, re.IGNORECASE):
-        title = re.search(r"<title[^>]*>(.*?)</title>", raw, re.IGNORECASE | re.DOTALL)
-        shown = f" ({cut(html.unescape(title.group(1)), 120)})" if title else ""
-        return None, f"the server answered with an HTML page{shown}, not an API error: a proxy or gateway failed"
-    return None, cut(raw)
+    return None, html_page(raw) or cut(raw)
 
 
 def model_error(exc: anthropic.AnthropicError) -> ModelError:
@@ -166,5 +133,5 @@ def _status_error(exc: anthropic.APIStatusError, limits: dict[str, str]) -> Mode
         f"Anthropic API error {status}{where}: {detail}{shown}{request_id}",
         status=status,
         retryable=status in _RETRYABLE_STATUS,
-        retry_after=_retry_after(exc),
+        retry_after=retry_after(getattr(getattr(exc, "response", None), "headers", None)),
     )

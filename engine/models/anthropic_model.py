@@ -52,9 +52,9 @@ import anthropic
 
 from ..data.errors import ConfigurationError, ModelError, TokenBudgetError
 from ..data.events import ModelRequest, ModelResponse, Usage
+from .anthropic_clients import AnthropicClients
 from .anthropic_clients import Client as Client
 from .anthropic_clients import ClientFactory as ClientFactory
-from .anthropic_clients import PerLoopClients
 from .anthropic_cuts import billed, next_budget, plus
 from .anthropic_errors import stream_error
 from .anthropic_mapping import (
@@ -106,7 +106,7 @@ _SDK_DEPRECATED = SDK_DEPRECATED
 """The SDK's deprecated models (the one dict :func:`.anthropic_options.warn_if_deprecated` reads)."""
 
 
-class AnthropicModel(PerLoopClients):
+class AnthropicModel(AnthropicClients):
     """A loopwright model backed by Claude.
 
     ``AnthropicModel(model="claude-sonnet-5-5", max_tokens=None, client=None, max_retries=0,

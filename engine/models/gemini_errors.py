@@ -8,16 +8,14 @@ token-budget edge). Imports ``google.genai`` only through the caller (it passes 
 
 from __future__ import annotations
 
-import email.utils
-import html
 import re
-import time
 from typing import Any
 
 from ..data.errors import ContextWindowError, ModelError
+from .http_errors import cut, html_page, wait_seconds
+from .http_errors import retry_after as header_wait
 
 _RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
-_MESSAGE_LIMIT = 300
 _CONTEXT = re.compile(
     r"input token count.*exceeds the maximum|exceeds the maximum number of tokens|context (window|length)|"
     r"prompt is too long|too many tokens",
@@ -27,42 +25,16 @@ _KEY_INVALID = re.compile(r"API_KEY_INVALID|API key not valid|API key expired", 
 KEY_HINT = "set GEMINI_API_KEY (or GOOGLE_API_KEY) to a valid key"
 
 
-def cut(text: str, limit: int = _MESSAGE_LIMIT) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _seconds(value: str) -> float | None:
-    """``"37s"``, ``"1.5s"``, ``"12"`` or an HTTP date as seconds."""
-    value = value.strip()
-    try:
-        return max(float(value.removesuffix("s")), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - time.time(), 0.0)
-
-
 def retry_after(exc: Any) -> float | None:
     """The wait the API asked for: the ``Retry-After`` header, else a RetryInfo detail."""
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    if headers is not None:
-        try:
-            value = headers.get("retry-after")
-        except Exception:
-            value = None
-        if value:
-            found = _seconds(str(value))
-            if found is not None:
-                return found
+    found = header_wait(getattr(getattr(exc, "response", None), "headers", None))
+    if found is not None:
+        return found
     details = getattr(exc, "details", None)
     error = details.get("error", details) if isinstance(details, dict) else None
     for item in (error or {}).get("details") or () if isinstance(error, dict) else ():
         if isinstance(item, dict) and str(item.get("@type", "")).endswith("RetryInfo") and item.get("retryDelay"):
-            return _seconds(str(item["retryDelay"]))
+            return wait_seconds(str(item["retryDelay"]))
     return None
 
 
@@ -72,11 +44,7 @@ def _message(exc: Any) -> str:
         details = getattr(exc, "details", None)
         message = details if isinstance(details, str) else str(exc)
     message = str(message)
-    if re.search(r"<(!doctype|html|head|body)\b", message, re.IGNORECASE):
-        title = re.search(r"<title[^>]*>(.*?)</title>", message, re.IGNORECASE | re.DOTALL)
-        shown = f" ({cut(html.unescape(title.group(1)), 120)})" if title else ""
-        return f"the server answered with an HTML page{shown}, not an API error: a proxy or gateway failed"
-    return cut(message)
+    return html_page(message) or cut(message)
 
 
 def api_error(exc: Any) -> ModelError:

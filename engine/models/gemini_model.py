@@ -37,11 +37,9 @@ takes the engine's bounded retry edge, which waits at least the ``Retry-After`` 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import warnings
-import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias
 
 try:
@@ -58,6 +56,7 @@ from pydantic import ValidationError
 from ..data.errors import ConfigurationError, ModelError, TokenBudgetError
 from ..data.events import ModelRequest, ModelResponse
 from .base import StreamDelta
+from .clients import PerLoopClients
 from .gemini_errors import api_error, transport_error, unreadable
 from .gemini_mapping import native_schema, to_contents, tool_config
 from .gemini_options import OPTIONS as OPTIONS  # (its public home was here)
@@ -82,7 +81,6 @@ DEFAULT_URL = "https://generativelanguage.googleapis.com"
 
 Client: TypeAlias = "genai.Client | genai.client.AsyncClient"
 ClientFactory: TypeAlias = Callable[[], Client]
-_Owned: TypeAlias = "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, AsyncGenerator[None, None]]]"
 
 _MISSING_KEY = (
     "GEMINI_API_KEY is not set (nor GOOGLE_API_KEY): export GEMINI_API_KEY=<your key> and run again, or pass "
@@ -94,7 +92,7 @@ _LIMIT = 65_536
 """The output limit of the known models (the cap when an empty cut reply doubles its budget)."""
 
 
-class GeminiModel:
+class GeminiModel(PerLoopClients[Any]):
     """A loopwright model backed by Gemini.
 
     ``GeminiModel(model="gemini-3.8-flash", *, client=None, api_key=None, base_url=None,
@@ -144,19 +142,7 @@ class GeminiModel:
         self.base_url = base_url
         self.native_output = native_output
         self.options = self._checked(options, "GeminiModel(...)")
-        self._given: Client | None = None
-        self._factory: ClientFactory | None = None
-        if client is None or _is_client(client):
-            self._given = client  # type: ignore[assignment]
-        elif callable(client):
-            self._factory = client
-        else:
-            raise ConfigurationError(
-                f"client must be a google.genai Client (or its .aio) or a function that returns one, got "
-                f"{type(client).__name__}"
-            )
-        self._given_loop: weakref.ReferenceType[asyncio.AbstractEventLoop] | None = None
-        self._own: _Owned = weakref.WeakKeyDictionary()
+        self._init_clients(client)
 
     # ------------------------------------------------------------------ options
 
@@ -164,57 +150,33 @@ class GeminiModel:
     def _checked(options: dict[str, Any], where: str) -> dict[str, Any]:
         return checked_options(options, where)
 
-    # ------------------------------------------------------------------ clients
+    # ------------------------------------------------------------------ clients (google-genai side of PerLoopClients)
+    # (the client the model uses is the SDK's async one, ``genai.Client(...).aio``)
 
-    async def client(self) -> Any:
-        """The SDK's async client (``genai.Client(...).aio``) for the running event loop."""
-        loop = asyncio.get_running_loop()
-        if self._given is not None:
-            bound = self._given_loop() if self._given_loop is not None else None
-            if self._given_loop is None:
-                self._given_loop = weakref.ref(loop)
-            elif bound is not loop:
-                raise ModelError(
-                    "the client given to GeminiModel was first used in another event loop (each run_sync and "
-                    "asyncio.run starts a new one) and its connections belong to that loop. Pass a factory instead, "
-                    "GeminiModel(..., client=lambda: genai.Client(...)) (loopwright makes one client per event loop "
-                    "and closes it), or run everything in one event loop",
-                    retryable=False,
-                )
-            return _aio(self._given)
-        own = self._own.get(loop)
-        if own is not None:
-            return own[0]
-        for closed in [other for other in self._own if other.is_closed()]:
-            del self._own[closed]
-        client = _aio(self._make_client())
-        closer = _close_with_loop(client, loop, weakref.ref(self._own))
-        await closer.__anext__()
-        self._own[loop] = (client, closer)
-        return client
+    _client_kinds = "a google.genai Client (or its .aio)"
+    _client_kind = "a google.genai Client"
+    _factory_example = "GeminiModel(..., client=lambda: genai.Client(...))"
 
-    def _make_client(self) -> Client:
-        if self._factory is not None:
-            made = self._factory()
-            if not _is_client(made):
-                raise ModelError(
-                    f"the client factory returned {type(made).__name__}, not a google.genai Client", retryable=False
-                )
-            return made
+    @staticmethod
+    def _is_client(value: object) -> bool:
+        return isinstance(value, genai.Client | genai.client.AsyncClient)
+
+    def _ready(self, client: Any) -> Any:
+        return client.aio if isinstance(client, genai.Client) else client
+
+    def _default_client(self) -> Any:
         http = genai_types.HttpOptions(base_url=self.base_url, retry_options=_ONE_TRY.retry_options)
         try:
-            return genai.Client(api_key=self.api_key, http_options=http)
+            return genai.Client(api_key=self.api_key, http_options=http).aio
         except ValueError as exc:
             if "key" in str(exc).lower():
                 raise ModelError(_MISSING_KEY, retryable=False) from None
             raise ModelError(f"the Gemini client could not be made: {exc}", retryable=False) from None
 
-    async def aclose(self) -> None:
-        """Close the client loopwright made for the running event loop (it is also closed when
-        the loop shuts down). A client you passed in stays yours to close."""
-        own = self._own.pop(asyncio.get_running_loop(), None)
-        if own is not None:
-            await own[1].aclose()
+    @staticmethod
+    def _closing(client: Any) -> Awaitable[object]:
+        closed: Awaitable[object] = client.aclose()
+        return closed
 
     # ------------------------------------------------------------------ the Model protocol
 
@@ -356,34 +318,11 @@ def _transport(exc: BaseException) -> bool:
     )
 
 
-def _is_client(value: object) -> bool:
-    return isinstance(value, genai.Client | genai.client.AsyncClient)
-
-
-def _aio(client: Any) -> Any:
-    return client.aio if isinstance(client, genai.Client) else client
-
-
 def _takes_schema_with_tools(model: str) -> bool:
     """Gemini 3 and later take a response schema beside function declarations."""
     bare = model.removeprefix("models/").removeprefix("gemini-")
     major = bare.split(".", 1)[0].split("-", 1)[0]
     return major.isdigit() and int(major) >= 3
-
-
-async def _close_with_loop(
-    client: Any, loop: asyncio.AbstractEventLoop, owned: weakref.ReferenceType[_Owned]
-) -> AsyncGenerator[None, None]:
-    """Suspended until its loop shuts down its async generators (or ``aclose``), then closes
-    ``client`` (see :func:`loopwright.models.anthropic_clients.close_with_loop`)."""
-    try:
-        yield
-    finally:
-        entries = owned()
-        if entries is not None and entries.get(loop, (None,))[0] is client:
-            del entries[loop]
-        with contextlib.suppress(Exception):
-            await client.aclose()
 
 
 IMAGE_TOKENS = 1_600

@@ -24,16 +24,17 @@ from ..data.events import (
     ToolResult,
 )
 from .openai_shared import (
-    TOOL_CHOICE,
     data_url,
     field_of,
+    function,
     history_turns,
     media_in,
-    output_schema,
+    not_a_reply,
     parse_args,
+    response_of,
     result_text,
-    schema_name,
-    usage_of,
+    schema_format,
+    tool_params,
 )
 
 
@@ -93,22 +94,10 @@ def _chat_block(part: Any) -> dict[str, Any] | None:
 def chat_params(request: Any) -> dict[str, Any]:
     """The request-dependent ``chat.completions.create`` arguments."""
     params: dict[str, Any] = {"messages": chat_messages(request.instructions, request.messages)}
-    if request.tools:
-        params["tools"] = [
-            {
-                "type": "function",
-                "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
-            }
-            for t in request.tools
-        ]
-        if request.tool_choice is not None:
-            params["tool_choice"] = TOOL_CHOICE[request.tool_choice]
-    schema = output_schema(request.instructions)
+    params.update(tool_params(request, lambda tools: [{"type": "function", "function": function(t)} for t in tools]))
+    schema = schema_format(request.instructions)
     if schema is not None:
-        params["response_format"] = {
-            "type": "json_schema",
-            "json_schema": {"name": schema_name(schema), "schema": schema, "strict": False},
-        }
+        params["response_format"] = {"type": "json_schema", "json_schema": schema}
     return params
 
 
@@ -125,11 +114,7 @@ def from_chat(reply: dict[str, Any]) -> ModelResponse:
     """A Chat Completions reply (as JSON) as a ModelResponse."""
     choices = reply.get("choices") if isinstance(reply, dict) else None
     if not choices or not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
-        raise ModelError(
-            f"the server answered with something that is not a Chat Completions reply ({str(reply)[:200]!r}); "
-            "a proxy or gateway in between may have answered instead",
-            retryable=True,
-        )
+        raise not_a_reply("Chat Completions", reply)
     choice = choices[0]
     message = choice["message"]
     finish = choice.get("finish_reason") or "stop"
@@ -154,18 +139,8 @@ def from_chat(reply: dict[str, Any]) -> ModelResponse:
     stop: StopReason = "refusal" if refused and not cut else _FINISH.get(finish, "end_turn")
     if stop == "end_turn" and calls:
         stop = "tool_use"  # some servers say "stop" for a reply with tool calls
-    usage = reply.get("usage") or {}
-    return ModelResponse(
-        parts=tuple(parts),
-        stop_reason=stop,
-        model=reply.get("model"),
-        usage=usage_of(
-            usage.get("prompt_tokens"),
-            usage.get("completion_tokens"),
-            (usage.get("prompt_tokens_details") or {}).get("cached_tokens"),
-        ),
-        details={"id": reply.get("id"), "finish_reason": finish},
-    )
+    details = {"id": reply.get("id"), "finish_reason": finish}
+    return response_of(reply, parts, stop, details, tokens=("prompt", "completion"))
 
 
 class ChatAssembler:

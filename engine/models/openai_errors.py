@@ -10,18 +10,15 @@ a streamed reply (HTTP 200) counts as a server error (retryable) unless its code
 from __future__ import annotations
 
 import contextlib
-import email.utils
-import html
 import re
-import time
 from typing import Any
 
 import openai
 
 from ..data.errors import ContextWindowError, ModelError
+from .http_errors import cut, html_page, retry_after
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
-_MESSAGE_LIMIT = 300
 _CONTEXT = re.compile(
     r"context[_ ]length[_ ]exceeded|maximum context length|context window|prompt is too long|too many tokens",
     re.IGNORECASE,
@@ -31,30 +28,6 @@ MISSING_KEY = (
     "OpenAIModel(..., client=openai.AsyncOpenAI(api_key=...)); a local OpenAI-compatible server needs "
     "base_url= (any key works there)"
 )
-
-
-def cut(text: str, limit: int = _MESSAGE_LIMIT) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def retry_after(headers: Any) -> float | None:
-    """The wait the server asked for (``retry-after-ms`` or ``retry-after``: seconds or a date)."""
-    if headers is None:
-        return None
-    try:
-        if ms := headers.get("retry-after-ms"):
-            return max(float(ms) / 1000, 0.0)
-        value = headers.get("retry-after")
-        if not value:
-            return None
-        try:
-            return max(float(value), 0.0)
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(when.timestamp() - time.time(), 0.0)
-    except (TypeError, ValueError):
-        return None
 
 
 def _api_error(exc: openai.APIStatusError) -> tuple[str | None, str]:
@@ -68,11 +41,7 @@ def _api_error(exc: openai.APIStatusError) -> tuple[str | None, str]:
     with contextlib.suppress(Exception):
         raw = exc.response.text
     raw = raw or (body if isinstance(body, str) else "") or str(getattr(exc, "message", None) or exc)
-    if re.search(r"<(!doctype|html|head|body)\b", raw, re.IGNORECASE):
-        title = re.search(r"<title[^>]*>(.*?)</title>", raw, re.IGNORECASE | re.DOTALL)
-        shown = f" ({cut(html.unescape(title.group(1)), 120)})" if title else ""
-        return None, f"the server answered with an HTML page{shown}, not an API error: a proxy or gateway failed"
-    return None, cut(raw)
+    return None, html_page(raw) or cut(raw)
 
 
 def _status_error(exc: openai.APIStatusError, where: str) -> ModelError:

@@ -33,16 +33,15 @@ except ImportError:  # pragma: no cover - the extra is in dev
     raise ImportError("OpenAIModel needs the openai SDK: pip install 'loopwright[openai]'") from None
 
 import asyncio
-import contextlib
 import os
 import warnings
-import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal, TypeAlias
 
 from ..data.errors import ConfigurationError, ModelError
 from ..data.events import ModelRequest, ModelResponse
 from .base import StreamDelta
+from .clients import PerLoopClients
 from .openai_chat import ChatAssembler, chat_params, from_chat
 from .openai_errors import MISSING_KEY, model_error, stream_failed
 from .openai_options import CURRENT, KNOWN_MODELS, checked_options, is_reasoning
@@ -55,10 +54,9 @@ __all__ = ["CURRENT", "KNOWN_MODELS", "Client", "ClientFactory", "OpenAIModel"]
 Client: TypeAlias = openai.AsyncOpenAI
 ClientFactory: TypeAlias = Callable[[], openai.AsyncOpenAI]
 Api = Literal["responses", "chat"]
-_Owned: TypeAlias = "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Client, AsyncGenerator[None, None]]]"
 
 
-class OpenAIModel:
+class OpenAIModel(PerLoopClients[Client]):
     """A loopwright model backed by the OpenAI API or an OpenAI-compatible server.
 
     ``OpenAIModel(model="gpt-5.5", max_tokens=None, *, api="responses", base_url=None,
@@ -112,17 +110,7 @@ class OpenAIModel:
         self.parallel_tool_calls = parallel_tool_calls
         self.max_retries = max_retries
         self.reasoning = is_reasoning(model)
-        self._given: Client | None = None
-        self._factory: ClientFactory | None = None
-        if client is None or isinstance(client, openai.AsyncOpenAI):
-            self._given = client
-        elif callable(client):
-            self._factory = client
-        else:
-            raise ConfigurationError(
-                f"client must be an openai.AsyncOpenAI (or AsyncAzureOpenAI) or a function that returns one, "
-                f"got {type(client).__name__}"
-            )
+        self._init_clients(client)
         custom = base_url is not None or (
             client is not None and "api.openai.com" not in str(getattr(client, "base_url", ""))
         )
@@ -138,71 +126,34 @@ class OpenAIModel:
                 stacklevel=2,
             )
         self.request_options = self._checked(request_options, "OpenAIModel(...)")
-        self._given_loop: weakref.ReferenceType[asyncio.AbstractEventLoop] | None = None
-        self._given_sdk: Client | None = None
-        self._own: _Owned = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------------ options
 
     def _checked(self, options: dict[str, Any], where: str) -> dict[str, Any]:
         return checked_options(options, where, api=self.api, model=self.model, reasoning=self.reasoning)
 
-    # ------------------------------------------------------------------ clients
+    # ------------------------------------------------------------------ clients (the openai side of PerLoopClients)
 
-    async def client(self) -> Client:
-        """The client for the running event loop (see the module docstring)."""
-        loop = asyncio.get_running_loop()
-        if self._given is not None:
-            return self._given_client(loop)
-        own = self._own.get(loop)
-        if own is not None:
-            return own[0]
-        for closed in [other for other in self._own if other.is_closed()]:
-            del self._own[closed]
-        client = self._make_client()
-        closer = _close_with_loop(client, loop, weakref.ref(self._own))
-        await closer.__anext__()
-        self._own[loop] = (client, closer)
-        return client
+    _client_kinds = "an openai.AsyncOpenAI (or AsyncAzureOpenAI)"
+    _client_kind = "an openai.AsyncOpenAI"
+    _factory_example = "OpenAIModel(..., client=lambda: openai.AsyncOpenAI(...))"
+    _client_errors = (openai.OpenAIError,)
 
-    def _given_client(self, loop: asyncio.AbstractEventLoop) -> Client:
-        bound = self._given_loop() if self._given_loop is not None else None
-        if bound is None and self._given_loop is None:
-            self._given_loop = weakref.ref(loop)
-        elif bound is not loop:
-            raise ModelError(
-                "the client given to OpenAIModel was first used in another event loop (each run_sync and "
-                "asyncio.run starts a new one) and its connections belong to that loop. Pass a factory instead, "
-                "OpenAIModel(..., client=lambda: openai.AsyncOpenAI(...)), or run everything in one event loop",
-                retryable=False,
-            )
-        if self._given_sdk is None:
-            assert self._given is not None
-            self._given_sdk = self._given.with_options(max_retries=self.max_retries)
-        return self._given_sdk
+    @staticmethod
+    def _is_client(value: object) -> bool:
+        return isinstance(value, openai.AsyncOpenAI)
 
-    def _make_client(self) -> Client:
-        try:
-            if self._factory is not None:
-                made = self._factory()
-                if not isinstance(made, openai.AsyncOpenAI):
-                    raise ModelError(
-                        f"the client factory returned {type(made).__name__}, not an openai.AsyncOpenAI", retryable=False
-                    )
-                return made.with_options(max_retries=self.max_retries)
-            key = os.environ.get("OPENAI_API_KEY")
-            if not key and self.base_url is None and not os.environ.get("OPENAI_BASE_URL"):
-                raise ModelError(MISSING_KEY, retryable=False)
-            return openai.AsyncOpenAI(api_key=key or "unused", base_url=self.base_url, max_retries=self.max_retries)
-        except openai.OpenAIError as exc:
-            raise model_error(exc, self.base_url or "the OpenAI API") from exc
+    def _ready(self, client: Client) -> Client:
+        return client.with_options(max_retries=self.max_retries)
 
-    async def aclose(self) -> None:
-        """Close the client loopwright made for the running event loop (it is also closed when
-        the loop shuts down). A client you passed in stays yours to close."""
-        own = self._own.pop(asyncio.get_running_loop(), None)
-        if own is not None:
-            await own[1].aclose()
+    def _default_client(self) -> Client:
+        key = os.environ.get("OPENAI_API_KEY")
+        if not key and self.base_url is None and not os.environ.get("OPENAI_BASE_URL"):
+            raise ModelError(MISSING_KEY, retryable=False)
+        return openai.AsyncOpenAI(api_key=key or "unused", base_url=self.base_url, max_retries=self.max_retries)
+
+    def _client_error(self, exc: Exception) -> ModelError:
+        return model_error(exc, self.base_url or "the OpenAI API")
 
     # ------------------------------------------------------------------ the Model protocol
 
@@ -349,18 +300,3 @@ def _split(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     union) cost more than the rest of a call against a local server (bench/bench_adapters.py)."""
     body = dict(params)
     return body.pop("model"), body
-
-
-async def _close_with_loop(
-    client: Client, loop: asyncio.AbstractEventLoop, owned: weakref.ReferenceType[_Owned]
-) -> AsyncGenerator[None, None]:
-    """Suspended until its loop shuts down its async generators (or ``aclose``), then closes
-    ``client`` (see :func:`loopwright.models.anthropic_clients.close_with_loop`)."""
-    try:
-        yield
-    finally:
-        entries = owned()
-        if entries is not None and entries.get(loop, (None,))[0] is client:
-            del entries[loop]
-        with contextlib.suppress(Exception):
-            await client.close()

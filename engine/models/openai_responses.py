@@ -9,7 +9,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..data.errors import ModelError
 from ..data.events import (
     DocumentPart,
     ImagePart,
@@ -25,16 +24,17 @@ from ..data.events import (
 )
 from .openai_shared import (
     PROVIDER,
-    TOOL_CHOICE,
     data_url,
     field_of,
+    function,
     history_turns,
     media_in,
-    output_schema,
+    not_a_reply,
     parse_args,
+    response_of,
     result_text,
-    schema_name,
-    usage_of,
+    schema_format,
+    tool_params,
 )
 
 
@@ -111,16 +111,7 @@ def _input_block(part: Any) -> dict[str, Any] | None:
 
 
 def responses_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "name": t.name,
-            "description": t.description,
-            "parameters": t.input_schema,
-            "strict": False,
-        }
-        for t in tools
-    ]
+    return [{"type": "function", **function(t), "strict": False} for t in tools]
 
 
 def responses_params(request: Any) -> dict[str, Any]:
@@ -129,15 +120,10 @@ def responses_params(request: Any) -> dict[str, Any]:
     instructions = "\n\n".join(i.text for i in request.instructions if i.text)
     if instructions:
         params["instructions"] = instructions
-    if request.tools:
-        params["tools"] = responses_tools(request.tools)
-        if request.tool_choice is not None:
-            params["tool_choice"] = TOOL_CHOICE[request.tool_choice]
-    schema = output_schema(request.instructions)
+    params.update(tool_params(request, responses_tools))
+    schema = schema_format(request.instructions)
     if schema is not None:
-        params["text"] = {
-            "format": {"type": "json_schema", "name": schema_name(schema), "schema": schema, "strict": False}
-        }
+        params["text"] = {"format": {"type": "json_schema", **schema}}
     return params
 
 
@@ -148,11 +134,7 @@ def _summary(item: dict[str, Any]) -> str:
 def from_responses(reply: dict[str, Any]) -> ModelResponse:
     """A Responses API reply (as JSON) as a ModelResponse."""
     if not isinstance(reply, dict) or "output" not in reply:
-        raise ModelError(
-            f"the server answered with something that is not a Responses API reply ({str(reply)[:200]!r}); "
-            "a proxy or gateway in between may have answered instead",
-            retryable=True,
-        )
+        raise not_a_reply("Responses API", reply)
     reason = (reply.get("incomplete_details") or {}).get("reason")
     cut = reply.get("status") == "incomplete" and reason != "content_filter"
     parts: list[TextPart | ThoughtPart | ToolCall | ProviderPart] = []
@@ -176,21 +158,10 @@ def from_responses(reply: dict[str, Any]) -> ModelResponse:
             block = {k: v for k, v in item.items() if v is not None and k != "status"}
             parts.append(ProviderPart(provider=PROVIDER, kind=str(kind), block=block, text=_summary(item)))
     stop: StopReason = "max_tokens" if cut else "refusal" if refused else "tool_use" if calls else "end_turn"
-    usage = reply.get("usage") or {}
     details: dict[str, Any] = {"id": reply.get("id")}
     if reason:
         details["incomplete"] = reason
-    return ModelResponse(
-        parts=tuple(parts),
-        stop_reason=stop,
-        model=reply.get("model"),
-        usage=usage_of(
-            usage.get("input_tokens"),
-            usage.get("output_tokens"),
-            (usage.get("input_tokens_details") or {}).get("cached_tokens"),
-        ),
-        details=details,
-    )
+    return response_of(reply, parts, stop, details, tokens=("input", "output"))
 
 
 def responses_delta(event: Any) -> tuple[str, bool] | None:

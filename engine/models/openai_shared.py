@@ -1,17 +1,29 @@
 """What OpenAI's two wire formats share (see :mod:`.openai_mapping` for the history rules): the
-history as turns with :data:`CONTINUE` after a cut reply, tool results and media as data, tool
-call arguments, usage, and the ``output_type`` schema the structured-output instruction carries.
-No ``openai`` import.
+history as turns with :data:`CONTINUE` after a cut reply, tool results and media as data, the
+request's tool and ``tool_choice`` arguments, the ``output_type`` schema the structured-output
+instruction carries (and its JSON-schema format), tool call arguments, and a reply's
+ModelResponse with its usage. No ``openai`` import.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..data.errors import ModelError
-from ..data.events import Instruction, Message, ModelResponse, TextPart, ToolCall, Usage
+from ..data.events import (
+    Instruction,
+    Message,
+    ModelResponse,
+    ProviderPart,
+    StopReason,
+    TextPart,
+    ThoughtPart,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 
 PROVIDER = "openai"
 CONTINUE = (
@@ -43,6 +55,31 @@ def output_schema(instructions: Sequence[Instruction]) -> dict[str, Any] | None:
 def schema_name(schema: dict[str, Any]) -> str:
     name = "".join(c for c in str(schema.get("title") or "answer") if c.isalnum() or c in "_-")
     return name[:64] or "answer"
+
+
+def schema_format(instructions: Sequence[Instruction]) -> dict[str, Any] | None:
+    """The ``output_type``'s schema as both APIs' JSON-schema format (``name``, ``schema``,
+    ``strict``), when the request asks for one; each API wraps it its own way."""
+    schema = output_schema(instructions)
+    if schema is None:
+        return None
+    return {"name": schema_name(schema), "schema": schema, "strict": False}
+
+
+def function(tool: ToolSpec) -> dict[str, Any]:
+    """A tool as a function declaration (``name``, ``description``, ``parameters``)."""
+    return {"name": tool.name, "description": tool.description, "parameters": tool.input_schema}
+
+
+def tool_params(request: Any, tools: Callable[[Sequence[ToolSpec]], list[dict[str, Any]]]) -> dict[str, Any]:
+    """The ``tools`` (the request's tools as ``tools`` writes them) and ``tool_choice``
+    arguments; none for a request without tools."""
+    if not request.tools:
+        return {}
+    params: dict[str, Any] = {"tools": tools(request.tools)}
+    if request.tool_choice is not None:
+        params["tool_choice"] = TOOL_CHOICE[request.tool_choice]
+    return params
 
 
 def data_url(part: Any) -> str:
@@ -97,13 +134,41 @@ def parse_args(arguments: str | None, name: str, *, cut: bool) -> dict[str, Any]
     return args
 
 
-def usage_of(input_tokens: int | None, output_tokens: int | None, cached: int | None) -> Usage:
-    cached = cached or 0
-    return Usage(
-        input_tokens=max((input_tokens or 0) - cached, 0),
-        output_tokens=output_tokens or 0,
-        cache_read_tokens=cached,
-        requests=1,
+def not_a_reply(api: str, reply: Any) -> ModelError:
+    """A body that is not an ``api`` reply (a proxy's or gateway's answer, most likely)."""
+    return ModelError(
+        f"the server answered with something that is not a {api} reply ({str(reply)[:200]!r}); "
+        "a proxy or gateway in between may have answered instead",
+        retryable=True,
+    )
+
+
+def response_of(
+    reply: dict[str, Any],
+    parts: Sequence[TextPart | ThoughtPart | ToolCall | ProviderPart],
+    stop: StopReason,
+    details: dict[str, Any],
+    *,
+    tokens: tuple[str, str],
+) -> ModelResponse:
+    """A reply (as JSON) as a ModelResponse: its ``parts``, ``stop`` and ``details``, its model, and
+    its usage, read by the names of its input and output token counts (``tokens``: ``("input",
+    "output")`` in the Responses API, ``("prompt", "completion")`` in Chat; the cached part of
+    the input is ``<input>_tokens_details.cached_tokens`` in both)."""
+    usage = reply.get("usage") or {}
+    prompt, output = tokens
+    cached = (usage.get(f"{prompt}_tokens_details") or {}).get("cached_tokens") or 0
+    return ModelResponse(
+        parts=tuple(parts),
+        stop_reason=stop,
+        model=reply.get("model"),
+        usage=Usage(
+            input_tokens=max((usage.get(f"{prompt}_tokens") or 0) - cached, 0),
+            output_tokens=usage.get(f"{output}_tokens") or 0,
+            cache_read_tokens=cached,
+            requests=1,
+        ),
+        details=details,
     )
 
 

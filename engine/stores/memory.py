@@ -13,7 +13,6 @@ The run side (a ``load_memory`` tool, a preload before the first model call) is
 
 from __future__ import annotations
 
-import asyncio
 import re
 import sqlite3
 import threading
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from ..data.errors import ConfigurationError
+from .pg_tables import TablesOnce
 from .sessions import SavedSession
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -148,20 +148,10 @@ class PostgresMemory:
 
         self._own = isinstance(dsn_or_store, str)
         self._store: PostgresStore = PostgresStore(dsn_or_store) if isinstance(dsn_or_store, str) else dsn_or_store
-        self._made = False
-        self._making = asyncio.Lock()
+        self._tables = TablesOnce(_PG_TABLES, _PG_LOCK)
 
     async def _pool(self) -> Any:
-        pool = await self._store._ready()
-        if not self._made:
-            async with self._making:
-                if not self._made:
-                    async with pool.connection() as conn, conn.transaction():
-                        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_LOCK,))
-                        for statement in _PG_TABLES:
-                            await conn.execute(statement)
-                    self._made = True
-        return pool
+        return await self._tables.pool(self._store)
 
     async def add_session(self, session: SavedSession) -> None:
         app, user, sid = session.key

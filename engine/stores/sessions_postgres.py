@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from ..data.parts import Message
+from .pg_tables import TablesOnce
 from .session_base import SavedSession, SessionKey, busy, check_key, history, message_rows, prefixed, scope_rows
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -39,20 +39,10 @@ class PostgresSessions:
 
         self._own = isinstance(dsn_or_store, str)
         self._store: PostgresStore = PostgresStore(dsn_or_store) if isinstance(dsn_or_store, str) else dsn_or_store
-        self._made = False
-        self._making = asyncio.Lock()
+        self._tables = TablesOnce(_PG_TABLES, _PG_LOCK)
 
     async def _pool(self) -> Any:
-        pool = await self._store._ready()
-        if not self._made:
-            async with self._making:
-                if not self._made:
-                    async with pool.connection() as conn, conn.transaction():
-                        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_LOCK,))
-                        for statement in _PG_TABLES:
-                            await conn.execute(statement)
-                    self._made = True
-        return pool
+        return await self._tables.pool(self._store)
 
     @staticmethod
     async def _scopes(conn: Any, key: SessionKey) -> dict[str, Any]:

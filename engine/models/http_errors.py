@@ -1,0 +1,74 @@
+"""What the adapters' error modules (:mod:`.anthropic_errors`, :mod:`.openai_errors`,
+:mod:`.gemini_errors`) share: the wait a server asked for (:func:`retry_after`, the one
+``Retry-After`` reader), an API message cut to a few hundred characters (:func:`cut`), and an HTML
+page where an API error was due (:func:`html_page`). No SDK import.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import html
+import math
+import re
+import time
+from typing import Any
+
+MESSAGE_LIMIT = 300
+_HTML = re.compile(r"<(!doctype|html|head|body)\b", re.IGNORECASE)
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+
+
+def cut(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` on one line, cut to ``limit`` characters (an ellipsis where it was cut)."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def html_page(raw: str) -> str | None:
+    """The words for a body that is an HTML page (a proxy's or gateway's), or None."""
+    if not _HTML.search(raw):
+        return None
+    title = _TITLE.search(raw)
+    shown = f" ({cut(html.unescape(title.group(1)), 120)})" if title else ""
+    return f"the server answered with an HTML page{shown}, not an API error: a proxy or gateway failed"
+
+
+def wait_seconds(value: str) -> float | None:
+    """A wait as seconds: ``"12"``, ``"1.5"``, ``"37s"`` (Google's duration) or an HTTP date
+    (the seconds until it); a wait already past is 0; anything else (garbage, NaN, an overflow)
+    is None."""
+    value = value.strip()
+    seconds = _number(value.removesuffix("s"))
+    if seconds is None:
+        try:
+            seconds = email.utils.parsedate_to_datetime(value).timestamp() - time.time()
+        except (TypeError, ValueError, OverflowError, IndexError):
+            return None
+    return max(seconds, 0.0) if math.isfinite(seconds) else None
+
+
+def retry_after(headers: Any) -> float | None:
+    """The wait a reply's headers ask for: ``retry-after-ms`` (milliseconds), else
+    ``retry-after`` (seconds or an HTTP date: :func:`wait_seconds`); None when there is none or
+    it cannot be read. Takes any mapping-like ``headers`` (httpx's, aiohttp's, a dict: looked up
+    in lower case) and never raises."""
+    ms = _number(_header(headers, "retry-after-ms"))
+    if ms is not None and math.isfinite(ms):
+        return max(ms / 1000, 0.0)
+    value = _header(headers, "retry-after")
+    return wait_seconds(value) if value else None
+
+
+def _header(headers: Any, name: str) -> str:
+    try:
+        value = headers.get(name) if headers is not None else None
+    except Exception:  # a headers object that is not what it claims: nothing to read
+        return ""
+    return str(value) if value else ""
+
+
+def _number(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
