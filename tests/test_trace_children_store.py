@@ -87,7 +87,9 @@ def test_a_map_item_refused_before_it_started_hides_no_item_after_it(tmp_path: P
     assert sorted(found) == ["r1.each.0", "r1.each.2", "r1.each.3"]
     assert sorted(blob(page, "lw-children")) == ["r1.each.0", "r1.each.2", "r1.each.3"]
     # each item under its own number; the one that never started has its panel saying so
-    labels = {m[0]: m[1] for m in re.findall(r'id="lw-run-([^"]+)"[^>]*><summary><span class="lw-label">([^<]*)<', page)}
+    labels = {
+        m[0]: m[1] for m in re.findall(r'id="lw-run-([^"]+)"[^>]*><summary><span class="lw-label">([^<]*)<', page)
+    }
     assert labels == {f"r1.each.{n}": f"summariser · item {n}" for n in range(4)}
     assert "it never started" in panel(page, "r1.each.1")
 
@@ -202,9 +204,7 @@ def put_docs(ctx: Any) -> str:
 
 def release() -> SequentialAgent:
     """A workflow to serve: a step that puts two documents in state, then a map over them."""
-    plan = Agent(
-        name="plan", tools=[put_docs], model=ScriptedModel([[ToolCall(name="put_docs", args={})], "plan: go"])
-    )
+    plan = Agent(name="plan", tools=[put_docs], model=ScriptedModel([[ToolCall(name="put_docs", args={})], "plan: go"]))
     return SequentialAgent("release", steps=[plan, per_doc()])
 
 
