@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -164,14 +165,13 @@ def test_postgres_children_are_exactly_the_ids_starting_with_it_and_a_dot(
 ) -> None:
     from loopwright.stores.postgres import PostgresStore
 
+    space = f"{uuid.uuid4().hex}-"  # (each example's runs apart from the others' in the one database)
+
     async def go() -> list[str]:
         store = PostgresStore(pg_url)
         try:
-            pool = await store._ready()
-            async with pool.connection() as conn:
-                await conn.execute("DELETE FROM lw_log")
-            await _keep(store, run_ids)
-            return await store.children(asked)
+            await _keep(store, [space + r for r in run_ids])
+            return [r.removeprefix(space) for r in await store.children(space + asked)]
         finally:
             await store.close()
 
