@@ -1,17 +1,11 @@
 """A workflow run's children on its trace page: which runs each state ran, read from a store, and
 each drawn as a panel with its own loop inside the state that ran it.
 
-A workflow's state runs its children as runs of their own, named after the workflow's run
-(:mod:`loopwright.workflows.children`): ``r1.research`` (a sequence's step), ``r1.critic.2``
-(the third round of a loop), ``r1.tests`` (a parallel's branch, run in ``fan_out``),
-``r1.each.4`` (the fifth item of a map, run in ``each``). The workflow's machine says which
-state runs which agent (its ``composites``) and its events say which states ran and in which
-round, so :func:`slots` names every child a run had, and a child that is itself a workflow has
-children of its own, named the same way under its own id.
-
-:func:`stored_children` reads them all from a store (a map's items until the first missing
-one), or :func:`recording` keeps them as they run (no store); :func:`child_runs` makes the
-tree the page draws; :func:`children_section` draws it: a
+Which runs a workflow run had, and reading them from a store, is
+:mod:`loopwright.workflows.stored` (:func:`slots`, :func:`stored_children`: the dev UI's
+server reads them too); :func:`recording` keeps them as they run (no store);
+:func:`child_runs` makes the tree the page draws (a map's items by number: one that never
+started, before the last kept, is a panel that says so); :func:`children_section` draws it: a
 panel per child (``<details>``), open when it or a run inside it failed, holding the child's
 summary, its machine with its path, its timeline, its events and its own children's panels.
 """
@@ -19,17 +13,18 @@ summary, its machine with its path, its timeline, its events and its own childre
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.errors import ConfigurationError
-from ..data.events import EVENT_ADAPTER, Event
 from ..machines.diagram import machine_of_trace, trace_counts
-from ..runtime.agent import Agent
 from ..table.machine import LoopMachine
+from ..workflows.stored import Slot, numbered_items, slots
+from ..workflows.stored import composites_of as composites_of  # (their old place: kept for existing imports)
+from ..workflows.stored import item_ids as item_ids
+from ..workflows.stored import stored_children as stored_children
 from . import trace_parts as parts
 
 NOT_ANSWERED = ("failed", "limit", "cancelled")
@@ -42,19 +37,6 @@ NO_CHILDREN = (
     "and pass children=runs."
 )
 """What a workflow's page says in place of its children when it was written without them."""
-
-
-@dataclass(frozen=True, slots=True)
-class Slot:
-    """A child a workflow run had: the state that ran it, its run id (a map: the prefix of its
-    items' ids), the machine it ran on, and the workflow's event that entered the state."""
-
-    state: str
-    label: str
-    run_id: str
-    machine: LoopMachine
-    seq: int
-    items: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,92 +64,21 @@ class ChildRun:
             yield from child.walk()
 
 
-def composites_of(machine: LoopMachine) -> Mapping[str, Sequence[tuple[str, LoopMachine]]]:
-    """A workflow machine's states that run children (empty for an agent's machine)."""
-    found: Mapping[str, Sequence[tuple[str, LoopMachine]]] = getattr(machine, "composites", None) or {}
-    return found
-
-
-def slots(machine: LoopMachine, events: Sequence[Any], run_id: str) -> list[Slot]:
-    """The children the workflow run ``run_id`` (``events``, on ``machine``) ran, in order."""
-    composites = composites_of(machine)
-    if not composites:
-        return []
-    kind = machine.name.partition(":")[0]
-    back = {(r.source, r.dest) for r in machine.rows if r.bounded_by == "loop_repeats"}
-    rounds, seen, found = 0, set(), []
-    for e in events:
-        if e.type != "state_entered":
-            continue
-        if (e.source, e.state) in back:
-            rounds += 1
-        for label, child in composites.get(e.state, ()):
-            if kind == "map":
-                slot = Slot(e.state, label, f"{run_id}.{e.state}", child, e.seq, items=True)
-            elif kind == "loop":
-                slot = Slot(e.state, f"{label} · round {rounds + 1}", f"{run_id}.{e.state}.{rounds}", child, e.seq)
-            elif kind == "parallel":
-                slot = Slot(e.state, label, f"{run_id}.{label}", child, e.seq)
-            else:
-                slot = Slot(e.state, label, f"{run_id}.{e.state}", child, e.seq)
-            if slot.run_id not in seen:  # (a state entered again after a suspension: the same child)
-                seen.add(slot.run_id)
-                found.append(slot)
-    return found
-
-
-def item_ids(prefix: str, run_ids: Iterator[str] | Sequence[str]) -> list[str]:
-    """The ids of a map's items among ``run_ids`` (``prefix.0``, ``prefix.1``, ...), in item order."""
-    pattern = re.compile(re.escape(prefix) + r"\.(\d+)")
-    found = [(int(m.group(1)), k) for k in run_ids if (m := pattern.fullmatch(k))]
-    return [k for _, k in sorted(found)]
-
-
 def child_runs(machine: LoopMachine, events: Sequence[Any], runs: Mapping[str, Sequence[Any]]) -> list[ChildRun]:
     """The tree of children of the run ``events`` (on ``machine``), their events from ``runs``."""
     if not events:
         return []
     tree = []
     for slot in slots(machine, events, events[0].run_id):
-        ids = item_ids(slot.run_id, list(runs)) if slot.items else [slot.run_id]
-        for n, run_id in enumerate(ids):
+        if slot.items:  # each item under its number; one missing before the last kept: "never started"
+            kept = numbered_items(slot.run_id, runs)
+            ids = [(f"{slot.label} · item {n}", f"{slot.run_id}.{n}") for n in range(kept[-1][0] + 1 if kept else 0)]
+        else:
+            ids = [(slot.label, slot.run_id)]
+        for label, run_id in ids:
             own = tuple(runs.get(run_id, ()))
-            label = f"{slot.label} · item {n}" if slot.items else slot.label
             tree.append(ChildRun(slot, run_id, label, own, tuple(child_runs(slot.machine, own, runs))))
     return tree
-
-
-async def stored_children(store: Any, run_id: str, workflow: Agent | LoopMachine) -> dict[str, list[Event]]:
-    """Every run under the workflow run ``run_id`` that ``store`` holds (children, their
-    children, ...), its events by run id: what :func:`~loopwright.cli.trace_page.trace_page`
-    takes as ``children=``. ``workflow``: the workflow (or its machine) the run ran on."""
-    from ..features import machine_for
-
-    machine = machine_for(workflow) if isinstance(workflow, Agent) else workflow
-    found: dict[str, list[Event]] = {}
-
-    async def read(rid: str) -> list[Event]:
-        return [EVENT_ADAPTER.validate_json(line) for line in await store.events(rid)]
-
-    async def down(m: LoopMachine, events: list[Event]) -> None:
-        for slot in slots(m, events, events[0].run_id):
-            n = 0
-            while True:
-                rid = f"{slot.run_id}.{n}" if slot.items else slot.run_id
-                own = found.get(rid) or await read(rid)
-                if not own:
-                    break
-                if rid not in found:
-                    found[rid] = own
-                    await down(slot.machine, own)
-                if not slot.items:
-                    break
-                n += 1
-
-    root = await read(run_id)
-    if root:
-        await down(machine, root)
-    return found
 
 
 class RunEvents(dict[str, list[Any]]):

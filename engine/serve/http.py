@@ -14,7 +14,8 @@ Routes (every body and answer is JSON; every error ``{"error": message}`` with a
   answering interrupts), answered with that leg's AG-UI events
 - ``POST /runs/{id}/decisions`` ``{"decisions": [{"call_id", "action", "reason"?, "args"?, "value"?}]}``
 - ``POST /runs/{id}/cancel``, ``/pause``, ``/resume``
-- ``GET /runs/{id}/trace``: the run's trace page (when the app was given ``trace_page``)
+- ``GET /runs/{id}/trace``: the run's trace page (when the app was given ``trace_page``); a
+  workflow's run holds its children's loops, read from the store
 - ``GET /``: the dev UI (``ui=True``)
 """
 
@@ -44,6 +45,7 @@ except ImportError as exc:  # tests/test_serve_cli.py hides Starlette in a subpr
 from ..data.errors import ConfigurationError
 from ..runtime.agent import Agent
 from ..stores.base import RunStore
+from ..workflows.stored import composites_of, stored_children
 from .agui_routes import agui, agui_input
 from .decisions import DecisionIn, ServeError
 from .hub import END
@@ -198,7 +200,10 @@ async def trace(app: App, request: Request) -> Response:
     if not events:
         raise ServeError(404, f"run {run_id!r} has no events in the store yet")
     machine = app.service.runners[show["agent"]].machine if show["agent"] in app.service.runners else None
-    return HTMLResponse(app.trace_page(events, machine=machine))
+    if machine is None or not composites_of(machine):
+        return HTMLResponse(app.trace_page(events, machine=machine))
+    children = await stored_children(app.service.store, run_id, machine)  # a workflow's: its children's loops
+    return HTMLResponse(app.trace_page(events, machine=machine, children=children))
 
 
 async def events(app: App, request: Request) -> Response:

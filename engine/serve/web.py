@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from .decisions import STARLETTE_MISSING, ServeError
 from .service import Service
@@ -18,8 +18,16 @@ except ImportError as exc:  # tests/test_serve_cli.py hides Starlette in a subpr
 
 Auth = Callable[[Request], "Awaitable[str | None] | str | None"]
 """The auth hook: the request's user (a string), or None for 401."""
-TracePage = Callable[..., str]
-"""``trace_page(events, machine=agent)`` → HTML (:func:`loopwright.cli.trace_page.trace_page`)."""
+
+
+class TracePage(Protocol):
+    """The trace page's renderer (:func:`loopwright.cli.trace_page.trace_page`): a run's events
+    and the machine it ran on → HTML. For a workflow's run it is also given ``children=``, the
+    events of the runs under it by run id (read from the app's store), drawn inside it."""
+
+    def __call__(
+        self, trace: Any, *, machine: Any = None, children: Mapping[str, Sequence[Any]] | None = None
+    ) -> str: ...
 
 
 class App:

@@ -151,7 +151,13 @@ class RunStore(Protocol):
     """Where durable runs are kept. Every method is atomic on its own.
 
     Versions make two workers safe: ``save`` and ``take`` name the version they expect and
-    raise :class:`~loopwright.errors.RunBusy` when another worker moved the run on."""
+    raise :class:`~loopwright.errors.RunBusy` when another worker moved the run on.
+
+    Two methods are optional (not part of this protocol: a store without them still is one):
+    ``rewrite_heads`` (an ended run's ``temp:`` keys dropped) and ``async children(run_id) ->
+    list[str]``, the ids of the runs under ``run_id`` (a workflow's children, at every depth:
+    those starting ``run_id + "."``), sorted; without it :func:`children_of` says None and a
+    workflow's trace page finds its children by probing their ids."""
 
     url: str
 
@@ -217,6 +223,13 @@ class StoreWrapper:
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
         return await self.inner.claim(run_id, suspension, owner, decisions)
 
+    async def children(self, run_id: str) -> list[str]:
+        """``inner``'s (NotImplementedError when it has none: :func:`children_of` says None)."""
+        found = getattr(self.inner, "children", None)
+        if found is None:
+            raise NotImplementedError(f"{type(self.inner).__name__} cannot list the runs under a run (no children())")
+        return list(await found(run_id))
+
     async def save_result(self, run_id: str, call_id: str, seq: int, body: bytes) -> None:
         await self.inner.save_result(run_id, call_id, seq, body)
 
@@ -231,3 +244,22 @@ class StoreWrapper:
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+async def children_of(store: Any, run_id: str) -> list[str] | None:
+    """The ids of the runs ``store`` holds under ``run_id`` (``store.children``, sorted), or None
+    when the store cannot list them (a store of the user's own without ``children``)."""
+    found = getattr(store, "children", None)
+    if found is None:
+        return None
+    try:
+        return sorted(await found(run_id))
+    except NotImplementedError:
+        return None
+
+
+def under_prefix(run_id: str) -> tuple[str, str]:
+    """The ids of the runs under ``run_id`` are those ``>=`` the first and ``<`` the second of
+    these, in code point order (``run_id + "."`` and ``run_id + "/"``: no pattern, so no ``_``
+    or ``%`` in an id is taken for a wildcard)."""
+    return run_id + ".", run_id + "/"

@@ -289,6 +289,17 @@ class PostgresStore:
         events = decode_bodies([bytes(r[1]) for r in rows], run_id, heads=[bytes(r[0]) for r in rows])[2]
         return [json.dumps(e).encode() for e in events]
 
+    async def children(self, run_id: str) -> list[str]:
+        """The ids of the runs under ``run_id`` (``run_id + "."`` and more: a workflow's children
+        at every depth), sorted (by code point, not by the database's collation)."""
+        pool = await self._ready()
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT DISTINCT run_id FROM lw_log WHERE run_id LIKE %s ESCAPE '\\'", (_escaped(run_id) + ".%",)
+            )
+            rows = await cur.fetchall()
+        return sorted(row[0] for row in rows)
+
     async def runs(self, limit: int = 100) -> list[RunSummary]:
         pool = await self._ready()
         async with pool.connection() as conn:
@@ -306,6 +317,11 @@ class PostgresStore:
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r})"
+
+
+def _escaped(text: str) -> str:
+    """``text`` in a LIKE pattern as itself: its ``\\``, ``%`` and ``_`` escaped."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 async def _probe(url: str, options: dict[str, Any]) -> None:

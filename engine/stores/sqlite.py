@@ -40,6 +40,7 @@ from .base import (
     log_mac,
     merge_heads,
     result_mac,
+    under_prefix,
 )
 from .sqlite_rows import append_checkpoint, claim_suspension, log_span, rollback
 from .sqlite_schema import MIGRATIONS, open_existing
@@ -383,6 +384,19 @@ class SQLiteStore:
             check_log(self._signer, run_id, [(r[2], r[3], r[4], r[5], r[6], r[0], r[1], r[7]) for r in rows])
         events = decode_bodies([r[1] for r in rows], run_id, heads=[r[0] for r in rows])[2]
         return [json.dumps(e).encode() for e in events]
+
+    async def children(self, run_id: str) -> list[str]:
+        """The ids of the runs under ``run_id`` (``run_id + "."`` and more: a workflow's children
+        at every depth) that have a checkpoint, sorted; a range of the ids' index, no pattern."""
+        return await self._do(self._children, run_id)
+
+    def _children(self, run_id: str) -> list[str]:
+        rows = self._db.execute(
+            "SELECT run_id FROM lw_runs AS r WHERE run_id >= ? AND run_id < ? AND EXISTS (SELECT 1 FROM lw_log"
+            " WHERE id BETWEEN r.run_no << 32 AND (r.run_no << 32) | 4294967295) ORDER BY run_id",
+            under_prefix(run_id),
+        ).fetchall()
+        return [row[0] for row in rows]
 
     async def runs(self, limit: int = 100) -> list[RunSummary]:
         return await self._do(self._runs, limit)
