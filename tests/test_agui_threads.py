@@ -1,4 +1,4 @@
-"""An AG-UI thread is a conversation: each message on a thread continues it (a chain of runs, or the user's session), over real HTTP (uvicorn, httpx)."""
+"""An AG-UI thread is a conversation: each message continues it (a chain of runs, or a session), over real HTTP."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from hypothesis import given
+from hypothesis import strategies as st
 
 from loopwright import Agent, ModelRequest, ModelResponse, ScriptedModel, TextPart, ToolCall, Usage, tool
 from loopwright.serve import app
+from loopwright.serve.agui import Threads, thread_of, thread_run
 from loopwright.stores import SQLiteStore
 from loopwright.stores.sessions import SQLiteSessions
 from tests.serve_agents import serving
@@ -49,8 +52,7 @@ async def reply(request: ModelRequest) -> ModelResponse:
     if found:
         return ModelResponse(parts=(ToolCall(name="refund", args={"order": found.group(1)}),), usage=ONE)
     if said[-1] == "wait":
-        while not RELEASE.is_set():
-            await asyncio.sleep(0.01)
+        await asyncio.to_thread(RELEASE.wait, 20)
     return ModelResponse(parts=(TextPart(text="heard: " + "|".join(said)),), stop_reason="end_turn", usage=ONE)
 
 
@@ -60,8 +62,11 @@ other = Agent(name="other", model=ScriptedModel(reply))
 
 def turn(c: httpx.Client, thread: str, text: str, agent: str = "chat", **headers: str) -> list[dict[str, Any]]:
     """One message on the thread, as an AG-UI front end sends it; the events of the run it started."""
-    body = {"threadId": thread, "runId": f"client-{text}", "messages": [{"id": "m", "role": "user", "content": text}]}
-    return _post(c, f"/agents/{agent}/agui", body, headers)
+    return _post(c, f"/agents/{agent}/agui", {**message(thread, text), "runId": f"client-{text}"}, headers)
+
+
+def message(thread: str, text: str) -> dict[str, Any]:
+    return {"threadId": thread, "messages": [{"id": "m", "role": "user", "content": text}]}
 
 
 def _post(c: httpx.Client, path: str, body: dict[str, Any], headers: dict[str, str]) -> list[dict[str, Any]]:
@@ -115,7 +120,7 @@ def _get(c: httpx.Client, path: str) -> list[dict[str, Any]]:
         for line in response.iter_lines():
             if line.startswith("data: "):
                 out.append(json.loads(line[6:]))
-                if out[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR") and out[-1].get("outcome", {}).get("type") != "interrupt":
+                if out[-1]["type"] == "RUN_FINISHED" and out[-1]["outcome"]["type"] != "interrupt":
                     return out
     return out
 
@@ -154,8 +159,7 @@ def test_with_sessions_the_thread_is_the_users_session(tmp_path: Path) -> None:
         second = turn(c, "t4", "again", **{"x-user": "ada"})
         assert result_of(second) == "heard: hello|again" and threads_of(first + second) == {"t4"}
         assert [e["runId"] for e in first + second if e["type"] == "RUN_STARTED"] == ["t4", "t4~2"]
-        theirs = c.post("/agents/chat/agui", json={"threadId": "t4", "messages": [{"role": "user", "content": "hi"}]},
-                        headers={"x-user": "bob"})
+        theirs = c.post("/agents/chat/agui", json=message("t4", "hi"), headers={"x-user": "bob"})
         assert theirs.status_code == 404 and "new threadId" in theirs.json()["error"]
     saved = asyncio.run(SQLiteSessions(db).load(("chat", "ada", "t4")))
     assert saved is not None and len(saved.messages) == 4
@@ -165,22 +169,54 @@ def test_a_message_on_a_busy_thread_is_refused_and_starts_nothing(tmp_path: Path
     db = tmp_path / "runs.db"
     RELEASE.clear()
     with serving(app([chat, other], store=f"sqlite:///{db}")) as base, httpx.Client(base_url=base) as c:
-        body = {"threadId": "t5", "messages": [{"role": "user", "content": "wait"}]}
-        with c.stream("POST", "/agents/chat/agui", json=body, timeout=20) as running:
+        with c.stream("POST", "/agents/chat/agui", json=message("t5", "wait"), timeout=20) as running:
             lines = running.iter_lines()
             assert '"RUN_STARTED"' in next(line for line in lines if line.startswith("data: "))
-            busy = c.post("/agents/chat/agui", json={**body, "messages": [{"role": "user", "content": "hello?"}]})
+            busy = c.post("/agents/chat/agui", json=message("t5", "hello?"))
             assert busy.status_code == 409 and "is running" in busy.json()["error"]
             RELEASE.set()
             rest = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
         assert rest[-1]["result"] == "heard: wait"
         asked = turn(c, "t5", "refund K2")
         assert asked[-1]["outcome"]["type"] == "interrupt"
-        waiting = c.post("/agents/chat/agui", json={"threadId": "t5", "messages": [{"role": "user", "content": "hi"}]})
+        waiting = c.post("/agents/chat/agui", json=message("t5", "hi"))
         assert waiting.status_code == 409 and "waits for" in waiting.json()["error"]
         assert "resume" in waiting.json()["error"]
-        elsewhere = c.post("/agents/other/agui", json={"threadId": "t1", "messages": [{"role": "user", "content": "x"}]})
+        elsewhere = c.post("/agents/other/agui", json=message("t1", "x"))
         assert elsewhere.status_code == 200  # a new thread for agent other
-        crossed = c.post("/agents/other/agui", json={"threadId": "t5", "messages": [{"role": "user", "content": "x"}]})
+        crossed = c.post("/agents/other/agui", json=message("t5", "x"))
         assert crossed.status_code == 409 and "/agents/chat/agui" in crossed.json()["error"]
     assert stored_ids(db) == ["t1", "t5", "t5~2"]
+
+
+@given(st.text(min_size=1, max_size=12), st.integers(min_value=1, max_value=10_000))
+def test_a_threads_run_ids_name_the_thread(thread: str, n: int) -> None:
+    if thread_of(thread) == thread:  # (a threadId that ends in ~<number> is refused: 422)
+        assert thread_of(thread_run(thread, n)) == thread
+        assert thread_run(thread, n) == thread_run(thread, n) and (n == 1) == (thread_run(thread, n) == thread)
+
+
+@given(st.integers(min_value=0, max_value=3000), st.integers(min_value=0, max_value=3000))
+def test_the_latest_run_of_a_thread_is_found_in_few_probes(length: int, known: int) -> None:
+    """Whatever the cache remembers (nothing, or an earlier run of the chain), the store's last run is found."""
+    probes: list[str] = []
+    ids = {thread_run("t", n) for n in range(1, length + 1)}
+
+    async def exists(run_id: str) -> bool:
+        probes.append(run_id)
+        return run_id in ids
+
+    threads = Threads()
+    if 0 < known <= length:
+        threads.started("t", known)
+    assert asyncio.run(threads.latest_of("t", exists)) == length
+    assert len(probes) <= 2 * max(length, 1).bit_length() + 2
+    probes.clear()
+    assert asyncio.run(threads.latest_of("t", exists)) == length and len(probes) == 1  # warm: one probe
+
+
+def test_a_thread_id_that_looks_like_a_later_run_is_refused(tmp_path: Path) -> None:
+    with serving(app([chat], store=f"sqlite:///{tmp_path / 'runs.db'}")) as base, httpx.Client(base_url=base) as c:
+        got = c.post("/agents/chat/agui", json=message("t~2", "hi"))
+        assert got.status_code == 422 and "choose a threadId without it" in got.json()["error"]
+    assert stored_ids(tmp_path / "runs.db") == []

@@ -32,6 +32,7 @@ from ..runtime.agent import Agent
 from ..runtime.log import get_logger
 from ..stores.base import RunStore, SavedRun
 from ..stores.session_base import SessionBusy
+from .agui import Threads
 from .decisions import ENDED, DecisionIn, ServeError, decisions_for, not_waiting, pending_of
 from .hub import END, Hub, Item, Subscriber
 
@@ -73,6 +74,8 @@ class Service:
         self._busy: set[str] = set()
         """Runs being decided, cancelled or resumed right now (a second request is refused)."""
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.threads = Threads()
+        """The AG-UI threads seen here (:mod:`loopwright.serve.agui`)."""
 
     # ------------------------------------------------------------------ the observer
 
@@ -90,11 +93,18 @@ class Service:
         return found
 
     async def start(
-        self, agent: str, text: str, user: str | None, run_id: str | None = None, session: str | None = None
+        self,
+        agent: str,
+        text: str,
+        user: str | None,
+        run_id: str | None = None,
+        session: str | None = None,
+        after: RunResult | None = None,
     ) -> str:
         """Start a run of ``agent`` on ``text`` for ``user``; its id (the run goes on in the background).
         ``session``: the user's session id: the run continues it (``(agent, user, session)``;
-        :mod:`loopwright.loop.sessions`), or 409 if another run holds it."""
+        :mod:`loopwright.loop.sessions`), or 409 if another run holds it. ``after``: an ended
+        run whose conversation this one continues (``Runner.start(..., after=)``)."""
         runner = self.runner(agent)
         key = None if session is None else _session_key(runner, agent, user, session)
         run_id = run_id or new_run_id()
@@ -104,7 +114,7 @@ class Service:
         hub = self._hub(run_id)
         hub.leg_started()
         try:
-            run = runner.start(text, run_id=run_id, state=state, session=key)
+            run = runner.start(text, run_id=run_id, state=state, session=key, after=after)
             if isinstance(run, SessionRun):
                 await run.open()  # (held now, or SessionBusy: 409)
         except LoopwrightError as exc:
