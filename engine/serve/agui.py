@@ -235,6 +235,10 @@ class Threads:
         self.started(thread, n)
         return n
 
+    def forget(self, thread: str) -> None:
+        """Ask the store alone next time (the run remembered left nothing in it)."""
+        self.latest.pop(thread, None)
+
     def started(self, thread: str, n: int) -> None:
         """The thread's run ``n`` exists (started here, or found in the store)."""
         latest = self.latest

@@ -97,11 +97,11 @@ async def _next_turn(app: App, agent: str, thread: str, text: str, user: str | N
         raise ServeError(409, f"a message on thread {thread!r} is starting its run now; wait for its RUN_FINISHED")
     threads.starting.add(thread)
     try:
-        n = await threads.latest_of(thread, lambda run_id: _exists(app, run_id))
+        n, saved = await _latest(app, thread)
         keyed = service.runner(agent).sessions is not None and user is not None
         after = None
         if n:
-            previous = await _ended(app, agent, thread, thread_run(thread, n), user, keyed)
+            previous = await _ended(app, agent, thread, thread_run(thread, n), saved, user, keyed)
             if not keyed:
                 after = RunResult.of(rebuild(previous), None, service.runner(agent).machine)
         run_id = await service.start(
@@ -113,24 +113,45 @@ async def _next_turn(app: App, agent: str, thread: str, text: str, user: str | N
         threads.starting.discard(thread)
 
 
+async def _latest(app: App, thread: str) -> tuple[int, SavedRun | None]:
+    """The number of the thread's latest run (0: none) and the store's copy of it (None while
+    it runs here before its first checkpoint)."""
+    service = app.service
+    threads = service.threads
+    for _ in range(2):
+        n = await threads.latest_of(thread, lambda run_id: _exists(app, run_id))
+        latest = thread_run(thread, n)
+        if n == 0 or latest in service.live:
+            return n, None
+        saved = await service.store.load(latest)
+        if saved is not None:
+            return n, saved
+        threads.forget(thread)  # started here, it left nothing in the store: ask the store alone
+    return n, None
+
+
 async def _exists(app: App, run_id: str) -> bool:
     service = app.service
     return run_id in service.live or await service.store.load(run_id) is not None
 
 
-async def _ended(app: App, agent: str, thread: str, latest: str, user: str | None, keyed: bool) -> SavedRun:
+async def _ended(
+    app: App, agent: str, thread: str, latest: str, saved: SavedRun | None, user: str | None, keyed: bool
+) -> SavedRun:
     """The thread's latest run, ended: one the next can continue (ServeError, saying what to do, if not)."""
     service = app.service
     try:
-        await service.check_visible(latest, user, app.everyone)
+        await service.check_visible(latest, user, app.everyone, saved)
     except ServeError:
         raise ServeError(
             404, f"no thread {thread!r} that you can see; start a new thread with a new threadId"
         ) from None
-    follow = f"(GET /runs/{latest}/agui follows it)"
-    saved = None if latest in service.live else await service.store.load(latest)
     if saved is None:
-        raise ServeError(409, f"thread {thread!r} is running its run {latest!r}: wait for its RUN_FINISHED {follow}")
+        raise ServeError(
+            409,
+            f"thread {thread!r} is running its run {latest!r}: wait for its RUN_FINISHED "
+            f"(GET /runs/{latest}/agui follows it)",
+        )
     if not keyed and saved.agent != agent:
         raise ServeError(
             409,
@@ -145,13 +166,14 @@ async def _ended(app: App, agent: str, thread: str, latest: str, user: str | Non
             f"input on the thread whose resume entries carry their interruptId (or POST /runs/{latest}/cancel), "
             "then the message",
         )
-    if saved.outcome in (None, "paused"):
+    if saved.outcome in (None, "paused") or latest in service.live:
         if latest in service.paused:
             raise ServeError(409, f"thread {thread!r}'s run {latest!r} is paused: POST /runs/{latest}/resume first")
         raise ServeError(
             409,
-            f"thread {thread!r}'s run {latest!r} is running (elsewhere, or its server stopped mid-way): wait for "
-            f"its RUN_FINISHED {follow}, or POST /runs/{latest}/resume if its server stopped",
+            f"thread {thread!r}'s run {latest!r} is running (here, elsewhere, or its server stopped mid-way): wait "
+            f"for its RUN_FINISHED (GET /runs/{latest}/agui follows it), or POST /runs/{latest}/resume if its "
+            "server stopped",
         )
     return saved
 

@@ -192,9 +192,12 @@ class Service:
             self.users[run_id] = _user_of(saved)
         return self.users.get(run_id) == user and user is not None
 
-    async def check_visible(self, run_id: str, user: str | None, everyone: bool) -> None:
-        """ServeError 404 unless the run exists (here or in the store) and ``user`` may see it."""
+    async def check_visible(self, run_id: str, user: str | None, everyone: bool, saved: SavedRun | None = None) -> None:
+        """ServeError 404 unless the run exists (here or in the store) and ``user`` may see it
+        (``saved``: the run as the store holds it, if the caller has it: not loaded again)."""
         if run_id in self.live and (everyone or self.users.get(run_id) == user):
+            return
+        if saved is not None and self._visible(run_id, saved, user, everyone):
             return
         await self._saved(run_id, user, everyone)
 
