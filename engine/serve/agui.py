@@ -1,8 +1,12 @@
 """loopwright's events as AG-UI events, so AG-UI front ends can follow and drive a run.
 
-One loopwright run is one AG-UI *thread* (``threadId`` is the run id); each leg of it (the
-start, then each resume) is one AG-UI *run* (``runId``: the run id, then ``<run id>:<seq of the
-resumed event>``). The mapping:
+An AG-UI *thread* is a conversation: a chain of loopwright runs, one a message. The thread's
+first run has the thread's id (``threadId``), the next ones ``<thread>~2``, ``<thread>~3``, ...
+(:func:`thread_run`; ``.`` marks a workflow's child runs and ``:`` a leg, so neither is used);
+each continues the one before it (or, when the server keeps sessions, the user's session
+``(agent, user, threadId)``). Each leg of a run (its start, then each resume) is one AG-UI
+*run* (``runId``: the run id, then ``<run id>:<seq of the resumed event>``), and every event
+of it carries the thread's id. The mapping:
 
 =====================  =======================================================================
 loopwright             AG-UI
@@ -29,7 +33,13 @@ run input whose ``resume`` entries carry ``interruptId`` and ``status``: see
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+THREAD_MARK = "~"
+"""Between a thread's id and the number of its run: ``<thread>~2`` is the thread's second run."""
+KEPT_THREADS = 10_000
+"""Threads whose latest run a service remembers (the oldest is forgotten first; the store has them all)."""
 
 _CONFIRM_REASON = {"confirmation": "tool_approval", "credential": "credential_required", "result": "tool_result"}
 
@@ -38,7 +48,9 @@ class AguiMapper:
     """Maps one run's events (as JSON dicts, in order) to AG-UI events; it keeps the stream's
     state (the stage in progress, the reply being streamed)."""
 
-    def __init__(self) -> None:
+    def __init__(self, thread: str | None = None) -> None:
+        self.thread = thread
+        """The ``threadId`` of every event (None: the run's own id)."""
         self.step: str | None = None
         self.message: str | None = None
         """The id of the assistant message being streamed (by text deltas), if any."""
@@ -53,7 +65,7 @@ class AguiMapper:
         return out
 
     def _ids(self, e: dict[str, Any]) -> dict[str, Any]:
-        return {"threadId": e["run_id"], "runId": self.leg or e["run_id"]}
+        return {"threadId": self.thread or e["run_id"], "runId": self.leg or e["run_id"]}
 
     def _run_started(self, e: dict[str, Any]) -> list[dict[str, Any]]:
         self.leg = e["run_id"]
@@ -176,3 +188,61 @@ def decisions_of_resume(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             out.append({"call_id": call, "action": "approve", "args": payload.get("args")})
     return out
+
+
+def thread_run(thread: str, n: int) -> str:
+    """The id of the thread's ``n``-th run (1: the thread's own id)."""
+    return thread if n == 1 else f"{thread}{THREAD_MARK}{n}"
+
+
+def thread_of(run_id: str) -> str:
+    """The thread whose run ``run_id`` is (a run id not of the form ``<thread>~<n>``, n >= 2, is its own thread)."""
+    head, mark, tail = run_id.rpartition(THREAD_MARK)
+    if mark and head and tail.isdigit() and tail[0] != "0" and int(tail) >= 2:
+        return head
+    return run_id
+
+
+class Threads:
+    """A service's AG-UI threads: the number of each one's latest run known here (a cache: the
+    store says which runs exist, so a thread goes on after a restart or on another server), and
+    the threads whose next run is being started now (one message at a time)."""
+
+    def __init__(self) -> None:
+        self.latest: dict[str, int] = {}
+        self.starting: set[str] = set()
+
+    async def latest_of(self, thread: str, exists: Callable[[str], Awaitable[bool]]) -> int:
+        """The number of the thread's latest run (0: it has none). ``exists(run_id)``: the run is
+        known (stored, or running here). The runs of a thread are numbered without gaps, so the
+        last is found by doubling steps from the last one known, then halving them: a few
+        probes after a restart, one (the next number is free) while the cache is warm."""
+        n = self.latest.get(thread, 0)
+        if n == 0:
+            if not await exists(thread):
+                return 0
+            n = 1
+        step = 1
+        while await exists(thread_run(thread, n + step)):
+            n, step = n + step, step * 2
+        free = n + step
+        while free - n > 1:
+            mid = (n + free) // 2
+            if await exists(thread_run(thread, mid)):
+                n = mid
+            else:
+                free = mid
+        self.started(thread, n)
+        return n
+
+    def forget(self, thread: str) -> None:
+        """Ask the store alone next time (the run remembered left nothing in it)."""
+        self.latest.pop(thread, None)
+
+    def started(self, thread: str, n: int) -> None:
+        """The thread's run ``n`` exists (started here, or found in the store)."""
+        latest = self.latest
+        latest.pop(thread, None)
+        latest[thread] = n
+        if len(latest) > KEPT_THREADS:
+            del latest[next(iter(latest))]

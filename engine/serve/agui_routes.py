@@ -1,7 +1,15 @@
 """The AG-UI routes: ``GET /runs/{id}/agui`` (a run's events as AG-UI events, resumable like
 ``/events``) and ``POST /agents/{name}/agui`` (what an AG-UI client sends: a run input whose last
-user message starts a run, or whose ``resume`` entries answer a run's interrupts; the answer is
-that leg's AG-UI events, up to its ``RUN_FINISHED`` or ``RUN_ERROR``)."""
+user message starts the thread's next run, or whose ``resume`` entries answer the interrupts of
+the thread's latest run; the answer is that leg's AG-UI events, up to its ``RUN_FINISHED`` or
+``RUN_ERROR``).
+
+A message on a thread (:mod:`loopwright.serve.agui`) starts its next run, ``<thread>~<n+1>``,
+which continues the conversation of run ``n`` (``after=`` its result, read back from the
+store), or, when the app keeps sessions and knows the user, the session ``(agent, user,
+thread)``. Refused, nothing started: a thread whose latest run is running, waits or is paused
+(409, saying what to do), one of another agent without sessions (409), one of another user
+(404, as an unknown run)."""
 
 from __future__ import annotations
 
@@ -13,8 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from .agui import AguiMapper, decisions_of_resume
-from .decisions import DecisionIn, ServeError
+from ..data.result import RunResult
+from ..durable.codec import rebuild
+from ..loop.options import new_run_id
+from ..stores.base import SavedRun
+from .agui import THREAD_MARK, AguiMapper, decisions_of_resume, thread_of, thread_run
+from .decisions import DecisionIn, ServeError, pending_of
 from .web import SSE_HEADERS, App, after_of, dropped_frame, json_body
 
 
@@ -45,7 +57,8 @@ async def agui(app: App, request: Request) -> Response:
     run_id = request.path_params["run_id"]
     after = after_of(request)
     await app.service.check_visible(run_id, user, app.everyone)
-    return StreamingResponse(_agui(app, run_id, after), media_type="text/event-stream", headers=SSE_HEADERS)
+    stream = _agui(app, run_id, after, thread_of(run_id))
+    return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 async def agui_input(app: App, request: Request) -> Response:
@@ -54,20 +67,115 @@ async def agui_input(app: App, request: Request) -> Response:
     body = RunAgentInput.model_validate(await json_body(request))
     service = app.service
     service.runner(agent)
+    thread = body.thread_id or new_run_id()
+    if thread_of(thread) != thread:
+        raise ServeError(
+            422,
+            f"threadId {thread!r} ends in {THREAD_MARK}<number>, which marks a thread's later runs here; "
+            "choose a threadId without it",
+        )
     if body.resume:
-        run_id = body.thread_id or ""
+        n = await service.threads.latest_of(thread, lambda run_id: _exists(app, run_id))
+        run_id = thread_run(thread, max(n, 1))
         await service.check_visible(run_id, user, app.everyone)
         after = await service.last_seq(run_id)
         entries = [{"interruptId": r.interrupt_id, "status": r.status, "payload": r.payload} for r in body.resume]
         given = [DecisionIn(**d) for d in decisions_of_resume(entries)]
         await service.decide(run_id, given, user, app.everyone)
     else:
-        text = _last_user_text(body.messages)
-        taken = body.thread_id is None or await service.store.load(body.thread_id) is not None
-        run_id = await service.start(agent, text, user, None if taken else body.thread_id)
+        run_id = await _next_turn(app, agent, thread, _last_user_text(body.messages), user)
         after = 0
-    stream = _agui(app, run_id, after, leg_only=True)
+    stream = _agui(app, run_id, after, thread, leg_only=True)
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+async def _next_turn(app: App, agent: str, thread: str, text: str, user: str | None) -> str:
+    """Start the thread's next run on ``text`` (see the module docstring); its id."""
+    service = app.service
+    threads = service.threads
+    if thread in threads.starting:
+        raise ServeError(409, f"a message on thread {thread!r} is starting its run now; wait for its RUN_FINISHED")
+    threads.starting.add(thread)
+    try:
+        n, saved = await _latest(app, thread)
+        keyed = service.runner(agent).sessions is not None and user is not None
+        after = None
+        if n:
+            previous = await _ended(app, agent, thread, thread_run(thread, n), saved, user, keyed)
+            if not keyed:
+                after = RunResult.of(rebuild(previous), None, service.runner(agent).machine)
+        run_id = await service.start(
+            agent, text, user, thread_run(thread, n + 1), session=thread if keyed else None, after=after
+        )
+        threads.started(thread, n + 1)
+        return run_id
+    finally:
+        threads.starting.discard(thread)
+
+
+async def _latest(app: App, thread: str) -> tuple[int, SavedRun | None]:
+    """The number of the thread's latest run (0: none) and the store's copy of it (None while
+    it runs here before its first checkpoint)."""
+    service = app.service
+    threads = service.threads
+    for _ in range(2):
+        n = await threads.latest_of(thread, lambda run_id: _exists(app, run_id))
+        latest = thread_run(thread, n)
+        if n == 0 or latest in service.live:
+            return n, None
+        saved = await service.store.load(latest)
+        if saved is not None:
+            return n, saved
+        threads.forget(thread)  # started here, it left nothing in the store: ask the store alone
+    return n, None
+
+
+async def _exists(app: App, run_id: str) -> bool:
+    service = app.service
+    return run_id in service.live or await service.store.load(run_id) is not None
+
+
+async def _ended(
+    app: App, agent: str, thread: str, latest: str, saved: SavedRun | None, user: str | None, keyed: bool
+) -> SavedRun:
+    """The thread's latest run, ended: one the next can continue (ServeError, saying what to do, if not)."""
+    service = app.service
+    try:
+        await service.check_visible(latest, user, app.everyone, saved)
+    except ServeError:
+        raise ServeError(
+            404, f"no thread {thread!r} that you can see; start a new thread with a new threadId"
+        ) from None
+    if saved is None:
+        raise ServeError(
+            409,
+            f"thread {thread!r} is running its run {latest!r}: wait for its RUN_FINISHED "
+            f"(GET /runs/{latest}/agui follows it)",
+        )
+    if not keyed and saved.agent != agent:
+        raise ServeError(
+            409,
+            f"thread {thread!r} is a conversation with agent {saved.agent!r}: send its messages to "
+            f"/agents/{saved.agent}/agui, or start a new thread with a new threadId",
+        )
+    if saved.outcome == "suspended":
+        ids = ", ".join(p.call_id for p in pending_of(rebuild(saved))) or "none"
+        raise ServeError(
+            409,
+            f"thread {thread!r} waits for its run {latest!r}'s interrupts ({ids}) to be answered: send a run "
+            f"input on the thread whose resume entries carry their interruptId (or POST /runs/{latest}/cancel), "
+            "then the message",
+        )
+    if saved.outcome in (None, "paused") or latest in service.live:
+        if latest in service.paused:
+            raise ServeError(409, f"thread {thread!r}'s run {latest!r} is paused: POST /runs/{latest}/resume first")
+        raise ServeError(
+            409,
+            f"thread {thread!r}'s run {latest!r} is running (here, elsewhere, or its server stopped mid-way): wait "
+            f"for its RUN_FINISHED (GET /runs/{latest}/agui follows it), or POST /runs/{latest}/resume if its "
+            "server stopped",
+        )
+    return saved
 
 
 def _last_user_text(messages: list[AguiMessage]) -> str:
@@ -81,8 +189,8 @@ def _last_user_text(messages: list[AguiMessage]) -> str:
     raise ServeError(422, "the run input has no user message with text: send messages=[{role: 'user', content: ...}]")
 
 
-async def _agui(app: App, run_id: str, after: int, *, leg_only: bool = False) -> AsyncIterator[str]:
-    mapper = AguiMapper()
+async def _agui(app: App, run_id: str, after: int, thread: str, *, leg_only: bool = False) -> AsyncIterator[str]:
+    mapper = AguiMapper(thread)
     last = after
     async for got in app.service.follow(run_id, after):
         if isinstance(got, list):

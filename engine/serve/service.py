@@ -32,6 +32,7 @@ from ..runtime.agent import Agent
 from ..runtime.log import get_logger
 from ..stores.base import RunStore, SavedRun
 from ..stores.session_base import SessionBusy
+from .agui import Threads
 from .decisions import ENDED, DecisionIn, ServeError, decisions_for, not_waiting, pending_of
 from .hub import END, Hub, Item, Subscriber
 
@@ -73,6 +74,8 @@ class Service:
         self._busy: set[str] = set()
         """Runs being decided, cancelled or resumed right now (a second request is refused)."""
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.threads = Threads()
+        """The AG-UI threads seen here (:mod:`loopwright.serve.agui`)."""
 
     # ------------------------------------------------------------------ the observer
 
@@ -90,11 +93,18 @@ class Service:
         return found
 
     async def start(
-        self, agent: str, text: str, user: str | None, run_id: str | None = None, session: str | None = None
+        self,
+        agent: str,
+        text: str,
+        user: str | None,
+        run_id: str | None = None,
+        session: str | None = None,
+        after: RunResult | None = None,
     ) -> str:
         """Start a run of ``agent`` on ``text`` for ``user``; its id (the run goes on in the background).
         ``session``: the user's session id: the run continues it (``(agent, user, session)``;
-        :mod:`loopwright.loop.sessions`), or 409 if another run holds it."""
+        :mod:`loopwright.loop.sessions`), or 409 if another run holds it. ``after``: an ended
+        run whose conversation this one continues (``Runner.start(..., after=)``)."""
         runner = self.runner(agent)
         key = None if session is None else _session_key(runner, agent, user, session)
         run_id = run_id or new_run_id()
@@ -104,7 +114,7 @@ class Service:
         hub = self._hub(run_id)
         hub.leg_started()
         try:
-            run = runner.start(text, run_id=run_id, state=state, session=key)
+            run = runner.start(text, run_id=run_id, state=state, session=key, after=after)
             if isinstance(run, SessionRun):
                 await run.open()  # (held now, or SessionBusy: 409)
         except LoopwrightError as exc:
@@ -182,9 +192,12 @@ class Service:
             self.users[run_id] = _user_of(saved)
         return self.users.get(run_id) == user and user is not None
 
-    async def check_visible(self, run_id: str, user: str | None, everyone: bool) -> None:
-        """ServeError 404 unless the run exists (here or in the store) and ``user`` may see it."""
+    async def check_visible(self, run_id: str, user: str | None, everyone: bool, saved: SavedRun | None = None) -> None:
+        """ServeError 404 unless the run exists (here or in the store) and ``user`` may see it
+        (``saved``: the run as the store holds it, if the caller has it: not loaded again)."""
         if run_id in self.live and (everyone or self.users.get(run_id) == user):
+            return
+        if saved is not None and self._visible(run_id, saved, user, everyone):
             return
         await self._saved(run_id, user, everyone)
 
