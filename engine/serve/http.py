@@ -10,8 +10,8 @@ Routes (every body and answer is JSON; every error ``{"error": message}`` with a
 - ``GET /runs/{id}/events``: its events as Server-Sent Events (``id:`` is the event's seq:
   reconnect with ``Last-Event-ID`` and the stream goes on after it)
 - ``GET /runs/{id}/agui``: the same as AG-UI events (:mod:`loopwright.serve.agui`);
-  ``POST /agents/{name}/agui``: an AG-UI client's run input (a new message, or ``resume`` entries
-  answering interrupts), answered with that leg's AG-UI events
+  ``POST /agents/{name}/agui``: an AG-UI client's run input (a message on a thread: its next run,
+  continuing it; or ``resume`` entries for its latest run), answered with that leg's AG-UI events
 - ``POST /runs/{id}/decisions`` ``{"decisions": [{"call_id", "action", "reason"?, "args"?, "value"?}]}``
 - ``POST /runs/{id}/cancel``, ``/pause``, ``/resume``
 - ``GET /runs/{id}/trace``: the run's trace page (when the app was given ``trace_page``); a
