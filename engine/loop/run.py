@@ -156,6 +156,8 @@ class Run(Paced):
 
     async def run_to_end(self) -> RunResult:
         """Step until a terminal state (or a waiting one); the result."""
+        if nesting.parent() is not None and self.ctx.up is None:  # resumed in a tool of another run: its child
+            self.ctx.up = nesting.rejoin(self.state)
         await self.steps(to_end=True)
         return self.ended()
 
@@ -174,6 +176,7 @@ class Run(Paced):
         runner.unregister(rs.run_id)
         runner.hold_paused(rs)
         rs.outcome = "paused"
+        nesting.charge(rs)  # a nested run paused: what it spent goes up, its held pass back, its link dropped
         self.ctx.emit(Paused)
         rs.legs = (*rs.legs, self.ctx.log)  # a resume's result carries this leg's events too
         self._notify_finish()

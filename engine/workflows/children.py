@@ -29,6 +29,7 @@ from ..data.events import ErrorInfo, PendingRequest
 from ..data.run_state import RunState, register_slice
 from ..durable.codec import rebuild
 from ..loop.runner import Runner
+from ..runtime import nesting
 from ..runtime.agent import Agent
 from ..runtime.context import RunContext
 from ..runtime.nesting import enter_tools, leave_tools, link
@@ -125,15 +126,16 @@ async def run_child(
 ) -> Ended:
     """Run (or go on with) the child ``key`` of the workflow run ``rs`` on ``runner``."""
     flow = rs.features.get(NAME) or flow_of(rs)
-    if flow.waiting or ctx.store is not None:  # it may have run before: a resume goes on with it
-        found = await _again(runner, rs, ctx, key, flow)
-        if found is not None:
-            return found
-    token = enter_tools(link(rs))
+    token = enter_tools(link(rs))  # (a resumed child is the workflow's child again: nesting.rejoin)
     try:
-        result = await runner.run(task, run_id=f"{rs.run_id}.{key}", state=state)
-    except Exception as exc:  # e.g. refused: no room left in the budgets above
-        return Ended("failed", None, state, str(exc))
+        if flow.waiting or ctx.store is not None:  # it may have run before: a resume goes on with it
+            found = await _again(runner, rs, ctx, key, flow)
+            if found is not None:
+                return found
+        try:
+            result = await runner.run(task, run_id=f"{rs.run_id}.{key}", state=state)
+        except Exception as exc:  # e.g. refused: no room left in the budgets above
+            return Ended("failed", None, state, str(exc))
     finally:
         leave_tools(token)
     return _of_result(result)
@@ -158,8 +160,14 @@ async def _again(runner: Runner, rs: RunState, ctx: RunContext, key: str, flow: 
         stored = await store.load(child_id)
         if stored is not None:
             if stored.stage in runner.machine.terminals:  # it ended before the crash: not run again
-                return _ended_of(rebuild(stored))
-            return await _go_on(runner, store, child_id, None)
+                child = rebuild(stored)
+                nesting.absorb(rs, child)  # (the workflow, back from its checkpoint, holds none of its spend)
+                return _ended_of(child)
+            token = nesting.had(nesting.NOTHING)  # (nor of this one's, which goes on from its own checkpoint)
+            try:
+                return await _go_on(runner, store, child_id, None)
+            finally:
+                nesting.had_reset(token)
     return None
 
 
