@@ -306,3 +306,62 @@ def test_a_child_resumed_after_a_crash_charges_the_workflow(tmp_path: Any) -> No
     assert done.usage.input_tokens == 10 * 6  # the child's six replies (the crashed call made none), each once
     assert done.cost_usd == Decimal("0.06")
     assert done.run_state.tool_calls_made == 5
+
+
+def test_a_child_that_waited_then_crashed_after_its_resume_charges_the_rest_once(tmp_path: Any) -> None:
+    """With a store: the child waits for a confirmation (the workflow suspends with what it spent),
+    is resumed, and its worker dies a pass later; resumed again, the workflow's usage holds every
+    reply once: what the child spent before it waited (the workflow's checkpoint holds it) and
+    the rest from the child's own checkpoint (without the record, the rest was lost)."""
+    from loopwright import approve
+    from loopwright.stores import SQLiteStore
+    from loopwright.workflows import SequentialAgent
+
+    crash = {"at": 3}
+
+    class Crash(BaseException):
+        pass
+
+    @tool(requires_confirmation=True)
+    def refund(order: str) -> str:
+        """Refunds an order (a person approves it first)."""
+        return f"refunded {order}"
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        done = sum(1 for m in request.messages if m.role == "assistant")
+        if done == crash["at"]:
+            crash["at"] = -1
+            raise Crash()
+        usage = Usage(input_tokens=10, requests=1)
+        if done == 0:
+            call = ToolCall(name="refund", args={"order": "A1"})
+        elif done < 5:
+            call = ToolCall(name="noop", args={"n": done})
+        else:
+            return ModelResponse(parts=(TextPart(text="done"),), stop_reason="end_turn", usage=usage, model=PRICED)
+        return ModelResponse(parts=(call,), stop_reason="tool_use", usage=usage, model=PRICED)
+
+    pay = Agent(name="pay", model=ScriptedModel(reply), tools=[refund, noop], limits=Limits(max_iterations=10))
+    workflow = SequentialAgent("support", steps=[pay])
+    path = str(tmp_path / "runs.db")
+
+    async def attempt(go: Any) -> Any:
+        runner = Runner(workflow, store=SQLiteStore(path))
+        try:
+            return await asyncio.create_task(go(runner))
+        finally:
+            await runner.store.close()
+
+    async def scenario() -> Any:
+        first = await attempt(lambda r: r.run("go", run_id="w2"))
+        assert first.outcome == "suspended" and first.usage.input_tokens == 10
+        decisions = {first.pending[0].call_id: approve()}
+        with pytest.raises(Crash):
+            await attempt(lambda r: r.resume("w2", decisions))
+        return await attempt(lambda r: r.resume("w2"))
+
+    done = asyncio.run(scenario())
+    assert done.outcome == "final", done.error
+    assert done.usage.input_tokens == 10 * 6  # six replies (the crashed call made none), each once
+    assert done.cost_usd == Decimal("0.06")
+    assert done.run_state.tool_calls_made == 1 + 4

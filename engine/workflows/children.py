@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from ..data.errors import ResumeError
-from ..data.events import ErrorInfo, PendingRequest
+from ..data.events import ErrorInfo, PendingRequest, Usage
 from ..data.run_state import RunState, register_slice
 from ..durable.codec import rebuild
 from ..loop.runner import Runner
@@ -56,6 +56,9 @@ class Flow:
     """Children that failed under ``on_error="continue"``, by key: why."""
     exit: bool = False
     """A child asked to end the enclosing loop (``exit_loop``), or its ``until`` held."""
+    had: dict[str, list[JsonValue]] = field(default_factory=dict)
+    """What the workflow holds of each waiting child's spend, by key: its tool calls, usage and
+    passes when it suspended (a child that crashes after its resume sends the rest from there)."""
 
     def pending_requests(self) -> list[PendingRequest]:
         return list(self.pending)
@@ -82,6 +85,8 @@ class Ended:
     pending: list[PendingRequest] = field(default_factory=list)
     saved: str = ""
     """A waiting child's state as JSON (without a store)."""
+    spent: list[JsonValue] | None = None
+    """A waiting child's tool calls, usage (JSON) and passes (:attr:`Flow.had`)."""
 
     @property
     def answered(self) -> bool:
@@ -152,10 +157,15 @@ async def _again(runner: Runner, rs: RunState, ctx: RunContext, key: str, flow: 
         flow.pending = [p for p in flow.pending if flow.owners.get(p.call_id) != key]
         for cid in [c for c, owner in flow.owners.items() if owner == key]:
             del flow.owners[cid]
+        spent = flow.had.pop(key, None)
         if store is None:
             result = await runner.resume(RunState.from_json(saved_json), decisions)
             return _of_result(result)
-        return await _go_on(runner, store, child_id, decisions)
+        token = nesting.had(None if spent is None else _had(spent))  # (it may have crashed after a resume)
+        try:
+            return await _go_on(runner, store, child_id, decisions)
+        finally:
+            nesting.had_reset(token)
     if store is not None:
         stored = await store.load(child_id)
         if stored is not None:
@@ -192,16 +202,25 @@ def _of_result(result: Any) -> Ended:
         why = result.error.message
     elif result.outcome == "limit":
         why = f"out of budget ({result.limit})"
-    saved = ""
+    saved, spent = "", None
     if result.outcome == "suspended":
-        saved = result.run_state.to_json().decode()
-    return Ended(result.outcome, result.output, result.state, why, result.pending, saved)  # (copies of the run's)
+        child = result.run_state
+        saved = child.to_json().decode()
+        spent = [child.tool_calls_made, child.usage.model_dump(mode="json"), child.iteration]
+    return Ended(result.outcome, result.output, result.state, why, result.pending, saved, spent)  # (the run's copies)
+
+
+def _had(spent: list[JsonValue]) -> nesting.Had:
+    calls, usage, passes = spent
+    return nesting.Had(int(calls), Usage.model_validate(usage), int(passes))  # type: ignore[arg-type]
 
 
 def note_waiting(rs: RunState, key: str, ended: Ended, store: Any) -> None:
     """The child ``key`` waits: the workflow waits with it."""
     flow = flow_of(rs)
     flow.waiting[key] = "" if store is not None else ended.saved
+    if ended.spent is not None:
+        flow.had[key] = ended.spent
     for request in ended.pending:
         flow.pending.append(request)
         flow.owners[request.call_id] = key
