@@ -10,8 +10,8 @@ A child charges every run above it as it goes, not when it ends, so runs that go
   left) and each next pass during the pass before it (:meth:`Up.refuses`); when none is
   left, its own ``max_iterations`` is lowered to the passes it made, so its table stops it
   there (salvage, or outcome ``"limit"``), naming ``max_iterations``. A pass taken but not
-  made is given back when the child ends (or suspends). So the passes of the whole tree are at most the
-  root's ``max_iterations``; salvage calls are not passes (one per run at most, and the tree
+  made is given back when the child ends (or suspends, or is paused). So the passes of the
+  whole tree are at most the root's ``max_iterations``; salvage calls are not passes (one per run at most, and the tree
   holds at most ``max_iterations`` runs).
 - ``max_total_tokens``: a child's tokens are added to every run above it before each of its
   model calls, and the call is refused (the run salvages, naming ``max_total_tokens``) when a
@@ -29,7 +29,10 @@ Each spend reaches each run above once: what a child sends its parent also went 
 above the parent, so it counts as sent by the parent too (a run two levels down is not counted
 twice by the root). A child that suspends (waits for a person) or is paused sends what it spent
 and drops its link then; resumed in a tool of a run (a workflow resuming its child), it is that
-run's child again (:func:`rejoin`), with the room left above as its caps.
+run's child again (:func:`rejoin`; ``Run.run_to_end`` of every resume), with what it has spent
+plus the room left above as its caps. What it sends up from there depends on what the runs
+above already hold of it (:class:`Had`): all of it, sent when it stopped, unless a workflow
+resumed from its own checkpoint after a crash says otherwise (``engine/workflows/children.py``).
 
 It starts with that room as its own caps (where smaller than its agent's; its agent's limits
 as they are otherwise) and ends by the parent's deadline at the latest. Runs nest at most

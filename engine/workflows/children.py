@@ -11,6 +11,13 @@ for the third round of a loop, ``r1.each.4`` for the fifth item of a map), so wi
 - a child that waits for a person (a confirmation) makes the workflow wait too: its pending
   requests are the workflow's, and the workflow's resume hands each decision to its child.
 
+A resumed child is the workflow's child again (:func:`loopwright.runtime.nesting.rejoin`): it
+charges the workflow's budgets, with the room left as its caps. What the workflow holds of its
+spend decides what is sent up: all of it for a child that waited (sent when it suspended;
+``Flow.had`` records how much, for a child that crashes after its resume), none for a child
+resumed from its own checkpoint after a crash, and a child that ended before the crash is read
+back with its spend (:func:`~loopwright.runtime.nesting.absorb`).
+
 Without a store a waiting child's state is kept as JSON in the workflow's slice (it round-trips
 with the workflow's own ``RunState.to_json``).
 """
@@ -157,12 +164,11 @@ async def _again(runner: Runner, rs: RunState, ctx: RunContext, key: str, flow: 
         flow.pending = [p for p in flow.pending if flow.owners.get(p.call_id) != key]
         for cid in [c for c, owner in flow.owners.items() if owner == key]:
             del flow.owners[cid]
-        spent = flow.had.pop(key, None)
-        if store is None:
-            result = await runner.resume(RunState.from_json(saved_json), decisions)
-            return _of_result(result)
-        token = nesting.had(None if spent is None else _had(spent))  # (it may have crashed after a resume)
+        spent = flow.had.pop(key, None)  # (with a store, it may have crashed after a resume: the rest goes up)
+        token = nesting.had(None if spent is None or store is None else _had(spent))
         try:
+            if store is None:
+                return _of_result(await runner.resume(RunState.from_json(saved_json), decisions))
             return await _go_on(runner, store, child_id, decisions)
         finally:
             nesting.had_reset(token)
