@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, ScriptedModel, TextPart, ToolCall, tool
 from loopwright.data.events import Usage
+from loopwright.models.prices import register_price, unregister_price
 from loopwright.runtime import nesting
 from loopwright.testing import assert_run_invariants
 
@@ -184,11 +186,14 @@ def test_a_nested_run_that_suspends_charges_what_it_spent_and_leaves_its_link() 
 class Tree:
     """One model for every run of a tree: a run at depth ``d`` asks ``fan[d]`` calls of ``spawn``
     in each of its first ``passes[d]`` passes (each call starts the agent one deeper), then
-    answers; every reply reports ``tokens`` input tokens. Counts what it is asked, from any thread."""
+    answers; every reply reports ``tokens`` output tokens (of the model ``name``). Counts what it
+    is asked, from any thread."""
 
     fan: list[int]
     passes: list[int]
     tokens: int
+    name: str | None = None
+    """The model each reply names (a registered price: its cost is priced; else unknown)."""
     calls: int = 0
     salvages: int = 0
     runs: int = 1
@@ -196,11 +201,13 @@ class Tree:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         await asyncio.sleep(0)  # runs started at once interleave
-        usage = Usage(input_tokens=self.tokens, requests=1)
+        usage = Usage(output_tokens=self.tokens, requests=1)  # (priced: the request's own estimate is 0)
         if request.tool_choice == "none":
             with self.lock:
                 self.salvages += 1
-            return ModelResponse(parts=(TextPart(text="salvaged"),), stop_reason="end_turn", usage=usage)
+            return ModelResponse(
+                parts=(TextPart(text="salvaged"),), stop_reason="end_turn", usage=usage, model=self.name
+            )
         with self.lock:
             self.calls += 1
         first = request.messages[0].parts[0]
@@ -209,9 +216,10 @@ class Tree:
         fan = self.fan[depth] if depth < len(self.fan) else 0
         wanted = self.passes[depth] if depth < len(self.passes) else 0
         if made >= wanted or fan == 0:
-            return ModelResponse(parts=(TextPart(text=f"answer at {depth}"),), stop_reason="end_turn", usage=usage)
+            answer = (TextPart(text=f"answer at {depth}"),)
+            return ModelResponse(parts=answer, stop_reason="end_turn", usage=usage, model=self.name)
         calls = tuple(ToolCall(name="spawn", args={"depth": depth + 1}) for _ in range(fan))
-        return ModelResponse(parts=calls, stop_reason="tool_use", usage=usage)
+        return ModelResponse(parts=calls, stop_reason="tool_use", usage=usage, model=self.name)
 
 
 def _tree_agent(model: Tree, limits: Limits, in_threads: bool) -> Agent:
@@ -238,7 +246,8 @@ def _tree_agent(model: Tree, limits: Limits, in_threads: bool) -> Agent:
             return str(result.output or result.outcome)
 
     agent = Agent(name="tree", model=model, instruction="T.", tools=[spawn], limits=limits)
-    holder["runner"] = Runner(agent)
+    # the nested runs have no cost budget of their own: only the root's bounds them
+    holder["runner"] = Runner(agent.replace(limits=limits.model_copy(update={"max_cost_usd": None})))
     return agent
 
 
@@ -252,11 +261,35 @@ shapes = st.fixed_dictionaries(
         "max_total_tokens": st.none() | st.integers(1, 120),
         "tokens": st.integers(0, 15),
         "in_threads": st.booleans(),
+        "max_cost_usd": st.none() | st.integers(1, 120).map(lambda n: n / 1000),
+        "priced": st.booleans(),
     }
 )
 
+PRICED = "nesting-tree-priced"
+"""The tree's model when ``priced``: $1 a thousand output tokens (a reply of ``tokens`` costs
+``tokens`` thousandths of a dollar; input is free, so no request is refused on its estimate)."""
 
-_DEEP = {"fan": [1, 2, 1], "passes": [2, 1, 1], "max_iterations": 20, "max_depth": 2, "max_tool_calls": None}
+
+_LONG = {
+    "fan": [1, 1, 0],
+    "passes": [1, 8, 0],
+    "max_iterations": 30,
+    "max_depth": 2,
+    "max_tool_calls": None,
+    "max_total_tokens": None,
+    "tokens": 3,
+    "max_cost_usd": 0.01,
+}
+_DEEP = {
+    "fan": [1, 2, 1],
+    "passes": [2, 1, 1],
+    "max_iterations": 20,
+    "max_depth": 2,
+    "max_tool_calls": None,
+    "max_cost_usd": None,
+    "priced": True,
+}
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -264,19 +297,34 @@ _DEEP = {"fan": [1, 2, 1], "passes": [2, 1, 1], "max_iterations": 20, "max_depth
 @example({**_DEEP, "max_total_tokens": None, "tokens": 3, "in_threads": False})  # (each spend once at the root:
 @example({**_DEEP, "max_total_tokens": None, "tokens": 3, "in_threads": True})  # two levels down, counted twice before)
 @example({**_DEEP, "max_total_tokens": 40, "tokens": 3, "in_threads": False})
+@example({**_LONG, "in_threads": False, "priced": True})  # (a child making many passes under a root's cost
+@example({**_LONG, "in_threads": True, "priced": True})  # budget: before, only its own cap, none, stopped it;
+@example({**_LONG, "in_threads": False, "priced": False})  # an unknown cost spends the root's budget)
+@example({**_DEEP, "max_total_tokens": None, "tokens": 3, "in_threads": False, "max_cost_usd": 0.01})
 def test_the_trees_passes_tool_calls_and_tokens_stay_within_the_roots_budgets(shape: dict[str, Any]) -> None:
     """For any tree shape, siblings running at once (as tasks, or each in a thread of its own):
     model passes of all runs together <= the root's ``max_iterations``; tool calls run <= its
     ``max_tool_calls`` (each is charged to every run above before it runs); tokens of the passes
-    < its ``max_total_tokens`` plus one reply per run (a pass is made only while every run above
-    has spent less; a run's last reply is charged before its next call, and a run has one in
-    flight at most)."""
-    model = Tree(fan=shape["fan"], passes=shape["passes"], tokens=shape["tokens"])
+    < its ``max_total_tokens`` plus one reply per run, and their cost < its ``max_cost_usd``
+    plus one reply per run (a pass is made only while every run above has spent less; a run's
+    last reply is charged before its next call, and a run has one in flight at most); the
+    root's cost is every reply's once, or unknown (None) when the model has no price."""
+    register_price(PRICED, input=0, output=1000)
+    try:
+        _check_tree(shape)
+    finally:
+        unregister_price(PRICED)
+
+
+def _check_tree(shape: dict[str, Any]) -> None:
+    name = PRICED if shape["priced"] else "nesting-tree-unpriced"
+    model = Tree(fan=shape["fan"], passes=shape["passes"], tokens=shape["tokens"], name=name)
     limits = Limits(
         max_iterations=shape["max_iterations"],
         max_depth=shape["max_depth"],
         max_tool_calls=shape["max_tool_calls"],
         max_total_tokens=shape["max_total_tokens"],
+        max_cost_usd=shape["max_cost_usd"],
         max_repeated_calls=None,  # (its gate answers a repeated call unrun, though counted: every call here runs)
         retry_backoff_s=0,
     )
@@ -290,7 +338,18 @@ def test_the_trees_passes_tool_calls_and_tokens_stay_within_the_roots_budgets(sh
         assert result.run_state.tool_calls_made <= shape["max_tool_calls"]
     if shape["max_total_tokens"] is not None:
         assert model.calls * model.tokens <= shape["max_total_tokens"] - 1 + model.runs * model.tokens
-    assert result.usage.input_tokens == (model.calls + model.salvages) * model.tokens  # every reply, once
+    assert result.usage.total_tokens == (model.calls + model.salvages) * model.tokens  # every reply, once
+    reply_cost = Decimal(model.tokens) / 1000
+    if not shape["priced"]:
+        assert result.cost_usd is None  # (never a guess)
+        if shape["max_cost_usd"] is not None and model.tokens:  # an unknown cost spends the budget
+            assert model.calls <= 1 + model.runs
+    elif model.calls + model.salvages:
+        assert result.cost_usd == (model.calls + model.salvages) * reply_cost
+        if shape["max_cost_usd"] is not None:
+            assert model.calls * reply_cost < Decimal(str(shape["max_cost_usd"])) + model.runs * reply_cost or (
+                model.tokens == 0
+            )
     assert set(nesting._UPS) <= links_before  # every child that started has ended and left its link
-    if shape["max_total_tokens"] is None:  # (its token rule is a lone run's: one reply past the cap, not one a run)
-        assert_run_invariants(result, agent)
+    if shape["max_total_tokens"] is None and shape["max_cost_usd"] is None:  # (its budget rules are a lone run's:
+        assert_run_invariants(result, agent)  # one reply past the cap, not one a run)

@@ -24,7 +24,7 @@ from ..data.errors import NoTransitionError
 from ..data.events import ErrorInfo, LimitReached, Paused, RunFinished, RunStarted
 from ..data.result import RunResult
 from ..data.run_state import RunState
-from ..runtime import nesting
+from ..runtime import nesting, rejoining
 from ..runtime.agent import Agent, AgentTree
 from ..runtime.calls import ANSWERED, answer_unrun_calls
 from ..runtime.context import RunContext
@@ -156,6 +156,8 @@ class Run(Paced):
 
     async def run_to_end(self) -> RunResult:
         """Step until a terminal state (or a waiting one); the result."""
+        if nesting.parent() is not None and self.ctx.up is None:  # resumed in a tool of another run: its child
+            self.ctx.up = rejoining.rejoin(self.state)
         await self.steps(to_end=True)
         return self.ended()
 
@@ -174,6 +176,7 @@ class Run(Paced):
         runner.unregister(rs.run_id)
         runner.hold_paused(rs)
         rs.outcome = "paused"
+        nesting.charge(rs)  # a nested run paused: what it spent goes up, its held pass back, its link dropped
         self.ctx.emit(Paused)
         rs.legs = (*rs.legs, self.ctx.log)  # a resume's result carries this leg's events too
         self._notify_finish()

@@ -10,19 +10,27 @@ A child charges every run above it as it goes, not when it ends, so runs that go
   left) and each next pass during the pass before it (:meth:`Up.refuses`); when none is
   left, its own ``max_iterations`` is lowered to the passes it made, so its table stops it
   there (salvage, or outcome ``"limit"``), naming ``max_iterations``. A pass taken but not
-  made is given back when the child ends (or suspends). So the passes of the whole tree are at most the
-  root's ``max_iterations``; salvage calls are not passes (one per run at most, and the tree
+  made is given back when the child ends (or suspends, or is paused). So the passes of the
+  whole tree are at most the root's ``max_iterations``; salvage calls are not passes (one per run at most, and the tree
   holds at most ``max_iterations`` runs).
 - ``max_total_tokens``: a child's tokens are added to every run above it before each of its
   model calls, and the call is refused (the run salvages, naming ``max_total_tokens``) when a
   run above has spent its budget.
 - ``max_tool_calls``: a child's calls past the least room of the runs above it are answered
   "not run", and the calls it runs are charged to them at once.
+- ``max_cost_usd``: as tokens: a child's cost (``Usage.cost_usd``) is added to every run above
+  it before each of its model calls, and the call is refused (``reason -> done
+  [request_over_cost_budget]``, outcome ``"limit"``, naming ``max_cost_usd``) when a run above
+  has spent its budget; a cost that is unknown (a model without a price) stays unknown up the
+  tree and, as for a lone run, spends any cost budget. Only children of runs with a
+  ``max_cost_usd`` check it (:class:`CostUp`): others pay nothing for it.
 
 Each spend reaches each run above once: what a child sends its parent also went to every run
 above the parent, so it counts as sent by the parent too (a run two levels down is not counted
-twice by the root). A child that suspends (waits for a person) sends what it spent and drops its
-link then; resumed, it runs on its own.
+twice by the root). A child that suspends (waits for a person) or is paused sends what it spent
+and drops its link then; resumed in a tool of a run (a workflow resuming its child), it is that
+run's child again (:mod:`loopwright.runtime.rejoining`), with what it has spent plus the room
+left above as its caps.
 
 It starts with that room as its own caps (where smaller than its agent's; its agent's limits
 as they are otherwise) and ends by the parent's deadline at the latest. Runs nest at most
@@ -37,6 +45,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar, Token
+from decimal import Decimal
 from typing import Any, NamedTuple
 
 from ..data.build import trusted
@@ -198,6 +207,51 @@ class Up:
             self.held = 0
 
 
+class CostUp(Up):
+    """The link of a child with a run above it that has a ``max_cost_usd``: its model calls
+    also check that budget (a child of runs without one is a plain :class:`Up`)."""
+
+    __slots__ = ()
+
+    def refuses(self, rs: RunState, ctx: Any) -> bool:
+        if rs.usage is not self.sent_usage or rs.tool_calls_made != self.sent_calls:
+            self.send(rs)
+        for up in self.above:
+            cap = up.limits.max_cost_usd
+            if cap is not None and (spent := cost_spent(up.usage)) >= cap:
+                shown = "an unknown amount: a model without a price" if spent == _UNKNOWN else f"${spent}"
+                return _refuse(rs, ctx, ErrorInfo(  # (the table's cost-budget row: done, naming it)
+                    kind="cost_budget",
+                    message=f"run {up.run_id!r} above this run has spent its max_cost_usd={cap:g} ({shown}, "
+                    "with its nested runs); the model call was not made",
+                ))  # fmt: skip
+        return Up.refuses(self, rs, ctx)
+
+    def cost_room(self) -> Decimal | None:
+        """The least room left in ``max_cost_usd`` of the runs above (None: none has one)."""
+        least: Decimal | None = None
+        for up in self.above:
+            cap = up.limits.max_cost_usd
+            if cap is not None:
+                spent = cost_spent(up.usage)
+                left = Decimal(0) if spent == _UNKNOWN else Decimal(str(cap)) - spent
+                if least is None or left < least:
+                    least = left
+        return least
+
+
+_UNKNOWN = Decimal("Infinity")
+
+
+def cost_spent(usage: Usage) -> Decimal:
+    """What ``usage`` cost, for a cost budget: unknown (a model without a price) counts as
+    infinite (it spends any budget, as for a lone run), nothing spent as 0."""
+    cost = usage.cost_usd
+    if cost is None:
+        return Decimal(0) if usage.total_tokens == 0 and usage.requests == 0 else _UNKNOWN
+    return cost
+
+
 def _refuse(rs: RunState, ctx: Any, why: ErrorInfo) -> bool:
     rs.model_error = why
     ctx.emit(ErrorOccurred, error=why)
@@ -281,18 +335,43 @@ def adopt(rs: RunState, up: Parent) -> None:
         mine = getattr(own, name)
         if mine is None or left < mine:
             room[name] = left
+    if type(link_) is CostUp:
+        _cost_cap(rs, link_, up.state, room)
     if room:
         rs.limits = own.model_copy(update=room)
-    if up.state.deadline is not None and (rs.deadline is None or up.state.deadline < rs.deadline):
-        rs.deadline = up.state.deadline
+    _by_deadline(rs, up.state)
     _UPS[id(rs)] = link_
+
+
+def _by_deadline(rs: RunState, parent: RunState) -> None:
+    """The child ``rs`` ends by its parent's deadline at the latest."""
+    if parent.deadline is not None and (rs.deadline is None or parent.deadline < rs.deadline):
+        rs.deadline = parent.deadline
+
+
+def _cost_cap(rs: RunState, link_: CostUp, parent: RunState, room: dict[str, Any]) -> None:
+    """A new child's ``max_cost_usd``: the least room left above, where smaller than its own
+    (into ``room``); none left: it does not start."""
+    cost = link_.cost_room()
+    if cost is None:
+        return
+    if cost <= 0:
+        link_.end(rs)
+        raise ConfigurationError(
+            f"run {parent.run_id!r} (or a run above it) has spent its max_cost_usd (with the runs nested in its "
+            "tools); no run can start in its tool"
+        )
+    own = rs.limits.max_cost_usd
+    if own is None or cost < Decimal(str(own)):
+        room["max_cost_usd"] = float(cost)
 
 
 def _link(rs: RunState, parent: RunState, depth: int) -> Up:
     above = _UPS.get(id(parent))
+    kind = CostUp if parent.limits.max_cost_usd is not None or type(above) is CostUp else Up
     if above is None:  # the parent is a top-level run
-        return Up(rs, (parent,), depth)
-    return Up(rs, (parent, *above.above), depth, (above, *above.links))
+        return kind(rs, (parent,), depth)
+    return kind(rs, (parent, *above.above), depth, (above, *above.links))
 
 
 def charge(rs: RunState) -> None:

@@ -11,6 +11,13 @@ for the third round of a loop, ``r1.each.4`` for the fifth item of a map), so wi
 - a child that waits for a person (a confirmation) makes the workflow wait too: its pending
   requests are the workflow's, and the workflow's resume hands each decision to its child.
 
+A resumed child is the workflow's child again (:func:`loopwright.runtime.rejoining.rejoin`): it
+charges the workflow's budgets, with the room left as its caps. What the workflow holds of its
+spend decides what is sent up: all of it for a child that waited (sent when it suspended;
+``Flow.had`` records how much, for a child that crashes after its resume), none for a child
+resumed from its own checkpoint after a crash, and a child that ended before the crash is read
+back with its spend (:func:`~loopwright.runtime.rejoining.absorb`).
+
 Without a store a waiting child's state is kept as JSON in the workflow's slice (it round-trips
 with the workflow's own ``RunState.to_json``).
 """
@@ -25,10 +32,11 @@ from typing import Any
 from pydantic import JsonValue
 
 from ..data.errors import ResumeError
-from ..data.events import ErrorInfo, PendingRequest
+from ..data.events import ErrorInfo, PendingRequest, Usage
 from ..data.run_state import RunState, register_slice
 from ..durable.codec import rebuild
 from ..loop.runner import Runner
+from ..runtime import rejoining
 from ..runtime.agent import Agent
 from ..runtime.context import RunContext
 from ..runtime.nesting import enter_tools, leave_tools, link
@@ -55,6 +63,9 @@ class Flow:
     """Children that failed under ``on_error="continue"``, by key: why."""
     exit: bool = False
     """A child asked to end the enclosing loop (``exit_loop``), or its ``until`` held."""
+    had: dict[str, list[JsonValue]] = field(default_factory=dict)
+    """What the workflow holds of each waiting child's spend, by key: its tool calls, usage and
+    passes when it suspended (a child that crashes after its resume sends the rest from there)."""
 
     def pending_requests(self) -> list[PendingRequest]:
         return list(self.pending)
@@ -81,6 +92,8 @@ class Ended:
     pending: list[PendingRequest] = field(default_factory=list)
     saved: str = ""
     """A waiting child's state as JSON (without a store)."""
+    spent: list[JsonValue] | None = None
+    """A waiting child's tool calls, usage (JSON) and passes (:attr:`Flow.had`)."""
 
     @property
     def answered(self) -> bool:
@@ -125,15 +138,16 @@ async def run_child(
 ) -> Ended:
     """Run (or go on with) the child ``key`` of the workflow run ``rs`` on ``runner``."""
     flow = rs.features.get(NAME) or flow_of(rs)
-    if flow.waiting or ctx.store is not None:  # it may have run before: a resume goes on with it
-        found = await _again(runner, rs, ctx, key, flow)
-        if found is not None:
-            return found
-    token = enter_tools(link(rs))
+    token = enter_tools(link(rs))  # (a resumed child is the workflow's child again: rejoining.rejoin)
     try:
-        result = await runner.run(task, run_id=f"{rs.run_id}.{key}", state=state)
-    except Exception as exc:  # e.g. refused: no room left in the budgets above
-        return Ended("failed", None, state, str(exc))
+        if flow.waiting or ctx.store is not None:  # it may have run before: a resume goes on with it
+            found = await _again(runner, rs, ctx, key, flow)
+            if found is not None:
+                return found
+        try:
+            result = await runner.run(task, run_id=f"{rs.run_id}.{key}", state=state)
+        except Exception as exc:  # e.g. refused: no room left in the budgets above
+            return Ended("failed", None, state, str(exc))
     finally:
         leave_tools(token)
     return _of_result(result)
@@ -150,16 +164,26 @@ async def _again(runner: Runner, rs: RunState, ctx: RunContext, key: str, flow: 
         flow.pending = [p for p in flow.pending if flow.owners.get(p.call_id) != key]
         for cid in [c for c, owner in flow.owners.items() if owner == key]:
             del flow.owners[cid]
-        if store is None:
-            result = await runner.resume(RunState.from_json(saved_json), decisions)
-            return _of_result(result)
-        return await _go_on(runner, store, child_id, decisions)
+        spent = flow.had.pop(key, None)  # (with a store, it may have crashed after a resume: the rest goes up)
+        token = rejoining.had(None if spent is None or store is None else _had(spent))
+        try:
+            if store is None:
+                return _of_result(await runner.resume(RunState.from_json(saved_json), decisions))
+            return await _go_on(runner, store, child_id, decisions)
+        finally:
+            rejoining.had_reset(token)
     if store is not None:
         stored = await store.load(child_id)
         if stored is not None:
             if stored.stage in runner.machine.terminals:  # it ended before the crash: not run again
-                return _ended_of(rebuild(stored))
-            return await _go_on(runner, store, child_id, None)
+                child = rebuild(stored)
+                rejoining.absorb(rs, child)  # (the workflow, back from its checkpoint, holds none of its spend)
+                return _ended_of(child)
+            token = rejoining.had(rejoining.NOTHING)  # (nor of this one's, which goes on from its own checkpoint)
+            try:
+                return await _go_on(runner, store, child_id, None)
+            finally:
+                rejoining.had_reset(token)
     return None
 
 
@@ -184,16 +208,25 @@ def _of_result(result: Any) -> Ended:
         why = result.error.message
     elif result.outcome == "limit":
         why = f"out of budget ({result.limit})"
-    saved = ""
+    saved, spent = "", None
     if result.outcome == "suspended":
-        saved = result.run_state.to_json().decode()
-    return Ended(result.outcome, result.output, result.state, why, result.pending, saved)  # (copies of the run's)
+        child = result.run_state
+        saved = child.to_json().decode()
+        spent = [child.tool_calls_made, child.usage.model_dump(mode="json"), child.iteration]
+    return Ended(result.outcome, result.output, result.state, why, result.pending, saved, spent)  # (the run's copies)
+
+
+def _had(spent: list[JsonValue]) -> rejoining.Had:
+    calls, usage, passes = spent
+    return rejoining.Had(int(calls), Usage.model_validate(usage), int(passes))  # type: ignore[arg-type]
 
 
 def note_waiting(rs: RunState, key: str, ended: Ended, store: Any) -> None:
     """The child ``key`` waits: the workflow waits with it."""
     flow = flow_of(rs)
     flow.waiting[key] = "" if store is not None else ended.saved
+    if ended.spent is not None:
+        flow.had[key] = ended.spent
     for request in ended.pending:
         flow.pending.append(request)
         flow.owners[request.call_id] = key
