@@ -149,3 +149,26 @@ def test_duplicate_ids_from_a_model_function_are_made_unique() -> None:
     result = asyncio.run(Runner(agent).run("go"))
     assert seen == [1, 1, 1] and len({a.call_id for a in result.messages[2].parts}) == 3
     assert_run_invariants(result, agent)
+
+
+def test_the_kit_holds_a_run_to_its_max_cost_usd_plus_one_step() -> None:
+    """The kit checked tokens and tool calls against their budgets but not the cost in USD."""
+    from decimal import Decimal
+
+    from loopwright import Usage, register_price
+    from loopwright.models.prices import unregister_price
+
+    register_price("kit-priced-model", input=0, output=1000)  # $0.001 an output token
+    try:
+        priced = ModelResponse(
+            parts=(TextPart(text="ok"),), usage=Usage(requests=1, output_tokens=5), model="kit-priced-model"
+        )
+        agent = Agent(name="t", model=ScriptedModel([priced]), instruction="T.", limits=Limits(max_cost_usd=0.01))
+        result = Runner(agent).run_sync("hi")
+        assert result.cost_usd == Decimal("0.005")
+        assert_run_invariants(result, agent)  # within budget
+        overspent = result.model_copy(update={"cost_usd": Decimal("0.02")})  # $0.01 + one $0.005 step < $0.02
+        with pytest.raises(InvariantViolation, match="cost within max_cost_usd plus at most one step"):
+            assert_run_invariants(overspent, agent)
+    finally:
+        unregister_price("kit-priced-model")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
+from decimal import Decimal
 from itertools import pairwise
 from typing import Any
 
@@ -151,9 +152,9 @@ def assert_run_invariants(
     it holds are not yet answered); its passes through ``reason``
     are within ``max_iterations``; every tool call was answered exactly once with the same call
     id (in the events and in the history); its trace is a path of the agent's machine; event
-    seq strictly increases; the tool calls executed are within ``max_tool_calls``; tokens are
-    within budget plus at most one step; in the history, every turn of calls is answered by
-    the next turn, and every turn of answers answers the turn before it.
+    seq strictly increases; the tool calls executed are within ``max_tool_calls``; tokens and
+    the cost in USD (when known) are within budget plus at most one step; in the history, every
+    turn of calls is answered by the next turn, and every turn of answers answers the turn before it.
     Raises :class:`InvariantViolation` naming the invariant, with the trace and the script
     (``script``, or the agent's ScriptedModel script)."""
     machine = _machine(agent)
@@ -185,6 +186,7 @@ def assert_run_invariants(
     _check_history(c, result.messages, held)
     if limits is not None:
         _check_budgets(c, result, limits.max_tool_calls, limits.max_total_tokens)
+        _check_cost(c, result, limits.max_cost_usd)
 
 
 def _check_history(c: _Checker, messages: list[Message], held: Collection[str] = ()) -> None:
@@ -235,3 +237,17 @@ def scripted(agent: Agent, script: Any, each: Callable[[Agent], dict[str, Any]] 
         return member.replace(model=model, sub_agents=[rebuild(s) for s in member.sub_agents], **own)
 
     return rebuild(agent)
+
+
+def _check_cost(c: _Checker, result: RunResult, max_cost: float | None) -> None:
+    """Spend within ``max_cost_usd`` plus the crossing step and the salvage call (the two dearest
+    replies at most); an unknown cost (a model with no price) is not checked: it is not a figure."""
+    if max_cost is None or result.cost_usd is None:
+        return
+    replies = [e.response.usage.cost_usd or Decimal(0) for e in result.events if isinstance(e, ModelResponded)]
+    dearest = sorted(replies, reverse=True)[:2]
+    if result.cost_usd > Decimal(str(max_cost)) + sum(dearest, Decimal(0)):
+        c.fail(
+            "cost within max_cost_usd plus at most one step",
+            f"${result.cost_usd} spent with max_cost_usd={max_cost}, dearest replies {[str(d) for d in dearest]}",
+        )
