@@ -26,6 +26,10 @@ class _SlowProperty(AdapterConformance):
     def test_stream_equals_complete_property(self, harness: AdapterHarness) -> None:
         super().test_stream_equals_complete_property(harness)  # a dozen runs over HTTP: seconds
 
+    @pytest.mark.slow
+    def test_errors_mapped(self, harness: AdapterHarness) -> None:
+        super().test_errors_mapped(harness)  # every error status over HTTP, with retry waits: ~0.5 s
+
 
 class TestAnthropicConforms(_SlowProperty):
     @pytest.fixture

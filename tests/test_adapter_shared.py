@@ -172,6 +172,7 @@ HEADERS = st.one_of(
 )
 
 
+@pytest.mark.slow
 @given(after=st.none() | HEADERS, after_ms=st.none() | HEADERS)
 def test_the_retry_after_reader_never_raises_and_gives_a_finite_wait_or_none(
     after: str | None, after_ms: str | None

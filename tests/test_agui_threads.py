@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -125,6 +126,7 @@ def _get(c: httpx.Client, path: str) -> list[dict[str, Any]]:
     return out
 
 
+@pytest.mark.slow
 def test_a_thread_goes_on_after_the_server_restarts(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     with serving(app([chat], store=f"sqlite:///{db}")) as base, httpx.Client(base_url=base) as c:

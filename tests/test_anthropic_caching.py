@@ -64,6 +64,7 @@ def static_only(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("steps", [10, 30])
 def test_a_moving_breakpoint_caches_the_history_of_a_tool_loop(fake: FakeClaude, steps: int) -> None:
     result = run(loop_agent(fake, steps))

@@ -50,6 +50,7 @@ def test_bad_argument_gets_a_clear_message(capsys: pytest.CaptureFixture[str]) -
     assert "Run `loopwright demo --help` for the options." in err
 
 
+@pytest.mark.slow
 def test_demo_with_a_model_and_no_key_says_what_is_missing() -> None:
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     done = subprocess.run(
@@ -63,6 +64,7 @@ def test_demo_with_a_model_and_no_key_says_what_is_missing() -> None:
     assert "set ANTHROPIC_API_KEY" in done.stderr
 
 
+@pytest.mark.slow
 def test_console_script_runs_the_demo() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "loopwright.cli", "demo", "--json"], capture_output=True, text=True, timeout=60

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,6 +75,7 @@ def test_the_diff_marks_missing_and_extra_calls() -> None:
     assert trajectory_diff(expected, actual, found) == ["+ refund(q=0)", "  search(q=1)", "- fetch(q=2)"]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(expectations, max_size=5), st.lists(calls, max_size=6))
 def test_score_is_one_exactly_when_the_match_holds_and_modes_nest(

@@ -9,6 +9,7 @@ import json
 import tempfile
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic_core import to_jsonable_python
@@ -78,6 +79,7 @@ def test_a_transition_is_kept_as_its_row_and_an_event_without_a_dict() -> None:
     assert [e.type for e in result.events].count("state_entered") == len(result.trace) - 1
 
 
+@pytest.mark.slow
 def test_a_finished_runs_log_is_not_walked_by_the_garbage_collector() -> None:
     """An entry of strings and numbers is a tuple the collector stops tracking: a run's model
     requests, plain answers and the like cost a collection nothing once it has seen them (an
@@ -108,6 +110,7 @@ def test_a_finished_runs_log_is_not_walked_by_the_garbage_collector() -> None:
     assert not [e for e in kept[0]._log.entries if type(e) is tuple and "tool_called" in e[:2]]
 
 
+@pytest.mark.slow
 def test_a_past_reply_is_kept_as_its_values_not_as_the_reply_object() -> None:
     """A finished run keeps each past reply's parts (the history's) and fields, not the reply
     object with its ``__dict__`` and empty ``details`` (~300 bytes an iteration); the events
@@ -177,6 +180,7 @@ def test_emit_takes_fields_by_name_or_all_in_order_and_refuses_a_mix_up() -> Non
         ctx.emit(ToolCalled, call_id="c4", nmae="add", args={})
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_records_read_in_pieces_equal_the_built_events(data: st.DataObject) -> None:
@@ -202,6 +206,7 @@ def test_records_read_in_pieces_equal_the_built_events(data: st.DataObject) -> N
     assert [to_jsonable_python(r) for r in read] == [e.model_dump(mode="json") for e in kept[0].events]
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_stores_compact_form_reads_back_as_the_built_events(data: st.DataObject) -> None:

@@ -43,6 +43,7 @@ def test_every_example_is_run_here_and_listed_in_the_docs() -> None:
         assert 'if __name__ == "__main__":' in source and source.startswith('"""'), script
 
 
+@pytest.mark.slow
 def test_the_tool_agent_runs_offline_on_a_scripted_model() -> None:
     code, out = run_example("claude_tool_agent.py")
     assert code == 0, out
@@ -74,6 +75,7 @@ def test_the_tool_agent_runs_on_claude_when_a_key_is_set() -> None:
     assert [b["tool_use_id"] for b in answered] == ["toolu_1", "toolu_2"]
 
 
+@pytest.mark.slow
 def test_approval_resume_pays_once_in_one_process() -> None:
     code, out = run_example("approval_resume.py")
     assert code == 0, out
@@ -101,6 +103,7 @@ def test_multi_agent_hands_work_round_and_answers() -> None:
     assert "billing: refund -> refunded 49.00 on A1" in out and "answered by: dispatcher" in out
 
 
+@pytest.mark.slow
 def test_structured_output_gives_a_validated_object() -> None:
     code, out = run_example("structured_output.py")
     assert code == 0, out

@@ -67,6 +67,7 @@ def build(choice: dict[str, Any], **limits: Any) -> Agent:
 ALL = [dict(zip(OPTIONS, values, strict=True)) for values in itertools.product(*OPTIONS.values())]
 
 
+@pytest.mark.slow
 def test_every_combination_composes_and_verifies() -> None:
     seen = set()
     for choice in ALL:

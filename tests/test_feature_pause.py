@@ -85,6 +85,7 @@ def test_a_paused_run_stops_at_the_next_transition_and_resumes_where_it_stopped(
     assert_run_invariants(merged(paused, done), make_agent())
 
 
+@pytest.mark.slow
 def test_a_paused_run_resumes_from_its_saved_state_in_another_process(tmp_path: Path) -> None:
     runner = runner_for(make_agent())
     paused = runner.run_sync("weather?", state={"pause_in": "Porto"})
@@ -108,6 +109,7 @@ def test_a_paused_run_resumes_from_its_saved_state_in_another_process(tmp_path: 
     assert trace.split() == Runner(make_agent()).run_sync("weather?").trace
 
 
+@pytest.mark.slow
 def test_the_run_clock_stops_while_paused() -> None:
     runner = runner_for(make_agent(timeout_s=0.5))
     paused = runner.run_sync("weather?", run_id="r2", state={"pause_in": "Lisbon"})

@@ -163,6 +163,7 @@ def test_calls_without_ids_get_local_ids_that_are_never_sent(fake: FakeGemini) -
     assert all("id" not in p["functionResponse"] for p in sent[2]["parts"])
 
 
+@pytest.mark.slow
 @settings(max_examples=5, deadline=None)
 @given(delays=st.lists(st.sampled_from([0.0, 0.01, 0.03]), min_size=2, max_size=4))
 def test_parallel_calls_are_answered_in_call_order(delays: list[float]) -> None:

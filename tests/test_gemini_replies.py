@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from google.genai import types as genai_types
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -45,6 +46,7 @@ def parsed(body: dict[str, Any]) -> list[Any]:
     return list(response.candidates[0].content.parts or ())
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(parts=reply_parts(), apart=st.booleans())
 def test_a_streamed_reply_assembles_to_the_whole_one(parts: list[dict[str, Any]], apart: bool) -> None:

@@ -352,6 +352,7 @@ def _guard(i: int, said: str, parallel: bool, log: list[str]) -> Guardrail:
     return Guardrail(check, name=f"g{i}", parallel=parallel)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     guards=st.lists(st.tuples(VERDICT, st.booleans()), min_size=1, max_size=4),

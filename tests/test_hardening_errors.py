@@ -90,6 +90,7 @@ def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_check_and_diagram_find_modules_in_the_current_folder(tmp_path: Path) -> None:
     project = _project(tmp_path)
     done = _cli(["check", "myagents:support"], project)
@@ -99,6 +100,7 @@ def test_check_and_diagram_find_modules_in_the_current_folder(tmp_path: Path) ->
     assert "stateDiagram" in done.stdout or "flowchart" in done.stdout
 
 
+@pytest.mark.slow
 def test_diagram_with_no_arguments_outside_the_project_writes_nothing(tmp_path: Path) -> None:
     done = _cli(["diagram"], tmp_path)
     assert done.returncode == 2

@@ -122,6 +122,7 @@ def test_a_child_charges_tokens_and_tool_calls_to_its_parent() -> None:
     assert result.iterations == 3  # the child's pass is charged to the parent
 
 
+@pytest.mark.slow
 def test_a_child_inherits_the_parents_deadline() -> None:
     class Slow:
         async def complete(self, request: Any) -> ModelResponse:

@@ -241,6 +241,7 @@ def test_a_run_out_of_time_reaches_salvage_in_the_time_kept_for_it() -> None:
     assert Limits(timeout_s=1800).salvage_reserve == 30.0 and Limits(salvage=False).salvage_reserve == 0.0
 
 
+@pytest.mark.slow
 def test_a_salvage_call_that_hangs_is_cut_at_the_run_deadline() -> None:
     async def hang(request: Any) -> Any:
         await asyncio.sleep(10)

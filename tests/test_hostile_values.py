@@ -27,7 +27,9 @@ from loopwright.stores import RunStore, SQLiteStore
 from loopwright.testing import assert_run_invariants
 
 CHARGED: list[int] = []
-STORES = ["none", "sqlite", "sqlite-thread", "postgres"]
+# the store is made in the test (request.getfixturevalue), so conftest cannot mark it by its fixtures
+PG = pytest.param("postgres", marks=pytest.mark.postgres)
+STORES = ["none", "sqlite", "sqlite-thread", PG]
 
 
 def _store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> RunStore | None:
@@ -123,7 +125,7 @@ def test_surrogates_deep_in_a_result_are_replaced_and_a_pair_is_joined(
     assert answer.content == {"k\ufffd": ["x\ufffd", {"holder": "\U0001f600 ok", "tags": {"\ufffd": "y"}}]}
 
 
-@pytest.mark.parametrize("kind", ["none", "sqlite", "postgres"])
+@pytest.mark.parametrize("kind", ["none", "sqlite", PG])
 def test_an_int_longer_than_the_limit_is_an_error_result_and_the_run_loads_back(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -146,7 +148,7 @@ def _nested(depth: int) -> Any:
     return value
 
 
-@pytest.mark.parametrize("kind", ["none", "sqlite", "postgres"])
+@pytest.mark.parametrize("kind", ["none", "sqlite", PG])
 def test_a_value_nested_too_deep_is_an_error_result_and_the_run_loads_back(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -173,6 +175,7 @@ _json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_json_values)
 def test_every_converted_value_encodes_and_reads_back_as_itself(value: Any) -> None:
@@ -194,7 +197,7 @@ def echo(text: str) -> str:
     return text
 
 
-@pytest.mark.parametrize("kind", ["none", "sqlite", "postgres"])
+@pytest.mark.parametrize("kind", ["none", "sqlite", PG])
 def test_lone_surrogates_in_model_text_are_replaced_the_same_with_and_without_a_store(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -234,6 +237,7 @@ agent = Agent(name="s", model=ScriptedModel(reply))
 """
 
 
+@pytest.mark.slow
 def test_the_cli_prints_every_event_of_a_reply_with_a_lone_surrogate(tmp_path: Path) -> None:
     (tmp_path / "surr.py").write_text(CLI_APP)
     done = subprocess.run(

@@ -103,6 +103,7 @@ def one(spans: tuple[ReadableSpan, ...], name: str) -> ReadableSpan:
     return found[0]
 
 
+@pytest.mark.slow
 def test_a_multi_agent_run_with_tools_and_a_retry_becomes_genai_spans(
     exported: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
@@ -226,6 +227,7 @@ class PriceServer:
         self.server.server_close()
 
 
+@pytest.mark.slow
 def test_a_tools_own_http_spans_nest_under_its_execute_tool_span(
     exported: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:
@@ -336,6 +338,7 @@ def test_redact_secrets_walks_values() -> None:
     }
 
 
+@pytest.mark.slow
 def test_a_run_no_tracer_records_builds_no_event(exported: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     """No tracer provider (the API's default): instrument() adds no per-run watcher, so the run
     records its events compactly and builds none (the zero-cost path)."""
@@ -357,6 +360,7 @@ def test_a_run_no_tracer_records_builds_no_event(exported: tuple[TracerProvider,
         loopwright.integrations.otel.uninstrument()
 
 
+@pytest.mark.slow
 def test_instrument_traces_every_runner_once_a_provider_is_set() -> None:
     """One line; the global provider may be set after it (a fresh interpreter owns the global)."""
     code = """
@@ -424,6 +428,7 @@ def test_a_suspended_run_ends_its_spans_and_the_resume_traces_the_approved_call(
     assert post.parent is not None and post.parent.span_id == call.context.span_id
 
 
+@pytest.mark.slow
 def test_a_sampled_out_run_is_not_watched() -> None:
     from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 
@@ -441,6 +446,7 @@ def test_a_sampled_out_run_is_not_watched() -> None:
     assert exporter.get_finished_spans() == ()
 
 
+@pytest.mark.slow
 def test_transition_events_can_be_left_out(exported: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     provider, exporter = exported
     Runner(helpdesk(), observers=[Tracing(tracer_provider=provider, transition_events=False)]).run_sync("A1")
@@ -450,6 +456,7 @@ def test_transition_events_can_be_left_out(exported: tuple[TracerProvider, InMem
     assert "loopwright.transition" not in names and "loopwright.transfer" in names
 
 
+@pytest.mark.slow
 def test_a_model_clients_own_spans_nest_under_its_chat_span(
     exported: tuple[TracerProvider, InMemorySpanExporter],
 ) -> None:

@@ -45,9 +45,10 @@ BLOCKS = [block for page in PAGES for block in python_blocks(page)]
 
 def _marks(code: str) -> list[pytest.MarkDecorator]:
     """A block that runs DBOS is marked ``dbos`` (it launches DBOS: seconds), as the DBOS tests
-    are; one that runs a hypothesis property is ``slow``."""
+    are; one that runs a hypothesis property or starts a server process is ``slow``."""
     marks = [pytest.mark.dbos] if re.search(r"^from dbos import|^import dbos", code, flags=re.M) else []
-    return marks + ([pytest.mark.slow] if "@given(" in code else [])
+    slow = any(sign in code for sign in ("@given(", "McpToolset.stdio(", "subprocess.Popen("))
+    return marks + ([pytest.mark.slow] if slow else [])
 
 
 @pytest.mark.parametrize("code", [pytest.param(code, id=where, marks=_marks(code)) for where, code in BLOCKS])

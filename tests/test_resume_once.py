@@ -91,6 +91,7 @@ def test_two_resumes_at_once_without_decisions_do_not_answer_the_step_twice() ->
     assert len(turns) == 2  # the input and one answer to the held step
 
 
+@pytest.mark.slow
 def test_the_readme_resume_example_in_a_fresh_interpreter() -> None:
     """The user's path: ``from loopwright import ...`` is the first line (no asyncio imported
     before it), a sync tool approved on resume runs and its result is used."""

@@ -124,6 +124,7 @@ def test_the_saved_state_does_not_carry_the_events() -> None:
     assert RunState.from_json(twice.run_state.to_json()).legs == ()
 
 
+@pytest.mark.slow
 def test_a_run_resumed_from_a_store_by_id_carries_every_leg(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     agent = _agent(TWO_LEGS)

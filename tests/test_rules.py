@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -219,6 +220,7 @@ def _has_cycle(rows: list[R]) -> bool:
     return any(colour[s] == "white" and visit(s) for s in STATES)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(_rows, st.sampled_from([("done",), ("done", "c"), ()]))
 def test_rule_3_is_reported_iff_the_unbounded_graph_has_a_cycle(rows: list[R], terminals: tuple[str, ...]) -> None:

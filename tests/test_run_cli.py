@@ -131,6 +131,7 @@ class Terminal:
         return code, ANSI.sub("", self.screen)
 
 
+@pytest.mark.slow
 def test_on_a_terminal_the_live_view_runs_and_a_confirmation_is_asked(project: Path) -> None:
     term = Terminal(command("treasury:agent", "Send 500 USD to the supplier", "--trace", "out/trace.html"), project)
     shown = term.read_until("Approve this call? [y/N]")
@@ -150,6 +151,7 @@ def test_on_a_terminal_the_live_view_runs_and_a_confirmation_is_asked(project: P
     assert "trace page: out/trace.html" in shown and '"type": "resumed"' in page and "wire: wired 500" in page
 
 
+@pytest.mark.slow
 def test_a_denied_confirmation_reaches_the_model_with_the_reason(project: Path) -> None:
     term = Terminal(command("treasury:agent", "Send 500 USD"), project)
     term.read_until("Approve this call? [y/N]")

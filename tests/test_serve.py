@@ -140,6 +140,7 @@ def test_a_run_outlives_the_client_that_started_it(client: httpx.Client, db: Pat
     assert stored(db, run_id)[1:3] == ("done", "final")
 
 
+@pytest.mark.slow
 def test_a_run_left_by_a_server_that_stopped_is_resumed_by_the_next_one(db: Path) -> None:
     """Stopping the server pauses its runs at their next transition; the next server on the same
     store resumes them (POST /runs/{id}/resume) and the events go on, none lost or repeated."""
@@ -291,6 +292,7 @@ def test_the_auth_hook_gives_401_and_each_user_sees_only_their_runs(db: Path) ->
         assert c.post(f"/runs/{mine}/decisions", content=_one(call, "approve"), headers=alice).status_code == 202
 
 
+@pytest.mark.slow
 def test_cors_is_off_unless_origins_are_given(db: Path) -> None:
     preflight = {"Origin": "http://elsewhere.test", "Access-Control-Request-Method": "POST"}
     with serving(app([support], store=f"sqlite:///{db}")) as base:

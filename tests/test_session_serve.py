@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from loopwright import Agent, ScriptedModel
 from loopwright.data.events import ModelRequest, ModelResponse, TextPart
@@ -38,6 +39,7 @@ def ended(c: httpx.Client, run_id: str, headers: dict[str, str]) -> dict[str, An
     raise AssertionError(f"run {run_id} did not end")
 
 
+@pytest.mark.slow
 def test_a_request_names_the_users_session(tmp_path: Path) -> None:
     db = tmp_path / "app.db"
     served = app([chat], store=f"sqlite:///{db}", auth=user, sessions=SQLiteSessions(db))
@@ -58,6 +60,7 @@ def test_a_request_names_the_users_session(tmp_path: Path) -> None:
     assert saved is not None and len(saved.messages) == 4
 
 
+@pytest.mark.slow
 def test_a_session_needs_a_session_store_and_a_user(tmp_path: Path) -> None:
     db = tmp_path / "app.db"
     with serving(app([chat], store=f"sqlite:///{db}")) as base, httpx.Client(base_url=base) as c:

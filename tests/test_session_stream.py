@@ -53,6 +53,7 @@ def test_stream_in_a_session_continues_the_conversation(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.slow
 def test_stream_on_a_held_session_raises_busy_and_changes_nothing(tmp_path: Path) -> None:
     sessions = SQLiteSessions(tmp_path / "s.db")
 

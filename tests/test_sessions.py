@@ -107,6 +107,7 @@ def test_conversation_continues_and_placeholders(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.slow
 def test_session_busy_on_concurrent_run(tmp_path: Path) -> None:
     sessions = SQLiteSessions(tmp_path / "s.db")
 

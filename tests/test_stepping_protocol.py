@@ -53,6 +53,7 @@ def _script(n: int) -> list[Any]:
     return [[ToolCall(name="add", args={"a": i, "b": 1})] for i in range(n)] + [f"{n} sums"]
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(rounds=st.integers(0, 6), budget=st.integers(1, 8))
 def test_a_custom_runner_ends_as_runner_run_does(rounds: int, budget: int) -> None:

@@ -161,6 +161,7 @@ def test_a_store_written_on_the_callers_thread_writes_what_an_awaited_one_writes
     assert Counting.saves == 5
 
 
+@pytest.mark.slow
 def test_a_finished_run_is_freed_without_the_cycle_collector(tmp_path: Path) -> None:
     """The run holds its checkpointer; the checkpointer lets go of the run when it stops, so a
     finished run (its whole history) is freed at once, not left to the cyclic collector."""

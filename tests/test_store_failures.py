@@ -144,6 +144,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 def test_a_read_only_store_file_ends_runs_and_resumes_failed_and_keeps_them(tmp_path: Path) -> None:
     setpriv = shutil.which("setpriv")
     if os.geteuid() != 0 or setpriv is None:

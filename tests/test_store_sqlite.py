@@ -300,6 +300,7 @@ def test_two_workers_resuming_one_run_exactly_one_proceeds(tmp_path: Path) -> No
     assert labels()["pay 500"] == 1
 
 
+@pytest.mark.slow
 def test_a_running_run_is_not_taken_over(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     script = steps_script(2, seconds=0.2)

@@ -237,6 +237,7 @@ def test_the_session_state_changed_in_place_is_in_every_checkpoint(tmp_path: Pat
     assert seen == [{}, {}, {"a": 1}, {"a": 1, "b": 2}, {}, {}, {"c": 1}]
 
 
+@pytest.mark.slow
 def test_the_wal_is_folded_back_off_the_commits_and_stays_bounded(tmp_path: Path) -> None:
     """No commit runs SQLite's checkpoint (autocheckpoint off on the writer); the store's
     folder thread folds the WAL back every FOLD_EVERY commits, and a writer that never pauses

@@ -161,6 +161,7 @@ def test_coverage_report_is_exact(pytester: pytest.Pytester) -> None:
     assert result.ret == 1
 
 
+@pytest.mark.slow
 def test_the_plugin_loads_without_hypothesis() -> None:
     """pytest loads the plugin in every project that installs loopwright, [testing] extra or not."""
     import subprocess

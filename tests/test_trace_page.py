@@ -90,6 +90,7 @@ def test_the_path_is_drawn_on_the_diagram(run: RunResult) -> None:
     assert 'data-state="salvage"' in page and 'class="node lw-visited" data-state="salvage"' not in page
 
 
+@pytest.mark.slow
 def test_bad_input_says_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="no events"):
         trace_page([])
@@ -104,6 +105,7 @@ def test_bad_input_says_what_to_do(tmp_path: Path) -> None:
     assert done.returncode == 2 and "line 1 of trace" in done.stderr and "one JSON event per line" in done.stderr
 
 
+@pytest.mark.slow
 def test_loopwright_trace_writes_the_page_from_events_jsonl(run: RunResult, tmp_path: Path) -> None:
     events = tmp_path / "events.jsonl"
     events.write_text("".join(e.model_dump_json() + "\n" for e in run.events))

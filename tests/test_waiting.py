@@ -142,6 +142,7 @@ def test_past_the_wait_deadline_pending_calls_are_denied() -> None:
     assert any(isinstance(e, Resumed) and e.timed_out for e in second.events)
 
 
+@pytest.mark.slow
 def test_the_run_clock_stops_while_waiting() -> None:
     runner = Runner(make_agent(SCRIPT, timeout_s=0.5))
     first = runner.run_sync("go")
