@@ -18,6 +18,7 @@ from loopwright.data.run_state import RunState
 from loopwright.runtime.context import RunContext
 from loopwright.runtime.model_call import (
     call_model,
+    charge_failed_call,
     current_model,
     error_info,
     fallback_target,
@@ -81,9 +82,7 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
 def _failed(rs: RunState, ctx: RunContext, exc: Exception) -> None:
     """The call failed: the error recorded (and, when the agent's fallback models cover it, the
     model the fallback row would switch to)."""
-    spent = getattr(exc, "usage", None)  # attempts billed before the call failed (ModelError.usage)
-    if spent is not None:
-        rs.usage = rs.usage + spent
+    charge_failed_call(rs, exc)
     rs.model_error = error_info(exc)
     ctx.emit(ErrorOccurred, error=rs.model_error)
     if ctx.agent.fallback_models:

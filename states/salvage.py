@@ -36,7 +36,7 @@ from loopwright.data.events import (
 )
 from loopwright.data.run_state import RunState
 from loopwright.runtime.context import RunContext
-from loopwright.runtime.model_call import call_model, error_info
+from loopwright.runtime.model_call import call_model, charge_failed_call, error_info
 
 SALVAGE_PROMPT = (
     "You have run out of {budget} and cannot call any more tools. Using only what is already "
@@ -69,9 +69,7 @@ async def salvage(rs: RunState, ctx: RunContext) -> None:
     try:
         response = await call_model(request, ctx)
     except Exception as exc:
-        spent = getattr(exc, "usage", None)  # attempts billed before the call failed (ModelError.usage)
-        if spent is not None:
-            rs.usage = rs.usage + spent
+        charge_failed_call(rs, exc)
         rs.error = error_info(exc).model_copy(update={"kind": "salvage"})
         ctx.emit(ErrorOccurred, error=rs.error)
         if partial is None or not isinstance(exc, TokenBudgetError):

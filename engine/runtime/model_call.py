@@ -25,6 +25,7 @@ from ..data.events import (
     new_call_id,
 )
 from ..data.limits import Watched, watch
+from ..data.run_state import RunState
 from ..data.values import ValueTooLarge, clean_text, is_storable, storable
 from ..models.scripted import ScriptedModel
 from .context import RunContext
@@ -375,6 +376,14 @@ def unique_call_ids(response: ModelResponse, seen: set[str] | None = None) -> Mo
                 renamed[i] = part.model_copy(update={"id": ident})
             seen.add(ident)
     return response if renamed is None else response.model_copy(update={"parts": tuple(renamed)})
+
+
+def charge_failed_call(rs: RunState, exc: BaseException) -> None:
+    """A model call failed: the usage of the attempts billed before it (``ModelError.usage``, e.g.
+    a cut reply whose retry failed) is added to the run's."""
+    spent = exc.usage if isinstance(exc, ModelError) else None
+    if spent is not None:
+        rs.usage = rs.usage + spent
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
