@@ -30,7 +30,7 @@ from tests import fake_claude as fc
 from tests import fake_openai as fo
 
 from loopwright import Agent, AnthropicModel, Limits, Runner, tool
-from loopwright.models.openai_model import OpenAIModel
+from loopwright.models.openai import OpenAIModel
 
 fc._Handler.disable_nagle_algorithm = True  # as fake_openai's: no 40 ms delayed-ACK stall per reply (this process only)
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}

@@ -54,7 +54,7 @@ def in_process(store: RunStore | None) -> Go:
 
 
 def on_dbos() -> Go:
-    from loopwright import dbos_runner
+    from loopwright.integrations import dbos as dbos_runner
 
     async def go(run_id: str) -> Any:
         result = await dbos_runner.run("bench", "go", run_id=run_id)
@@ -86,7 +86,7 @@ async def measure(go: Go, args: argparse.Namespace) -> dict[str, float]:
 def dbos_variant(db: str, args: argparse.Namespace) -> dict[str, float]:
     from dbos import DBOS
 
-    from loopwright import dbos_runner
+    from loopwright.integrations import dbos as dbos_runner
 
     dbos_runner.register(agent(K))
     dbos_runner.launch(db)
@@ -102,7 +102,7 @@ def step_bytes(iterations: int) -> dict[str, Any]:
 
     from dbos import DBOS
 
-    from loopwright import dbos_runner
+    from loopwright.integrations import dbos as dbos_runner
 
     path = Path(tempfile.mkdtemp(prefix="bench-dbos-")) / "dbos.sqlite"
     dbos_runner.register(agent(iterations))

@@ -32,7 +32,7 @@ from google.genai import types as genai_types
 from tests.fake_gemini import MODEL, FakeGemini, call, reply, text
 
 from loopwright import Agent, Limits, Runner, tool
-from loopwright.models.gemini_model import GeminiModel
+from loopwright.models.gemini import GeminiModel
 
 SYSTEM = "You look things up, one key at a time."
 

@@ -35,11 +35,11 @@ K = 100
 
 async def _work(which: str, runs: int, limits: dict[str, Any]) -> None:
     sys.path.insert(0, str(Path(__file__).parent))
-    import loopwright.runner
+    import loopwright.loop.runner
     from bench_loop import HAND_TOOLS, hand_loop, hand_model, lw_script, noop
     from loopwright import Agent, Limits, Runner, ScriptedModel
 
-    loopwright.runner._SLICE_S = 1e9  # see the module docstring
+    loopwright.loop.runner._SLICE_S = 1e9  # see the module docstring
     gc.collect()
     gc.freeze()
     if which == "hand":

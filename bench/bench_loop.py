@@ -81,7 +81,7 @@ from loopwright import (
     ToolResult,
     tool,
 )
-from loopwright.events import trusted
+from loopwright.data.events import trusted
 
 Reply = dict[str, Any]
 History = list[Reply]

@@ -2,7 +2,7 @@
 call per iteration, K = 10 and 100), under three settings (the first two interleaved run by run):
 
   off        no tracing installed
-  no-provider  ``loopwright.otel.instrument()`` with no tracer provider set (the API's default):
+  no-provider  ``loopwright.integrations.otel.instrument()`` with no tracer provider set (the API's default):
              must cost nothing per iteration (the run gets no per-run observer, builds no event)
   sdk        ``instrument()`` on an SDK TracerProvider whose processor drops every span (the cost
              of building the spans themselves, for information); sdk-lean the same with
@@ -24,8 +24,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_loop
-from loopwright.observers import INSTRUMENTS
-from loopwright.otel import Tracing
+from loopwright.integrations.otel import Tracing
+from loopwright.runtime.observers import INSTRUMENTS
 
 SETTINGS = ("off", "no-provider", "sdk", "sdk-lean")
 

@@ -7,11 +7,11 @@ import sys
 
 sys.path.insert(0, ".")
 from tests.fake_claude import FakeClaude
-from tests.test_anthropic_caching import wide_agent
-from tests.test_anthropic_model import run
+from tests.models.anthropic.test_anthropic_caching import wide_agent
+from tests.models.anthropic.test_anthropic_model import run
 
-from loopwright.models import anthropic_mapping as m
-from loopwright.models import anthropic_model as am
+from loopwright.models.anthropic import mapping as m
+from loopwright.models.anthropic import model as am
 
 
 def old(messages, ttl):

@@ -1,102 +1,95 @@
 """loopwright: LLM agent loops as explicit, verifiable state machines.
 
-The names below are imported on first use (PEP 562), so ``import loopwright`` costs almost
-nothing and a program pays only for the parts it uses (the anthropic SDK, drawing, logging).
+This package is the public skin: the names below are what a user of the README and the guides
+imports. Extension writers import from :mod:`loopwright.extend`; providers live in
+:mod:`loopwright.models` (``.anthropic``, ``.openai``, ``.gemini``); stores, workflows, features,
+eval, testing, serve and integrations each have their own public package (the list is
+``PUBLIC`` in :mod:`loopwright.data.exports`). Every other module is private and may move.
+
+Names are imported on first use (PEP 562), so ``import loopwright`` costs almost nothing and a
+program pays only for the parts it uses (the anthropic SDK, drawing, logging).
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
+from .data.exports import lazy_exports
+
 _EXPORTS: dict[str, str] = {
-    "Agent": "runtime.agent",
-    "AnthropicModel": "models.anthropic_model",
-    "Approve": "data.decisions",
-    "Budget": "table.budgets",
-    "ConfigurationError": "data.errors",
-    "CredentialRequired": "data.errors",
-    "Deny": "data.decisions",
-    "DocumentPart": "data.events",
-    "ErrorInfo": "data.events",
-    "Event": "data.events",
-    "Extension": "table.machine",
-    "ImagePart": "data.events",
-    "Instruction": "data.events",
-    "InstructionError": "data.errors",
-    "Limits": "data.limits",
-    "LoopMachine": "table.machine",
-    "LoopwrightError": "data.errors",
-    "MachineError": "data.errors",
-    "Message": "data.events",
-    "Model": "models",
-    "ModelError": "data.errors",
-    "ModelRequest": "data.events",
-    "ModelResponse": "data.events",
-    "NoTransitionError": "data.errors",
-    "Pending": "runtime.tools",
-    "RetryTool": "runtime.tools",
-    "PendingRequest": "data.events",
-    "ProviderPart": "data.events",
-    "Report": "machines.verify",
-    "ResumeError": "data.errors",
-    "Row": "table.machine",
-    "Rule": "table.machine",
-    "RunBusy": "data.errors",
-    "RunContext": "runtime.context",
-    "RunResult": "data.result",
-    "Run": "loop.runner",
-    "RunState": "data.run_state",
-    "RunStream": "loop.runner",
-    "Runner": "loop.runner",
-    "ScriptExhaustedError": "data.errors",
-    "ScriptedModel": "models",
-    "Stage": "data.stage",
-    "StreamDelta": "models",
-    "StreamingModel": "models",
-    "TextPart": "data.events",
-    "ThoughtPart": "data.events",
-    "TokenBudgetError": "data.errors",
-    "OpenAIModel": "models.openai_model",
-    "GeminiModel": "models.gemini_model",
-    "ContextWindowError": "data.errors",
-    "Tool": "runtime.tools",
-    "ToolContext": "runtime.tools",
-    "ToolCall": "data.events",
-    "ToolError": "data.errors",
-    "ToolResult": "data.events",
-    "ToolSpec": "data.events",
-    "Usage": "data.events",
-    "Violation": "machines.verify",
-    "agent_tool": "loop.subrun",
-    "approve": "data.decisions",
-    "compose": "table.machine",
-    "configure_logging": "runtime.observers",
-    "deny": "data.decisions",
-    "diagram": "machines.diagram",
-    "extend": "machines.extend",
-    "instrument": "runtime.observers",
-    "tool": "runtime.tools",
-    "uninstrument": "runtime.observers",
-    "verify": "machines.verify",
-    "veto": "machines.extend",
-    "Block": "features.guardrails",
-    "Guardrail": "features.guardrails",
-    "McpToolset": "integrations.mcp",
-    "Rewrite": "features.guardrails",
-    "claude_tool": "runtime.claude_tools",
-    "register_price": "models.prices",
+    "ToolsetError": ".runtime.toolsets",
+    "write_trace_page": ".cli.trace_page",
+    "recording": ".cli.trace_page",
+    "Agent": ".runtime.agent",
+    "agent_tool": ".loop.subrun",
+    "AnthropicModel": "loopwright.models.anthropic",
+    "Approve": ".data.decisions",
+    "approve": ".data.decisions",
+    "claude_tool": ".runtime.claude_tools",
+    "ConfigurationError": ".data.errors",
+    "configure_logging": ".runtime.observers",
+    "ContextWindowError": ".data.errors",
+    "CredentialRequired": ".data.errors",
+    "Deny": ".data.decisions",
+    "deny": ".data.decisions",
+    "diagram": ".machines.diagram",
+    "DocumentPart": ".data.events",
+    "ErrorInfo": ".data.events",
+    "Event": ".data.events",
+    "ImagePart": ".data.events",
+    "Instruction": ".data.events",
+    "InstructionError": ".data.errors",
+    "instrument": ".runtime.observers",
+    "Limits": ".data.limits",
+    "LoopwrightError": ".data.errors",
+    "MachineError": ".data.errors",
+    "Message": ".data.events",
+    "Model": "loopwright.models",
+    "ModelError": ".data.errors",
+    "ModelRequest": ".data.events",
+    "ModelResponse": ".data.events",
+    "NoTransitionError": ".data.errors",
+    "Pending": ".runtime.tools",
+    "PendingRequest": ".data.events",
+    "ProviderPart": ".data.events",
+    "Report": ".machines.verify",
+    "ResumeError": ".data.errors",
+    "RetryTool": ".runtime.tools",
+    "Run": ".loop.runner",
+    "RunBusy": ".data.errors",
+    "RunContext": ".runtime.context",
+    "Runner": ".loop.runner",
+    "RunResult": ".data.result",
+    "RunState": ".data.run_state",
+    "RunStream": ".loop.runner",
+    "ScriptedModel": "loopwright.models",
+    "ScriptExhaustedError": ".data.errors",
+    "Stage": ".data.stage",
+    "StreamDelta": "loopwright.models",
+    "StreamingModel": "loopwright.models",
+    "TextPart": ".data.events",
+    "ThoughtPart": ".data.events",
+    "TokenBudgetError": ".data.errors",
+    "Tool": ".runtime.tools",
+    "tool": ".runtime.tools",
+    "ToolCall": ".data.events",
+    "ToolContext": ".runtime.tools",
+    "ToolError": ".data.errors",
+    "ToolResult": ".data.events",
+    "ToolSpec": ".data.events",
+    "uninstrument": ".runtime.observers",
+    "Usage": ".data.events",
+    "verify": ".machines.verify",
+    "Violation": ".machines.verify",
 }
-"""Each public name and the module (under ``loopwright``) that defines it."""
+"""Each public name and the module defining it (relative to ``loopwright``, or a public package
+that claims it first)."""
 
 __all__ = [
     "Agent",
     "AnthropicModel",
     "Approve",
-    "Block",
-    "Budget",
     "ConfigurationError",
     "ContextWindowError",
     "CredentialRequired",
@@ -104,33 +97,24 @@ __all__ = [
     "DocumentPart",
     "ErrorInfo",
     "Event",
-    "Extension",
-    "GeminiModel",
-    "Guardrail",
     "ImagePart",
     "Instruction",
     "InstructionError",
     "Limits",
-    "LoopMachine",
     "LoopwrightError",
     "MachineError",
-    "McpToolset",
     "Message",
     "Model",
     "ModelError",
     "ModelRequest",
     "ModelResponse",
     "NoTransitionError",
-    "OpenAIModel",
     "Pending",
     "PendingRequest",
     "ProviderPart",
     "Report",
     "ResumeError",
     "RetryTool",
-    "Rewrite",
-    "Row",
-    "Rule",
     "Run",
     "RunBusy",
     "RunContext",
@@ -152,26 +136,27 @@ __all__ = [
     "ToolError",
     "ToolResult",
     "ToolSpec",
+    "ToolsetError",
     "Usage",
     "Violation",
     "agent_tool",
     "approve",
     "claude_tool",
-    "compose",
     "configure_logging",
     "deny",
     "diagram",
-    "extend",
     "instrument",
-    "register_price",
+    "recording",
     "tool",
     "uninstrument",
     "verify",
-    "veto",
+    "write_trace_page",
 ]
 
 if TYPE_CHECKING:
     __version__: str
+    from .cli.trace_page import recording as recording
+    from .cli.trace_page import write_trace_page as write_trace_page
     from .data.decisions import Approve as Approve
     from .data.decisions import Deny as Deny
     from .data.decisions import approve as approve
@@ -209,28 +194,19 @@ if TYPE_CHECKING:
     from .data.result import RunResult as RunResult
     from .data.run_state import RunState as RunState
     from .data.stage import Stage as Stage
-    from .features.guardrails import Block as Block
-    from .features.guardrails import Guardrail as Guardrail
-    from .features.guardrails import Rewrite as Rewrite
-    from .integrations.mcp import McpToolset as McpToolset
     from .loop.runner import Run as Run
     from .loop.runner import Runner as Runner
     from .loop.runner import RunStream as RunStream
     from .loop.subrun import agent_tool as agent_tool
     from .machines.diagram import diagram as diagram
-    from .machines.extend import extend as extend
-    from .machines.extend import veto as veto
     from .machines.verify import Report as Report
     from .machines.verify import Violation as Violation
     from .machines.verify import verify as verify
-    from .models import Model as Model
-    from .models import ScriptedModel as ScriptedModel
-    from .models import StreamDelta as StreamDelta
-    from .models import StreamingModel as StreamingModel
-    from .models.anthropic_model import AnthropicModel as AnthropicModel
-    from .models.gemini_model import GeminiModel as GeminiModel
-    from .models.openai_model import OpenAIModel as OpenAIModel
-    from .models.prices import register_price as register_price
+    from .models.anthropic.model import AnthropicModel as AnthropicModel
+    from .models.base import Model as Model
+    from .models.base import StreamDelta as StreamDelta
+    from .models.base import StreamingModel as StreamingModel
+    from .models.scripted import ScriptedModel as ScriptedModel
     from .runtime.agent import Agent as Agent
     from .runtime.claude_tools import claude_tool as claude_tool
     from .runtime.context import RunContext as RunContext
@@ -242,38 +218,12 @@ if TYPE_CHECKING:
     from .runtime.tools import Tool as Tool
     from .runtime.tools import ToolContext as ToolContext
     from .runtime.tools import tool as tool
-    from .table.budgets import Budget as Budget
-    from .table.machine import Extension as Extension
-    from .table.machine import LoopMachine as LoopMachine
-    from .table.machine import Row as Row
-    from .table.machine import Rule as Rule
-    from .table.machine import compose as compose
+    from .runtime.toolsets import ToolsetError as ToolsetError
 
-
-class _Package(types.ModuleType):
-    """``loopwright`` itself. ``diagram``, ``verify`` and ``extend`` name both a function and
-    a module (the old path of :mod:`loopwright.machines.diagram`, ...): importing the module must
-    not hide the function."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if isinstance(value, types.ModuleType) and name in _EXPORTS:
-            return  # the module stays in sys.modules; the public name is the function
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
+_getattr, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
     if name == "__version__":  # the installed distribution's, read on first use (importlib.metadata costs ~20 ms)
         return importlib.import_module("importlib.metadata").version("loopwright")
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'loopwright' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return _getattr(name)

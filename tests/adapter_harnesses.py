@@ -9,11 +9,10 @@ import anthropic
 import openai
 
 from loopwright import AnthropicModel
-from loopwright.models.openai_model import OpenAIModel
+from loopwright.models.openai import OpenAIModel
 from loopwright.testing.adapter_kit import Failure, Reply, dead_port
-
-from . import fake_claude as fc
-from . import fake_openai as fo
+from tests import fake_claude as fc
+from tests import fake_openai as fo
 
 _CLAUDE_KINDS = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                  404: "not_found_error", 429: "rate_limit_error", 500: "api_error", 503: "api_error"}  # fmt: skip

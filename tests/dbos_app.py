@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from loopwright import Agent, Extension, Limits, Rule, RunState, ToolCall
-from loopwright.integrations.dbos_runner import register
-
-from .store_app import by_turn, make_agent, pay, steps_script, work
+from loopwright import Agent, Limits, RunState, ToolCall
+from loopwright.extend import Extension, Rule
+from loopwright.integrations.dbos import register
+from tests.store_app import by_turn, make_agent, pay, steps_script, work
 
 STEPS = 3
 LONG = 40

@@ -4,8 +4,7 @@ parallel; ``LOOPWRIGHT_CRASH_IN`` says where the ``crash`` tool kills the worker
 
 from __future__ import annotations
 
-from loopwright.integrations.dbos_runner import register
-
-from .workflow_worker import make_workflow
+from loopwright.integrations.dbos import register
+from tests.workflow_worker import make_workflow
 
 register(make_workflow())

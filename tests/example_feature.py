@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loopwright import Budget, Extension, Instruction, ModelRequest, Rule, RunContext, RunState
+from loopwright import Instruction, ModelRequest, RunContext, RunState
+from loopwright.extend import Budget, Extension, Rule
 
 NAME = "double_check"
 CHECK = "check"

@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .fake_http import FakeHandler, Raw, Served
+from tests.fake_http import FakeHandler, Raw, Served
 
 _PARTIAL = "_partial_json"
 """A tool_use block's key holding raw input JSON cut off mid-value (see :func:`cut_tool_use`)."""

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .fake_http import FakeHandler, Raw, Served
+from tests.fake_http import FakeHandler, Raw, Served
 
 MODEL = "gemini-3.8-flash"
 STATUS_NAMES = {
@@ -265,14 +265,14 @@ class GeminiHarness:
         self.fake = fake
 
     def make_model(self, **options: Any) -> Any:
-        from loopwright.models.gemini_model import GeminiModel
+        from loopwright.models.gemini import GeminiModel
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return GeminiModel(options.pop("model", MODEL), api_key="test-key", base_url=self.fake.base_url, **options)
 
     def make_unreachable_model(self) -> Any:
-        from loopwright.models.gemini_model import GeminiModel
+        from loopwright.models.gemini import GeminiModel
 
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .fake_http import FakeHandler, Raw, Served
+from tests.fake_http import FakeHandler, Raw, Served
 
 # ---------------------------------------------------------------- reply bodies (the Responses shape)
 

@@ -1,5 +1,5 @@
 """``mypy --strict`` (this environment's) on users' snippets, for the typing tests
-(tests/test_user_typing.py, tests/test_deps_typing.py): one run over them all, its output lines by
+(tests/user_path/test_user_typing.py, tests/user_path/test_deps_typing.py): one run over them all, its output lines by
 snippet. The package is laid out as installed (``loopwright`` from engine/, ``loopwright.states``
 from states/), as ``.ci/typecheck`` does: mypy cannot follow the editable install's import hook."""
 

@@ -10,8 +10,7 @@ from typing import Any
 from loopwright import Agent, Runner, approve
 from loopwright.data.result import RunResult
 from loopwright.stores import Checkpoint, RunStore, StoreWrapper
-
-from .store_app import Crash
+from tests.store_app import Crash
 
 
 class CrashingStore(StoreWrapper):

@@ -9,8 +9,7 @@ import sys
 
 from loopwright import Runner, approve
 from loopwright.stores import SQLiteStore
-
-from .store_app import make_agent, steps_script
+from tests.store_app import make_agent, steps_script
 
 
 async def main(db: str, run_id: str, steps: int) -> str:

@@ -1,8 +1,8 @@
 """The ``loopwright`` command: ``demo``, ``diagram``, ``check``, ``run``, ``trace``.
 
 The top floor: the one module that prints and picks exit codes (0 ok, 1 the work failed, 2 a
-bad argument). What it runs returns values or raises (:mod:`loopwright.verify`,
-:mod:`loopwright.diagram`, the runner).
+bad argument). What it runs returns values or raises (:mod:`loopwright.machines.verify`,
+:mod:`loopwright.machines.diagram`, the runner).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["worker"]:  # loopwright worker --db URL --app module: its own parser (loopwright.dbos_runner)
+    if argv[:1] == ["worker"]:  # loopwright worker --db URL --app module: its own parser (loopwright.integrations.dbos)
         _import_from_cwd()  # --app modules are found in the current folder, as `run` and `check` find theirs
         return _worker(argv[1:])
     args = build_parser().parse_args(argv)
@@ -158,7 +158,7 @@ def _in_this_project() -> bool:
 
 def _worker(argv: list[str]) -> int:
     try:
-        from ..integrations.dbos_runner import worker_main
+        from ..integrations.dbos.runner import worker_main
     except ImportError as exc:
         print(f"loopwright worker: {exc}", file=sys.stderr)
         return 2
@@ -273,7 +273,7 @@ def spec_model(spec: str, base_url: str | None, where: str) -> Any:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import DEMO_INPUT, DEMO_OPTIONS, HELPDESK_INPUT, demo_agent, helpdesk_agent
+    from ..demo import DEMO_INPUT, DEMO_OPTIONS, HELPDESK_INPUT, demo_agent, helpdesk_agent
 
     live = not args.json and sys.stdout.isatty()
     delay = args.delay if args.delay is not None else (0.4 if live else 0.0)

@@ -9,7 +9,7 @@
   terminal (or when not every request is decided) the run's state is saved under
   ``.loopwright/runs/RUN_ID.json`` and the command says how to go on: ``--resume RUN_ID`` (or
   the file's path) continues it, asking again. ``--yes`` approves every confirmation unasked.
-- ``--trace trace.html`` also writes the run's trace page (:mod:`loopwright.trace_page`).
+- ``--trace trace.html`` also writes the run's trace page (:mod:`loopwright.cli.trace_page`).
 
 ``module:agent`` names an Agent, or a function of no arguments that makes one, importable from
 the current folder (it is put first on ``sys.path``, as ``python -m`` does). Exit codes: 0 the

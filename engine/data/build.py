@@ -1,6 +1,6 @@
 """Building the engine's own values fast: :func:`trusted` makes a pydantic model from fields the
 engine already typed, without validation, through BaseModel's own slots (pinned by
-tests/test_internals_pinned.py); shared immutable fields-sets; the process's tool-call ids.
+tests/user_path/test_internals_pinned.py); shared immutable fields-sets; the process's tool-call ids.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ LogEntry = Any
   ``(..., "tool_called", call)``, the log pointing at it rather than copying three fields;
   a ``model_responded`` may hold the reply's five field values instead of the reply,
   ``("model_responded", parts, usage, stop_reason, model, details or None)``
-  (:func:`~loopwright.events.reply_values`): the parts are the history's, and the reply
+  (:func:`~loopwright.data.events.reply_values`): the parts are the history's, and the reply
   object, its ``__dict__`` and its empty ``details`` are not kept alive once the run moves
   on, a third of what a past iteration would otherwise keep; :func:`own_values` reads them);
 - ``(iteration, kind, *values)``: the same where only the iteration changed (a pass's first

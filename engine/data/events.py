@@ -101,7 +101,7 @@ class EventBase(BaseModel):
 class RunStarted(EventBase):
     type: Literal["run_started"] = "run_started"
     input: str | tuple[Part, ...]
-    """The user's message: text, or its parts (``loopwright.inputs.input_text`` gives one line)."""
+    """The user's message: text, or its parts (``loopwright.data.inputs.input_text`` gives one line)."""
 
 
 class StateEntered(EventBase):

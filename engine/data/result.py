@@ -91,7 +91,7 @@ class RunResult(BaseModel):
 
     @property
     def machine(self) -> Any:
-        """The machine the run ran on (``loopwright.diagram(result)`` draws it with the run's path)."""
+        """The machine the run ran on (``loopwright.machines.diagram(result)`` draws it with the run's path)."""
         return self._machine
 
     @classmethod

@@ -40,7 +40,7 @@ class RunState:
     agent: str
     """The agent the run started with (the root of its tree)."""
     input: str | tuple[Part, ...]
-    """The user's message: text, or parts (text, images, documents; :mod:`loopwright.inputs`)."""
+    """The user's message: text, or parts (text, images, documents; :mod:`loopwright.data.inputs`)."""
     active_agent: str = ""
     """The agent whose turn it is; changes on a transfer."""
     stage: str = Stage.START
@@ -117,7 +117,7 @@ class RunState:
             self.active_agent = self.agent
 
     def to_json(self, *, key: bytes | None = None) -> bytes:
-        """The saved form; with ``key``, signed (HMAC-SHA256, :mod:`loopwright.signing`)."""
+        """The saved form; with ``key``, signed (HMAC-SHA256, :mod:`loopwright.data.signing`)."""
         saved = {name: getattr(self, name) for name in SAVED_FIELDS}
         saved["features"] = {name: slice_adapter(name).dump_python(value) for name, value in self.features.items()}
         try:

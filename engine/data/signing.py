@@ -3,7 +3,7 @@ and signed store rows.
 
 ``RunState.to_json(key=k)`` writes ``{"hmac_sha256": "...", "state": {...}}``;
 ``RunState.from_json(data, key=k)`` refuses a state that is not signed, was signed with another
-key or was changed, with :class:`~loopwright.errors.ResumeError`.
+key or was changed, with :class:`~loopwright.data.errors.ResumeError`.
 
 A store opened with ``key=k`` (``SQLiteStore(path, key=k)``, ``PostgresStore(dsn, key=k)``)
 signs each row it writes the same way (:class:`RowSigner`): a checkpoint over its run id, version,

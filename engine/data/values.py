@@ -13,7 +13,7 @@ without a store, and never refused later, when the run is saved or loaded:
   stops at 200 levels, and a value sits a few levels down in a saved state).
 
 :func:`storable` says what is refused (:class:`ValueTooLarge`); a tool's value becomes an error
-result the model reads (:func:`loopwright.tools.to_json_value`), a model's reply a malformed one.
+result the model reads (:func:`loopwright.runtime.tools.to_json_value`), a model's reply a malformed one.
 """
 
 from __future__ import annotations

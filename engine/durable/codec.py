@@ -1,7 +1,7 @@
 """The durable codec: a run's head, messages, tool results, events, decisions and result as bytes.
 
 One module for every durable runner: the checkpointer (:mod:`loopwright.durable.checkpoint`) and
-the DBOS runner's steps (:mod:`loopwright.integrations.dbos_step`) write and read through it. The
+the DBOS runner's steps (:mod:`loopwright.integrations.dbos.step`) write and read through it. The
 JSON is the models' own (``model_dump_json``); some are written from the objects' ``__dict__``s
 (:func:`plain_message`, :func:`plain_response`): the same bytes, a third of the cost (tested).
 The compact form of a checkpoint's body (its events) is :mod:`loopwright.stores.compact`'s.

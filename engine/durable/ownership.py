@@ -3,7 +3,7 @@
 A worker token is ``host|pid|token``. A run's worker is alive when it is this process and its
 checkpointer runs the run, a live process (not a zombie) on this host, or, on another host, it
 checkpointed less than ``lease_s`` seconds ago. Resumes (:mod:`loopwright.durable.resume`) and
-the DBOS runner's recovery (:func:`loopwright.integrations.dbos_runner.recover_dead`) ask it.
+the DBOS runner's recovery (:func:`loopwright.integrations.dbos.recover_dead`) ask it.
 """
 
 from __future__ import annotations

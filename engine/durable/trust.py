@@ -15,7 +15,7 @@ takes a step, :func:`check_saved_state` refuses, with a :class:`ResumeError` nam
   length, or an answer for a call that still waits.
 
 For states that leave the server, ``RunState.to_json(key=...)`` signs (HMAC-SHA256) and
-``RunState.from_json(data, key=...)`` checks the signature (:mod:`loopwright.signing`).
+``RunState.from_json(data, key=...)`` checks the signature (:mod:`loopwright.data.signing`).
 """
 
 from __future__ import annotations

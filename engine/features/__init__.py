@@ -1,6 +1,6 @@
 """The built-in features, and the machine an agent runs on.
 
-Each feature is one :class:`~loopwright.machine.Extension` in its own module: ``multi_agent``
+Each feature is one :class:`~loopwright.table.machine.Extension` in its own module: ``multi_agent``
 (agent trees and transfers), ``waiting`` (tools that wait for people), ``loop_detection``
 (the same tool call over and over: on for every agent with tools unless
 ``Limits(max_repeated_calls=None)``), ``tool_retries`` (``@tool(retries=N)``),
@@ -19,6 +19,7 @@ from __future__ import annotations
 from loopwright.runtime.agent import Agent
 from loopwright.table.machine import CORE, Extension, LoopMachine, compose
 
+from ..data.exports import claim_own, lazy_exports
 from .compaction import COMPACTION, Compaction
 from .guardrails import GUARDRAILS, Block, Guardrail, GuardVerdict, Rewrite
 from .guardrails_verdicts import guarded
@@ -119,6 +120,7 @@ __all__ = [
     "Compaction",
     "GuardVerdict",
     "Guardrail",
+    "Memory",
     "Observer",
     "PlanReAct",
     "Planner",
@@ -126,3 +128,6 @@ __all__ = [
     "features_for",
     "machine_for",
 ]
+
+claim_own(__name__)
+__getattr__, __dir__ = lazy_exports(__name__, {"Memory": ".memory"})  # memory needs the session stores

@@ -69,7 +69,7 @@ class Resuming:
         run in ``cancelled`` instead. A run that is not waiting, or a decision that does not fit
         a pending request, raises :class:`ResumeError` and changes nothing. The run's budgets
         are this runner's agent's, whatever the saved state held, and the saved state is checked
-        (:mod:`loopwright.trust`).
+        (:mod:`loopwright.durable.trust`).
 
         ``target`` may also be a run id: a run stopped by :meth:`pause` in this process resumes
         where it stopped (it takes no decisions); with a store, a suspended run, or one whose

@@ -81,7 +81,6 @@ class Run(Paced):
     by hand with :meth:`step` (one stage's work, then one transition) and inspect ``state``
     (the RunState), ``stage``, ``done``, ``events`` and, once done, ``result``."""
 
-    __module__ = "loopwright.loop.runner"  # its public home, where reprs and messages find it
     __slots__ = ("_handlers", "_own", "_save", "_stops", "_terminals", "ctx", "machine", "pausing", "runner")
 
     def __init__(
@@ -195,7 +194,7 @@ class Run(Paced):
         (None: none), and whether the task was cancelled from outside (the run ends cancelled,
         then the cancellation goes on up). A KeyboardInterrupt ends the run cancelled and goes
         on up; SystemExit and GeneratorExit are answered like any error; anything else (not
-        :data:`loopwright.calls.ANSWERED`) goes on up, the run left as it was."""
+        :data:`loopwright.runtime.calls.ANSWERED`) goes on up, the run left as it was."""
         if isinstance(exc, asyncio.CancelledError):
             return None, self._cancelled_from_outside(task)
         if isinstance(exc, KeyboardInterrupt):
@@ -268,7 +267,7 @@ class Run(Paced):
 
     def _answerable(self, exc: BaseException) -> BaseException:
         """What a stage raised, for the abort edge; any other BaseException than those
-        (:data:`loopwright.calls.ANSWERED`) propagates untouched, the run unregistered and left as
+        (:data:`loopwright.runtime.calls.ANSWERED`) propagates untouched, the run unregistered and left as
         it was (like a process that died: a store resumes it from its last checkpoint)."""
         if isinstance(exc, ANSWERED):
             return exc

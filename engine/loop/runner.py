@@ -46,7 +46,7 @@ _clock = time.time
 class Runner(Resuming):
     """Runs one agent (and its tree). Many runs may go at once on one Runner (and one machine).
 
-    ``observers`` watch every run of this runner (see :mod:`loopwright.observers`)."""
+    ``observers`` watch every run of this runner (see :mod:`loopwright.runtime.observers`)."""
 
     def __init__(
         self,
@@ -74,7 +74,7 @@ class Runner(Resuming):
                 )
         self.deps: Any = None
         """The dependencies of runs given none (``run(..., deps=...)`` wins): a DBOS worker's,
-        set when it registers the agent (:func:`loopwright.dbos_runner.register`)."""
+        set when it registers the agent (:func:`loopwright.integrations.dbos.register`)."""
         self._active: dict[str, Run] = {}
         self._paused: dict[str, tuple[RunState, float]] = {}
         """Runs paused in this process, by id, with when they paused."""
@@ -98,7 +98,7 @@ class Runner(Resuming):
 
     def new_run(self, input: UserInput, **options: Unpack[RunOptions]) -> RunState:
         """A fresh run state in the initial state (not yet running); see :class:`RunOptions`.
-        ``input`` is text, or parts: text, images, documents (:mod:`loopwright.inputs`)."""
+        ``input`` is text, or parts: text, images, documents (:mod:`loopwright.data.inputs`)."""
         given = input if isinstance(input, str) else user_input(input)
         if not options.keys() <= OPTIONS:
             unknown = ", ".join(repr(k) for k in options if k not in OPTIONS)

@@ -16,8 +16,6 @@ _FINISHED = object()
 class RunStream:
     """An async iterator over one run's events; ``result`` once it is exhausted."""
 
-    __module__ = "loopwright.loop.runner"  # its public home, where reprs and messages find it
-
     def __init__(
         self, runner: RunHost, rs: RunState | None, deps: Any = None, *, make: Callable[..., Run] | None = None
     ) -> None:

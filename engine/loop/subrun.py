@@ -1,7 +1,7 @@
 """``agent_tool``: an agent used as a tool of another agent.
 
 Calling the tool runs the agent on the task the model gives it, as a child of the calling run
-(:mod:`loopwright.nesting`): it charges the caller's budgets, ends by the caller's deadline and
+(:mod:`loopwright.runtime.nesting`): it charges the caller's budgets, ends by the caller's deadline and
 counts toward ``Limits.max_depth``. It gets the calling run's ``deps`` (``ctx.deps`` in its
 tools, instructions and callbacks), unless ``agent_tool(agent, deps=...)`` gives it its own.
 The tool's result is the agent's answer; a run that does not answer (failed, cancelled, out of

@@ -1,13 +1,13 @@
 """User-extensible machines: add your own states and rows to an agent's loop.
 
-:func:`extend` composes one more :class:`~loopwright.machine.Extension` (your states, each
+:func:`extend` composes one more :class:`~loopwright.table.machine.Extension` (your states, each
 with its stage handler; rows — :func:`Rule`, guards as functions or as names of the core's,
 the features' or your ``guards``; existing rows redirected, guarded or removed; your budgets)
 onto a machine: an agent's own composed machine (pass the agent: its sub-agents' ``transfer``
 and its waiting tools' ``suspended`` rows stay), a machine, or by default the core. It is the
 mechanism the built-in features use. Nothing is subclassed; the result runs
 (``Agent(machine=...)``; an agent whose tree needs more features gets them composed in too),
-draws (:func:`loopwright.diagram`) and verifies (:func:`loopwright.verify`) like a built-in
+draws (:func:`loopwright.machines.diagram`) and verifies (:func:`loopwright.machines.verify`) like a built-in
 machine, and by default it is verified when built: an extension that would let a run loop
 forever, get stuck or never end is refused with the report.
 
@@ -60,10 +60,10 @@ def extend(
     check: bool = True,
 ) -> LoopMachine:
     """A new machine: ``base`` (an Agent: the machine it runs on; a LoopMachine; None: the
-    core) with one more extension named ``name`` (see :class:`~loopwright.machine.Extension`
+    core) with one more extension named ``name`` (see :class:`~loopwright.table.machine.Extension`
     for what each argument does; they are applied in the order remove, redirect, require,
     rows_before, rows). With ``check`` (the default) the result must pass
-    :func:`loopwright.verify`; otherwise MachineError carries the report. The ``act`` stage of
+    :func:`loopwright.machines.verify`; otherwise MachineError carries the report. The ``act`` stage of
     the new machine honours :func:`veto`."""
     ext = Extension(
         name=name,

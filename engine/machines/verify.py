@@ -1,6 +1,6 @@
 """Static verification of a transition table: every run ends, no run gets stuck.
 
-:func:`verify` checks the rules of :mod:`loopwright.rules` and returns a :class:`Report`
+:func:`verify` checks the rules of :mod:`loopwright.table.rules` and returns a :class:`Report`
 (``loopwright check module:agent`` prints it and exits 1 on any violation):
 
 1. every state is reachable from the initial state;
@@ -10,13 +10,13 @@
 4. every working state ends in exactly one fallback row (a row with no guards and no bound),
    so some row always matches and no run can get stuck;
 5. every name in the table means something: states, guards (named functions, or names that
-   resolve against :mod:`loopwright.guards` and the guards you pass), budgets of bounded edges
+   resolve against :mod:`loopwright.table.guards` and the guards you pass), budgets of bounded edges
    (the machine's budgets, or the ones you pass); a terminal has no rows;
 6. in a machine that waits (the ``waiting`` feature): calls held by ``act`` reach
    ``decide -> suspended`` before the loop goes on; a state of yours on act's exit that loops
    back to ``preprocess`` would carry the run past its held calls.
 
-It works on a built :class:`~loopwright.machine.LoopMachine` (or an Agent: the machine it
+It works on a built :class:`~loopwright.table.machine.LoopMachine` (or an Agent: the machine it
 runs on) and on raw rows that no LoopMachine would accept (``verify(rows, states=...)``), so a
 broken table gets the whole report, not only the first error.
 """
@@ -71,7 +71,7 @@ Guard: TypeAlias = Callable[[RunState], bool]
 CYCLE_BUDGETS: tuple[str, ...] = ("max_iterations", "max_model_retries", "max_transfers", "max_suspensions")
 """The budgets a bounded row may name when the machine does not say (it has no ``budgets``)."""
 BUILTIN_GUARDS: dict[str, Guard] = dict(_guards.GUARDS)
-"""The guards of :mod:`loopwright.guards`, by name: a user table may name them by string."""
+"""The guards of :mod:`loopwright.table.guards`, by name: a user table may name them by string."""
 
 
 @dataclass(frozen=True, slots=True)

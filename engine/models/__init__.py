@@ -1,6 +1,49 @@
-"""Model adapters: the protocol, and the scripted model."""
+"""Model adapters (public): the protocol every adapter implements, the scripted model, prices.
 
-from .base import Model, StreamDelta, StreamingModel
-from .scripted import ScriptedModel
+One package per provider: :mod:`loopwright.models.anthropic`, :mod:`loopwright.models.openai`,
+:mod:`loopwright.models.gemini`. The other modules here (``base``, ``scripted``, ``clients``,
+``http_errors``, ``prices``, ``spec``) are private: what the adapters share.
+"""
 
-__all__ = ["Model", "ScriptedModel", "StreamDelta", "StreamingModel"]
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..data.exports import lazy_exports
+
+_EXPORTS = {
+    "cost_of": ".prices",
+    "model_from_spec": ".spec",
+    "parse_spec": ".spec",
+    "model_with_key": ".spec",
+    "Model": ".base",
+    "ScriptedModel": ".scripted",
+    "StreamDelta": ".base",
+    "StreamingModel": ".base",
+    "register_price": ".prices",
+}
+
+__all__ = [
+    "Model",
+    "ScriptedModel",
+    "StreamDelta",
+    "StreamingModel",
+    "cost_of",
+    "model_from_spec",
+    "model_with_key",
+    "parse_spec",
+    "register_price",
+]
+
+if TYPE_CHECKING:
+    from .base import Model as Model
+    from .base import StreamDelta as StreamDelta
+    from .base import StreamingModel as StreamingModel
+    from .prices import cost_of as cost_of
+    from .prices import register_price as register_price
+    from .scripted import ScriptedModel as ScriptedModel
+    from .spec import model_from_spec as model_from_spec
+    from .spec import model_with_key as model_with_key
+    from .spec import parse_spec as parse_spec
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

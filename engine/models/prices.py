@@ -8,7 +8,7 @@ not cover (a cache write on a model whose cache-write price is not listed), is n
 
 Ids are matched as written, then without their decorations: a Claude id's cloud prefix,
 version suffix and date (``claude-opus-4-6@20260205``, ``claude-haiku-4-5-20251001``; as
-:func:`loopwright.models.claude_facts.base_id` reads them), an OpenAI snapshot's date
+:func:`loopwright.models.anthropic.facts.base_id` reads them), an OpenAI snapshot's date
 (``gpt-5.4-2026-03-05``), Gemini's ``models/`` prefix. A snapshot the table lists itself wins.
 
 Some models bill a long prompt at other prices (``long_from``: a prompt of more than that many
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from ..data.errors import ConfigurationError
 from ..data.parts import TextPart, ThoughtPart, ToolCall, ToolResult
-from .claude_facts import base_id
+from .anthropic.facts import base_id
 
 if TYPE_CHECKING:
     from ..data.parts import ModelRequest, Usage

@@ -70,11 +70,11 @@ def model_from_spec(spec: str, base_url: str | None = None) -> Model:
     """The model ``spec`` names (see the module docstring)."""
     provider, model_id = parse_spec(spec)
     if provider == "openai":
-        openai_model = _import("openai", "openai_model", "OpenAIModel")
+        openai_model = _import("openai", "openai", "OpenAIModel")
         model: Model = openai_model(model_id, api="chat" if base_url else "responses", base_url=base_url)
         return model
     if provider == "anthropic":
-        anthropic_model = _import("anthropic", "anthropic_model", "AnthropicModel")
+        anthropic_model = _import("anthropic", "anthropic", "AnthropicModel")
         if base_url is None:
             model = anthropic_model(model_id)
             return model
@@ -82,7 +82,7 @@ def model_from_spec(spec: str, base_url: str | None = None) -> Model:
 
         model = anthropic_model(model_id, client=lambda: anthropic.AsyncAnthropic(base_url=base_url))
         return model
-    gemini_model = _import("gemini", "gemini_model", "GeminiModel")
+    gemini_model = _import("gemini", "gemini", "GeminiModel")
     model = gemini_model(model_id) if base_url is None else gemini_model(model_id, base_url=base_url)
     return model
 

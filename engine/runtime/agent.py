@@ -111,7 +111,7 @@ class Agent:
     answer and each tool call (functions, agents, or ``loopwright.features.Guardrail`` values):
     each may allow, rewrite or block (``loopwright.features.guardrails``).
 
-    ``extensions`` adds the user's own states and rows (:class:`~loopwright.machine.Extension`,
+    ``extensions`` adds the user's own states and rows (:class:`~loopwright.table.machine.Extension`,
     or what :func:`~loopwright.extend` makes) to the machine this agent runs on; ``machine``
     names a machine built with :func:`~loopwright.extend` (its extensions are used the same way).
     """

@@ -1,6 +1,6 @@
 """Tools Anthropic defines (bash, the text editor, memory, computer use) that the user's code runs:
 Claude knows their schema and how to use them; the request names them by type (the adapter sends
-the definition kept in ``ToolSpec.provider["anthropic"]``, see :mod:`loopwright.models.anthropic_tools`)."""
+the definition kept in ``ToolSpec.provider["anthropic"]``, see :mod:`loopwright.models.anthropic.tools`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..data.errors import ConfigurationError
-from ..models.anthropic_tools import PROVIDER, claude_tool_name
+from ..models.anthropic.tools import PROVIDER, claude_tool_name
 from .tools import Tool
 
 __all__ = ["claude_tool"]

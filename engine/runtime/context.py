@@ -122,7 +122,7 @@ class RunContext(Generic[DepsT]):
         self.link: Any = None
         self.up: Up | None = up_of(run_state)
         """This run's link to the runs above it, when it was started in a tool of another run
-        (:mod:`loopwright.nesting`: its model and tool calls are checked against their budgets)."""
+        (:mod:`loopwright.runtime.nesting`: its model and tool calls are checked against their budgets)."""
         """This run as the parent of runs started in its tools (``nesting.link``, made at first use)."""
         self.interrupt: BaseException | None = None
         """A KeyboardInterrupt a tool raised: the run ends cancelled, then the runner re-raises it."""
@@ -142,7 +142,7 @@ class RunContext(Generic[DepsT]):
         self.store: Any = None
         """The store of the runner driving the run (None without): a stage that runs nested runs
         of its own (a workflow agent's steps) checkpoints them there."""
-        """Every tool call id of the run so far (made on first use: :mod:`loopwright.model_call`)."""
+        """Every tool call id of the run so far (made on first use: :mod:`loopwright.runtime.model_call`)."""
         self.agent: Agent = tree.agents.get(run_state.active_agent, tree.root)
         self.limits: Limits = self.agent.own_limits or tree.root.limits
         """The active agent's limits: its own, or (when it has none) the run's."""
@@ -199,7 +199,7 @@ class RunContext(Generic[DepsT]):
         ``EVENT_FIELDS[cls]`` order, unchecked (no keyword dict is built; the event-log property
         test builds every event the engine records this way). A ``ToolCalled`` may be given
         its call alone, ``record(ToolCalled, call)``, and a ``ModelResponded`` its reply's
-        five field values (:func:`~loopwright.events.reply_values`; see :func:`own_values`)."""
+        five field values (:func:`~loopwright.data.events.reply_values`; see :func:`own_values`)."""
         rs = self.run_state
         rs.seq += 1
         self.log.record(rs.stage, rs.iteration, rs.active_agent, EVENT_TYPE[cls], values)

@@ -1,7 +1,7 @@
 """structlog helpers. Nothing is configured at import (structlog is not even imported until
 logging is turned on): as a library loopwright is quiet.
 
-:func:`loopwright.configure_logging` (in :mod:`loopwright.observers`, which installs the
+:func:`loopwright.configure_logging` (in :mod:`loopwright.runtime.observers`, which installs the
 observer that writes the records) calls :func:`make_logger` here. Values that look like
 secrets, and keys named like secrets, are redacted before any output.
 """

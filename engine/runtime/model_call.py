@@ -167,7 +167,7 @@ class ModelCall(Watched):
 
 def storable_reply(response: ModelResponse) -> ModelResponse:
     """``response`` as a saved run holds it, the same with and without a store: lone surrogates
-    in its text, thoughts, calls and provider blocks replaced by U+FFFD (:mod:`loopwright.values`;
+    in its text, thoughts, calls and provider blocks replaced by U+FFFD (:mod:`loopwright.data.values`;
     ``response`` itself when it holds none). A call's arguments or a provider block that a saved
     run could not read back (too deep, an int too long) raise :class:`ValueTooLarge`."""
     parts = response.parts

@@ -16,7 +16,6 @@ class RunView:
     :class:`~loopwright.RunState`, lists as tuples, dicts as read-only mappings; setting one is
     an error. A tool keeps its own data in ``ctx.state`` (the session state)."""
 
-    __module__ = "loopwright.runtime.tools"  # its public home
     __slots__ = ("_rs",)
 
     def __init__(self, rs: Any) -> None:
@@ -48,7 +47,6 @@ class ToolContext(Generic[DepsT]):
     and ``run_state`` (a read-only :class:`RunView`: a tool cannot rewind
     the run's counters or rewrite its history)."""
 
-    __module__ = "loopwright.runtime.tools"  # its public home
     __slots__ = ("_ctx", "run_state")
 
     def __init__(self, ctx: Any) -> None:

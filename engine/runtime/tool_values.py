@@ -23,8 +23,6 @@ _SIMPLE = (str, int, float, bool, type(None))
 class ToolValueError(ValueError):
     """A tool returned a value that cannot become JSON; the message is written for the model."""
 
-    __module__ = "loopwright.runtime.tools"  # its public home, where pickles and messages find it
-
 
 _CONTAINERS = (list, tuple, dict, set, frozenset)
 _TEXT = (str, bytes, bytearray, memoryview)
@@ -73,7 +71,7 @@ def to_json_value(value: Any) -> Any:
     """A tool's return value as JSON data a saved run can hold and read back. Pydantic models and
     dataclasses become dicts, the bytes of an image or a PDF its part (``ImagePart``/``DocumentPart``),
     other UTF-8 bytes their text, sets lists, other objects their ``str``, and lone surrogates in
-    text U+FFFD (:mod:`loopwright.values`). A value that cannot become JSON (bytes that are not
+    text U+FFFD (:mod:`loopwright.data.values`). A value that cannot become JSON (bytes that are not
     UTF-8, an iterator or generator anywhere in it, a cycle, an object whose ``str`` raises) or
     that a saved run could not read back (an int of more than ``MAX_INT_DIGITS`` digits, nesting
     deeper than ``MAX_DEPTH``) raises :class:`ToolValueError` naming its type."""
@@ -114,7 +112,7 @@ _UNREADABLE = "which a saved run could not read back"
 
 
 def _keys_cleaned(value: Any, depth: int) -> Any:
-    """``value`` with the text of its dicts' keys cleaned (:func:`~loopwright.values.clean_text`),
+    """``value`` with the text of its dicts' keys cleaned (:func:`~loopwright.data.values.clean_text`),
     models and dataclasses as dicts of their fields: what is left for ``to_jsonable_python``."""
     if depth < 0:
         raise ValueTooLarge(f"a {type(value).__name__} nested more than {MAX_DEPTH} levels deep")

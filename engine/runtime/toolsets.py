@@ -34,8 +34,6 @@ class ToolsetError(LoopwrightError, ConnectionError):
     """A toolset could not be opened or listed (its server did not start, could not be
     reached, or went away for good); the message names the server and what it said."""
 
-    __module__ = "loopwright.runtime.toolsets"
-
 
 @runtime_checkable
 class Toolset(Protocol):

@@ -39,7 +39,7 @@ try:
     from starlette.requests import Request
     from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
-except ImportError as exc:  # tests/test_serve_cli.py hides Starlette in a subprocess
+except ImportError as exc:  # tests/serve/test_serve_cli.py hides Starlette in a subprocess
     raise ImportError(STARLETTE_MISSING) from exc
 
 from ..data.errors import ConfigurationError
@@ -194,7 +194,9 @@ async def trace(app: App, request: Request) -> Response:
     user = await app.user(request)
     run_id = request.path_params["run_id"]
     if app.trace_page is None:
-        raise ServeError(404, "this app has no trace pages: give app(..., trace_page=loopwright.trace_page.trace_page)")
+        raise ServeError(
+            404, "this app has no trace pages: give app(..., trace_page=loopwright.cli.trace_page.trace_page)"
+        )
     show = await app.service.show(run_id, user, app.everyone)
     events = await app.service.events(run_id)
     if not events:
@@ -314,7 +316,7 @@ def app(
     runs; without it every client sees every run. ``cors_origins``: origins allowed to call
     the app from a browser (none by default). ``ui``: serve the dev UI at ``/``.
     ``trace_page``: the trace page's renderer for ``/runs/{id}/trace``
-    (``loopwright.trace_page.trace_page``). ``buffer``: events a slow client may fall behind
+    (``loopwright.cli.trace_page.trace_page``). ``buffer``: events a slow client may fall behind
     before it is dropped (told to reconnect with ``Last-Event-ID``). ``sessions``: a session
     store (``SQLiteSessions``, ``PostgresSessions``): ``POST /runs`` may then name the user's
     ``session`` (with ``auth``: a session is a user's), and the run continues it."""

@@ -13,7 +13,7 @@ from .service import Service
 
 try:
     from starlette.requests import Request
-except ImportError as exc:  # tests/test_serve_cli.py hides Starlette in a subprocess
+except ImportError as exc:  # tests/serve/test_serve_cli.py hides Starlette in a subprocess
     raise ImportError(STARLETTE_MISSING) from exc
 
 Auth = Callable[[Request], "Awaitable[str | None] | str | None"]

@@ -10,19 +10,30 @@
 :class:`SQLiteStore` (stdlib ``sqlite3``) is the embedded default; :class:`PostgresStore` runs on
 psycopg 3 (``pip install 'loopwright[postgres]'``). :func:`open_store` opens either from a URL
 (``sqlite:///runs.db``, ``postgresql://...``). :mod:`loopwright.stores.base` says what is kept,
-:mod:`loopwright.stores.durable` how checkpoints and resumes work.
+:mod:`loopwright.durable.checkpoint` how checkpoints and resumes work.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..data.errors import ConfigurationError
+from ..data.exports import claim_own, lazy_exports
 from .base import STORE_SCHEMA, Checkpoint, RunStore, RunSummary, SavedRun, StoreWrapper
 from .sqlite import SQLiteStore
 
 if TYPE_CHECKING:
-    from .postgres import PostgresStore
+    from .memory import MemoryHit as MemoryHit
+    from .memory import MemoryService as MemoryService
+    from .memory import PostgresMemory as PostgresMemory
+    from .memory import SQLiteMemory as SQLiteMemory
+    from .postgres import PostgresStore as PostgresStore
+    from .session_base import SavedSession as SavedSession
+    from .session_base import SessionBusy as SessionBusy
+    from .session_base import SessionKey as SessionKey
+    from .session_base import SessionStore as SessionStore
+    from .sessions import SQLiteSessions as SQLiteSessions
+    from .sessions_postgres import PostgresSessions as PostgresSessions
 
 
 async def open_store(url: str) -> RunStore:
@@ -43,22 +54,44 @@ async def open_store(url: str) -> RunStore:
     return SQLiteStore(url)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "PostgresStore":
-        from .postgres import PostgresStore
+_LAZY = {
+    "PostgresStore": ".postgres",
+    "MemoryHit": ".memory",
+    "MemoryService": ".memory",
+    "PostgresMemory": ".memory",
+    "SQLiteMemory": ".memory",
+    "PostgresSessions": ".sessions_postgres",
+    "SQLiteSessions": ".sessions",
+    "SavedSession": ".session_base",
+    "SessionBusy": ".session_base",
+    "SessionKey": ".session_base",
+    "SessionStore": ".session_base",
+}
+"""Imported on first use (PostgreSQL's driver, sessions and memory are not needed by every run)."""
 
-        return PostgresStore
-    raise AttributeError(name)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [
     "STORE_SCHEMA",
     "Checkpoint",
+    "MemoryHit",
+    "MemoryService",
+    "PostgresMemory",
+    "PostgresSessions",
     "PostgresStore",
     "RunStore",
     "RunSummary",
+    "SQLiteMemory",
+    "SQLiteSessions",
     "SQLiteStore",
     "SavedRun",
+    "SavedSession",
+    "SessionBusy",
+    "SessionKey",
+    "SessionStore",
     "StoreWrapper",
     "open_store",
 ]
+
+claim_own(__name__)

@@ -23,12 +23,12 @@ and its version (1, 2, 3, ...):
   (a suspension is resumed once).
 
 A store opened with ``key=`` signs every row and refuses rows that are not signed with it
-(:mod:`loopwright.signing` says what that shows and what it cannot); a store without one trusts
+(:mod:`loopwright.data.signing` says what that shows and what it cannot); a store without one trusts
 its rows as they are.
 
 The log's primary key is the optimistic lock: a worker writes version ``n + 1`` after the ``n`` it holds; if
 another worker took the run (it wrote ``n + 1`` first), the insert collides and the first
-worker gets :class:`~loopwright.errors.RunBusy`.
+worker gets :class:`~loopwright.data.errors.RunBusy`.
 
 Stores are asynchronous (``await store.save(...)``); :class:`~loopwright.stores.SQLiteStore`
 and :class:`~loopwright.stores.PostgresStore` implement :class:`RunStore`.
@@ -51,7 +51,7 @@ STORE_SCHEMA = 4
 """The version of the stores' tables and rows; a store refuses to open tables of a newer
 version and migrates older ones when it opens them (2: heads may hold only what changed, events
 are kept as lists of their values; 3: SQLite's log is keyed by one integer per row; 4: rows
-carry a signature, ``mac``, when the store has a key: :mod:`loopwright.signing`)."""
+carry a signature, ``mac``, when the store has a key: :mod:`loopwright.data.signing`)."""
 
 
 @dataclass(slots=True)
@@ -151,7 +151,7 @@ class RunStore(Protocol):
     """Where durable runs are kept. Every method is atomic on its own.
 
     Versions make two workers safe: ``save`` and ``take`` name the version they expect and
-    raise :class:`~loopwright.errors.RunBusy` when another worker moved the run on.
+    raise :class:`~loopwright.data.errors.RunBusy` when another worker moved the run on.
 
     Two methods are optional (not part of this protocol: a store without them still is one):
     ``rewrite_heads`` (an ended run's ``temp:`` keys dropped) and ``async children(run_id) ->

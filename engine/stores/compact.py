@@ -16,7 +16,7 @@ begins with :data:`DELTA`); :func:`merge_heads` makes the whole one of a run's h
 
 :func:`compact_events` writes the events from the run's event log (its compact entries, nothing
 built); :func:`decode_bodies` reads the bodies back into messages, trace and event dicts. A test
-(``tests/test_store_compact.py``) pins that one reads what the other writes.
+(``tests/stores/test_store_compact.py``) pins that one reads what the other writes.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ creates, or migrates) its tables on first use; ``await PostgresStore.open(dsn)``
 The tables are the SQLite store's (:mod:`loopwright.stores.sqlite`), prefixed ``lw_``: a
 checkpoint is one ``INSERT`` into the run's log (one round trip, its own transaction: the
 pooled connections are in autocommit mode) and the log's key ``(run_id, version)`` makes two
-workers on two machines safe: the second to write a version gets :class:`~loopwright.errors.RunBusy`.
+workers on two machines safe: the second to write a version gets :class:`~loopwright.data.errors.RunBusy`.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     2: (),  # the rows' format (heads of the changed fields, events as lists): the tables are the same
     3: (),  # SQLite's log is keyed by one integer (its B-tree appends); these tables are the same
-    4: (  # each row's signature, when the store has a key (loopwright.signing)
+    4: (  # each row's signature, when the store has a key (loopwright.data.signing)
         "ALTER TABLE lw_log ADD COLUMN mac BYTEA",
         "ALTER TABLE lw_results ADD COLUMN mac BYTEA",
         "ALTER TABLE lw_claims ADD COLUMN mac BYTEA",
@@ -75,7 +75,7 @@ class PostgresStore:
     (never a torn one); a resume then repeats that work.
 
     With ``key`` (bytes), every row is signed and a row not signed with it is refused
-    (:mod:`loopwright.signing`); without, the store trusts its rows: whoever can write the
+    (:mod:`loopwright.data.signing`); without, the store trusts its rows: whoever can write the
     tables can change a resumed run."""
 
     def __init__(

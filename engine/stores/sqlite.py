@@ -54,7 +54,7 @@ class SQLiteStore:
     throwaway store). See the module docstring for durability and threading. ``read_only=True``
     opens an existing store to read it (``loopwright runs list``): the file is not made, changed
     or migrated, and one that is not a loopwright store is a ConfigurationError. With ``key``
-    (bytes), every row is signed and a row not signed with it is refused (:mod:`loopwright.signing`);
+    (bytes), every row is signed and a row not signed with it is refused (:mod:`loopwright.data.signing`);
     without, the store trusts its rows: whoever can write the file can change a resumed run."""
 
     def __init__(

@@ -42,7 +42,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         " JOIN lw_runs AS r USING (run_id) ORDER BY 1, 2",
         "DROP TABLE lw_results_2",
     ),
-    4: (  # each row's signature, when the store has a key (loopwright.signing)
+    4: (  # each row's signature, when the store has a key (loopwright.data.signing)
         "ALTER TABLE lw_log ADD COLUMN mac BLOB",
         "ALTER TABLE lw_results ADD COLUMN mac BLOB",
         "ALTER TABLE lw_claims ADD COLUMN mac BLOB",

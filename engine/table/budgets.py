@@ -232,7 +232,7 @@ FALLBACKS = Budget(
 TIME = Budget("timeout_s", "time (timeout_s={value})", "within_time_budget", used=_timeout, room=_time_left)
 
 CORE_BUDGETS: tuple[Budget, ...] = (ITERATIONS, RETRIES, FALLBACKS, TOOL_CALLS, TOKENS, COST, TIME)
-"""The core loop's budgets. Features register theirs in their :class:`~loopwright.machine.Extension`."""
+"""The core loop's budgets. Features register theirs in their :class:`~loopwright.table.machine.Extension`."""
 
 TURN_BUDGETS: tuple[Budget, ...] = tuple(b for b in CORE_BUDGETS if b.scope == "turn")
 

@@ -3,7 +3,7 @@
 Each is ``(RunState) -> bool``, reads the state and nothing else (no clock, no I/O: the runner
 records the passing of the deadline in ``deadline_hit`` before it consults the table), so the
 table's choice is a function of the state alone and can be property-tested. The ``within_*``
-guards (and ``retries_left``) are derived from the budget registry (:mod:`loopwright.budgets`).
+guards (and ``retries_left``) are derived from the budget registry (:mod:`loopwright.table.budgets`).
 Features bring their own guards in their modules.
 """
 
@@ -52,7 +52,7 @@ def has_failed_model(rs: RunState) -> bool:
 
 def request_over_token_budget(rs: RunState) -> bool:
     """The model did not send this pass's request: it holds more tokens than are left of
-    ``max_total_tokens`` (a :class:`~loopwright.errors.TokenBudgetError`). The token budget is
+    ``max_total_tokens`` (a :class:`~loopwright.data.errors.TokenBudgetError`). The token budget is
     as good as spent: the rows it guards record ``max_total_tokens`` as the limit."""
     error = rs.model_error
     return error is not None and error.kind == "token_budget"

@@ -342,7 +342,7 @@ def _resolve(row: Row, known: Mapping[str, Guard]) -> Row:
 
 
 def _check_table(m: LoopMachine) -> None:
-    """The structural rules (:func:`loopwright.rules.structural`: fallbacks and names), and
+    """The structural rules (:func:`loopwright.table.rules.structural`: fallbacks and names), and
     what only a machine that runs needs: an outcome on every row into a terminal, and a cap
     for every budget that may bound a row."""
     table = Table.of(

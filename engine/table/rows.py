@@ -53,8 +53,6 @@ class Row:
     this row means a budget ran out, and the engine records which (the budget of the first
     bounded row out of ``source`` that could not fire)."""
 
-    __module__ = "loopwright.table.machine"  # its public home, where pickles and messages find it
-
     source: str
     dest: str
     guards: tuple[GuardRef, ...] = ()

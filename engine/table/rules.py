@@ -1,5 +1,5 @@
 """The five rules of a transition table, one function each: the one checker behind
-:func:`loopwright.verify` and the machine's own check when it is built.
+:func:`loopwright.machines.verify` and the machine's own check when it is built.
 
 A low layer: it knows rows only by :class:`RowLike` (source, dest, guards, bounded_by) and
 takes the guard names and budget names it should accept in the :class:`Table`, so it imports

@@ -48,8 +48,6 @@ class Violation:
     """One broken rule: ``rule`` (1-5), a short ``kind``, the ``states`` and ``rows`` at fault,
     and a ``message`` that says what is wrong and what to do."""
 
-    __module__ = "loopwright.table.rules"  # its public home, where pickles and messages find it
-
     rule: int
     kind: str
     message: str
@@ -62,8 +60,6 @@ class Table:
     """What the rules check: the ``rows`` in the order they are tried, the ``states`` (in
     report order), the ``terminals``, the ``initial`` state, the ``budgets`` a row may be
     bounded by, and the ``guards`` a row may name by string."""
-
-    __module__ = "loopwright.table.rules"  # its public home, where pickles and messages find it
 
     rows: tuple[RowLike, ...]
     states: tuple[str, ...]
@@ -121,7 +117,7 @@ def guard_problem(ref: GuardRef, known: Collection[str]) -> str | None:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         return (
             f"names guard {ref!r}, which is not a guard{hint}: define `def {ref}(rs: RunState) -> bool` and pass "
-            f"guards={{{ref!r}: {ref}}}, or use one of loopwright.guards"
+            f"guards={{{ref!r}: {ref}}}, or use one of the guards loopwright.extend exports"
         )
     if not callable(ref) or getattr(ref, "__name__", "<lambda>") == "<lambda>":
         return (

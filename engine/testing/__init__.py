@@ -18,7 +18,18 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ..data.exports import claim
+
 _EXPORTS: dict[str, str] = {
+    "AdapterConformance": "adapter_kit",
+    "AdapterHarness": "adapter_kit",
+    "Failure": "adapter_kit",
+    "Reply": "adapter_kit",
+    "check_adapter": "adapter_kit",
+    "dead_port": "adapter_kit",
+    "TreeSpec": "workflow_strategies",
+    "run_and_check": "workflow_strategies",
+    "workflow_trees": "workflow_strategies",
     "HostileModel": "strategies",
     "InvariantViolation": "invariants",
     "ScriptItem": "strategies",
@@ -34,15 +45,22 @@ _EXPORTS: dict[str, str] = {
     "model_behaviours": "strategies",
     "scripted": "invariants",
 }
-_NEEDS_HYPOTHESIS = {"schema", "stateful", "strategies"}
+_NEEDS_HYPOTHESIS = {"schema", "stateful", "strategies", "workflow_strategies"}
 
 __all__ = [
+    "AdapterConformance",
+    "AdapterHarness",
+    "Failure",
     "HostileModel",
     "InvariantViolation",
+    "Reply",
     "ScriptItem",
+    "TreeSpec",
     "agent_state_machine",
     "assert_run_invariants",
+    "check_adapter",
     "check_partial",
+    "dead_port",
     "decisions",
     "describe_script",
     "from_schema",
@@ -50,10 +68,18 @@ __all__ = [
     "hostile_tools",
     "limits",
     "model_behaviours",
+    "run_and_check",
     "scripted",
+    "workflow_trees",
 ]
 
 if TYPE_CHECKING:
+    from .adapter_kit import AdapterConformance as AdapterConformance
+    from .adapter_kit import AdapterHarness as AdapterHarness
+    from .adapter_kit import Failure as Failure
+    from .adapter_kit import Reply as Reply
+    from .adapter_kit import check_adapter as check_adapter
+    from .adapter_kit import dead_port as dead_port
     from .invariants import InvariantViolation as InvariantViolation
     from .invariants import assert_run_invariants as assert_run_invariants
     from .invariants import check_partial as check_partial
@@ -68,6 +94,9 @@ if TYPE_CHECKING:
     from .strategies import hostile_tools as hostile_tools
     from .strategies import limits as limits
     from .strategies import model_behaviours as model_behaviours
+    from .workflow_strategies import TreeSpec as TreeSpec
+    from .workflow_strategies import run_and_check as run_and_check
+    from .workflow_strategies import workflow_trees as workflow_trees
 
 
 def __getattr__(name: str) -> Any:
@@ -82,6 +111,7 @@ def __getattr__(name: str) -> Any:
                 f"loopwright.testing.{name} needs hypothesis: pip install 'loopwright[testing]'"
             ) from missing
         raise
+    claim(value, __name__)
     globals()[name] = value
     return value
 

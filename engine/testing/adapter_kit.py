@@ -184,5 +184,5 @@ class AdapterConformance:
         _run_known(self.known_failures.get("ids_unique"), check_ids_unique, harness)
 
 
-def _names() -> Iterator[str]:  # every check has its test (tests/test_adapter_kit.py asserts it)
+def _names() -> Iterator[str]:  # every check has its test (tests/models/test_adapter_kit.py asserts it)
     return (name.removeprefix("test_") for name in vars(AdapterConformance) if name.startswith("test_"))

@@ -9,8 +9,10 @@ workflow (:mod:`.children`). The tables: :mod:`.agents`.
 
 from __future__ import annotations
 
+from ..data.exports import claim_own
 from .agents import EXIT_LOOP, LoopAgent, MapAgent, ParallelAgent, SequentialAgent, exit_loop
 from .base import Step, Workflow, WorkflowMachine
+from .stored import stored_children
 
 __all__ = [
     "EXIT_LOOP",
@@ -22,4 +24,7 @@ __all__ = [
     "Workflow",
     "WorkflowMachine",
     "exit_loop",
+    "stored_children",
 ]
+
+claim_own(__name__)

@@ -3,7 +3,7 @@
 A workflow is an ``Agent`` (so a :class:`~loopwright.Runner`, :func:`~loopwright.agent_tool`,
 a transfer and another workflow take it as they take any agent) whose machine is its own
 small table — ``start -> step -> ... -> done``, built from the same rows, guards and budgets as
-an agent's loop, checked by :func:`~loopwright.verify` and drawn with each child as a composite
+an agent's loop, checked by :func:`~loopwright.machines.verify` and drawn with each child as a composite
 state — and whose states run its children as nested runs (:mod:`.children`). It calls no model
 itself; as a transfer target it answers with its final output (its own run, bounded by its own
 limits).

@@ -10,7 +10,7 @@ import json
 import re
 
 from loopwright import ModelRequest, ModelResponse, ScriptedModel, TextPart
-from loopwright.cli.demo import demo_agent
+from loopwright.demo import demo_agent
 
 agent = demo_agent()
 

@@ -1,0 +1,1 @@
+"""Tests of loopwright, by folder as the package is laid out."""
