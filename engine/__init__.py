@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .data.exports import lazy_exports
+from .data.exports import lazy_exports as _lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "ToolsetError": ".runtime.toolsets",
@@ -220,7 +220,7 @@ if TYPE_CHECKING:
     from .runtime.tools import tool as tool
     from .runtime.toolsets import ToolsetError as ToolsetError
 
-_getattr, __dir__ = lazy_exports(__name__, _EXPORTS)
+_getattr, __dir__ = _lazy_exports(__name__, _EXPORTS)
 
 
 def __getattr__(name: str) -> Any:

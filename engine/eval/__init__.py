@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..data.exports import claim, claim_own
+from ..data.exports import claim as _claim
+from ..data.exports import claim_own as _claim_own
 from .base import Call, EvalSetError, Score
 from .cases import EvalCase, EvalSet, Prices, eval_set_schema
 from .evaluators import (
@@ -43,7 +44,7 @@ def __getattr__(name: str) -> Any:
     if name == "pytest_cases":  # imports pytest: only when asked for
         from .pytest_items import pytest_cases
 
-        claim(pytest_cases, __name__)
+        _claim(pytest_cases, __name__)
         return pytest_cases
     raise AttributeError(f"module 'loopwright.eval' has no attribute {name!r}")
 
@@ -79,4 +80,4 @@ __all__ = [
     "trajectory_diff",
 ]
 
-claim_own(__name__)
+_claim_own(__name__)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..data.exports import lazy_exports
+from ..data.exports import lazy_exports as _lazy_exports
 
 _EXPORTS = {
     "Budget": "..table.budgets",
@@ -75,4 +75,4 @@ if TYPE_CHECKING:
     from ..table.rows import Row as Row
     from ..table.rows import Rule as Rule
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

@@ -19,7 +19,8 @@ from __future__ import annotations
 from loopwright.runtime.agent import Agent
 from loopwright.table.machine import CORE, Extension, LoopMachine, compose
 
-from ..data.exports import claim_own, lazy_exports
+from ..data.exports import claim_own as _claim_own
+from ..data.exports import lazy_exports as _lazy_exports
 from .compaction import COMPACTION, Compaction
 from .guardrails import GUARDRAILS, Block, Guardrail, GuardVerdict, Rewrite
 from .guardrails_verdicts import guarded
@@ -129,5 +130,5 @@ __all__ = [
     "machine_for",
 ]
 
-claim_own(__name__)
-__getattr__, __dir__ = lazy_exports(__name__, {"Memory": ".memory"})  # memory needs the session stores
+_claim_own(__name__)
+__getattr__, __dir__ = _lazy_exports(__name__, {"Memory": ".memory"})  # memory needs the session stores

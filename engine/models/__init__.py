@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..data.exports import lazy_exports
+from ..data.exports import lazy_exports as _lazy_exports
 
 _EXPORTS = {
     "cost_of": ".prices",
@@ -46,4 +46,4 @@ if TYPE_CHECKING:
     from .spec import model_with_key as model_with_key
     from .spec import parse_spec as parse_spec
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

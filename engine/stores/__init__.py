@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..data.errors import ConfigurationError
-from ..data.exports import claim_own, lazy_exports
+from ..data.errors import ConfigurationError as _ConfigurationError
+from ..data.exports import claim_own as _claim_own
+from ..data.exports import lazy_exports as _lazy_exports
 from .base import STORE_SCHEMA, Checkpoint, RunStore, RunSummary, SavedRun, StoreWrapper
 from .sqlite import SQLiteStore
 
@@ -47,10 +48,10 @@ async def open_store(url: str) -> RunStore:
         path = url.removeprefix("sqlite://")
         path = path.removeprefix("/")  # sqlite:///runs.db is relative, sqlite:////abs/runs.db absolute
         if not path:
-            raise ConfigurationError(f"no file in {url!r}; write sqlite:///runs.db (or sqlite:////abs/path.db)")
+            raise _ConfigurationError(f"no file in {url!r}; write sqlite:///runs.db (or sqlite:////abs/path.db)")
         return SQLiteStore(path)
     if "://" in url:
-        raise ConfigurationError(f"unknown store URL {url!r}; use sqlite:///runs.db or postgresql://user@host/db")
+        raise _ConfigurationError(f"unknown store URL {url!r}; use sqlite:///runs.db or postgresql://user@host/db")
     return SQLiteStore(url)
 
 
@@ -69,7 +70,7 @@ _LAZY = {
 }
 """Imported on first use (PostgreSQL's driver, sessions and memory are not needed by every run)."""
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY)
 
 
 __all__ = [
@@ -94,4 +95,4 @@ __all__ = [
     "open_store",
 ]
 
-claim_own(__name__)
+_claim_own(__name__)

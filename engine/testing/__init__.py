@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ..data.exports import claim
+from ..data.exports import claim as _claim
 
 _EXPORTS: dict[str, str] = {
     "AdapterConformance": "adapter_kit",
@@ -111,7 +111,7 @@ def __getattr__(name: str) -> Any:
                 f"loopwright.testing.{name} needs hypothesis: pip install 'loopwright[testing]'"
             ) from missing
         raise
-    claim(value, __name__)
+    _claim(value, __name__)
     globals()[name] = value
     return value
 

@@ -9,7 +9,7 @@ workflow (:mod:`.children`). The tables: :mod:`.agents`.
 
 from __future__ import annotations
 
-from ..data.exports import claim_own
+from ..data.exports import claim_own as _claim_own
 from .agents import EXIT_LOOP, LoopAgent, MapAgent, ParallelAgent, SequentialAgent, exit_loop
 from .base import Step, Workflow, WorkflowMachine
 from .stored import stored_children
@@ -27,4 +27,4 @@ __all__ = [
     "stored_children",
 ]
 
-claim_own(__name__)
+_claim_own(__name__)

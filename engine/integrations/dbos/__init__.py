@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...data.exports import lazy_exports
+from ...data.exports import lazy_exports as _lazy_exports
 
 _EXPORTS = {
     "APP": ".runner",
@@ -92,4 +92,4 @@ if TYPE_CHECKING:
     from .runner import worker_parser as worker_parser
     from .runner import write_ahead as write_ahead
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

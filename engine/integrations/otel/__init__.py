@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...data.exports import lazy_exports
+from ...data.exports import lazy_exports as _lazy_exports
 
 _EXPORTS = {
     "CONTENT_ENV": ".tracing",
@@ -35,4 +35,4 @@ if TYPE_CHECKING:
     from .tracing import redact_secrets as redact_secrets
     from .tracing import uninstrument as uninstrument
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...data.exports import lazy_exports
+from ...data.exports import lazy_exports as _lazy_exports
 
 _EXPORTS = {
     "AnthropicModel": ".model",
@@ -33,4 +33,4 @@ if TYPE_CHECKING:
     from .model import to_response as to_response
     from .model import to_system as to_system
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

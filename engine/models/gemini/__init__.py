@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...data.exports import lazy_exports
+from ...data.exports import lazy_exports as _lazy_exports
 
 _EXPORTS = {
     "CURRENT": ".model",
@@ -23,4 +23,4 @@ if TYPE_CHECKING:
     from .model import KNOWN as KNOWN
     from .model import GeminiModel as GeminiModel
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...data.exports import lazy_exports
+from ...data.exports import lazy_exports as _lazy_exports
 
 _EXPORTS = {
     "CURRENT": ".model",
@@ -30,4 +30,4 @@ if TYPE_CHECKING:
     from .model import ClientFactory as ClientFactory
     from .model import OpenAIModel as OpenAIModel
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
