@@ -35,9 +35,9 @@ from .toolsets import LiveSpecs, LiveTools, Toolset, is_toolset
 RunContext: TypeAlias = Any
 """The run context (``loopwright.RunContext``, a higher layer: this module does not import it)."""
 Extension: TypeAlias = Any
-"""A ``loopwright.Extension`` (a higher layer: this module does not import it)."""
+"""A ``loopwright.extend.Extension`` (a higher layer: this module does not import it)."""
 LoopMachine: TypeAlias = Any
-"""A ``loopwright.LoopMachine`` (a higher layer: this module does not import it)."""
+"""A ``loopwright.extend.LoopMachine`` (a higher layer: this module does not import it)."""
 
 InstructionProvider: TypeAlias = Callable[[RunContext], "str | Awaitable[str]"]
 BeforeModel: TypeAlias = Callable[

@@ -19,7 +19,7 @@ G = TypeVar("G", bound=Callable[..., bool])
 
 
 class RowLike(Protocol):
-    """What the rules read of a row: a :class:`~loopwright.Row`, or a
+    """What the rules read of a row: a :class:`~loopwright.extend.Row`, or a
     :class:`~loopwright.extend.Rule` whose guards may be names."""
 
     @property

@@ -15,7 +15,7 @@ from typing import TypeAlias
 import anthropic
 
 from ...data.errors import ModelError
-from ..clients import PerLoopClients
+from ..sdk import SdkModel
 
 Client: TypeAlias = (
     "anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex"
@@ -40,7 +40,7 @@ CLIENT_TYPES: tuple[type, ...] = tuple(
 )
 
 
-class AnthropicClients(PerLoopClients[Client]):
+class AnthropicClients(SdkModel[Client]):
     """The client half of ``AnthropicModel``: the ``anthropic`` side of :class:`PerLoopClients`."""
 
     max_retries: int

@@ -135,10 +135,6 @@ class AnthropicModel(AnthropicClients):
       an agent's ``model_settings`` are merged over them.
     """
 
-    trusted_replies = True
-    """Its replies are built from the SDK's typed messages (the engine skips the check it gives
-    replies of models it does not know)."""
-
     def __init__(
         self,
         model: str,
@@ -208,18 +204,6 @@ class AnthropicModel(AnthropicClients):
         return dict(options)
 
     # ------------------------------------------------------------------ the Model protocol
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        response: ModelResponse | None = None
-        async for item in self._call(request, deltas=False):
-            if isinstance(item, ModelResponse):
-                response = item
-        assert response is not None  # _call ends with a response or raises
-        return response
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta | StreamToolInput | ModelResponse]:
-        async for item in self._call(request, deltas=True):
-            yield item
 
     async def _call(
         self, request: ModelRequest, *, deltas: bool

@@ -56,7 +56,7 @@ from pydantic import ValidationError
 from ...data.errors import ConfigurationError, ModelError, TokenBudgetError
 from ...data.events import ModelRequest, ModelResponse
 from ..base import StreamDelta
-from ..clients import PerLoopClients
+from ..sdk import SdkModel
 from .errors import api_error, transport_error, unreadable
 from .mapping import native_schema, to_contents, tool_config
 from .options import OPTIONS as OPTIONS  # (its public home was here)
@@ -92,7 +92,7 @@ _LIMIT = 65_536
 """The output limit of the known models (the cap when an empty cut reply doubles its budget)."""
 
 
-class GeminiModel(PerLoopClients[Any]):
+class GeminiModel(SdkModel[Any]):
     """A loopwright model backed by Gemini.
 
     ``GeminiModel(model="gemini-3.8-flash", *, client=None, api_key=None, base_url=None,
@@ -109,8 +109,6 @@ class GeminiModel(PerLoopClients[Any]):
     - ``options``: ``GenerateContentConfig`` fields; an agent's ``model_settings`` are merged over them.
     """
 
-    trusted_replies = True
-    """Its replies are built from the SDK's typed responses."""
     KNOWN = KNOWN
 
     def __init__(
@@ -179,18 +177,6 @@ class GeminiModel(PerLoopClients[Any]):
         return closed
 
     # ------------------------------------------------------------------ the Model protocol
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        response: ModelResponse | None = None
-        async for item in self._call(request, deltas=False):
-            if isinstance(item, ModelResponse):
-                response = item
-        assert response is not None  # _call ends with a response or raises
-        return response
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta | ModelResponse]:
-        async for item in self._call(request, deltas=True):
-            yield item
 
     async def _call(self, request: ModelRequest, *, deltas: bool) -> AsyncIterator[StreamDelta | ModelResponse]:
         contents, config = self.params(request)

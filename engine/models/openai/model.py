@@ -41,7 +41,7 @@ from typing import Any, Literal, TypeAlias
 from ...data.errors import ConfigurationError, ModelError
 from ...data.events import ModelRequest, ModelResponse
 from ..base import StreamDelta
-from ..clients import PerLoopClients
+from ..sdk import SdkModel
 from .chat import ChatAssembler, chat_params, from_chat
 from .errors import MISSING_KEY, model_error, stream_failed
 from .options import CURRENT, KNOWN_MODELS, checked_options, is_reasoning
@@ -56,7 +56,7 @@ ClientFactory: TypeAlias = Callable[[], openai.AsyncOpenAI]
 Api = Literal["responses", "chat"]
 
 
-class OpenAIModel(PerLoopClients[Client]):
+class OpenAIModel(SdkModel[Client]):
     """A loopwright model backed by the OpenAI API or an OpenAI-compatible server.
 
     ``OpenAIModel(model="gpt-5.5", max_tokens=None, *, api="responses", base_url=None,
@@ -78,10 +78,6 @@ class OpenAIModel(PerLoopClients[Client]):
       unknown names, and sampling options on reasoning models, are refused here with the valid
       ones named. An agent's ``model_settings`` are merged over them.
     """
-
-    trusted_replies = True
-    """Its replies are built from the API's own JSON (the engine skips the check it gives
-    replies of models it does not know)."""
 
     def __init__(
         self,
@@ -156,18 +152,6 @@ class OpenAIModel(PerLoopClients[Client]):
         return model_error(exc, self.base_url or "the OpenAI API")
 
     # ------------------------------------------------------------------ the Model protocol
-
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        response: ModelResponse | None = None
-        async for item in self._call(request, deltas=False):
-            if isinstance(item, ModelResponse):
-                response = item
-        assert response is not None  # _call ends with a response or raises
-        return response
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamDelta | ModelResponse]:
-        async for item in self._call(request, deltas=True):
-            yield item
 
     async def _call(self, request: ModelRequest, *, deltas: bool) -> AsyncIterator[StreamDelta | ModelResponse]:
         params = self.params(request)
