@@ -283,8 +283,25 @@ class SQLiteStore:
 
     async def rewrite_heads(self, run_id: str, holding: bytes, rewrite: Callable[[bytes], bytes]) -> int:
         """Replace each head of the ended run ``run_id`` that holds ``holding`` with
-        ``rewrite(head)`` (signed again, with a key), in one transaction; how many were."""
-        return await self._do(self._write, self._rewrite_heads, run_id, holding, rewrite)
+        ``rewrite(head)`` (signed again, with a key), in one transaction; how many were.
+
+        What was replaced is in no file afterwards: the rewrite zeroes the bytes it frees
+        (``secure_delete``), and the WAL, which still holds the heads as first written, is folded
+        back and cut to nothing (``wal_checkpoint(TRUNCATE)``; it waits, up to the connection's
+        timeout, for readers of older pages to finish)."""
+        return await self._do(self._scrub, run_id, holding, rewrite)
+
+    def _scrub(self, run_id: str, holding: bytes, rewrite: Callable[[bytes], bytes]) -> int:
+        db = self._db
+        (zeroes,) = db.execute("PRAGMA secure_delete").fetchone()
+        db.execute("PRAGMA secure_delete=ON")
+        try:
+            rewritten = self._write(self._rewrite_heads, run_id, holding, rewrite)
+        finally:
+            db.execute(f"PRAGMA secure_delete={int(zeroes)}")
+        if rewritten and self._folder is not None:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        return rewritten
 
     def _rewrite_heads(
         self, db: sqlite3.Connection, run_id: str, holding: bytes, rewrite: Callable[[bytes], bytes]
