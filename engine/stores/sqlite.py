@@ -36,11 +36,15 @@ from .base import (
     SavedRun,
     check_log,
     check_result,
+    check_user,
+    check_user_id,
     decode_bodies,
     log_mac,
     merge_heads,
     result_mac,
     under_prefix,
+    user_mac,
+    user_taken,
 )
 from .sqlite_rows import append_checkpoint, claim_suspension, log_span, rollback
 from .sqlite_schema import MIGRATIONS, open_existing
@@ -336,17 +340,42 @@ class SQLiteStore:
                     log_span(run_no),
                 ).fetchall()
             )
+            by = db.execute("SELECT user, mac FROM lw_users WHERE run_id = ?", (run_id,)).fetchone() if rows else None
         finally:
             db.execute("COMMIT")
         if not rows:
             return None
         if self._signer is not None:
             check_log(self._signer, run_id, [(r[3], r[0], r[1], r[2], r[9], r[6], r[7], r[8]) for r in rows])
+            if by is not None:
+                check_user(self._signer, run_id, by[0], by[1])
         agent, stage, outcome, version, owner, updated = rows[-1][:6]
         heads = [bytes(r[6]) for r in rows]
         head = merge_heads(heads)
         messages, trace, _events = decode_bodies([r[7] for r in rows], run_id, events=False, heads=heads)
-        return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace)
+        user = None if by is None else by[0]
+        return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace, user)
+
+    async def set_user(self, run_id: str, user: str) -> None:
+        """Keep ``user`` as the one run ``run_id`` belongs to, once, before its first checkpoint
+        (:class:`~loopwright.stores.base.RunStore`; signed, with a key)."""
+        check_user_id(user)
+        await self._do(self._write, self._set_user, run_id, user)
+
+    def _set_user(self, db: sqlite3.Connection, run_id: str, user: str) -> None:
+        row = db.execute("SELECT user FROM lw_users WHERE run_id = ?", (run_id,)).fetchone()
+        if row is not None:
+            if row[0] != user:
+                raise user_taken(run_id)
+            return
+        run_no = self._run_no(run_id)
+        if (
+            run_no is not None
+            and db.execute("SELECT 1 FROM lw_log WHERE id BETWEEN ? AND ?", log_span(run_no)).fetchone()
+        ):
+            raise user_taken(run_id)
+        mac = None if self._signer is None else user_mac(self._signer, run_id, user)
+        db.execute("INSERT INTO lw_users VALUES (?, ?, ?)", (run_id, user, mac))
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
         return await self._do(self._write, claim_suspension, run_id, suspension, owner, decisions, self._signer)
