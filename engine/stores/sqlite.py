@@ -43,12 +43,10 @@ from .base import (
     merge_heads,
     result_mac,
     under_prefix,
-    user_mac,
-    user_taken,
 )
-from .sqlite_rows import append_checkpoint, claim_suspension, log_span, rollback
+from .sqlite_rows import append_checkpoint, claim_suspension, keep_user, log_span, rewrite_heads, rollback
 from .sqlite_schema import MIGRATIONS, open_existing
-from .sqlite_wal import FOLD_EVERY, FOLD_LIMIT, Folder, wal_size
+from .sqlite_wal import FOLD_EVERY, FOLD_LIMIT, Folder, truncate_wal, wal_size, zeroing
 
 T = TypeVar("T")
 
@@ -287,41 +285,19 @@ class SQLiteStore:
 
     async def rewrite_heads(self, run_id: str, holding: bytes, rewrite: Callable[[bytes], bytes]) -> int:
         """Replace each head of the ended run ``run_id`` that holds ``holding`` with
-        ``rewrite(head)`` (signed again, with a key), in one transaction; how many were.
-
-        What was replaced is in no file afterwards: the rewrite zeroes the bytes it frees
-        (``secure_delete``), and the WAL, which still holds the heads as first written, is folded
-        back and cut to nothing (``wal_checkpoint(TRUNCATE)``; it waits, up to the connection's
-        timeout, for readers of older pages to finish)."""
+        ``rewrite(head)`` (signed again, with a key), in one transaction; how many were. What
+        was replaced is in no file afterwards (:mod:`~loopwright.stores.sqlite_wal`: zeroed, the WAL cut)."""
         return await self._do(self._scrub, run_id, holding, rewrite)
 
     def _scrub(self, run_id: str, holding: bytes, rewrite: Callable[[bytes], bytes]) -> int:
-        db = self._db
-        (zeroes,) = db.execute("PRAGMA secure_delete").fetchone()
-        db.execute("PRAGMA secure_delete=ON")
-        try:
-            rewritten = self._write(self._rewrite_heads, run_id, holding, rewrite)
-        finally:
-            db.execute(f"PRAGMA secure_delete={int(zeroes)}")
-        if rewritten and self._folder is not None:
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        return rewritten
-
-    def _rewrite_heads(
-        self, db: sqlite3.Connection, run_id: str, holding: bytes, rewrite: Callable[[bytes], bytes]
-    ) -> int:
         run_no = self._run_no(run_id)
         if run_no is None:
             return 0
-        rows = db.execute(
-            "SELECT id, agent, stage, outcome, seq, head, body FROM lw_log WHERE id BETWEEN ? AND ? AND instr(head, ?)",
-            (*log_span(run_no), holding),
-        ).fetchall()
-        for row_id, agent, stage, outcome, seq, head, body in rows:
-            cp = Checkpoint(run_id, agent, stage, outcome, seq, rewrite(bytes(head)), bytes(body))
-            mac = None if self._signer is None else log_mac(self._signer, cp, row_id & 0xFFFFFFFF)
-            db.execute("UPDATE lw_log SET head = ?, mac = ? WHERE id = ?", (cp.head, mac, row_id))
-        return len(rows)
+        with zeroing(self._db):
+            rewritten = self._write(rewrite_heads, run_id, run_no, holding, rewrite, self._signer)
+        if rewritten and self._folder is not None:
+            truncate_wal(self._db)
+        return rewritten
 
     async def load(self, run_id: str) -> SavedRun | None:
         return await self._do(self._load, run_id)
@@ -363,19 +339,7 @@ class SQLiteStore:
         await self._do(self._write, self._set_user, run_id, user)
 
     def _set_user(self, db: sqlite3.Connection, run_id: str, user: str) -> None:
-        row = db.execute("SELECT user FROM lw_users WHERE run_id = ?", (run_id,)).fetchone()
-        if row is not None:
-            if row[0] != user:
-                raise user_taken(run_id)
-            return
-        run_no = self._run_no(run_id)
-        if (
-            run_no is not None
-            and db.execute("SELECT 1 FROM lw_log WHERE id BETWEEN ? AND ?", log_span(run_no)).fetchone()
-        ):
-            raise user_taken(run_id)
-        mac = None if self._signer is None else user_mac(self._signer, run_id, user)
-        db.execute("INSERT INTO lw_users VALUES (?, ?, ?)", (run_id, user, mac))
+        keep_user(db, run_id, user, self._run_no(run_id), self._signer)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
         return await self._do(self._write, claim_suspension, run_id, suspension, owner, decisions, self._signer)
