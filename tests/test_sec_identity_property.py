@@ -4,7 +4,6 @@ key, any JSON value) changes who may see, resume or approve a run, or whose memo
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -63,17 +62,19 @@ def refund(order: str) -> str:
     return f"refunded {order}"
 
 
-_FOLDER = Path(tempfile.mkdtemp(prefix="lw-sec-identity-"))
-_MEMORY_DB = _FOLDER / "memory.db"
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("sec-identity")
 
 
-def _seeded() -> Path:
+def _seeded(folder: Path) -> Path:
     """A file whose memory holds Ada's PIN (session s0) and Bob's (s1), made once."""
-    if _MEMORY_DB.exists():
-        return _MEMORY_DB
+    db = folder / "memory.db"
+    if db.exists():
+        return db
 
     async def seed() -> None:
-        sessions, service = SQLiteSessions(_MEMORY_DB), SQLiteMemory(_MEMORY_DB)
+        sessions, service = SQLiteSessions(db), SQLiteMemory(db)
         runner = Runner(Agent(name="a", model=ScriptedModel(["noted", "noted"])), sessions=sessions)
         await runner.run("My bank PIN is 1111", session=(APP, "ada", "s0"))
         await runner.run("My bank PIN is 4321", session=(APP, "bob", "s1"))
@@ -85,13 +86,15 @@ def _seeded() -> Path:
         await service.close()
 
     asyncio.run(seed())
-    return _MEMORY_DB
+    return db
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(written=WRITES, suspend=st.booleans())
-def test_no_written_value_changes_whose_memory_a_run_reads(written: dict[str, Any], suspend: bool) -> None:
-    db = _seeded()
+def test_no_written_value_changes_whose_memory_a_run_reads(
+    folder: Path, written: dict[str, Any], suspend: bool
+) -> None:
+    db = _seeded(folder)
     seen: list[Any] = []
 
     @tool
@@ -118,7 +121,7 @@ def test_no_written_value_changes_whose_memory_a_run_reads(written: dict[str, An
             "ok",
         ]
         tools = [writer(written), wait_here, whose, memory.tool]
-        store = SQLiteStore(_FOLDER / "runs.db")
+        store = SQLiteStore(folder / "runs.db")
         key = (APP, "ada", f"s-{time.monotonic_ns()}")
         result = await Runner(
             Agent(name="a", model=ScriptedModel(steps), tools=tools), store=store, sessions=sessions
@@ -149,12 +152,12 @@ def _reply(request: ModelRequest) -> ModelResponse:
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(written=WRITES)
-def test_no_written_value_changes_who_may_see_resume_or_approve_a_run(written: dict[str, Any]) -> None:
+def test_no_written_value_changes_who_may_see_resume_or_approve_a_run(folder: Path, written: dict[str, Any]) -> None:
     def agent() -> Agent:
         return Agent(name="support", model=ScriptedModel(_reply), tools=[writer(written), refund])
 
     async def main() -> None:
-        store = SQLiteStore(_FOLDER / "served.db")
+        store = SQLiteStore(folder / "served.db")
         first = Service([agent()], store)
         run_id = await first.start("support", "refund G7", "ada")
         deadline = time.monotonic() + 20

@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_core import PydanticSerializationError
-from pydantic_core import to_json as to_json  # (the bodies' serializer: body_json)
+from pydantic_core import to_json as to_json  # (the serializer the fast JSON of parts and messages is checked with)
 
 from ..data.errors import ConfigurationError, LoopwrightError
 from ..data.run_state import RunState

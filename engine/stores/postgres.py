@@ -241,26 +241,25 @@ class PostgresStore:
 
     async def load(self, run_id: str) -> SavedRun | None:
         pool = await self._ready()
-        async with pool.connection() as conn, conn.transaction():
+        async with pool.connection() as conn:
             cur = await conn.execute(
-                "SELECT agent, stage, outcome, version, owner, updated, head, body, mac, seq FROM lw_log"
-                " WHERE run_id = %s ORDER BY version",
+                "SELECT l.agent, l.stage, l.outcome, l.version, l.owner, l.updated, l.head, l.body, l.mac, l.seq,"
+                " u.user_id, u.mac FROM lw_log AS l LEFT JOIN lw_users AS u USING (run_id)"
+                " WHERE l.run_id = %s ORDER BY l.version",
                 (run_id,),
             )
             rows = await cur.fetchall()
-            cur = await conn.execute("SELECT user_id, mac FROM lw_users WHERE run_id = %s", (run_id,))
-            by = await cur.fetchone()
         if not rows:
             return None
+        user = rows[-1][10]
         if self._signer is not None:
             check_log(self._signer, run_id, [(r[3], r[0], r[1], r[2], r[9], r[6], r[7], r[8]) for r in rows])
-            if by is not None:
-                check_user(self._signer, run_id, by[0], by[1])
+            if user is not None:
+                check_user(self._signer, run_id, user, rows[-1][11])
         agent, stage, outcome, version, owner, updated = rows[-1][:6]
         heads = [bytes(r[6]) for r in rows]
         head = merge_heads(heads)
         messages, trace, _events = decode_bodies([bytes(r[7]) for r in rows], run_id, events=False, heads=heads)
-        user = None if by is None else by[0]
         return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace, user)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:

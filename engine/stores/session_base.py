@@ -135,7 +135,8 @@ async def session_of(ctx: Any) -> SessionKey | None:
     know whose session it runs in reads."""
     rs = getattr(ctx, "run_state", ctx)
     rs = getattr(rs, "_rs", rs)  # (a tool's ctx holds a read-only view of the run state)
-    beside = _BESIDE.get(getattr(rs, "run_id", None))  # type: ignore[arg-type]
+    run_id = getattr(rs, "run_id", None)
+    beside = _BESIDE.get(run_id) if isinstance(run_id, str) else None
     if beside is None or beside.run_state is not rs:
         return None
     sessions = beside.sessions
