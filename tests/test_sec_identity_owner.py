@@ -168,3 +168,73 @@ def test_set_user_is_kept_once_beside_the_run(
         await store.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_a_changed_user_row_is_refused_by_a_store_with_a_key(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from loopwright import ResumeError, Runner
+
+    async def write() -> None:
+        store: Any = make_store(kind, tmp_path, request, b"k" * 32)
+        await store.set_user("r1", "ada")
+        await Runner(Agent(name="a", model=ScriptedModel(["hi"])), store=store).run("go", run_id="r1")
+        await store.close()
+
+    asyncio.run(write())
+    if kind == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(tmp_path / "runs.db") as db:
+            db.execute("UPDATE lw_users SET user = 'bob' WHERE run_id = 'r1'")
+    else:
+        import psycopg
+
+        with psycopg.connect(request.getfixturevalue("pg_url"), autocommit=True) as conn:
+            conn.execute("UPDATE lw_users SET user_id = 'bob' WHERE run_id = 'r1'")
+
+    async def read() -> None:
+        store = make_store(kind, tmp_path, request, b"k" * 32)
+        with pytest.raises(ResumeError, match="user of run 'r1'"):
+            await store.load("r1")
+        await store.close()
+
+    asyncio.run(read())
+
+
+def test_a_store_of_schema_4_loads_and_its_runs_belong_to_no_one(tmp_path: Path) -> None:
+    """A run stored before users were kept beside runs: it loads (user None), and a server shows
+    it to no user, whatever its state says (only a caller who sees every run sees it)."""
+    import sqlite3
+
+    from loopwright import Runner
+
+    path = tmp_path / "runs.db"
+
+    async def write() -> None:
+        store = SQLiteStore(path)
+        await Runner(Agent(name="support", model=ScriptedModel(["hi"])), store=store).run(
+            "go", run_id="old", state={"loopwright_user": "ada"}
+        )
+        await store.close()
+
+    asyncio.run(write())
+    with sqlite3.connect(path) as db:  # back to schema 4
+        db.execute("DROP TABLE lw_users")
+        db.execute("UPDATE lw_meta SET value = '4' WHERE key = 'schema_version'")
+
+    async def read() -> None:
+        store = SQLiteStore(path)
+        saved = await store.load("old")
+        assert saved is not None and saved.user is None and saved.outcome == "final"
+        service = Service([agent()], store)
+        for who in ("ada", "bob"):
+            with pytest.raises(ServeError):
+                await service.show("old", who, False)
+        assert (await service.show("old", None, True))["user"] is None
+        await store.set_user("new", "ada")  # the migrated store keeps users from now on
+        await service.close()
+        await store.close()
+
+    asyncio.run(read())
