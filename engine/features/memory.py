@@ -12,9 +12,9 @@ gives an agent in a session (``runner.run(text, session=(app, user, id))``) two 
 
 Both read the run's session from beside the run (:func:`~loopwright.stores.sessions.session_of`:
 the session the run holds, never a value of its state, which its tools can write); outside a
-session they find nothing (the tool says so to the model). Passages of the run's own session are left out (they are in
-the conversation already). Sessions go into memory with ``await service.add_session(session)``
-(e.g. ``await sessions.load(key)`` after a run).
+session they find nothing (the tool says so to the model). Passages of the run's own session
+are left out (they are in the conversation already). Sessions go into memory with
+``await service.add_session(session)`` (e.g. ``await sessions.load(key)`` after a run).
 
 ``Agent(tools=[memory.tool], extensions=[memory.extension])``. The preload's state is entered
 from ``start -> preprocess``; with another feature that inserts a state there (the Planner's
