@@ -37,7 +37,8 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError
+from pydantic_core import to_json as to_json  # (the serializer the fast JSON of parts and messages is checked with)
 
 from ..data.errors import ConfigurationError, LoopwrightError
 from ..data.run_state import RunState
@@ -47,7 +48,7 @@ from ..stores.base import Checkpoint, RunStore
 from ..stores.compact import compact_events
 from ..stores.sqlite import SQLiteStore
 from ..table.machine import Row as _Row
-from .codec import HeadWriter, load_result, plain_message, result_body
+from .codec import HeadWriter, body_json, load_result, plain_message, result_body, storable_state
 from .codec import head_json as head_json
 from .codec import plain_response as plain_response
 from .codec import rebuild as rebuild
@@ -230,23 +231,46 @@ class Checkpointer:
         if now is None:
             return self._write(dest in self.stops)
         try:
-            self.version = now(self._checkpoint(), self.version, self.owner)
+            cp = self._checkpoint()
+        except _Unsaveable as unsaveable:
+            return self._end_unsaveable(unsaveable.error, dest in self.stops)
+        except BaseException:
+            LIVE.pop(self.owner, None)
+            raise
+        return self._saved_now(now, cp, dest in self.stops)
+
+    def _saved_now(
+        self, now: Callable[[Checkpoint, int, str], int], cp: Checkpoint, stop: bool
+    ) -> Awaitable[None] | None:
+        try:
+            self.version = now(cp, self.version, self.owner)
         except Exception as exc:
-            self._not_saved(exc, dest in self.stops)
+            self._not_saved(exc, stop)
             return None
         except BaseException:
             LIVE.pop(self.owner, None)
             raise
-        if dest in self.stops:  # the run stopped (a resume makes a new run and checkpointer)
+        if stop:  # the run stopped (a resume makes a new run and checkpointer)
             LIVE.pop(self.owner, None)
             self.run = None
             if self.scrub is not None:
                 return self._scrub()
         return None
 
-    async def _write(self, stop: bool) -> None:
+    async def _write(self, stop: bool, cp: Checkpoint | None = None) -> None:
         try:
-            self.version = await self.store.save(self._checkpoint(), self.version, self.owner)
+            if cp is None:
+                cp = self._checkpoint()
+        except _Unsaveable as unsaveable:
+            flush = self._end_unsaveable(unsaveable.error, stop)
+            if flush is not None:
+                await flush
+            return
+        except BaseException:
+            LIVE.pop(self.owner, None)
+            raise
+        try:
+            self.version = await self.store.save(cp, self.version, self.owner)
         except Exception as exc:
             self._not_saved(exc, stop)
             return
@@ -258,6 +282,31 @@ class Checkpointer:
             self.run = None
             if self.scrub is not None:
                 await self._scrub()
+
+    def _end_unsaveable(self, error: Exception, stop: bool) -> Awaitable[None] | None:
+        """The run's state holds a value no store can keep (a live object a tool put in its
+        state): the run ends failed, that value named, and that end is written, the value
+        replaced by a marker (:func:`~loopwright.durable.codec.storable_state`). Resuming it
+        then says it has ended: nothing runs again (the store does not keep it at the step
+        before, where every resume would call the model or the tools once more)."""
+        run = self.run
+        end_failed(run, self.store, error, stop, kept=True)
+        rs: RunState = run.state
+        state = rs.state
+        rs.state = storable_state(state)
+        self.heads = HeadWriter()  # a whole head
+        try:
+            cp = self._checkpoint()
+        except _Unsaveable as again:  # (another field than the state: the store keeps the step before)
+            get_logger().warning("store.failed_run_not_saved", run_id=rs.run_id, error=str(again.error))
+            LIVE.pop(self.owner, None)
+            self.run = None
+            return None
+        finally:
+            rs.state = state
+        if self.now is None:
+            return self._write(True, cp)
+        return self._saved_now(self.now, cp, True)
 
     async def _scrub(self) -> None:
         """The run ended: its ``temp:`` keys, kept in its heads while it went on (a crashed or
@@ -308,16 +357,19 @@ class Checkpointer:
         state = rs.state
         if state and not self.temp:
             self.temp = any(key.startswith(TEMP) for key in state)
-        if self.temp and rs.outcome is not None and rs.outcome != "suspended":  # the run's end: temp: keys go
-            self.scrub = rs.run_id
-            rs.state = {key: value for key, value in state.items() if not key.startswith(TEMP)}
-            try:
+        try:
+            if self.temp and rs.outcome is not None and rs.outcome != "suspended":  # the run's end: temp: keys go
+                self.scrub = rs.run_id
+                rs.state = {key: value for key, value in state.items() if not key.startswith(TEMP)}
+                try:
+                    head = self.heads(rs)
+                finally:
+                    rs.state = state
+            else:
                 head = self.heads(rs)
-            finally:
-                rs.state = state
-        else:
-            head = self.heads(rs)
-        cp = Checkpoint(rs.run_id, rs.agent, rs.stage, rs.outcome, rs.seq, head, to_json(body))
+        except PydanticSerializationError as exc:
+            raise _Unsaveable(exc) from exc
+        cp = Checkpoint(rs.run_id, rs.agent, rs.stage, rs.outcome, rs.seq, head, body_json(body))
         self.n_messages, self.n_trace, self.n_events = len(messages), len(trace), n_events
         return cp
 
@@ -335,6 +387,14 @@ class Checkpointer:
 
     def _replay(self, call: ToolCall, rs: RunState, ctx: RunContext) -> ToolResult | None:
         return self.saved_results.pop(call.id, None)
+
+
+class _Unsaveable(Exception):
+    """A checkpoint's head could not be written as JSON (``error``: why): the run cannot be kept as it is."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _keeper(

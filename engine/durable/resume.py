@@ -195,18 +195,25 @@ async def _stored(work: Awaitable[T]) -> T:
         raise _StoreFailed(exc) from exc
 
 
-def end_failed(run: Any, store: RunStore, exc: Exception, stopped: bool = False) -> RunResult:
+def end_failed(run: Any, store: RunStore, exc: Exception, stopped: bool = False, kept: bool = False) -> RunResult:
     """End ``run`` failed because ``store`` failed with ``exc`` (the store keeps the run as of
-    its last checkpoint). A run that had stopped (``stopped``: it ended or suspended in memory,
+    its last checkpoint; ``kept``: the run's state could not be written, and its failed end is,
+    so it is not resumed). A run that had stopped (``stopped``: it ended or suspended in memory,
     but that was not written) keeps its trace and takes outcome "failed"; else it takes the
     engine's abort edge from its state. Its result."""
     rs: RunState = run.state
     why = not_json_state(rs.state) if isinstance(exc, PydanticSerializationError) else None
     said = why or f"{type(exc).__name__}: {exc}"
-    message = redact(
-        f"the run store ({type(store).__name__}) failed: {said}; it keeps the run as of "
-        f"its last checkpoint: resume it (runner.resume({rs.run_id!r})) once the store can be written"
-    )
+    if kept:
+        message = redact(
+            f"the run's state cannot be saved: {said}; the run ended failed, and the store keeps it so "
+            "(that value left out): start a new run once the cause is fixed"
+        )
+    else:
+        message = redact(
+            f"the run store ({type(store).__name__}) failed: {said}; it keeps the run as of "
+            f"its last checkpoint: resume it (runner.resume({rs.run_id!r})) once the store can be written"
+        )
     if stopped:
         if rs.error is not None and rs.outcome == "failed":
             message = f"{rs.error.message}; and {message}"

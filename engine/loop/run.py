@@ -81,7 +81,7 @@ class Run(Paced):
     by hand with :meth:`step` (one stage's work, then one transition) and inspect ``state``
     (the RunState), ``stage``, ``done``, ``events`` and, once done, ``result``."""
 
-    __slots__ = ("_handlers", "_own", "_save", "_stops", "_terminals", "ctx", "machine", "pausing", "runner")
+    __slots__ = ("_handlers", "_own", "_save", "_stops", "_terminals", "ctx", "machine", "pausing", "runner", "session")
 
     def __init__(
         self,
@@ -118,6 +118,8 @@ class Run(Paced):
         self._stops = machine.stops
         self.pausing = False
         """``Runner.pause`` asked this run to stop at its next transition."""
+        self.session: Any = None
+        """The session a resumed run holds, kept beside it (:class:`~loopwright.stores.sessions.RunSession`)."""
         self._save = runner.checkpointer_for(self)
         if self._save is not None:
             self.ctx.store = getattr(runner, "store", None)

@@ -31,6 +31,7 @@ from ..features.guardrails import run_agents_with
 from ..runtime import nesting
 from ..runtime.agent import Agent, AgentTree
 from ..runtime.observers import Observers
+from ..stores.sessions import RunSession
 from ..table.budgets import start_turn
 from ..table.machine import LoopMachine
 from .options import OPTION_NAMES, OPTIONS, RunOptions, new_run_id
@@ -274,7 +275,10 @@ class Runner(Resuming):
         its ``ctx.deps``; None: the runner's :attr:`deps`), its event log (a ``run_started``
         event for a state that has none), its observers and, with a store, its checkpointer
         (:attr:`Run.checkpointer`)."""
-        return Run(self, rs, register=False, deps=self.deps if deps is None else deps)
+        run = Run(self, rs, register=False, deps=self.deps if deps is None else deps)
+        if self.sessions is not None:  # a resumed run: the session store says which session it holds
+            run.session = RunSession(rs, sessions=self.sessions)
+        return run
 
     def register(self, run: Run) -> None:
         """``run`` is running on this runner: :meth:`pause`, :meth:`cancel` and

@@ -20,8 +20,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
-from pydantic import JsonValue
-
 from ..data.errors import LoopwrightError
 from ..data.result import RunResult
 from ..durable.codec import rebuild
@@ -35,9 +33,6 @@ from ..stores.session_base import SessionBusy
 from .agui import Threads
 from .decisions import ENDED, DecisionIn, ServeError, decisions_for, not_waiting, pending_of
 from .hub import END, Hub, Item, Subscriber
-
-USER_KEY = "loopwright_user"
-"""The key of a run's ``state`` under which the server records who started it."""
 
 
 def _session_key(runner: Runner, agent: str, user: str | None, session: str) -> tuple[str, str, str]:
@@ -110,11 +105,12 @@ class Service:
         run_id = run_id or new_run_id()
         if run_id in self.live or run_id in self._busy or await self.store.load(run_id) is not None:
             raise ServeError(409, f"run id {run_id!r} is taken; leave run_id out for a new one")
-        state: dict[str, JsonValue] = {USER_KEY: user} if user is not None else {}
+        if user is not None:
+            await _keep_user(self.store, run_id, user)
         hub = self._hub(run_id)
         hub.leg_started()
         try:
-            run = runner.start(text, run_id=run_id, state=state, session=key, after=after)
+            run = runner.start(text, run_id=run_id, session=key, after=after)
             if isinstance(run, SessionRun):
                 await run.open()  # (held now, or SessionBusy: 409)
         except LoopwrightError as exc:
@@ -401,13 +397,26 @@ class Service:
         self._spawn(run_id, task)
 
 
-def _user_of(saved: SavedRun) -> str | None:
+async def _keep_user(store: RunStore, run_id: str, user: str) -> None:
+    """Keep who starts run ``run_id`` beside it in the store, never in its state (which its
+    tools can write): ServeError 409 if the id is taken. A store that cannot keep it
+    (no ``set_user``): the run is this process's user's, and after a restart only a caller who
+    sees every run sees it."""
+    keep = getattr(store, "set_user", None)
+    if keep is None:
+        _log.warning("serve.user_not_kept", run_id=run_id, store=type(store).__name__)
+        return
     try:
-        head = json.loads(saved.head)
-    except ValueError:
-        return None
-    user = (head.get("state") or {}).get(USER_KEY) if isinstance(head, dict) else None
-    return user if isinstance(user, str) else None
+        await keep(run_id, user)
+    except NotImplementedError:
+        _log.warning("serve.user_not_kept", run_id=run_id, store=type(store).__name__)
+    except LoopwrightError as exc:
+        raise ServeError(409, str(exc)) from None
+
+
+def _user_of(saved: SavedRun) -> str | None:
+    """Who the run belongs to, as the store keeps it beside the run (never its state)."""
+    return saved.user
 
 
 def _summary(
