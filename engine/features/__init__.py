@@ -22,7 +22,7 @@ from loopwright.table.machine import CORE, Extension, LoopMachine, compose
 from ..data.exports import claim_own, lazy_exports
 from .compaction import COMPACTION, Compaction
 from .guardrails import GUARDRAILS, Block, Guardrail, GuardVerdict, Rewrite
-from .guardrails_verdicts import guarded
+from .guardrails.verdicts import guarded
 from .loop_detection import LOOP_DETECTION
 from .multi_agent import MULTI_AGENT
 from .observer import OBSERVER, Observer

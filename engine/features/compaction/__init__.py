@@ -43,7 +43,7 @@ from loopwright.runtime.model_call import side_call
 from loopwright.table.budgets import Budget
 from loopwright.table.machine import Extension, detour
 
-from .loop_detection import not_repeating_calls
+from ..loop_detection import not_repeating_calls
 
 NAME = "compaction"
 COMPACT = "compact"

@@ -38,8 +38,8 @@ from loopwright.runtime.model_call import side_call
 from loopwright.table.budgets import Budget
 from loopwright.table.machine import Extension, detour
 
-from .loop_detection import not_repeating_calls
-from .structured_output import json_text
+from ..loop_detection import not_repeating_calls
+from ..structured_output import json_text
 
 NAME = "observer"
 OBSERVE = "observe"

@@ -39,7 +39,7 @@ from loopwright.runtime.model_call import side_call
 from loopwright.table.guards import is_final_response
 from loopwright.table.machine import ACT, DECIDE, DONE, PRE, START, Extension, Row, cancellable
 
-from .structured_output import json_text
+from ..structured_output import json_text
 
 NAME = "planner"
 PLAN, UPDATE_PLAN = "plan", "update_plan"

@@ -70,7 +70,7 @@ from loopwright.table.machine import (
     cancellable,
 )
 
-from .guardrails_verdicts import (
+from .verdicts import (
     MAX_GUARD_RETRIES,
     Block,
     Guardrail,
