@@ -113,7 +113,7 @@ def execute(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | Aw
         if vetoed is not None:
             return result(call, f"tool {call.name!r} was vetoed: {vetoed}", True)
     for gate in ctx.gates:  # the features' gates
-        said = gate(call, rs, ctx)
+        said = gate(call=call, rs=rs, ctx=ctx)
         if said is not None:
             return said  # type: ignore[no-any-return]
     checked = _check(call, ctx, approved)

@@ -328,7 +328,7 @@ def _rest(call: ToolCall, rs: RunState, ctx: RunContext) -> CallOutcome | Awaita
     """The gates after this one (a user's extensions'), then the call itself."""
     gates = ctx.gates
     for gate in gates[gates.index(guard_tool) + 1 :] if guard_tool in gates else ():
-        said = gate(call, rs, ctx)
+        said = gate(call=call, rs=rs, ctx=ctx)
         if said is not None:
             return said  # type: ignore[no-any-return]
     return proceed(call, ctx, False)
