@@ -77,6 +77,7 @@ from .verdicts import (
     GuardVerdict,
     Rewrite,
     Verdict,
+    guarded,
     guards_of,
     run_agents_with,
     verdict,
@@ -355,6 +356,7 @@ back to ``reason``)."""
 
 GUARDRAILS = Extension(
     name=NAME,
+    applies_to=guarded,
     states={
         GUARD_INPUT: guard_input,
         GUARD_FIRST: guard_first,

@@ -33,6 +33,7 @@ from loopwright.data.events import (
     trusted,
 )
 from loopwright.data.run_state import RunState
+from loopwright.runtime.agent import Agent
 from loopwright.runtime.context import RunContext
 from loopwright.runtime.model_call import side_call
 from loopwright.table.budgets import Budget
@@ -140,8 +141,14 @@ def set_interval(request: ModelRequest, rs: RunState, ctx: RunContext) -> ModelR
     return request
 
 
+def has_observer(agent: Agent) -> bool:
+    """Some agent of the tree has an ``observer``."""
+    return any(a.observer is not None and a.observer.extension is OBSERVER for a in agent.walk())
+
+
 OBSERVER = Extension(
     name=NAME,
+    applies_to=has_observer,
     states={OBSERVE: observe},
     **detour(OBSERVE, (not_repeating_calls, observation_due, within_observer_budget), "max_observations"),
     budgets=[OBSERVATIONS],

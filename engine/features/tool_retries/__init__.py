@@ -15,6 +15,7 @@ An agent with such a tool runs on the core composed with this feature. It adds:
 
 from __future__ import annotations
 
+from loopwright.runtime.agent import Agent
 from loopwright.runtime.tool_retries import NAME, ToolRetries, retries_asked
 from loopwright.table.budgets import Budget
 from loopwright.table.machine import DECIDE, PRE, Extension
@@ -29,8 +30,15 @@ TOOL_RETRY_BUDGET = Budget(
 """Room while the retries asked are at most the cap: the one past it is refused, and ends the loop."""
 within_tool_retry_budget = TOOL_RETRY_BUDGET.guard
 
+
+def has_tools_that_retry(agent: Agent) -> bool:
+    """Some agent of the tree has a tool of ``retries=N`` (N > 0)."""
+    return any(t.retries for a in agent.walk() for t in a.tools.values())
+
+
 TOOL_RETRIES = Extension(
     name=NAME,
+    applies_to=has_tools_that_retry,
     require={(DECIDE, PRE): (within_tool_retry_budget,)},
     budgets=[TOOL_RETRY_BUDGET],
     guards={"within_tool_retry_budget": within_tool_retry_budget},
