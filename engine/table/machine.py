@@ -161,7 +161,12 @@ class Extension:
     - ``pause(*, rs, ctx)``: the runner is pausing the run in one of ``waiting``;
     - ``resume(*, rs, ctx, decisions)``: ``Runner.resume`` hands over decisions (raise
       ResumeError to refuse them, changing nothing);
-    - ``finish(*, rs, ctx, why)``: the run is ending: answer any calls the feature holds.
+    - ``finish(*, rs, ctx, why)``: the run is ending: answer any calls the feature holds;
+    - ``retry(*, call, tool, reason, message, attempt, ctx) -> ToolResult | float``: a call of a
+      tool with ``retries=N`` failed (``reason``: ``"arguments"`` or ``"retry_tool"``: the model
+      may fix it; ``"transient"``: an exception of its ``retry_on``, act's retry number
+      ``attempt``): the call's answer, or the seconds to wait before act calls it again. The
+      first extension with this hook decides; without one the call is answered with the error.
     """
 
     name: str
@@ -182,6 +187,7 @@ class Extension:
     pause: Callable[..., None] | None = None
     resume: Callable[..., None] | None = None
     finish: Callable[..., None] | None = None
+    retry: Callable[..., Any] | None = None
     applies_to: Callable[[Any], bool] = only_when_named
     """Whether an agent (a ``loopwright.Agent``, typed ``Any``: the table stands below the agent)
     gets this feature without naming it; see the class docstring."""
