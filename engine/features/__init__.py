@@ -68,9 +68,10 @@ def features_for(agent: Agent) -> tuple[Extension, ...]:
     """The extensions ``agent``'s machine has: the built-in features that apply to it (or that it
     names), in registry order, then the user's own (the machine's it names, then its
     ``extensions``), each once, in that order."""
+    every = [b.extension for b in REGISTRY]
     named = [*(agent.machine.extensions if agent.machine is not None else ()), *agent.extensions]
-    built_in = [e for e in BUILT_IN if e.applies_to(agent) or e in named]
-    return (*built_in, *(e for e in dict.fromkeys(named) if e not in BUILT_IN))
+    built_in = [e for e in every if e.applies_to(agent) or e in named]
+    return (*built_in, *(e for e in dict.fromkeys(named) if e not in every))
 
 
 def machine_for(agent: Agent) -> LoopMachine:
