@@ -104,11 +104,11 @@ class Resumes:
         hooks); a claim left by a worker that died is carried on with its decisions."""
         rs: RunState = run.state
         for hook in run.machine.hooks("resume"):
-            hook(rs, run.ctx, decisions or {})
+            hook(rs=rs, ctx=run.ctx, decisions=decisions or {})
         decided = await self._claimed(run, cp, saved, decisions)
         if decided is not decisions:
             for hook in run.machine.hooks("resume"):
-                hook(rs, run.ctx, decided)
+                hook(rs=rs, ctx=run.ctx, decisions=decided)
 
     async def _claimed(
         self, run: Any, cp: Any, saved: SavedRun, decisions: Mapping[str, Any] | None

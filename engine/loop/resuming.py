@@ -100,7 +100,7 @@ class Resuming:
             run.ctx.emit(Resumed, decided=(), timed_out=False)
         else:
             for hook in self.machine.hooks("resume"):
-                hook(rs, run.ctx, decisions or {})
+                hook(rs=rs, ctx=run.ctx, decisions=decisions or {})
         rs.outcome = None  # this state is claimed: from here a second resume of it is refused (_resumable)
         try:
             await self._reopen(run, outcome, decisions)

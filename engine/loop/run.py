@@ -370,7 +370,7 @@ class Run(Paced):
         self._disarm_deadline()
         self.runner.unregister(rs.run_id)
         for hook in self.machine.hooks("pause"):
-            hook(rs, self.ctx)
+            hook(rs=rs, ctx=self.ctx)
         rs.outcome = "suspended"
         nesting.charge(rs)  # a nested run that waits: what it spent goes up, its held pass back, its link dropped
         rs.legs = (*rs.legs, self.ctx.log)  # a resume's result carries this leg's events too
@@ -382,7 +382,7 @@ class Run(Paced):
         self.runner.unregister(rs.run_id)
         why = f"the run ended in {rs.stage!r}"
         for hook in self.machine.hooks("finish"):
-            hook(rs, ctx, why)
+            hook(rs=rs, ctx=ctx, why=why)
         answer_unrun_calls(rs, ctx, why)
         rs.outcome = row.outcome
         if rs.outcome in ("final", "salvaged"):
