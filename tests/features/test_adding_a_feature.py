@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import loopwright.features
+import loopwright.features.registry
 from loopwright import Agent, ModelRequest, Runner, ScriptedModel, diagram, tool, verify
 from loopwright.extend import Extension
 from loopwright.features import BUILT_IN, BUILT_IN_MACHINES, LOOP_DETECTION, features_for
@@ -36,8 +37,8 @@ TODAY: Extension = today.TODAY
 @pytest.fixture
 def registered(monkeypatch: pytest.MonkeyPatch) -> None:
     """``BuiltIn(TODAY)`` added to the registry, as the page says (for this test only)."""
-    registry = loopwright.features.REGISTRY
-    monkeypatch.setattr(loopwright.features, "REGISTRY", (*registry, loopwright.features.BuiltIn(TODAY)))
+    registry = loopwright.features.registry.REGISTRY
+    monkeypatch.setattr(loopwright.features.registry, "REGISTRY", (*registry, loopwright.features.BuiltIn(TODAY)))
 
 
 def saying(instruction: str, **options: Any) -> Agent:
