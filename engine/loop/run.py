@@ -28,7 +28,7 @@ from ..data.errors import NoTransitionError
 from ..data.events import ErrorInfo, LimitReached, Paused, RunFinished, RunStarted
 from ..data.result import RunResult
 from ..data.run_state import RunState
-from ..runtime import nesting, rejoining
+from ..runtime import nesting
 from ..runtime.agent import Agent, AgentTree
 from ..runtime.calls import ANSWERED, answer_unrun_calls
 from ..runtime.context import RunContext
@@ -197,7 +197,7 @@ class Run:
     async def run_to_end(self) -> RunResult:
         """Step until a terminal state (or a waiting one); the result."""
         if nesting.parent() is not None and self.ctx.up is None:  # resumed in a tool of another run: its child
-            self.ctx.up = rejoining.rejoin(self.state)
+            self.ctx.up = nesting.rejoin(self.state)
         await self.steps(to_end=True)
         return self.ended()
 
