@@ -48,6 +48,7 @@ from ..stores.base import RunStore
 from ..workflows.stored import composites_of, stored_children
 from .agui_routes import agui, agui_input
 from .decisions import DecisionIn, ServeError
+from .guard import MAX_BODY_BYTES, FrontDoor, check_hosts
 from .hub import END
 from .service import Service
 from .web import SSE_HEADERS, App, Auth, TracePage, after_of, dropped_frame, json_body
@@ -305,6 +306,8 @@ def app(
     trace_page: TracePage | None = None,
     buffer: int = 1000,
     sessions: Any = None,
+    allowed_hosts: Sequence[str] = (),
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> Starlette:
     """An ASGI app serving ``agents`` (see the module docstring for its routes).
 
@@ -317,13 +320,25 @@ def app(
     (``loopwright.trace_page.trace_page``). ``buffer``: events a slow client may fall behind
     before it is dropped (told to reconnect with ``Last-Event-ID``). ``sessions``: a session
     store (``SQLiteSessions``, ``PostgresSessions``): ``POST /runs`` may then name the user's
-    ``session`` (with ``auth``: a session is a user's), and the run continues it."""
+    ``session`` (with ``auth``: a session is a user's), and the run continues it.
+
+    The front door (:mod:`loopwright.serve.guard`): ``allowed_hosts``: the ``Host`` names served
+    besides the address the server is reached on (and ``localhost`` forms on a loopback one):
+    others get 421; ``"*.example.com"`` admits its subdomains, ``"*"`` any Host (behind a proxy
+    that checks it). A request that may change something must come from the server's own
+    origin or one of ``cors_origins`` (403) and send its body as ``application/json`` (415).
+    ``max_body_bytes``: the largest request body (default 1 MiB; 413 past it)."""
     served = [agents] if isinstance(agents, Agent) else list(agents)
     if not served:
         raise ConfigurationError("serve.app() needs at least one Agent")
     for a in served:
         if not isinstance(a, Agent):
             raise ConfigurationError(f"serve.app() takes Agents, got {type(a).__name__}")
+    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+        raise ConfigurationError(
+            f"serve.app(max_body_bytes=) takes a whole number of bytes >= 1, got {max_body_bytes!r}"
+        )
+    hosts = check_hosts(allowed_hosts)
     lazy = _Lazy(served, store, auth, trace_page, buffer, sessions)
 
     @asynccontextmanager
@@ -354,7 +369,8 @@ def app(
             Route("/", _errors(ui_page, lazy), methods=["GET"]),
             Route("/ui/{name}", _errors(ui_asset, lazy), methods=["GET"]),
         ]
-    middleware = []
+    door = Middleware(FrontDoor, allowed_hosts=hosts, cors_origins=list(cors_origins), max_body_bytes=max_body_bytes)
+    middleware = [door]
     if cors_origins:
         middleware.append(
             Middleware(

@@ -55,12 +55,64 @@ class App:
         return self.auth is None
 
 
+MAX_JSON_DEPTH = 64
+"""The deepest nesting of arrays and objects a request body may have (400 past it)."""
+
+
 async def json_body(request: Request) -> Any:
+    """The request's body as JSON: UTF-8, at most :data:`MAX_JSON_DEPTH` deep, no lone
+    surrogate, no ``NaN``/``Infinity`` (ServeError 400 saying which, never a 500)."""
     raw = await request.body()
     try:
-        return json.loads(raw)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ServeError(
+            400, f"the body is not UTF-8 (byte {exc.start} is {raw[exc.start : exc.start + 1]!r}); send JSON as UTF-8"
+        ) from None
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ServeError(400, _too_deep()) from None
     except ValueError as exc:
         raise ServeError(400, f"the body is not JSON ({exc}); send a JSON object") from None
+    _check_value(value)
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _too_deep() -> str:
+    return f"the body's JSON is nested more than {MAX_JSON_DEPTH} deep; send a flatter JSON object"
+
+
+def _check_value(value: Any) -> None:
+    """ServeError 400 if ``value`` nests past :data:`MAX_JSON_DEPTH` or holds a string that is no
+    UTF-8 (a lone surrogate, from a ``\\ud800`` escape). Iterative: any depth is safe to walk."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            _check_text(item)
+        elif isinstance(item, (list, dict)):
+            if depth > MAX_JSON_DEPTH:
+                raise ServeError(400, _too_deep())
+            if isinstance(item, dict):
+                for key, inner in item.items():
+                    _check_text(key)
+                    stack.append((inner, depth + 1))
+            else:
+                stack.extend((inner, depth + 1) for inner in item)
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ServeError(
+            400, f"the body's JSON has a lone surrogate ({text[exc.start]!r}), which is no UTF-8 text; send valid text"
+        ) from None
 
 
 def after_of(request: Request) -> int:
