@@ -23,6 +23,7 @@ The body's JSON itself (UTF-8, nesting, lone surrogates) is checked where it is 
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
 import json
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
@@ -82,6 +83,23 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def bearer_token(token: str, user: str = "token") -> Callable[[Any], str | None]:
+    """An auth hook for ``app(..., auth=)``: a request sending ``Authorization: Bearer <token>``
+    is ``user``'s (compared in constant time, :func:`hmac.compare_digest`); any other gets 401.
+    ``loopwright serve --token-env VAR`` reads the token from the environment."""
+    if not token:
+        raise ConfigurationError("bearer_token() needs a token: a long random secret, not an empty string")
+    expected = token.encode("utf-8")
+
+    def auth(request: Any) -> str | None:
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        return user if hmac.compare_digest(given.strip().encode("utf-8", "surrogateescape"), expected) else None
+
+    return auth
 
 
 class FrontDoor:
