@@ -37,7 +37,8 @@ from .agui import (
     user_thread,
 )
 from .decisions import DecisionIn, ServeError, pending_of
-from .web import SSE_HEADERS, App, after_of, dropped_frame, json_body
+from .hub import BUSY
+from .web import SSE_HEADERS, App, after_of, busy_frame, dropped_frame, json_body, pieces
 
 
 class AguiMessage(BaseModel):
@@ -67,6 +68,7 @@ async def agui(app: App, request: Request) -> Response:
     run_id = request.path_params["run_id"]
     after = after_of(request)
     await app.service.check_visible(run_id, user, app.everyone)
+    app.service.check_room()
     stream = _agui(app, run_id, after, shown_thread(thread_of(run_id)))
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
@@ -77,6 +79,7 @@ async def agui_input(app: App, request: Request) -> Response:
     body = RunAgentInput.model_validate(await json_body(request))
     service = app.service
     service.runner(agent)
+    service.check_room()  # (its answer is a stream: refused before anything starts)
     thread = body.thread_id or new_run_id()
     if thread_of(thread) != thread or shown_thread(thread) != thread:
         raise ServeError(
@@ -214,9 +217,12 @@ async def _agui(app: App, run_id: str, after: int, thread: str, *, leg_only: boo
                 last = max(last, item.seq)
                 frames += [f"id: {item.seq}\ndata: {json.dumps(out)}\n\n" for out in mapped]
                 done = done or any(out["type"] in ("RUN_FINISHED", "RUN_ERROR") for out in mapped)
-            yield "".join(frames)
+            for piece in pieces(frames):
+                yield piece
             if leg_only and done:
                 return
+        elif got == BUSY:
+            yield busy_frame()
         elif got == "ping":
             yield ": ping\n\n"
         elif got == "dropped":

@@ -49,9 +49,9 @@ from ..workflows.stored import composites_of, stored_children
 from .agui_routes import agui, agui_input
 from .decisions import DecisionIn, ServeError
 from .guard import MAX_BODY_BYTES, FrontDoor, check_hosts
-from .hub import END
+from .hub import BUSY, END
 from .service import Service
-from .web import SSE_HEADERS, App, Auth, TracePage, after_of, dropped_frame, json_body
+from .web import SSE_HEADERS, App, Auth, TracePage, after_of, busy_frame, dropped_frame, json_body, pieces
 
 
 class _Body(BaseModel):
@@ -212,6 +212,7 @@ async def events(app: App, request: Request) -> Response:
     run_id = request.path_params["run_id"]
     after = after_of(request)
     await app.service.check_visible(run_id, user, app.everyone)
+    app.service.check_room()
     return StreamingResponse(_sse(app, run_id, after), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
@@ -220,7 +221,10 @@ async def _sse(app: App, run_id: str, after: int) -> AsyncIterator[str]:
     async for got in app.service.follow(run_id, after):
         if isinstance(got, list):
             last = max(last, got[-1].seq)
-            yield "".join(item.frame for item in got)
+            for piece in pieces(item.frame for item in got):
+                yield piece
+        elif got == BUSY:
+            yield busy_frame()
         elif got == "ping":
             yield ": ping\n\n"
         elif got == "dropped":
@@ -268,9 +272,11 @@ class _Lazy:
         trace_page: TracePage | None,
         buffer: int,
         sessions: Any = None,
+        streams: dict[str, int] | None = None,
     ) -> None:
         self.agents, self.store, self.auth, self.trace_page, self.buffer = agents, store, auth, trace_page, buffer
         self.sessions = sessions
+        self.streams = streams or {}
         self.app: App | None = None
         self._lock = asyncio.Lock()
 
@@ -284,9 +290,16 @@ class _Lazy:
                     from ..stores import open_store
 
                     store = await open_store(store)
-                service = Service(self.agents, store, buffer=self.buffer, sessions=self.sessions)
+                service = Service(self.agents, store, buffer=self.buffer, sessions=self.sessions, **self.streams)
                 self.app = App(service, self.auth, self.trace_page)
         return self.app
+
+    @property
+    def service(self) -> Service:
+        """The service (once the app has started)."""
+        if self.app is None:
+            raise RuntimeError("the app has not started yet")
+        return self.app.service
 
     async def close(self) -> None:
         if self.app is not None:
@@ -308,6 +321,9 @@ def app(
     sessions: Any = None,
     allowed_hosts: Sequence[str] = (),
     max_body_bytes: int = MAX_BODY_BYTES,
+    buffer_bytes: int = 2**20,
+    max_buffered_bytes: int = 64 * 2**20,
+    max_streams: int = 1000,
 ) -> Starlette:
     """An ASGI app serving ``agents`` (see the module docstring for its routes).
 
@@ -327,7 +343,13 @@ def app(
     others get 421; ``"*.example.com"`` admits its subdomains, ``"*"`` any Host (behind a proxy
     that checks it). A request that may change something must come from the server's own
     origin or one of ``cors_origins`` (403) and send its body as ``application/json`` (415).
-    ``max_body_bytes``: the largest request body (default 1 MiB; 413 past it)."""
+    ``max_body_bytes``: the largest request body (default 1 MiB; 413 past it).
+
+    Event streams (SSE, AG-UI): ``buffer_bytes``: the bytes a slow client may have buffered
+    (default 1 MiB) before it is dropped, as past ``buffer`` events; ``max_buffered_bytes``: all
+    clients' buffers together (default 64 MiB; the client whose event would pass it is dropped);
+    ``max_streams``: streams open at once (default 1000; 503 past it). Clients that never read
+    hold at most ``max_buffered_bytes`` between them (:class:`~loopwright.serve.hub.StreamPool`)."""
     served = [agents] if isinstance(agents, Agent) else list(agents)
     if not served:
         raise ConfigurationError("serve.app() needs at least one Agent")
@@ -339,7 +361,11 @@ def app(
             f"serve.app(max_body_bytes=) takes a whole number of bytes >= 1, got {max_body_bytes!r}"
         )
     hosts = check_hosts(allowed_hosts)
-    lazy = _Lazy(served, store, auth, trace_page, buffer, sessions)
+    streams = {"buffer_bytes": buffer_bytes, "max_buffered_bytes": max_buffered_bytes, "max_streams": max_streams}
+    for name, value in (("buffer", buffer), *streams.items()):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(f"serve.app({name}=) takes a whole number >= 1, got {value!r}")
+    lazy = _Lazy(served, store, auth, trace_page, buffer, sessions, streams)
 
     @asynccontextmanager
     async def lifespan(starlette: Starlette) -> AsyncIterator[None]:
@@ -380,9 +406,11 @@ def app(
                 allow_headers=["*"],
             )
         )
-    return Starlette(
+    starlette = Starlette(
         routes=routes,
         middleware=middleware,
         lifespan=lifespan,
         exception_handlers={404: not_found, 405: not_allowed},
     )
+    starlette.state.loopwright = lazy  # (``.service``: the runs and streams, for tests and probes)
+    return starlette

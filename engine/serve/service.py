@@ -34,7 +34,7 @@ from ..stores.base import RunStore, SavedRun
 from ..stores.session_base import SessionBusy
 from .agui import Threads
 from .decisions import ENDED, DecisionIn, ServeError, decisions_for, not_waiting, pending_of
-from .hub import END, Hub, Item, Subscriber
+from .hub import BUSY, END, Hub, Item, StreamPool, Subscriber
 
 USER_KEY = "loopwright_user"
 """The key of a run's ``state`` under which the server records who started it."""
@@ -54,11 +54,27 @@ _log = get_logger()
 
 class Service:
     """Runs of ``agents`` on ``store`` (see the module docstring). ``buffer``: events a client
-    may fall behind before it is dropped."""
+    may fall behind before it is dropped; ``buffer_bytes``: the bytes it may have buffered;
+    ``max_buffered_bytes``: all clients' buffers together; ``max_streams``: event streams open
+    at once (:class:`~loopwright.serve.hub.StreamPool`)."""
 
-    def __init__(self, agents: Iterable[Agent], store: RunStore, *, buffer: int = 1000, sessions: Any = None) -> None:
+    def __init__(
+        self,
+        agents: Iterable[Agent],
+        store: RunStore,
+        *,
+        buffer: int = 1000,
+        sessions: Any = None,
+        buffer_bytes: int = 2**20,
+        max_buffered_bytes: int = 64 * 2**20,
+        max_streams: int = 1000,
+    ) -> None:
         self.store = store
         self.buffer = buffer
+        self.streams = StreamPool(
+            limit=buffer, limit_bytes=buffer_bytes, total_bytes=max_buffered_bytes, max_streams=max_streams
+        )
+        """The clients following runs, and what they hold (bounded)."""
         self.runners: dict[str, Runner] = {}
         for agent in agents:
             if agent.name in self.runners:
@@ -276,10 +292,14 @@ class Service:
         """The run's events after seq ``after``, in order, in batches as they happen: first what
         the store and the leg in progress hold, then what arrived since the last batch. Ends
         after the run ends (``"end"``); yields ``"dropped"`` (then stops) when this client fell
-        too far behind, ``"ping"`` when idle for ``heartbeat`` seconds."""
+        too far behind, ``"ping"`` when idle for ``heartbeat`` seconds, ``"busy"`` (then stops)
+        when as many streams are open as may be."""
         hub = self._hub(run_id)
-        sub, history = hub.subscribe(self.buffer)
+        sub, history = hub.subscribe(self.streams)
         try:
+            if self.streams.open > self.streams.max_streams:
+                yield BUSY
+                return
             stored = await self.store.events(run_id)
             merged = _merged(stored, history)
             first = [item for item in merged if item.seq > after]
@@ -293,7 +313,17 @@ class Service:
                 yield live
         finally:
             hub.subscribers.discard(sub)
+            sub.close()
             self._forget(run_id)
+
+    def check_room(self) -> None:
+        """ServeError 503 when as many event streams are open as may be (``max_streams``)."""
+        if self.streams.full:
+            raise ServeError(
+                503,
+                f"too many event streams are open here ({self.streams.open}, the most this server keeps); "
+                "try again in a few seconds, or close streams you no longer read",
+            )
 
     async def _live(self, sub: Subscriber, last: int, heartbeat: float) -> AsyncIterator[list[Item] | str]:
         while True:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from .decisions import STARLETTE_MISSING, ServeError
@@ -124,6 +124,29 @@ def after_of(request: Request) -> int:
 
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+PIECE_CHARS = 64 * 1024
+"""The most a stream writes at once (one bigger frame goes alone): the server then waits until
+the client has read enough (uvicorn's flow control), so a client that never reads holds at
+most about this much more than the transport's own buffer, whatever the run's history."""
+
+
+def pieces(frames: Iterable[str]) -> Iterator[str]:
+    """``frames`` joined into pieces of at most :data:`PIECE_CHARS` characters (a frame never split)."""
+    batch: list[str] = []
+    size = 0
+    for frame in frames:
+        if batch and size + len(frame) > PIECE_CHARS:
+            yield "".join(batch)
+            batch, size = [], 0
+        batch.append(frame)
+        size += len(frame)
+    if batch:
+        yield "".join(batch)
+
+
+def busy_frame() -> str:
+    message = "too many event streams are open on this server; reconnect in a few seconds (with Last-Event-ID)"
+    return f"event: busy\ndata: {json.dumps({'message': message})}\n\n"
 
 
 def dropped_frame(run_id: str, last: int) -> str:
