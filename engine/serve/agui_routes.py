@@ -68,7 +68,7 @@ async def agui(app: App, request: Request) -> Response:
     run_id = request.path_params["run_id"]
     after = after_of(request)
     await app.service.check_visible(run_id, user, app.everyone)
-    app.service.check_room()
+    app.service.streams.check_room()
     stream = _agui(app, run_id, after, shown_thread(thread_of(run_id)))
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
@@ -79,7 +79,7 @@ async def agui_input(app: App, request: Request) -> Response:
     body = RunAgentInput.model_validate(await json_body(request))
     service = app.service
     service.runner(agent)
-    service.check_room()  # (its answer is a stream: refused before anything starts)
+    service.streams.check_room()  # (its answer is a stream: refused before anything starts)
     thread = body.thread_id or new_run_id()
     if thread_of(thread) != thread or shown_thread(thread) != thread:
         raise ServeError(

@@ -49,7 +49,7 @@ from ..workflows.stored import composites_of, stored_children
 from .agui_routes import agui, agui_input
 from .decisions import DecisionIn, ServeError
 from .guard import MAX_BODY_BYTES, FrontDoor, check_hosts
-from .hub import BUSY, END
+from .hub import BUSY, END, StreamPool
 from .service import Service
 from .web import SSE_HEADERS, App, Auth, TracePage, after_of, busy_frame, dropped_frame, json_body, pieces
 
@@ -212,7 +212,7 @@ async def events(app: App, request: Request) -> Response:
     run_id = request.path_params["run_id"]
     after = after_of(request)
     await app.service.check_visible(run_id, user, app.everyone)
-    app.service.check_room()
+    app.service.streams.check_room()
     return StreamingResponse(_sse(app, run_id, after), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
@@ -290,7 +290,8 @@ class _Lazy:
                     from ..stores import open_store
 
                     store = await open_store(store)
-                service = Service(self.agents, store, buffer=self.buffer, sessions=self.sessions, **self.streams)
+                pool = StreamPool(limit=self.buffer, **self.streams)
+                service = Service(self.agents, store, buffer=self.buffer, sessions=self.sessions, streams=pool)
                 self.app = App(service, self.auth, self.trace_page)
         return self.app
 
@@ -361,8 +362,13 @@ def app(
             f"serve.app(max_body_bytes=) takes a whole number of bytes >= 1, got {max_body_bytes!r}"
         )
     hosts = check_hosts(allowed_hosts)
-    streams = {"buffer_bytes": buffer_bytes, "max_buffered_bytes": max_buffered_bytes, "max_streams": max_streams}
-    for name, value in (("buffer", buffer), *streams.items()):
+    streams = {"limit_bytes": buffer_bytes, "total_bytes": max_buffered_bytes, "max_streams": max_streams}
+    for name, value in (
+        ("buffer", buffer),
+        ("buffer_bytes", buffer_bytes),
+        ("max_buffered_bytes", max_buffered_bytes),
+        ("max_streams", max_streams),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"serve.app({name}=) takes a whole number >= 1, got {value!r}")
     lazy = _Lazy(served, store, auth, trace_page, buffer, sessions, streams)

@@ -15,6 +15,8 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass, field
 
+from .decisions import ServeError
+
 END = "end"
 """The item a hub gives its subscribers when the run has ended (no event follows)."""
 BUSY = "busy"
@@ -59,10 +61,14 @@ class StreamPool:
         self.dropped = 0
         """Clients dropped so far for falling too far behind."""
 
-    @property
-    def full(self) -> bool:
-        """As many streams are open as may be."""
-        return self.open >= self.max_streams
+    def check_room(self) -> None:
+        """ServeError 503 when as many streams are open as may be (``max_streams``)."""
+        if self.open >= self.max_streams:
+            raise ServeError(
+                503,
+                f"too many event streams are open here ({self.open}, the most this server keeps); "
+                "try again in a few seconds, or close streams you no longer read",
+            )
 
 
 class Subscriber:

@@ -54,9 +54,8 @@ _log = get_logger()
 
 class Service:
     """Runs of ``agents`` on ``store`` (see the module docstring). ``buffer``: events a client
-    may fall behind before it is dropped; ``buffer_bytes``: the bytes it may have buffered;
-    ``max_buffered_bytes``: all clients' buffers together; ``max_streams``: event streams open
-    at once (:class:`~loopwright.serve.hub.StreamPool`)."""
+    may fall behind before it is dropped; ``streams``: the bounds of what clients hold (bytes
+    each and together, streams open; :class:`~loopwright.serve.hub.StreamPool`)."""
 
     def __init__(
         self,
@@ -65,15 +64,11 @@ class Service:
         *,
         buffer: int = 1000,
         sessions: Any = None,
-        buffer_bytes: int = 2**20,
-        max_buffered_bytes: int = 64 * 2**20,
-        max_streams: int = 1000,
+        streams: StreamPool | None = None,
     ) -> None:
         self.store = store
         self.buffer = buffer
-        self.streams = StreamPool(
-            limit=buffer, limit_bytes=buffer_bytes, total_bytes=max_buffered_bytes, max_streams=max_streams
-        )
+        self.streams = streams or StreamPool(limit=buffer)
         """The clients following runs, and what they hold (bounded)."""
         self.runners: dict[str, Runner] = {}
         for agent in agents:
@@ -315,15 +310,6 @@ class Service:
             hub.subscribers.discard(sub)
             sub.close()
             self._forget(run_id)
-
-    def check_room(self) -> None:
-        """ServeError 503 when as many event streams are open as may be (``max_streams``)."""
-        if self.streams.full:
-            raise ServeError(
-                503,
-                f"too many event streams are open here ({self.streams.open}, the most this server keeps); "
-                "try again in a few seconds, or close streams you no longer read",
-            )
 
     async def _live(self, sub: Subscriber, last: int, heartbeat: float) -> AsyncIterator[list[Item] | str]:
         while True:
