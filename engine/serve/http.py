@@ -17,6 +17,10 @@ Routes (every body and answer is JSON; every error ``{"error": message}`` with a
 - ``GET /runs/{id}/trace``: the run's trace page (when the app was given ``trace_page``); a
   workflow's run holds its children's loops, read from the store
 - ``GET /``: the dev UI (``ui=True``)
+
+Before any route, the front door (:mod:`loopwright.serve.guard`): a forged ``Host`` gets 421,
+a POST from a foreign ``Origin`` 403, a body not sent as ``application/json`` 415, one past
+``max_body_bytes`` 413; JSON that is not UTF-8, nests too deep or holds a lone surrogate 400.
 """
 
 from __future__ import annotations
