@@ -89,6 +89,7 @@ def test_a_forged_host_gets_421_and_the_loopback_names_are_served(base: str, db:
     assert stored_runs(db) == []
 
 
+@pytest.mark.slow  # (two servers, one after the other)
 def test_allowed_hosts_are_served_and_a_star_serves_any(db: Path) -> None:
     asgi = app([support], store=f"sqlite:///{db}", allowed_hosts=["agents.example.com"])
     with serving(asgi) as url, httpx.Client(base_url=url, timeout=20) as c:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from loopwright import Agent, Limits, ModelRequest, ModelResponse, ScriptedModel, TextPart, ToolCall, Usage
 from loopwright.serve import app
@@ -51,6 +52,7 @@ def _stalled(base: str, run_id: str) -> socket.socket:
     return s
 
 
+@pytest.mark.slow  # (about 4 s: 150 rounds of 40 kB events)
 def test_clients_that_never_read_hold_bounded_buffers_and_streams_are_capped(tmp_path: Path) -> None:
     GATE.clear()
     asgi = app(
