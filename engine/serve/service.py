@@ -32,7 +32,7 @@ from ..stores.base import RunStore, SavedRun
 from ..stores.session_base import SessionBusy
 from .agui import Threads
 from .decisions import ENDED, DecisionIn, ServeError, decisions_for, not_waiting, pending_of
-from .hub import END, Hub, Item, Subscriber
+from .hub import BUSY, END, Hub, Item, StreamPool, Subscriber
 
 
 def _session_key(runner: Runner, agent: str, user: str | None, session: str) -> tuple[str, str, str]:
@@ -49,11 +49,22 @@ _log = get_logger()
 
 class Service:
     """Runs of ``agents`` on ``store`` (see the module docstring). ``buffer``: events a client
-    may fall behind before it is dropped."""
+    may fall behind before it is dropped; ``streams``: the bounds of what clients hold (bytes
+    each and together, streams open; :class:`~loopwright.serve.hub.StreamPool`)."""
 
-    def __init__(self, agents: Iterable[Agent], store: RunStore, *, buffer: int = 1000, sessions: Any = None) -> None:
+    def __init__(
+        self,
+        agents: Iterable[Agent],
+        store: RunStore,
+        *,
+        buffer: int = 1000,
+        sessions: Any = None,
+        streams: StreamPool | None = None,
+    ) -> None:
         self.store = store
         self.buffer = buffer
+        self.streams = streams or StreamPool(limit=buffer)
+        """The clients following runs, and what they hold (bounded)."""
         self.runners: dict[str, Runner] = {}
         for agent in agents:
             if agent.name in self.runners:
@@ -272,10 +283,14 @@ class Service:
         """The run's events after seq ``after``, in order, in batches as they happen: first what
         the store and the leg in progress hold, then what arrived since the last batch. Ends
         after the run ends (``"end"``); yields ``"dropped"`` (then stops) when this client fell
-        too far behind, ``"ping"`` when idle for ``heartbeat`` seconds."""
+        too far behind, ``"ping"`` when idle for ``heartbeat`` seconds, ``"busy"`` (then stops)
+        when as many streams are open as may be."""
         hub = self._hub(run_id)
-        sub, history = hub.subscribe(self.buffer)
+        sub, history = hub.subscribe(self.streams)
         try:
+            if self.streams.open > self.streams.max_streams:
+                yield BUSY
+                return
             stored = await self.store.events(run_id)
             merged = _merged(stored, history)
             first = [item for item in merged if item.seq > after]
@@ -289,6 +304,7 @@ class Service:
                 yield live
         finally:
             hub.subscribers.discard(sub)
+            sub.close()
             self._forget(run_id)
 
     async def _live(self, sub: Subscriber, last: int, heartbeat: float) -> AsyncIterator[list[Item] | str]:
