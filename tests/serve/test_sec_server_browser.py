@@ -15,10 +15,9 @@ import pytest
 
 from loopwright.serve import app
 from loopwright.stores import SQLiteStore
+from tests.chromium import CHROMIUM, CHROMIUM_ARGS
+from tests.chromium import browser as browser  # the Chromium fixture (playwright, Debian's chromium)
 from tests.serve_agents import serving, support
-
-from .chromium import CHROMIUM, CHROMIUM_ARGS
-from .chromium import browser as browser  # the Chromium fixture (playwright, Debian's chromium)
 
 pytestmark = pytest.mark.browser
 

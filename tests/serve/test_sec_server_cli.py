@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import ROOT
 from tests.serve_agents import free_port
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def header_user(request: Any) -> str | None:
