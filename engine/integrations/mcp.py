@@ -14,9 +14,11 @@ toolset:``), its tools listed when a run starts and cached until the server says
 (``notifications/tools/list_changed``), and closed with the runner (``async with runner:``,
 ``runner.aclose()``; ``run_sync`` closes it when its event loop ends). A connection that drops
 fails the call in progress (an error result the model reads) and is opened again on the next call,
-at most ``max_reconnects`` times in a row. Each tool is a :class:`~loopwright.runtime.toolsets.SchemaTool`:
-its JSON schema goes to the model as the server wrote it; its call is bounded by the tool timeout;
-its text, images and structured content become the result; ``isError`` an error result.
+at most ``max_reconnects`` times in a row. A server that cannot start, or whose tool list fails, is
+a :class:`ToolsetError` naming it, raised out of the run's start. Each tool is a
+:class:`~loopwright.runtime.toolsets.SchemaTool`: its JSON schema goes to the model as the server
+wrote it; its call is bounded by the tool timeout; its text, images and structured content become
+the result; ``isError`` an error result.
 (Transports: :mod:`.mcp_transports`; what answers become: :mod:`.mcp_parts`.)
 """
 
@@ -226,7 +228,7 @@ class McpToolset:
         """The server's tools (listed on first use and after a list-changed notification)."""
         session = await self._live()
         if self._stale or self._version < 0:
-            await self._refresh(session)
+            await self._listed(session)
         return self._tools
 
     # ------------------------------------------------------------------ the connection
@@ -358,6 +360,31 @@ class McpToolset:
                 break
         self._tools = tuple(self._tool(t) for t in listed if self._keeps(t))
         self._version += 1
+
+    async def _listed(self, session: Any) -> None:
+        """:meth:`_refresh`, its failures a ``ToolsetError`` naming the server (the list stays
+        stale: it is asked for again on the next use)."""
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        try:
+            await self._refresh(session)
+        except MCPError as exc:
+            self._stale = True
+            if exc.error.code == CONNECTION_CLOSED:
+                self._lost()
+            code = f" (MCP error {exc.error.code})" if exc.error.code else ""
+            what = f"{exc.error.message or type(exc).__name__}{code}"
+        except (OSError, EOFError) as exc:
+            self._stale = True
+            self._lost()
+            what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        else:
+            return
+        raise ToolsetError(
+            f"MCP server {self._who} could not list its tools (tools/list failed: {what}); check the server "
+            "and its log, or leave the toolset out of Agent(tools=[...])"
+        ) from None
 
     def _keeps(self, listed: Any) -> bool:
         wanted = self.tool_filter
