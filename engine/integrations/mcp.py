@@ -225,10 +225,20 @@ class McpToolset:
         await self.close()
 
     async def list_tools(self) -> tuple[Tool, ...]:
-        """The server's tools (listed on first use and after a list-changed notification)."""
+        """The server's tools (listed on first use and after a list-changed notification); a
+        listing that fails is a ``ToolsetError`` naming the server (tried again on the next use)."""
         session = await self._live()
         if self._stale or self._version < 0:
-            await self._listed(session)
+            try:
+                await self._refresh(session)
+            except Exception as exc:
+                failed = parts.list_failed(exc, self._who)
+                if failed is None:
+                    raise
+                self._stale = True
+                if failed[1]:
+                    self._lost()
+                raise ToolsetError(failed[0]) from None
         return self._tools
 
     # ------------------------------------------------------------------ the connection
@@ -360,31 +370,6 @@ class McpToolset:
                 break
         self._tools = tuple(self._tool(t) for t in listed if self._keeps(t))
         self._version += 1
-
-    async def _listed(self, session: Any) -> None:
-        """:meth:`_refresh`, its failures a ``ToolsetError`` naming the server (the list stays
-        stale: it is asked for again on the next use)."""
-        from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED
-
-        try:
-            await self._refresh(session)
-        except MCPError as exc:
-            self._stale = True
-            if exc.error.code == CONNECTION_CLOSED:
-                self._lost()
-            code = f" (MCP error {exc.error.code})" if exc.error.code else ""
-            what = f"{exc.error.message or type(exc).__name__}{code}"
-        except (OSError, EOFError) as exc:
-            self._stale = True
-            self._lost()
-            what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        else:
-            return
-        raise ToolsetError(
-            f"MCP server {self._who} could not list its tools (tools/list failed: {what}); check the server "
-            "and its log, or leave the toolset out of Agent(tools=[...])"
-        ) from None
 
     def _keeps(self, listed: Any) -> bool:
         wanted = self.tool_filter
