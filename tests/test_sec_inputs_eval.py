@@ -184,6 +184,7 @@ def _judged(reply: str) -> Any:
         '{"score": 1e999, "reasoning": "big"}',
         '{"score": NaN, "reasoning": "odd"}',
         '{"score": -Infinity, "reasoning": "odd"}',
+        '{"score": 1' + "0" * 400 + ', "reasoning": "an int too large for a float"}',
         "Score: 4.5.6",
         "Score: 0x4",
     ],

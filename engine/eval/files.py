@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -56,6 +57,7 @@ def too_deep(text: str, limit: int = MAX_NESTING) -> int | None:
 _JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
 
 
+@functools.cache
 def _safe_loader(yaml: Any) -> Any:
     """PyYAML's ``SafeLoader`` that refuses, as it composes, lists and mappings nested past
     :data:`MAX_NESTING` (aliases count as what they stand for), aliases that stand for more

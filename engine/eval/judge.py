@@ -54,7 +54,12 @@ def parse_verdict(text: str) -> tuple[float, str] | None:
             and isinstance(data.get("score"), int | float)
             and not isinstance(data["score"], bool)
         ):
-            return float(data["score"]), clean_text(str(data.get("reasoning", data.get("reason", ""))))
+            score = data["score"]
+            try:
+                value = float(score)
+            except OverflowError:  # an int of hundreds of digits: infinite, as its text would be
+                value = math.inf if score > 0 else -math.inf
+            return value, clean_text(str(data.get("reasoning", data.get("reason", ""))))
     found = _SCORE_LINE.search(text)
     if found is None:
         return None
