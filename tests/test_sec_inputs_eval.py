@@ -124,6 +124,7 @@ def _load_in_a_child(path: Path) -> tuple[int, str]:
     return int(peak), said.strip()
 
 
+@pytest.mark.slow  # a process of its own, its memory capped: before the fix this load took 2 GiB
 @pytest.mark.parametrize("where", ["mock_result", "expected_args"])
 def test_a_billion_laughs_is_refused_at_once_in_bounded_memory(tmp_path: Path, where: str) -> None:
     text = laughs(where)
@@ -133,6 +134,21 @@ def test_a_billion_laughs_is_refused_at_once_in_bounded_memory(tmp_path: Path, w
     peak, said = _load_in_a_child(path)
     assert said.startswith(f"EvalSetError: {path}:"), said
     assert "aliases" in said and f"{MAX_ALIAS_NODES:,}" in said, said
+    assert peak < 8 * 2**20, f"the refusal allocated {peak / 2**20:.1f} MiB"
+
+
+def test_a_billion_laughs_is_refused_in_this_process_with_little_memory(tmp_path: Path) -> None:
+    import tracemalloc
+
+    path = tmp_path / "laughs.yaml"
+    path.write_text(laughs("mock_result"))
+    tracemalloc.start()
+    try:
+        with pytest.raises(EvalSetError, match=rf"^{path}:9: the YAML aliases stand for more than 10,000 nodes"):
+            EvalSet.load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
     assert peak < 8 * 2**20, f"the refusal allocated {peak / 2**20:.1f} MiB"
 
 
@@ -229,3 +245,10 @@ def test_an_answer_nested_1000_deep_is_not_json_for_the_schema_check() -> None:
     data, why = parse_json('{"a": ' + _deep(1000) + "}")
     assert data is None and why == f"the answer nests JSON more than {MAX_NESTING} levels deep"
     assert parse_json('{"a": ' + _deep(20) + "}")[1] is None
+
+
+def test_an_alias_inside_its_own_anchor_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "cycle.yaml"
+    path.write_text("cases:\n- name: a\n  input: hi\n  state: {x: &loop [1, *loop]}\n")
+    with pytest.raises(EvalSetError, match=rf"^{path}:4: the alias \*loop is inside its own anchor"):
+        EvalSet.load(path)

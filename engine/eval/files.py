@@ -70,25 +70,17 @@ def _safe_loader(yaml: Any) -> Any:
             self._aliased = 0
             self._sizes: dict[int, tuple[int, int]] = {}  # id(node): (its nodes, its levels of lists and mappings)
 
+        def fetch_flow_collection_start(self, token_class: Any) -> None:
+            """Refused while scanning (``[[[...`` on one line would cost the scanner seconds)."""
+            if self.flow_level >= MAX_NESTING:
+                raise _Refused(int(self.line) + 1, f"lists and mappings nested {_deeper}; {_NESTING_FIX}")
+            super().fetch_flow_collection_start(token_class)
+
         def compose_node(self, parent: Any, index: Any) -> Any:
             event = self.peek_event()
             line = int(event.start_mark.line) + 1
             if isinstance(event, yaml.AliasEvent):
-                node = self.anchors.get(event.anchor)
-                if node is not None:
-                    if id(node) not in self._sizes:
-                        raise _Refused(line, f"the alias *{event.anchor} is inside its own anchor (a cycle)")
-                    size, height = self._sizes[id(node)]
-                    self._aliased += size
-                    if self._aliased > MAX_ALIAS_NODES:
-                        raise _Refused(
-                            line,
-                            f"the YAML aliases stand for more than {MAX_ALIAS_NODES:,} nodes in all "
-                            '(loopwright.eval.files.MAX_ALIAS_NODES; a "billion laughs"?); write the data out, '
-                            "or repeat less of it",
-                        )
-                    if self._depth + height > MAX_NESTING:
-                        raise _Refused(line, f"lists and mappings nested {_deeper}, through aliases; {_NESTING_FIX}")
+                _count_alias(self, self.anchors.get(event.anchor), event.anchor, line)
                 return super().compose_node(parent, index)
             opens = isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent)
             self._depth += opens
@@ -109,6 +101,25 @@ def _safe_loader(yaml: Any) -> Any:
 
 
 _deeper = f"more than {MAX_NESTING} levels deep (loopwright.eval.files.MAX_NESTING)"
+
+
+def _count_alias(loader: Any, node: Any, anchor: str, line: int) -> None:
+    """An alias of ``node`` (None: an undefined one, PyYAML's to refuse) met at ``line`` by
+    :func:`_safe_loader`'s ``loader``: counted, or refused."""
+    if node is None:
+        return
+    if id(node) not in loader._sizes:
+        raise _Refused(line, f"the alias *{anchor} is inside its own anchor (a cycle)")
+    size, height = loader._sizes[id(node)]
+    loader._aliased += size
+    if loader._aliased > MAX_ALIAS_NODES:
+        raise _Refused(
+            line,
+            f"the YAML aliases stand for more than {MAX_ALIAS_NODES:,} nodes in all "
+            '(loopwright.eval.files.MAX_ALIAS_NODES; a "billion laughs"?); write the data out, or repeat less of it',
+        )
+    if loader._depth + height > MAX_NESTING:
+        raise _Refused(line, f"lists and mappings nested {_deeper}, through aliases; {_NESTING_FIX}")
 
 
 def _yaml() -> Any:
