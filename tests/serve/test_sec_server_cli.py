@@ -68,8 +68,11 @@ def test_bad_front_door_options_exit_2_in_one_line(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'runs.db'}"
     for args, words in (
         (["--token-env", "LW_NO_SUCH_VARIABLE"], "LW_NO_SUCH_VARIABLE"),
-        (["--auth", "tests.test_sec_server_cli:nothing_here"], "loopwright serve: "),
-        (["--auth", "tests.test_sec_server_cli:header_user", "--token-env", "X"], "one of --auth and --token-env"),
+        (["--auth", "tests.serve.test_sec_server_cli:nothing_here"], "loopwright serve: "),
+        (
+            ["--auth", "tests.serve.test_sec_server_cli:header_user", "--token-env", "X"],
+            "one of --auth and --token-env",
+        ),
         (["--max-body-bytes", "0"], "--max-body-bytes"),
     ):
         done = _cli("tests.serve_agents:support", "--store", store, "--port", str(free_port()), *args)
@@ -98,7 +101,7 @@ def test_auth_allowed_host_and_max_body_bytes_reach_the_app(tmp_path: Path) -> N
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     args = ["tests.serve_agents:support", "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--port", str(port)]
-    more = ["--auth", "tests.test_sec_server_cli:header_user", "--allowed-host", "agents.test"]
+    more = ["--auth", "tests.serve.test_sec_server_cli:header_user", "--allowed-host", "agents.test"]
     server = _cli(*args, *more, "--allowed-host", "*.corp.test", "--max-body-bytes", "200")
     try:
         _served(server, base)
