@@ -45,6 +45,12 @@ SLOW = {
 A whole module of them says so at its top instead (``pytestmark = pytest.mark.slow``)."""
 
 
+GROUP_BY_MARKER = {"dbos": "dbos"}
+"""Under pytest-xdist (``--dist loadgroup``), the tests of a marker that share a worker: DBOS's
+launches, worker processes and kill-and-recover tests (timed) run one at a time, as before xdist."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     matched: set[str] = set()
     for item in items:
@@ -52,6 +58,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for fixture, marker in MARK_BY_FIXTURE.items():
             if fixture in fixtures:
                 item.add_marker(marker)
+        for marker, group in GROUP_BY_MARKER.items():
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
         if (name := item.nodeid.split("[")[0]) in SLOW:
             item.add_marker("slow")
             matched.add(name)
