@@ -1,11 +1,19 @@
 """Shared test set-up: a full run of the suite fails if any row of any built-in machine (the
 core, each feature, both) never fired on that machine (the loopwright pytest plugin records the
-rows taken, per machine); and the markers of tests that start servers, browsers or run long
-(``pytest -m "not postgres and not dbos and not browser and not slow"`` is the fast part)."""
+rows taken, per machine; under pytest-xdist each worker sends its own and a row counts if any
+worker took it); the markers of tests that start servers, browsers or run long
+(``pytest -m "not postgres and not dbos and not browser and not slow"`` is the fast part); and the
+fixtures tests of more than one folder use. A folder's own fixtures are in its ``conftest.py``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
+
+from tests.fake_claude import FakeClaude
+from tests.fake_openai import FakeOpenAI
 
 pytest_plugins = ["pytester", "tests.pg_fixture"]
 
@@ -37,6 +45,12 @@ SLOW = {
 A whole module of them says so at its top instead (``pytestmark = pytest.mark.slow``)."""
 
 
+GROUP_BY_MARKER = {"dbos": "dbos"}
+"""Under pytest-xdist (``--dist loadgroup``), the tests of a marker that share a worker: DBOS's
+launches, worker processes and kill-and-recover tests (timed) run one at a time, as before xdist."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     matched: set[str] = set()
     for item in items:
@@ -44,6 +58,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for fixture, marker in MARK_BY_FIXTURE.items():
             if fixture in fixtures:
                 item.add_marker(marker)
+        for marker, group in GROUP_BY_MARKER.items():
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(pytest.mark.xdist_group(group))
         if (name := item.nodeid.split("[")[0]) in SLOW:
             item.add_marker("slow")
             matched.add(name)
@@ -52,6 +69,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     whole_files = not config.option.keyword and not any("::" in arg for arg in config.args)
     if stale and whole_files:  # a renamed test would silently join the fast part
         raise pytest.UsageError(f"tests/conftest.py SLOW names tests that do not exist (renamed?): {stale}")
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeClaude]:
+    """The Claude fake server (tests/fake_claude.py), for the Claude adapter's tests and the
+    features' tests on Claude; tests/models/openai/ and tests/models/gemini/ give their provider's
+    fake this name in their own ``conftest.py``."""
+    with FakeClaude() as server:
+        yield server
+
+
+@pytest.fixture
+def openai_fake() -> Iterator[FakeOpenAI]:
+    """The OpenAI fake server (tests/fake_openai.py)."""
+    with FakeOpenAI() as server:
+        yield server
 
 
 def _is_full_run(session: pytest.Session) -> bool:
@@ -63,13 +96,39 @@ def _is_full_run(session: pytest.Session) -> bool:
     return selected_all and not named and session.testsfailed == 0 and not option.collectonly
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if not _is_full_run(session):
-        return
+_WORKERS_MISSING: list[dict[str, list[int]]] = []
+"""Under pytest-xdist, in the controller: each worker's rows never taken (by machine name, row number)."""
+
+
+def _missing_here() -> dict[str, list[int]]:
+    """The rows of each built-in machine no run in this process took (by machine name, row number)."""
     from loopwright.features import BUILT_IN_MACHINES
     from loopwright.testing.coverage import coverage
 
-    missing = [f"{name}: {row}" for name, m in BUILT_IN_MACHINES.items() for row in coverage.missing(m)]
+    missing = {name: set(coverage.missing(m)) for name, m in BUILT_IN_MACHINES.items()}
+    return {name: [n for n, row in enumerate(m.rows) if row in missing[name]] for name, m in BUILT_IN_MACHINES.items()}
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook, in the controller: a worker has finished
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    if (missing := getattr(node, "workeroutput", {}).get("loopwright_missing")) is not None:
+        _WORKERS_MISSING.append(missing)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller judges the whole run
+        session.config.workeroutput["loopwright_missing"] = _missing_here()  # type: ignore[attr-defined]
+        return
+    if not _is_full_run(session):
+        return
+    from loopwright.features import BUILT_IN_MACHINES
+
+    per_process = [{name: set(rows) for name, rows in w.items()} for w in _WORKERS_MISSING or [_missing_here()]]
+    missing = [  # a row counts as taken if any process took it
+        f"{name}: {m.rows[n]}"
+        for name, m in BUILT_IN_MACHINES.items()
+        for n in sorted(set.intersection(*(w[name] for w in per_process)))
+    ]
     if missing:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         lines = "\n".join(f"  {row}" for row in missing)

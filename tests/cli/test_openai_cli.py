@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,6 @@ from loopwright.testing.adapter_kit import dead_port
 from tests.fake_openai import FakeOpenAI, function_call, response, text
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
 
 
 def cli(*args: str, key: str | None = "test-key", cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -34,30 +27,32 @@ def cli(*args: str, key: str | None = "test-key", cwd: Path | None = None) -> su
     )
 
 
-def test_demo_runs_on_an_openai_compatible_server(fake: FakeOpenAI) -> None:
-    fake.script += [
+def test_demo_runs_on_an_openai_compatible_server(openai_fake: FakeOpenAI) -> None:
+    openai_fake.script += [
         response(function_call("c1", "get_weather", {"city": "Paris"})),
         response(text("Paris is sunny; the trip costs 420 EUR.")),
     ]
-    done = cli("demo", "--model", "openai:llama3.2", "--base-url", fake.base_url, "--json", "--input", "Trip to Paris?")
+    done = cli(
+        "demo", "--model", "openai:llama3.2", "--base-url", openai_fake.base_url, "--json", "--input", "Trip to Paris?"
+    )
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert events[-1]["type"] == "run_finished" and events[-1]["outcome"] == "final"
-    assert fake.paths == ["/v1/chat/completions"] * 2  # --base-url: Chat Completions
-    assert fake.requests[0]["model"] == "llama3.2"
-    assert [m["role"] for m in fake.requests[1]["messages"]][-2:] == ["assistant", "tool"]
+    assert openai_fake.paths == ["/v1/chat/completions"] * 2  # --base-url: Chat Completions
+    assert openai_fake.requests[0]["model"] == "llama3.2"
+    assert [m["role"] for m in openai_fake.requests[1]["messages"]][-2:] == ["assistant", "tool"]
 
 
-def test_run_takes_the_model_from_the_command_line(fake: FakeOpenAI, tmp_path: Path) -> None:
+def test_run_takes_the_model_from_the_command_line(openai_fake: FakeOpenAI, tmp_path: Path) -> None:
     (tmp_path / "myagent.py").write_text(
         "from loopwright import Agent, ScriptedModel\nagent = Agent(name='a', model=ScriptedModel(['scripted']))\n"
     )
-    fake.script.append(response(text("from the server")))
-    done = cli("run", "myagent:agent", "hello", "--json", "--model", "openai:gpt-5.5", "--base-url", fake.base_url,
-               cwd=tmp_path)  # fmt: skip
+    openai_fake.script.append(response(text("from the server")))
+    url = openai_fake.base_url
+    done = cli("run", "myagent:agent", "hello", "--json", "--model", "openai:gpt-5.5", "--base-url", url, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert '"from the server"' in done.stdout
-    assert fake.requests[0]["messages"][-1] == {"role": "user", "content": "hello"}
+    assert openai_fake.requests[0]["messages"][-1] == {"role": "user", "content": "hello"}
 
 
 def test_a_server_that_is_down_fails_the_run_with_its_address_and_no_traceback() -> None:

@@ -4,7 +4,6 @@ pairs intact, the last turns verbatim, bounded by max_compactions, counted in th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -147,12 +146,6 @@ def test_options_are_checked() -> None:
 
 
 # ------------------------------------------------------------------ the fake Messages API over real HTTP
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeClaude]:
-    with FakeClaude() as server:
-        yield server
 
 
 def test_compaction_against_the_messages_api(fake: FakeClaude) -> None:

@@ -4,7 +4,6 @@ and replies that break the tag format handled on purpose."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -157,12 +156,6 @@ def test_a_custom_instruction_replaces_the_default() -> None:
 
 
 # ------------------------------------------------------------------ the fake Messages API over real HTTP
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeClaude]:
-    with FakeClaude() as server:
-        yield server
 
 
 def test_plan_react_against_the_messages_api(fake: FakeClaude) -> None:

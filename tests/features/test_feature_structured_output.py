@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any, Literal
 
 import anthropic
@@ -158,12 +157,6 @@ def test_a_sub_agent_without_output_type_answers_in_text() -> None:
 
 
 # ------------------------------------------------------------------ the fake Messages API over real HTTP
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeClaude]:
-    with FakeClaude() as server:
-        yield server
 
 
 def test_structured_output_against_the_messages_api(fake: FakeClaude) -> None:

@@ -7,11 +7,9 @@ never ``failed``, and no request over the budget is ever sent."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
-import pytest
 
 from loopwright import Agent, AnthropicModel, Limits, Runner, RunResult, ScriptedModel, tool
 from loopwright.data.errors import TokenBudgetError
@@ -27,12 +25,6 @@ PAGE = "lorem ipsum dolor sit amet " * 2_000  # 54,000 characters: about 13,500 
 def fetch(url: str) -> str:
     """Fetch a page."""
     return PAGE
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeClaude]:
-    with FakeClaude() as server:
-        yield server
 
 
 def run(fake: FakeClaude, text_: str = "Summarise example.com", **limits: Any) -> RunResult:

@@ -5,7 +5,6 @@ Messages API (tests/fake_claude.py, over real HTTP) as its blocks; bad input is 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,6 @@ from loopwright.data.events import DocumentPart, ImagePart, TextPart, ToolCall
 from loopwright.data.inputs import input_text
 from tests.fake_claude import FakeClaude, message, text
 from tests.models.anthropic.test_anthropic_images import PDF, PNG, b64
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeClaude]:
-    with FakeClaude() as server:
-        yield server
 
 
 def claude(fake: FakeClaude) -> Agent:

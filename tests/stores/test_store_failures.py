@@ -27,8 +27,7 @@ RAN: list[int] = []
 
 
 @pytest.fixture(autouse=True)
-def _clean() -> None:
-    EXECUTED.clear()
+def _clear_ran() -> None:  # EXECUTED: tests/stores/conftest.py
     RAN.clear()
 
 

@@ -23,12 +23,6 @@ from tests.stores.test_store_sqlite import PAY_SCRIPT
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture(autouse=True)
-def _clean() -> None:
-    EXECUTED.clear()
-    CRASH_AFTER.clear()
-
-
 def test_every_transition_is_checkpointed_in_postgres(pg_url: str) -> None:
     async def go() -> tuple[Any, Any, list[bytes], CrashingStore]:
         store = CrashingStore(PostgresStore(pg_url))

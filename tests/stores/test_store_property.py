@@ -12,7 +12,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -108,9 +107,3 @@ def test_crash_resume_equivalence_on_postgres(pg_url: str, script: list[Any], at
     from loopwright.stores.postgres import PostgresStore
 
     check_equivalent(script, lambda: PostgresStore(pg_url), at, _in_flight(script, pick))
-
-
-@pytest.fixture(autouse=True)
-def _clean() -> None:
-    EXECUTED.clear()
-    CRASH_AFTER.clear()

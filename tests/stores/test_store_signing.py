@@ -21,12 +21,6 @@ KEY = b"k" * 32
 OTHER = b"o" * 32
 
 
-@pytest.fixture(autouse=True)
-def _clean() -> None:
-    EXECUTED.clear()
-    CRASH_AFTER.clear()
-
-
 def _suspend(store: RunStore) -> None:
     async def go() -> None:
         first = await Runner(make_agent(PAY_SCRIPT), store=store).run("pay", run_id="pay")

@@ -44,12 +44,6 @@ PAY_SCRIPT = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _clean() -> None:
-    EXECUTED.clear()
-    CRASH_AFTER.clear()
-
-
 class Counting(CrashingStore):
     """Counts the tool results kept too."""
 

@@ -22,11 +22,6 @@ SCRIPT = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _clean() -> None:
-    EXECUTED.clear()
-
-
 def suspended(**limits: Any) -> tuple[Runner, dict[str, Any]]:
     runner = Runner(make_agent(SCRIPT, **limits))
     first = runner.run_sync("pay")

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.mypy_snippets import mypy_on
-
 pytestmark = pytest.mark.slow  # mypy --strict on user snippets
 
 SNIPPETS = {
@@ -62,12 +60,6 @@ def body(ctx: RunContext) -> str:
     return str(ctx.deps)
 """,
 }
-
-
-@pytest.fixture(scope="module")
-def mypy_says(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
-    """One ``mypy --strict`` run over every snippet (:func:`tests.mypy_snippets.mypy_on`)."""
-    return mypy_on(SNIPPETS, tmp_path_factory.mktemp("typing"))
 
 
 def test_deps_are_typed_in_tools_and_instructions(mypy_says: dict[str, list[str]]) -> None:

@@ -8,8 +8,6 @@ import re
 
 import pytest
 
-from tests.mypy_snippets import mypy_on
-
 pytestmark = pytest.mark.slow  # mypy --strict on user snippets
 
 SNIPPETS = {
@@ -56,13 +54,6 @@ back: list[ScriptItem] = theirs
 model = ScriptedModel(mine)
 """,
 }
-
-
-@pytest.fixture(scope="module")
-def mypy_says(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
-    """One ``mypy --strict`` run over every snippet: its output lines, by snippet
-    (:func:`tests.mypy_snippets.mypy_on`)."""
-    return mypy_on(SNIPPETS, tmp_path_factory.mktemp("typing"))
 
 
 def test_a_misspelt_limits_field_is_a_type_error(mypy_says: dict[str, list[str]]) -> None:

@@ -4,13 +4,10 @@ in-process, suspended runs wait durably for decisions, and replay is checked for
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import sqlite3
-import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,19 +22,6 @@ from loopwright.integrations import dbos as lw
 from tests import dbos_app, store_app
 
 pytestmark = pytest.mark.dbos
-
-
-@pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[lw.Client]:
-    db = f"sqlite:///{tmp_path_factory.mktemp('dbos') / 'dbos.sqlite'}"
-    for handler in logging.getLogger("dbos").handlers:  # made once per process, maybe on a test's closed capture
-        if type(handler) is logging.StreamHandler and getattr(handler.stream, "closed", False):
-            handler.stream = sys.__stderr__
-    lw.launch(db)
-    c = lw.Client(db)
-    yield c
-    c.close()
-    DBOS.destroy()
 
 
 def _id() -> str:

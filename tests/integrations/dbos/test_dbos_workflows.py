@@ -5,12 +5,10 @@ from an MCP server runs its calls through the server."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,7 +18,6 @@ from tests import TESTS
 if not os.environ.get("CI"):  # under CI the DBOS tests must run (.ci/run installs the extra)
     pytest.importorskip("dbos", reason="pip install -e '.[dbos]' to run the DBOS tests")
 
-from dbos import DBOS
 
 from loopwright import (
     Agent,
@@ -41,19 +38,6 @@ from loopwright.workflows import LoopAgent, MapAgent, ParallelAgent, SequentialA
 from tests import store_app
 
 pytestmark = pytest.mark.dbos
-
-
-@pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[lw.Client]:
-    db = f"sqlite:///{tmp_path_factory.mktemp('dbos') / 'dbos.sqlite'}"
-    for handler in logging.getLogger("dbos").handlers:  # made once per process, maybe on a test's closed capture
-        if type(handler) is logging.StreamHandler and getattr(handler.stream, "closed", False):
-            handler.stream = sys.__stderr__
-    lw.launch(db)
-    c = lw.Client(db)
-    yield c
-    c.close()
-    DBOS.destroy()
 
 
 def _until(client: lw.Client, run_id: str, outcome: str, timeout_s: float = 30.0) -> dict[str, Any]:

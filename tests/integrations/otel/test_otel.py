@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import urllib.request
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -25,15 +24,6 @@ from loopwright import Agent, ModelError, ModelResponse, Runner, TextPart, ToolC
 from loopwright.data.events import EventBase
 from loopwright.integrations.otel import Tracing, redact_secrets
 from loopwright.models.scripted import ScriptedModel
-
-
-@pytest.fixture
-def exported() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider, exporter
-    provider.shutdown()
 
 
 def reply(parts: Any, stop: str = "tool_use", model: str = "claude-test-1") -> ModelResponse:

@@ -3,26 +3,14 @@ one that runs it on resume does), and each resumed leg links to the legs before 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from loopwright import Agent, ModelResponse, Pending, Runner, TextPart, ToolCall, Usage, approve, deny, tool
 from loopwright.integrations.otel import Tracing
 from loopwright.models.scripted import ScriptedModel
-
-
-@pytest.fixture
-def exported() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider, exporter
-    provider.shutdown()
 
 
 def reply(parts: Any, stop: str = "tool_use") -> ModelResponse:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -27,10 +26,10 @@ def read_page(n: int) -> str:
     return f"Page {n}: " + "figures and findings, " * 90  # about 500 tokens
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeClaude]:
-    with FakeClaude(account=True) as server:
-        yield server
+@pytest.fixture(autouse=True)
+def _accounting(fake: FakeClaude) -> None:
+    """Here the Claude fake (tests/conftest.py) counts usage (``account=True``)."""
+    fake.account = True
 
 
 def loop_agent(fake: FakeClaude, steps: int, **options: Any) -> Agent:

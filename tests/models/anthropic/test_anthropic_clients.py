@@ -8,7 +8,6 @@ import asyncio
 import gc
 import os
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +20,6 @@ from loopwright.models.anthropic import model as anthropic_model
 from loopwright.models.anthropic.facts import CURRENT, facts_for
 from tests import ROOT
 from tests.fake_claude import FakeClaude, message, text
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeClaude]:
-    with FakeClaude() as server:
-        yield server
-
-
-@pytest.fixture
-def env(fake: FakeClaude, monkeypatch: pytest.MonkeyPatch) -> FakeClaude:
-    """Own clients (made by AnthropicModel) find the fake through the environment."""
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-    return fake
 
 
 def hi() -> ModelRequest:

@@ -3,21 +3,12 @@ cost and budgets count them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from decimal import Decimal
-
-import pytest
 
 from loopwright import ContextWindowError, ModelError
 from loopwright.models.prices import cost_of
 from tests.fake_claude import Error, FakeClaude, cut_tool_use, message, text, thinking, tool_use
 from tests.models.anthropic.test_anthropic_model import agent, run
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeClaude]:
-    with FakeClaude() as server:
-        yield server
 
 
 def cut(output_tokens: int = 512) -> dict[str, object]:

@@ -5,7 +5,6 @@ pre-flight, rate-limit headers in errors, and 1-hour cache writes and server too
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -19,12 +18,6 @@ from tests.models.anthropic.test_anthropic_images import PNG
 from tests.models.anthropic.test_anthropic_model import agent, run
 
 FILES = "files-api-2025-04-14"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeClaude]:
-    with FakeClaude() as server:
-        yield server
 
 
 def test_bedrock_mantle_client_is_accepted(fake: FakeClaude) -> None:

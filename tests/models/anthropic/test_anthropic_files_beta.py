@@ -3,10 +3,7 @@ by itself, over HTTP; others do not."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from loopwright import tool
 from loopwright.data.events import DocumentPart, ImagePart
@@ -14,12 +11,6 @@ from tests.fake_claude import FakeClaude, message, text, tool_use
 from tests.models.anthropic.test_anthropic_model import agent, run
 
 FILES = "files-api-2025-04-14"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeClaude]:
-    with FakeClaude() as server:
-        yield server
 
 
 def betas(fake: FakeClaude, n: int = 0) -> list[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,6 @@ from tests.models.anthropic.test_anthropic_model import agent, run
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS\xde"
 PDF = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeClaude]:
-    with FakeClaude() as server:
-        yield server
 
 
 def b64(data: bytes) -> str:

@@ -8,7 +8,6 @@ import gc
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +23,6 @@ pytestmark = pytest.mark.slow  # fresh interpreters and 200-run loops
 
 
 RUNS = 200
-
-
-@pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeClaude]:
-    """Own clients (made by AnthropicModel) find the fake through the environment."""
-    with FakeClaude() as fake:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-        yield fake
 
 
 def _environment(fake: FakeClaude) -> dict[str, str]:

@@ -5,7 +5,6 @@ as a property of any history."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from itertools import pairwise
 from typing import Any
 
@@ -31,12 +30,6 @@ from loopwright.models.anthropic.mapping import CONTINUE
 from tests.fake_claude import FakeClaude, message, text
 
 SPEC = ToolSpec(name="look", description="Look.", input_schema={"type": "object", "properties": {}})
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeClaude]:
-    with FakeClaude() as server:
-        yield server
 
 
 def complete(fake: FakeClaude, request: ModelRequest, **options: Any) -> ModelResponse:

@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +42,6 @@ def weather(city: str) -> str:
     if city == "Atlantis":
         raise LookupError("no such city")
     return f"sunny in {city}"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeClaude]:
-    with FakeClaude() as server:
-        yield server
 
 
 def agent(fake: FakeClaude, *, retries: int = 0, base_url: str | None = None, **kw: Any) -> Agent:

@@ -5,8 +5,6 @@ tools given as options join the agent's tools; an unknown block never ends as a 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from loopwright.data.events import ErrorOccurred, ProviderPart
@@ -28,12 +26,6 @@ _HTML_502 = (
     + "<p>The upstream server sent an invalid response.</p>" * 200
     + "</body></html>"
 )
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeClaude]:
-    with FakeClaude() as server:
-        yield server
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +24,6 @@ from loopwright.models.gemini import KNOWN, GeminiModel
 from tests import ROOT
 from tests.fake_gemini import MODEL, Cut, Error, FakeGemini, Raw, call, reply, text
 from tests.models.gemini.test_gemini_model import agent, ask, model, run, user
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeGemini]:
-    with FakeGemini() as server:
-        yield server
 
 
 def error_of(fake: FakeGemini, item: Any, *, streamed: bool = False) -> ModelError:

@@ -10,7 +10,6 @@ import itertools
 import json
 import re
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -38,12 +37,6 @@ async def slow_weather(city: str, delay: float) -> str:
     """Weather in a city, answered after ``delay`` seconds."""
     await asyncio.sleep(delay)
     return f"sunny in {city}"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeGemini]:
-    with FakeGemini() as server:
-        yield server
 
 
 def model(fake: FakeGemini, name: str = MODEL, **options: Any) -> GeminiModel:

@@ -9,7 +9,6 @@ import json
 import subprocess
 import sys
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import openai
@@ -53,12 +52,6 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 def weather(city: str) -> str:
     """Weather in a city."""
     return f"sunny in {city}"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
 
 
 def model(fake: FakeOpenAI, api: str = "responses", name: str = "gpt-5.5", **kw: Any) -> OpenAIModel:
