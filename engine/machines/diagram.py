@@ -327,14 +327,21 @@ def diagram(
     if format == "mermaid":
         return _mermaid(machine, taken)
     if format == "svg" and not dot_available():  # no Graphviz here: drawn in pure Python
-        from .svg import draw
-
-        return draw(machine, taken)
+        return pure_svg(machine, taken)
     g = _digraph(machine, taken)
     if format == "dot":
         return str(g.source)
     data = _render(g, format)
     return data.decode() if format == "svg" else data
+
+
+def pure_svg(machine: LoopMachine, taken: Mapping[Row, int] | None = None) -> str:
+    """The SVG drawing of ``machine`` made in pure Python (:mod:`.svg`), whether or not Graphviz
+    is here: what ``diagram(machine, "svg")`` gives where it is not. ``taken``: a run's
+    :func:`trace_counts`."""
+    from .svg import draw
+
+    return draw(machine, taken, lambda row, n: _label(row, n, False))
 
 
 def markdown(machine: LoopMachine, *, trace: Trace | None = None) -> str:

@@ -26,14 +26,17 @@ fixed precision: the same machine (and trace) gives the same bytes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import TypeAlias
 from xml.sax.saxutils import escape, quoteattr
 
 from ..table.machine import LoopMachine, Row
 
 START = "__start__"
+Label: TypeAlias = Callable[[Row, int], str]
+"""A row's label on the drawing, given the row and how often the run took it."""
 _FONT = "Helvetica,Arial,sans-serif"
 _STATE_FONT = 14.0
 _LABEL_FONT = 10.0
@@ -45,6 +48,13 @@ _LINE = 12.0
 _SWEEPS = 6
 _ROUNDS = 24
 _WRAP = 40
+
+
+def _plain(row: Row, taken: int) -> str:
+    text = " & ".join(row.guard_names) if row.guards else "else"
+    if row.bounded_by:
+        text = f"⟲ {text} [bounded: {row.bounded_by}]"
+    return f"{text} ✔ {taken}×" if taken else text
 
 
 def _text_width(text: str, size: float) -> float:
@@ -135,14 +145,12 @@ def _ranks(states: Sequence[str], edges: Sequence[tuple[str, str]]) -> dict[str,
     return rank
 
 
-def _label_lines(rows: Sequence[Row], taken: Mapping[Row, int]) -> list[str]:
-    """Each row's label (as the other drawings write it), wrapped after an ``&`` past
-    :data:`_WRAP` characters; a continued line is indented."""
-    from .diagram import _label
-
+def _label_lines(rows: Sequence[Row], taken: Mapping[Row, int], label: Label) -> list[str]:
+    """Each row's label (``label(row, times taken)``, as the other drawings write it), wrapped
+    after an ``&`` past :data:`_WRAP` characters; a continued line is indented."""
     lines: list[str] = []
     for row in rows:
-        words = _label(row, taken.get(row, 0), False).split(" & ")
+        words = label(row, taken.get(row, 0)).split(" & ")
         line = words[0]
         for word in words[1:]:
             if len(line) + len(word) + 2 > _WRAP:
@@ -154,10 +162,11 @@ def _label_lines(rows: Sequence[Row], taken: Mapping[Row, int]) -> list[str]:
     return lines
 
 
-def draw(machine: LoopMachine, taken: Mapping[Row, int] | None = None) -> str:
-    """``machine`` as an SVG document (with a run's path when ``taken`` counts its rows)."""
+def draw(machine: LoopMachine, taken: Mapping[Row, int] | None = None, label: Label = _plain) -> str:
+    """``machine`` as an SVG document (with a run's path when ``taken`` counts its rows); each
+    row labelled ``label(row, times taken)`` (:mod:`.diagram` gives its own, as in its mermaid)."""
     taken = taken or {}
-    edges = _edges(machine, taken)
+    edges = _edges(machine, taken, label)
     loops = {e.source: e for e in edges if e.source == e.dest}
     nodes, layers = _layers(machine, edges)
     for name, e in loops.items():
@@ -167,7 +176,7 @@ def draw(machine: LoopMachine, taken: Mapping[Row, int] | None = None) -> str:
     return _document(machine, taken, nodes, edges, width, height)
 
 
-def _edges(machine: LoopMachine, taken: Mapping[Row, int]) -> list[_Edge]:
+def _edges(machine: LoopMachine, taken: Mapping[Row, int], label: Label) -> list[_Edge]:
     """The start marker's edge, then one edge per pair of states joined by rows (table order),
     those that close a cycle marked ``reversed``."""
     pairs: dict[tuple[str, str], list[Row]] = {}
@@ -175,7 +184,7 @@ def _edges(machine: LoopMachine, taken: Mapping[Row, int]) -> list[_Edge]:
         for row in machine.rows_from(state):
             pairs.setdefault((row.source, row.dest), []).append(row)
     edges = [_Edge(START, machine.initial, [], [])]
-    edges += [_Edge(a, b, rows, _label_lines(rows, taken)) for (a, b), rows in pairs.items()]
+    edges += [_Edge(a, b, rows, _label_lines(rows, taken, label)) for (a, b), rows in pairs.items()]
     out: dict[str, list[str]] = {}
     for e in edges[1:]:
         if e.source != e.dest:

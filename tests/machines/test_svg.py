@@ -16,7 +16,7 @@ import pytest
 from loopwright import Runner, ToolCall
 from loopwright.cli.trace_page import trace_page
 from loopwright.features import BUILT_IN_MACHINES
-from loopwright.machines.diagram import diagram, dot_available
+from loopwright.machines.diagram import diagram, dot_available, pure_svg
 from loopwright.table.machine import LoopMachine
 from tests import ROOT
 from tests.helpers import agent
@@ -144,3 +144,10 @@ def test_the_dev_uis_diagram_route_draws_without_graphviz(no_dot: None, tmp_path
     assert answer.headers["content-type"].startswith("image/svg+xml")
     assert answer.text.startswith("<svg")
     assert {"reason", "act", "suspended"} <= set(_groups(answer.text, "node"))
+
+
+def test_pure_svg_is_what_diagram_gives_without_graphviz(monkeypatch: pytest.MonkeyPatch) -> None:
+    machine = BUILT_IN_MACHINES["waiting"]
+    made = pure_svg(machine)
+    monkeypatch.setattr(shutil, "which", lambda *a, **k: None)
+    assert diagram(machine, "svg") == made

@@ -86,10 +86,10 @@ def test_without_graphviz_the_live_diagram_lights_up_as_a_run_goes(chromium: Any
     svg = httpx.get(f"{server}/agents/support/diagram.svg")
     assert svg.status_code == 200, svg.text
     from loopwright.features import machine_for
-    from loopwright.machines.svg import draw
+    from loopwright.machines.diagram import pure_svg
     from tests.serve_agents import support
 
-    expected = draw(machine_for(support))
+    expected = pure_svg(machine_for(support))
     assert svg.text == expected[expected.index("<svg") :]  # the pure-Python drawing, not Graphviz's
 
     page = chromium.new_page(viewport={"width": 1400, "height": 900}, bypass_csp=True)
