@@ -196,13 +196,10 @@ def run_command(args: Any) -> int:
         _fail(f"loopwright run: writing the events failed ({why}); the run went on: {result.outcome}")
         return 1
     if args.trace is not None:
-        from ..machines.diagram import dot_available
-        from .trace_page import NO_DRAWING, write_trace_page
+        from .trace_page import write_trace_page
 
         page = write_trace_page(feed.events, args.trace, machine=agent, children=runs)
         console.print(f"trace page: {page}", style="dim", markup=False, highlight=False)
-        if not dot_available():
-            console.print(f"note: {NO_DRAWING}", style="yellow", markup=False, highlight=False)
     if result.outcome == "suspended":
         where = f"the store {args.store}" if args.store else str(_save(result.run_state))
         store = f" --store {args.store}" if args.store else ""

@@ -2,9 +2,10 @@
 
 ``loopwright trace events.jsonl -o trace.html`` (or :func:`write_trace_page`) writes:
 
-- the agent's diagram, drawn at write time by Graphviz (the same drawing as ``loopwright
-  diagram --format svg``), with the run's path on it: the edges the run took are red and
-  counted, the states it visited are shaded (``lw-taken`` / ``lw-visited`` classes);
+- the agent's diagram, drawn at write time (the same drawing as ``loopwright diagram --format
+  svg``: Graphviz's where it is installed, else drawn in pure Python), with the run's path on
+  it: the edges the run took are red and counted, the states it visited are shaded
+  (``lw-taken`` / ``lw-visited`` classes);
 - a timeline: one lane of the stages the run went through, one lane per tool call, each bar as
   long as it took;
 - every event of the run in a table; clicking a step (a table row, a timeline bar, an edge of
@@ -20,8 +21,7 @@
   :func:`recording` (no store needed).
 
 Everything is inline (styles, script, the SVG, the events as JSON): the page fetches nothing
-when it is viewed. Without Graphviz the page still has the timeline and the events, with the
-mermaid text of the diagram in place of the drawing (the page and ``loopwright trace`` say so).
+when it is viewed, and writing it needs no system program.
 
 A text longer than :data:`TEXT_CAP` characters (a model's long answer, a long input) is kept
 once on the page, whatever the number of events holding it, and shown cut to that length with
@@ -40,19 +40,13 @@ from typing import Any
 
 from ..data.errors import ConfigurationError
 from ..data.result import RunResult
-from ..machines.diagram import Trace, dot_available, events_of, machine_of_trace, trace_counts
+from ..machines.diagram import Trace, events_of, machine_of_trace, trace_counts
 from ..runtime.agent import Agent
 from ..table.machine import LoopMachine
 from . import trace_children as kids_of
 from .trace_children import recording, stored_children
 from .trace_page_assets import PAGE, SCRIPT, STYLE
 from .trace_parts import SUMMARY_CAP, TABLE_HEAD, TEXT_CAP, drawing, kept_once, summary_cells, table, timeline
-
-NO_DRAWING = (
-    "no drawing of the machine on the page: Graphviz is not installed here (apt-get install graphviz; "
-    "pip install graphviz); the page shows the diagram as mermaid text"
-)
-"""What the command says when the page has no drawing (the page says so too)."""
 
 
 def trace_page(
@@ -174,8 +168,6 @@ def run_command(args: Any) -> int:
         print(f"loopwright trace: {exc.args[0]}", file=sys.stderr)
         return 2
     print(f"wrote {path}")
-    if not dot_available():
-        print(f"loopwright trace: note: {NO_DRAWING}", file=sys.stderr)
     return 0
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..data.inputs import input_text
-from ..machines.diagram import diagram, dot_available
+from ..machines.diagram import diagram
 from ..table.machine import LoopMachine
 
 TEXT_CAP = 2000
@@ -95,16 +95,11 @@ def drawing(
     view: str = "",
     drawn: dict[Any, str] | None = None,
 ) -> str:
-    """The machine drawn by Graphviz with the run's path on it (``lw-taken`` edges, ``lw-visited``
-    states; ``marks``: more classes of some states); without Graphviz its mermaid text. ``view``
-    prefixes the drawing's element ids (several drawings on one page); ``drawn`` keeps each
-    drawing by machine and path, so runs that took the same path (a map's items) are drawn once."""
-    if not dot_available():
-        text = diagram(machine, "mermaid", trace=events)
-        return (
-            '<p class="lw-note">The drawing needs Graphviz when the page is written (apt-get install graphviz; '
-            f"pip install graphviz). The diagram as mermaid text:</p><pre>{html.escape(text)}</pre>"
-        )
+    """The machine drawn (by Graphviz where it is installed, else in pure Python) with the run's
+    path on it (``lw-taken`` edges, ``lw-visited`` states; ``marks``: more classes of some
+    states). ``view`` prefixes the drawing's element ids (several drawings on one page);
+    ``drawn`` keeps each drawing by machine and path, so runs that took the same path (a map's
+    items) are drawn once."""
     key = (id(machine), frozenset(taken.items()))
     svg = drawn.get(key) if drawn is not None else None
     if svg is None:

@@ -3,7 +3,12 @@
 :func:`diagram` builds a ``transitions`` ``GraphMachine`` (only when drawing: runs never pay for
 graph bookkeeping) from the running machine's own transition objects, and renders it with the
 ``transitions`` mermaid engine (text, GitHub renders it) or its graphviz engine (``dot``,
-``svg``, ``png``: needs ``pip install graphviz`` and the Graphviz programs).
+``svg``, ``png``: needs ``pip install graphviz`` and the Graphviz programs). ``svg`` needs
+neither: where Graphviz is missing (the package or the ``dot`` program), :mod:`.svg` draws the
+machine in pure Python, with the same element ids, titles and trace classes (so the dev UI and
+the trace page light either drawing). Where Graphviz is present it stays the svg renderer (its
+layout is the better one, and the committed ``diagrams/*.svg`` are its); ``dot`` and ``png``
+always need it.
 
 What it shows: each edge is labelled with the guards of its rows (``else``: the fallback; rows
 between the same two states are joined with ``|``, in the order the machine tries them).
@@ -321,11 +326,22 @@ def diagram(
     taken = trace_counts(machine, trace) if trace is not None else Counter[Row]()
     if format == "mermaid":
         return _mermaid(machine, taken)
+    if format == "svg" and not dot_available():  # no Graphviz here: drawn in pure Python
+        return pure_svg(machine, taken)
     g = _digraph(machine, taken)
     if format == "dot":
         return str(g.source)
     data = _render(g, format)
     return data.decode() if format == "svg" else data
+
+
+def pure_svg(machine: LoopMachine, taken: Mapping[Row, int] | None = None) -> str:
+    """The SVG drawing of ``machine`` made in pure Python (:mod:`.svg`), whether or not Graphviz
+    is here: what ``diagram(machine, "svg")`` gives where it is not. ``taken``: a run's
+    :func:`trace_counts`."""
+    from .svg import draw
+
+    return draw(machine, taken, lambda row, n: _label(row, n, False))
 
 
 def markdown(machine: LoopMachine, *, trace: Trace | None = None) -> str:
@@ -358,7 +374,8 @@ def markdown(machine: LoopMachine, *, trace: Trace | None = None) -> str:
 
 
 def dot_available() -> bool:
-    """Whether SVG and PNG can be drawn here (the graphviz package and the ``dot`` program)."""
+    """Whether Graphviz can draw here (the graphviz package and the ``dot`` program): PNG needs
+    it; SVG is drawn without it (in pure Python) when it is missing."""
     return importlib.util.find_spec("graphviz") is not None and shutil.which("dot") is not None
 
 

@@ -101,8 +101,9 @@ def test_svg_is_deterministic_and_styles_bounded_edges() -> None:
 def test_missing_graphviz_gets_a_clear_message(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(ConfigurationError) as err:
-        diagram(CORE, "svg")
-    assert str(err.value).startswith("svg diagrams need the Graphviz programs (the `dot` command): apt-get install")
+        diagram(CORE, "png")
+    assert str(err.value).startswith("png diagrams need the Graphviz programs (the `dot` command): apt-get install")
+    assert "drawn in pure Python" in diagram(CORE, "svg").splitlines()[1]
     with pytest.raises(ConfigurationError, match="unknown diagram format 'gif'; use one of mermaid, dot, svg, png"):
         diagram(CORE, "gif")
 
