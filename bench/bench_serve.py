@@ -112,7 +112,7 @@ class Raw:
 
     async def _open(self, method: str, path: str, body: bytes = b"") -> tuple[Any, Any]:
         reader, writer = await asyncio.open_connection("127.0.0.1", self.port, limit=2**20)
-        head = f"{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+        head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         writer.write(f"{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
         await writer.drain()
         return reader, writer

@@ -66,7 +66,7 @@ async def act(rs: RunState, ctx: RunContext) -> None:
     if waits:
         why = NO_WAITING
         for hold in ctx.holds:
-            refused = hold(rs, ctx, calls, results, waits)
+            refused = hold(rs=rs, ctx=ctx, calls=calls, results=results, waits=waits)
             if refused is None:
                 return  # the feature keeps the step and answers it when the waits are over
             why = refused

@@ -24,7 +24,7 @@ def postprocess(rs: RunState, ctx: RunContext) -> None:
     if response is None:  # the table only routes here with a response
         return
     for process in ctx.response_hooks:
-        response = rs.response = process(response, rs, ctx)
+        response = rs.response = process(response=response, rs=rs, ctx=ctx)
     kept(response)
     if response.usage is not ZERO_USAGE:  # (a reply that reports no usage adds none)
         rs.usage = rs.usage + response.usage

@@ -143,5 +143,5 @@ def _build_request(
         output_schema=None,
     )
     for process in ctx.request_hooks:
-        request = process(request, rs, ctx)
+        request = process(request=request, rs=rs, ctx=ctx)
     rs.request = request

@@ -15,6 +15,7 @@ import asyncio
 
 from loopwright.data.events import ErrorInfo, ErrorOccurred, History, ModelRequested, ModelResponded
 from loopwright.data.run_state import RunState
+from loopwright.models.http_errors import MAX_RETRY_AFTER_S
 from loopwright.runtime.context import RunContext
 from loopwright.runtime.model_call import (
     call_model,
@@ -99,5 +100,5 @@ async def _again(rs: RunState, ctx: RunContext, failed: ErrorInfo | None) -> Non
             rs.attempt = 1
             return
     asked = failed.retry_after if failed is not None and failed.retry_after else 0.0
-    await asyncio.sleep(max(ctx.limits.retry_delay(rs.attempt), min(asked, 60.0)))
+    await asyncio.sleep(max(ctx.limits.retry_delay(rs.attempt), min(asked, MAX_RETRY_AFTER_S)))
     rs.attempt += 1

@@ -62,7 +62,7 @@ async def salvage(rs: RunState, ctx: RunContext) -> None:
         tokens_left=cap - rs.usage.total_tokens if refused and cap is not None else None,
     )
     for process in ctx.request_hooks:
-        request = process(request, rs, ctx)
+        request = process(request=request, rs=rs, ctx=ctx)
     request = request.model_copy(update={"tool_choice": "none" if request.tools else None})
     ctx.emit(ModelRequested, attempt=1, message_count=len(request.messages), tool_names=())
     partial = rs.model_error.partial if refused and rs.model_error is not None else None

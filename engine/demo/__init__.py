@@ -10,9 +10,9 @@ the model recovers from (bad arguments, then corrected), and a final answer.
 
 from __future__ import annotations
 
-from .agents import DEMO_INPUT, DEMO_OPTIONS, HELPDESK_INPUT, demo_agent, demo_tools, helpdesk_agent
+from .agents import DEMO_INPUT, DEMO_OPTIONS, HELPDESK_INPUT, TripAnswer, demo_agent, demo_tools, helpdesk_agent
 
-__all__ = ["DEMO_INPUT", "DEMO_OPTIONS", "HELPDESK_INPUT", "demo_agent", "demo_tools", "helpdesk_agent"]
+__all__ = ["DEMO_INPUT", "DEMO_OPTIONS", "HELPDESK_INPUT", "TripAnswer", "demo_agent", "demo_tools", "helpdesk_agent"]
 
-for _name in ("demo_agent", "demo_tools", "helpdesk_agent"):
+for _name in ("TripAnswer", "demo_agent", "demo_tools", "helpdesk_agent"):
     globals()[_name].__module__ = __name__

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 from .. import features as _features  # the built-in features' run-state slices, to load saved states
 from ..data.decisions import Approve, Deny
@@ -35,6 +35,7 @@ from ..data.events import (
 )
 from ..data.result import RunResult
 from ..data.run_state import SAVED_FIELDS, RunState, slice_adapter
+from ..data.values import clean_text
 from ..stores.base import FULL_HEAD_EVERY
 
 if TYPE_CHECKING:
@@ -185,6 +186,46 @@ class HeadWriter:
         if features == was_features:
             return to_json(head)
         return to_json(head)[:-1] + b',"features":' + features + b"}"
+
+
+# ---------------------------------------------------------------- what JSON cannot hold
+
+
+def body_json(body: Any) -> bytes:
+    """A checkpoint's body as JSON; one that holds what JSON cannot (a lone surrogate in a
+    streamed delta of model text, which no other value cleans) is written as :func:`storable_json`
+    makes it, so the run goes on and its store can read it back."""
+    try:
+        return to_json(body)
+    except PydanticSerializationError:
+        return storable_json(body)
+
+
+def storable_json(value: Any) -> bytes:
+    """``value`` as JSON whatever it holds: each lone surrogate replaced by U+FFFD (as in any
+    value a run saves: :func:`loopwright.data.values.clean_text`) and each value that is no JSON
+    value (a client, a connection) by a marker naming its type."""
+    return to_json(_cleaned(to_jsonable_python(value, fallback=_unsaveable)))
+
+
+def storable_state(state: dict[str, Any]) -> dict[str, Any]:
+    """A run's ``state`` as :func:`storable_json` writes it (what a failed run's last checkpoint keeps)."""
+    kept: dict[str, Any] = json.loads(storable_json(state))
+    return kept
+
+
+def _unsaveable(value: Any) -> str:
+    return f"<{type(value).__name__}: not saved>"
+
+
+def _cleaned(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {_cleaned(k): _cleaned(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_cleaned(v) for v in value]
+    return value
 
 
 # ---------------------------------------------------------------- messages, results, events

@@ -2,7 +2,7 @@
 
 A worker token is ``host|pid|token``. A run's worker is alive when it is this process and its
 checkpointer runs the run, a live process (not a zombie) on this host, or, on another host, it
-checkpointed less than ``lease_s`` seconds ago. Resumes (:mod:`loopwright.durable.resume`) and
+checkpointed less than ``lease_s`` seconds ago. Resumes (:class:`loopwright.durable.checkpoint.Durable`) and
 the DBOS runner's recovery (:func:`loopwright.integrations.dbos.recover_dead`) ask it.
 """
 

@@ -31,6 +31,7 @@ from .evaluators import (
     TrajectoryCheck,
 )
 from .expect import ExpectedCall, Replay, ToolMock
+from .files import MAX_ALIAS_NODES, MAX_NESTING
 from .replay import ReplayDiverged, ReplayModel, case_from_events
 from .report import CaseReport, EvalReport, RunReport, ScoreSummary
 from .run import evaluate, evaluate_sync
@@ -50,6 +51,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "MAX_ALIAS_NODES",
+    "MAX_NESTING",
     "Call",
     "CaseReport",
     "EvalCase",

@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .files import MAX_NESTING, too_deep
+
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
@@ -108,8 +110,11 @@ def parse_json(output: Any) -> tuple[Any, str | None]:
         return output, None
     text = output.strip()
     fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", text, re.DOTALL)
+    text = fenced[1] if fenced else text
+    if too_deep(text) is not None:
+        return None, f"the answer nests JSON more than {MAX_NESTING} levels deep"
     try:
-        return json.loads(fenced[1] if fenced else text), None
+        return json.loads(text), None
     except ValueError as exc:
         return None, f"the answer is not JSON ({exc})"
 

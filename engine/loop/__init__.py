@@ -4,8 +4,8 @@ runners use); :mod:`~loopwright.loop.subrun` makes an agent a tool of another.
 
 - :mod:`~loopwright.loop.runner`: the facade (``run``, ``stream``, ``resume``, ``pause``, ``cancel``)
   and the stepping protocol (``handler``, ``adopt``, ``attach``, ``register``, ``is_running``);
-- :mod:`~loopwright.loop.run`: :class:`~loopwright.loop.run.Run`, the step loop, and
-  :class:`~loopwright.loop.run.RunHost`, what a Run reads of its runner;
-- :mod:`~loopwright.loop.pacing`: the fairness probe and the deadline (a Run's base);
+- :mod:`~loopwright.loop.run`: :class:`~loopwright.loop.run.Run`, the step loop with its clock (the
+  fairness probe and the deadline), and :class:`~loopwright.loop.run.RunHost`, what a Run reads of
+  its runner;
 - :mod:`~loopwright.loop.stream`: ``RunStream``; :mod:`~loopwright.loop.options`: ``RunOptions``.
 """

@@ -9,8 +9,12 @@
         run_state.stage = row.dest
 
 A Run is made by its runner (:class:`~loopwright.loop.runner.Runner`, or any :class:`RunHost`)
-and reads of it only what :class:`RunHost` names. The fairness probe and the deadline are its
-base, :class:`~loopwright.loop.pacing.Paced`.
+and reads of it only what :class:`RunHost` names.
+
+The run's clock is the Run's own too: the fairness probe (when a run that never suspends lets
+the event loop run; its quiet case is written out in ``Run.steps``, its rare paths are
+``Run._must_yield``) and the deadline (``timeout_s``) with the cancellations the engine takes
+back.
 """
 
 from __future__ import annotations
@@ -24,18 +28,25 @@ from ..data.errors import NoTransitionError
 from ..data.events import ErrorInfo, LimitReached, Paused, RunFinished, RunStarted
 from ..data.result import RunResult
 from ..data.run_state import RunState
-from ..runtime import nesting, rejoining
+from ..runtime import nesting
 from ..runtime.agent import Agent, AgentTree
 from ..runtime.calls import ANSWERED, answer_unrun_calls
 from ..runtime.context import RunContext
 from ..runtime.observers import INSTRUMENTS, EventSink, Observers
 from ..table.machine import LoopMachine, Row, abort_row
-from .pacing import OTHER_LOOP, SLICE_S, Paced
 
 from loopwright.states import Handler  # isort: skip
 
 _clock = time.time
 _monotonic = time.monotonic
+_BASE_TIME = asyncio.BaseEventLoop.time
+OTHER_LOOP = object()
+"""``Run._loop`` on an event loop that is not asyncio's own (uvloop): yield at every transition."""
+SLICE_S = 0.001
+"""A run that never suspends still lets the event loop run at least this often (seconds)."""
+HOLD = 4
+"""A run goes on for at most this many more stages while another task waits (ready, or a timer
+due), then lets it run: a waiting task runs within one loop iteration (five stages) of this run."""
 
 
 class RunHost(Protocol):
@@ -76,12 +87,32 @@ class RunHost(Protocol):
     def cancel(self, run_id: str) -> bool: ...
 
 
-class Run(Paced):
+class Run:
     """One run in progress. ``Runner.run`` drives it to the end; apps and tests may drive it
     by hand with :meth:`step` (one stage's work, then one transition) and inspect ``state``
     (the RunState), ``stage``, ``done``, ``events`` and, once done, ``result``."""
 
-    __slots__ = ("_handlers", "_own", "_save", "_stops", "_terminals", "ctx", "machine", "pausing", "runner")
+    __slots__ = (
+        "_handlers",
+        "_held",
+        "_in_stage",
+        "_loop",
+        "_own",
+        "_save",
+        "_stops",
+        "_terminals",
+        "_timed_out",
+        "_timer",
+        "_waiter",
+        "_yielded",
+        "ctx",
+        "machine",
+        "pausing",
+        "runner",
+        "session",
+        "state",
+        "task",
+    )
 
     def __init__(
         self,
@@ -112,12 +143,25 @@ class Run(Paced):
         )
         if own is not None:
             self.ctx.tool_scopes, self.ctx.model_scopes = own.scopes("tool_scope"), own.scopes("model_scope")
-        self._start_pacing()
+        self.task: asyncio.Task[Any] | None = None
+        self._loop: Any = None
+        self._yielded = 0.0
+        self._waiter = 0
+        """``id()`` of the waiter first in the loop's line when last looked (see _must_yield):
+        an id, not the handle, so a run never keeps another task's finished step alive."""
+        self._held = 0
+        self._timer: asyncio.TimerHandle | None = None
+        """The run's one deadline timer (armed at its first step when it has ``timeout_s``)."""
+        self._in_stage = False
+        self._timed_out = False
+        """The deadline timer cancelled the stage in progress (the runner takes it back)."""
         self._handlers = runner.handlers
         self._terminals = machine.terminals
         self._stops = machine.stops
         self.pausing = False
         """``Runner.pause`` asked this run to stop at its next transition."""
+        self.session: Any = None
+        """The session a resumed run holds, kept beside it (:class:`~loopwright.stores.sessions.RunSession`)."""
         self._save = runner.checkpointer_for(self)
         if self._save is not None:
             self.ctx.store = getattr(runner, "store", None)
@@ -156,7 +200,7 @@ class Run(Paced):
     async def run_to_end(self) -> RunResult:
         """Step until a terminal state (or a waiting one); the result."""
         if nesting.parent() is not None and self.ctx.up is None:  # resumed in a tool of another run: its child
-            self.ctx.up = rejoining.rejoin(self.state)
+            self.ctx.up = nesting.rejoin(self.state)
         await self.steps(to_end=True)
         return self.ended()
 
@@ -368,7 +412,7 @@ class Run(Paced):
         self._disarm_deadline()
         self.runner.unregister(rs.run_id)
         for hook in self.machine.hooks("pause"):
-            hook(rs, self.ctx)
+            hook(rs=rs, ctx=self.ctx)
         rs.outcome = "suspended"
         nesting.charge(rs)  # a nested run that waits: what it spent goes up, its held pass back, its link dropped
         rs.legs = (*rs.legs, self.ctx.log)  # a resume's result carries this leg's events too
@@ -380,7 +424,7 @@ class Run(Paced):
         self.runner.unregister(rs.run_id)
         why = f"the run ended in {rs.stage!r}"
         for hook in self.machine.hooks("finish"):
-            hook(rs, ctx, why)
+            hook(rs=rs, ctx=ctx, why=why)
         answer_unrun_calls(rs, ctx, why)
         rs.outcome = row.outcome
         if rs.outcome in ("final", "salvaged"):
@@ -401,6 +445,95 @@ class Run(Paced):
             result = RunResult.of(self.state, self.ctx.log, self.machine)
             for observers in sets:
                 observers.notify(observers.finish, result)
+
+    # ------------------------------------------------------------------ the run's clock: fairness and deadline
+
+    def _must_yield(self) -> bool:
+        """Whether to let the event loop run before the next stage (not before the run's first).
+
+        Another task waits (ready, or its timer due): the first time this run sees that
+        waiter it goes on; if the same waiter is still first in line ``HOLD`` stages later,
+        the loop has not run since, and the run yields. A waiter that changed means the loop
+        ran in between (a stage suspended): counting starts again. So a run that suspends
+        anyway (a model call) pays no extra round trip of the loop, and one that never
+        suspends holds it for at most ``HOLD`` + 1 stages. With nothing waiting, the run
+        still yields once per ``SLICE_S`` since its own last yield (I/O is polled then)."""
+        if len(self.state.trace) < 2:
+            return False
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+            self._yielded = _monotonic()
+            if not hasattr(loop, "_ready") or type(loop).time is not _BASE_TIME:
+                loop = self._loop = OTHER_LOOP  # not asyncio's own: yield at every transition
+        if loop is OTHER_LOOP:
+            return True
+        ready = loop._ready
+        if ready:
+            waiter = ready[0]
+        else:
+            now = _monotonic()  # asyncio's own loops keep time.monotonic(): read it without a Python frame
+            scheduled = loop._scheduled
+            if not scheduled or scheduled[0]._when > now:
+                self._waiter = 0
+                return now - self._yielded > SLICE_S
+            waiter = scheduled[0]
+        if id(waiter) != self._waiter:  # (a reused id only makes the run yield sooner)
+            self._waiter, self._held = id(waiter), 0
+            return False
+        self._held += 1
+        return self._held >= HOLD
+
+    def _arm_deadline(self) -> None:
+        """One timer per run (not one per stage): when ``timeout_s`` runs out it marks the
+        deadline and cancels the stage in progress, which the table then ends."""
+        rs = self.state
+        if self._timer is not None or rs.deadline_hit or rs.deadline is None:
+            return
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_at(loop.time() + (rs.deadline - _clock()), self._deadline_passed)
+
+    def _check_deadline(self, task: asyncio.Task[Any] | None) -> None:
+        """After a stage: take back a deadline cancellation the stage swallowed; note a
+        deadline that passed while the stage ran without waiting."""
+        if self._timed_out:
+            self._take_back_cancel(task)
+        rs = self.state
+        if rs.deadline is not None and not rs.deadline_hit and _clock() >= rs.deadline:
+            rs.deadline_hit = True
+
+    def _deadline_passed(self) -> None:
+        self._timer = None
+        self.state.deadline_hit = True
+        task = self.task
+        if self._in_stage and task is not None and not task.done():
+            self._timed_out = True
+            task.cancel()
+
+    def _disarm_deadline(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _cancelled_from_outside(self, task: asyncio.Task[Any] | None) -> bool:
+        """The stage was cancelled: by the engine itself (the deadline, ``runner.cancel``: the
+        table ends the run), or from outside (True: the run ends cancelled, then re-raises)."""
+        if self._take_back_cancel(task):
+            return False
+        self.state.cancel_requested = True
+        return True
+
+    def _take_back_cancel(self, task: asyncio.Task[Any] | None) -> bool:
+        """Undo the cancellations that were the engine's own (the deadline's, ``runner.cancel``);
+        whether those were all there were (False: someone else cancelled the task too)."""
+        if self._timed_out:
+            self._timed_out = False
+            if task is None or task.uncancel() == 0:
+                return True  # only the run's deadline
+        if self.state.cancel_requested and task is not None and task.cancelling():
+            task.uncancel()  # our own runner.cancel(): end normally
+            return True
+        return False
 
 
 def _watcher(observers: Observers) -> Callable[[Any], None]:

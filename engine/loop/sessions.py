@@ -8,8 +8,12 @@ The runner's session store (``Runner(agent, sessions=SQLiteSessions("app.db"))``
 - its conversation (the messages so far, the agent that answered last), as ``after=`` would;
 - its state, by scope: ``app:x`` (shared by every user of the app), ``user:x`` (by every
   session of the user), unprefixed keys (this session's own); ``temp:x`` keys live for one
-  run and are never saved. ``state=`` given to ``run`` goes on top. The run's own key
-  ``temp:session`` holds ``[app, user, session_id]`` (tools and memory read it).
+  run and are never saved. ``state=`` given to ``run`` goes on top.
+
+Which session a run holds is kept beside the run, never in its state (its tools can write
+any state key): :func:`~loopwright.stores.sessions.session_of` reads it (memory does, and a
+tool may: ``await session_of(ctx)``), from the run's hold, or, for a run resumed from a store,
+from the session store's record of the run that holds each session.
 
 When the run ends, the session keeps its messages and unprefixed state, and the ``app:`` and
 ``user:`` keys the run changed (set or removed) are written; those it did not touch are left as
@@ -30,7 +34,7 @@ from typing import Any
 from ..data.errors import ConfigurationError
 from ..data.inputs import UserInput
 from ..data.result import RunResult, copy_state
-from ..stores.sessions import DELETED, SESSION_KEY, SavedSession, SessionBusy, SessionKey, SessionStore, check_key
+from ..stores.sessions import DELETED, RunSession, SavedSession, SessionBusy, SessionKey, SessionStore, check_key
 from .run import Run
 
 Runner = Any
@@ -47,8 +51,7 @@ def scope_of(key: str) -> str:
 
 def starting_state(saved: SavedSession, given: Mapping[str, Any] | None) -> dict[str, Any]:
     """The state a run in ``saved`` starts from: the shared scopes, the session's own, then ``given``."""
-    key = saved.key
-    return {**copy_state(saved.scopes), **copy_state(saved.state), **(given or {}), SESSION_KEY: list(key)}
+    return {**copy_state(saved.scopes), **copy_state(saved.state), **(given or {})}
 
 
 def split_end(state: Mapping[str, Any], started: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -82,7 +85,7 @@ class SessionHold:
     """One run's session: held, and the run started from it, before the run's first step
     (:meth:`begin`); its end saved, or the session freed, when the run stops (:meth:`end`)."""
 
-    __slots__ = ("agent_given", "given", "key", "saved", "sessions")
+    __slots__ = ("agent_given", "beside", "given", "key", "saved", "sessions")
 
     def __init__(self, sessions: SessionStore, key: SessionKey, options: Mapping[str, Any]) -> None:
         self.sessions = sessions
@@ -91,6 +94,8 @@ class SessionHold:
         self.agent_given = options.get("agent") is not None
         self.saved: SavedSession | None = None
         """The session as the run started from it (None until :meth:`begin`)."""
+        self.beside: RunSession | None = None
+        """The session the run holds, beside the run (not in its state): :func:`session_of` reads it."""
 
     async def begin(self, run: Any) -> None:
         """Hold the session for ``run`` (SessionBusy if another run holds it) and start the run
@@ -110,6 +115,7 @@ class SessionHold:
             await self.sessions.release(self.key, rs.run_id)
             raise
         self.saved = saved
+        self.beside = RunSession(rs, self.key)
 
     async def end(self, result: RunResult) -> None:
         """The run stopped: its end saved (:func:`end_session`)."""
@@ -214,7 +220,6 @@ async def after_resume(runner: Runner, result: RunResult) -> None:
 
 
 __all__ = [
-    "SESSION_KEY",
     "SessionBusy",
     "SessionHold",
     "SessionRun",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from ..data.exports import lazy_exports as _lazy_exports
 
 _EXPORTS = {
+    "MAX_RETRY_AFTER_S": ".http_errors",
     "cost_of": ".prices",
     "model_from_spec": ".spec",
     "parse_spec": ".spec",
@@ -24,6 +25,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "MAX_RETRY_AFTER_S",
     "Model",
     "ScriptedModel",
     "StreamDelta",
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from .base import Model as Model
     from .base import StreamDelta as StreamDelta
     from .base import StreamingModel as StreamingModel
+    from .http_errors import MAX_RETRY_AFTER_S as MAX_RETRY_AFTER_S
     from .prices import cost_of as cost_of
     from .prices import register_price as register_price
     from .scripted import ScriptedModel as ScriptedModel

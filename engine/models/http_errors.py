@@ -1,6 +1,7 @@
 """What the adapters' error modules (:mod:`.anthropic_errors`, :mod:`.openai_errors`,
 :mod:`.gemini_errors`) share: the wait a server asked for (:func:`retry_after`, the one
-``Retry-After`` reader), an API message cut to a few hundred characters (:func:`cut`), and an HTML
+``Retry-After`` reader) and the error that carries it, capped at :data:`MAX_RETRY_AFTER_S`
+(:func:`status_error`), an API message cut to a few hundred characters (:func:`cut`), and an HTML
 page where an API error was due (:func:`html_page`). No SDK import.
 """
 
@@ -13,7 +14,15 @@ import re
 import time
 from typing import Any
 
+from ..data.errors import ModelError
+
 MESSAGE_LIMIT = 300
+MAX_RETRY_AFTER_S = 60.0
+"""The longest wait a server's ``Retry-After`` (or Gemini's ``RetryInfo``) gets. A server asking
+for longer (``Retry-After: 99999999``, a date a year ahead) gets no wait at all: its error says
+what it asked and this maximum, stays retryable (worth trying again later) and carries no
+``retry_after``, so the run's retries back off as for any other error and the run ends promptly,
+never sleeping toward its deadline."""
 _HTML = re.compile(r"<(!doctype|html|head|body)\b", re.IGNORECASE)
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 
@@ -57,6 +66,19 @@ def retry_after(headers: Any) -> float | None:
         return max(ms / 1000, 0.0)
     value = _header(headers, "retry-after")
     return wait_seconds(value) if value else None
+
+
+def status_error(message: str, *, status: int | None, retryable: bool, wait: float | None) -> ModelError:
+    """An API's error reply as a ModelError that asks the run to wait ``wait`` seconds (the
+    server's, from :func:`retry_after`) before a retry, when that is at most
+    :data:`MAX_RETRY_AFTER_S`; a longer wait is said in the message and not asked for."""
+    if wait is not None and wait > MAX_RETRY_AFTER_S:
+        message = (
+            f"{message}; the server asked to wait {wait:.0f} s before a retry, longer than the "
+            f"{MAX_RETRY_AFTER_S:g} s loopwright waits at most (MAX_RETRY_AFTER_S): try again later"
+        )
+        wait = None
+    return ModelError(message, status=status, retryable=retryable, retry_after=wait)
 
 
 def _header(headers: Any, name: str) -> str:

@@ -39,7 +39,6 @@ from .context import CURRENT_CALL, RunContext
 from .model_call import known_secrets
 from .nesting import enter_tools, leave_tools, link
 from .observers import enter_scopes
-from .tool_retries import by_model, transient
 from .tools import ArgumentsError, Pending, RetryTool, Tool, ToolContext, ToolValueError, capped, to_json_value
 
 _perf = time.perf_counter
@@ -113,7 +112,7 @@ def execute(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | Aw
         if vetoed is not None:
             return result(call, f"tool {call.name!r} was vetoed: {vetoed}", True)
     for gate in ctx.gates:  # the features' gates
-        said = gate(call, rs, ctx)
+        said = gate(call=call, rs=rs, ctx=ctx)
         if said is not None:
             return said  # type: ignore[no-any-return]
     checked = _check(call, ctx, approved)
@@ -160,7 +159,7 @@ def _check(call: ToolCall, ctx: RunContext, approved: bool) -> CallOutcome | tup
         kwargs = tool.validate(call.args)
     except ArgumentsError as exc:
         if tool.retries:  # the model may fix its arguments: a retry
-            return by_model(call, tool, str(exc), "arguments", ctx)
+            return _retried(call, tool, "arguments", str(exc), 0, ctx)  # type: ignore[return-value]
         return result(call, str(exc), True)
     if not approved and tool.requires_confirmation:
         try:
@@ -213,7 +212,7 @@ async def _invoke(  # noqa: C901, PLR0912 (each way a call ends, written out: th
                 bound = None
             return await _retry(call, tool, kwargs, ctx, exc, attempt)
         if type(exc) is RetryTool:
-            return by_model(call, tool, exc.message, "retry_tool", ctx)
+            return _said(call, f"{exc.message} (tool {call.name!r} takes no retries)", ctx)
         return result(call, redact(f"tool {call.name!r} raised {type(exc).__name__}: {exc}", known_secrets(ctx)), True)
     finally:
         if bound is not None:
@@ -228,15 +227,33 @@ async def _retry(
     model is asked to fix it (``RetryTool``), act calls it again (an exception of ``retry_on``),
     or the call is answered with the error."""
     if isinstance(exc, RetryTool):
-        return by_model(call, tool, exc.message, "retry_tool", ctx)
+        return _retried(call, tool, "retry_tool", exc.message, 0, ctx)  # type: ignore[return-value]
+    said = f"tool {call.name!r} raised {type(exc).__name__}: {exc}"
     if not isinstance(exc, tool.retry_on):
-        return result(call, redact(f"tool {call.name!r} raised {type(exc).__name__}: {exc}", known_secrets(ctx)), True)
-    waited = transient(call, tool, attempt + 1, exc, ctx)
+        return result(call, redact(said, known_secrets(ctx)), True)
+    waited = _retried(call, tool, "transient", said, attempt + 1, ctx)
     if type(waited) is not float:
         return waited  # type: ignore[return-value]
     if waited:
         await asyncio.sleep(waited)
     return await _invoke(call, tool, kwargs, ctx, attempt + 1)
+
+
+def _retried(
+    call: ToolCall, tool: Tool, reason: str, message: str, attempt: int, ctx: RunContext
+) -> ToolResult | float:
+    """What the features make of a failed call of a tool with retries (the first ``retry`` hook:
+    ``tool_retries``): its answer, or the seconds to wait before calling it again. A machine
+    without such a feature retries nothing: the call is answered with the error."""
+    hooks = ctx.retry_hooks
+    if hooks:
+        return hooks[0](call=call, tool=tool, reason=reason, message=message, attempt=attempt, ctx=ctx)  # type: ignore[no-any-return]
+    return _said(call, message if reason == "transient" else f"{message} (tool {call.name!r} takes no retries)", ctx)
+
+
+def _said(call: ToolCall, content: str, ctx: RunContext) -> ToolResult:
+    """An error result saying ``content`` (the run's secrets redacted)."""
+    return result(call, redact(content, known_secrets(ctx)), True)
 
 
 def _returned(call: ToolCall, value: Any, ctx: RunContext) -> CallOutcome:

@@ -60,6 +60,7 @@ class RunContext(Generic[DepsT]):
         "on_result",
         "request_hooks",
         "response_hooks",
+        "retry_hooks",
         "run_id",
         "run_state",
         "state",
@@ -111,6 +112,8 @@ class RunContext(Generic[DepsT]):
         """The features' per-call gates (act asks them before running a call)."""
         self.holds = found("hold")
         """The features that may keep a step whose calls wait."""
+        self.retry_hooks = found("retry")
+        """The features that decide what a failed call of a tool with retries gets (the first)."""
         self.tools_named: Any = None
         self.tool_names: tuple[str, ...] = ()
         """The names of the tool specs ``tools_named``: those of the latest request the model was

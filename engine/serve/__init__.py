@@ -5,7 +5,9 @@ it with the dev UI. Needs the ``serve`` extra: ``pip install 'loopwright[serve]'
 Modules: :mod:`~loopwright.serve.service` (what the routes do, without HTTP: runs started,
 followed, decided, cancelled), :mod:`~loopwright.serve.hub` (one run's events fanned out to
 its clients, each with a bounded buffer), :mod:`~loopwright.serve.agui` (events as AG-UI
-events), :mod:`~loopwright.serve.http` (the routes, the auth hook, SSE); ``static/``: the dev UI.
+events), :mod:`~loopwright.serve.http` (the routes, the auth hook, SSE),
+:mod:`~loopwright.serve.guard` (the front door: Host, Origin, JSON bodies, body size, bearer
+tokens); ``static/``: the dev UI. Deploying it: ``docs/guide/deploying.md``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 
 An AG-UI *thread* is a conversation: a chain of loopwright runs, one a message. The thread's
 first run has the thread's id (``threadId``), the next ones ``<thread>~2``, ``<thread>~3``, ...
-(:func:`thread_run`; ``.`` marks a workflow's child runs and ``:`` a leg, so neither is used);
+(:func:`thread_run`; ``.`` marks a workflow's child runs and ``:`` a leg, so neither is used).
+A thread is its user's: with an auth hook the ids of its runs are ``<thread>@u<digest>``,
+``<thread>@u<digest>~2``, ... (:func:`user_thread`), so two users' threads of the same id are
+two threads, and one user's never blocks another's;
 each continues the one before it (or, when the server keeps sessions, the user's session
 ``(agent, user, threadId)``). Each leg of a run (its start, then each resume) is one AG-UI
 *run* (``runId``: the run id, then ``<run id>:<seq of the resumed event>``), and every event
@@ -32,10 +35,15 @@ run input whose ``resume`` entries carry ``interruptId`` and ``status``: see
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+USER_MARK = "@u"
+"""Between a thread's id and its user's digest in the ids of its runs (:func:`user_thread`)."""
+_USER_TAIL = re.compile(r"@u[0-9a-f]{16}$")
 THREAD_MARK = "~"
 """Between a thread's id and the number of its run: ``<thread>~2`` is the thread's second run."""
 KEPT_THREADS = 10_000
@@ -188,6 +196,22 @@ def decisions_of_resume(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             out.append({"call_id": call, "action": "approve", "args": payload.get("args")})
     return out
+
+
+def user_thread(thread: str, user: str | None) -> str:
+    """The stem of the run ids of ``user``'s thread ``thread``: each user's threads are their own,
+    so one user's thread id never blocks another's. Without users (no auth hook) the thread id
+    itself; with one ``<thread>@u<16 hex digits of the user's SHA-256>`` (the user's name is not
+    written into run ids). :func:`shown_thread` gives the thread id back."""
+    if user is None:
+        return thread
+    digest = hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{thread}{USER_MARK}{digest}"
+
+
+def shown_thread(stem: str) -> str:
+    """The thread id a client chose, from the stem of its runs' ids (:func:`user_thread`)."""
+    return _USER_TAIL.sub("", stem)
 
 
 def thread_run(thread: str, n: int) -> str:

@@ -8,8 +8,9 @@ A message on a thread (:mod:`loopwright.serve.agui`) starts its next run, ``<thr
 which continues the conversation of run ``n`` (``after=`` its result, read back from the
 store), or, when the app keeps sessions and knows the user, the session ``(agent, user,
 thread)``. Refused, nothing started: a thread whose latest run is running, waits or is paused
-(409, saying what to do), one of another agent without sessions (409), one of another user
-(404, as an unknown run)."""
+(409, saying what to do), one of another agent without sessions (409). Each user's threads are
+their own (:func:`~loopwright.serve.agui.user_thread`): another user's thread of the same id is
+another thread, never in the way."""
 
 from __future__ import annotations
 
@@ -25,9 +26,19 @@ from ..data.result import RunResult
 from ..durable.codec import rebuild
 from ..loop.options import new_run_id
 from ..stores.base import SavedRun
-from .agui import THREAD_MARK, AguiMapper, decisions_of_resume, thread_of, thread_run
+from .agui import (
+    THREAD_MARK,
+    USER_MARK,
+    AguiMapper,
+    decisions_of_resume,
+    shown_thread,
+    thread_of,
+    thread_run,
+    user_thread,
+)
 from .decisions import DecisionIn, ServeError, pending_of
-from .web import SSE_HEADERS, App, after_of, dropped_frame, json_body
+from .hub import BUSY
+from .web import SSE_HEADERS, App, after_of, busy_frame, dropped_frame, json_body, pieces
 
 
 class AguiMessage(BaseModel):
@@ -57,7 +68,8 @@ async def agui(app: App, request: Request) -> Response:
     run_id = request.path_params["run_id"]
     after = after_of(request)
     await app.service.check_visible(run_id, user, app.everyone)
-    stream = _agui(app, run_id, after, thread_of(run_id))
+    app.service.streams.check_room()
+    stream = _agui(app, run_id, after, shown_thread(thread_of(run_id)))
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
@@ -67,50 +79,53 @@ async def agui_input(app: App, request: Request) -> Response:
     body = RunAgentInput.model_validate(await json_body(request))
     service = app.service
     service.runner(agent)
+    service.streams.check_room()  # (its answer is a stream: refused before anything starts)
     thread = body.thread_id or new_run_id()
-    if thread_of(thread) != thread:
+    if thread_of(thread) != thread or shown_thread(thread) != thread:
         raise ServeError(
             422,
-            f"threadId {thread!r} ends in {THREAD_MARK}<number>, which marks a thread's later runs here; "
-            "choose a threadId without it",
+            f"threadId {thread!r} ends in {THREAD_MARK}<number> or {USER_MARK}<digest>, which mark a thread's "
+            "later runs and its user here; choose a threadId without it",
         )
+    stem = user_thread(thread, user)
     if body.resume:
-        n = await service.threads.latest_of(thread, lambda run_id: _exists(app, run_id))
-        run_id = thread_run(thread, max(n, 1))
+        n = await service.threads.latest_of(stem, lambda run_id: _exists(app, run_id))
+        run_id = thread_run(stem, max(n, 1))
         await service.check_visible(run_id, user, app.everyone)
         after = await service.last_seq(run_id)
         entries = [{"interruptId": r.interrupt_id, "status": r.status, "payload": r.payload} for r in body.resume]
         given = [DecisionIn(**d) for d in decisions_of_resume(entries)]
         await service.decide(run_id, given, user, app.everyone)
     else:
-        run_id = await _next_turn(app, agent, thread, _last_user_text(body.messages), user)
+        run_id = await _next_turn(app, agent, thread, stem, _last_user_text(body.messages), user)
         after = 0
     stream = _agui(app, run_id, after, thread, leg_only=True)
     return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
 
 
-async def _next_turn(app: App, agent: str, thread: str, text: str, user: str | None) -> str:
-    """Start the thread's next run on ``text`` (see the module docstring); its id."""
+async def _next_turn(app: App, agent: str, thread: str, stem: str, text: str, user: str | None) -> str:
+    """Start the next run on ``text`` of the user's thread ``thread`` (its runs' ids: ``stem``,
+    ``stem~2``, ...; see the module docstring); its id."""
     service = app.service
     threads = service.threads
-    if thread in threads.starting:
+    if stem in threads.starting:
         raise ServeError(409, f"a message on thread {thread!r} is starting its run now; wait for its RUN_FINISHED")
-    threads.starting.add(thread)
+    threads.starting.add(stem)
     try:
-        n, saved = await _latest(app, thread)
+        n, saved = await _latest(app, stem)
         keyed = service.runner(agent).sessions is not None and user is not None
         after = None
         if n:
-            previous = await _ended(app, agent, thread, thread_run(thread, n), saved, user, keyed)
+            previous = await _ended(app, agent, thread, thread_run(stem, n), saved, user, keyed)
             if not keyed:
                 after = RunResult.of(rebuild(previous), None, service.runner(agent).machine)
         run_id = await service.start(
-            agent, text, user, thread_run(thread, n + 1), session=thread if keyed else None, after=after
+            agent, text, user, thread_run(stem, n + 1), session=thread if keyed else None, after=after
         )
-        threads.started(thread, n + 1)
+        threads.started(stem, n + 1)
         return run_id
     finally:
-        threads.starting.discard(thread)
+        threads.starting.discard(stem)
 
 
 async def _latest(app: App, thread: str) -> tuple[int, SavedRun | None]:
@@ -202,9 +217,12 @@ async def _agui(app: App, run_id: str, after: int, thread: str, *, leg_only: boo
                 last = max(last, item.seq)
                 frames += [f"id: {item.seq}\ndata: {json.dumps(out)}\n\n" for out in mapped]
                 done = done or any(out["type"] in ("RUN_FINISHED", "RUN_ERROR") for out in mapped)
-            yield "".join(frames)
+            for piece in pieces(frames):
+                yield piece
             if leg_only and done:
                 return
+        elif got == BUSY:
+            yield busy_frame()
         elif got == "ping":
             yield ": ping\n\n"
         elif got == "dropped":

@@ -17,6 +17,10 @@ Routes (every body and answer is JSON; every error ``{"error": message}`` with a
 - ``GET /runs/{id}/trace``: the run's trace page (when the app was given ``trace_page``); a
   workflow's run holds its children's loops, read from the store
 - ``GET /``: the dev UI (``ui=True``)
+
+Before any route, the front door (:mod:`loopwright.serve.guard`): a forged ``Host`` gets 421,
+a POST from a foreign ``Origin`` 403, a body not sent as ``application/json`` 415, one past
+``max_body_bytes`` 413; JSON that is not UTF-8, nests too deep or holds a lone surrogate 400.
 """
 
 from __future__ import annotations
@@ -48,9 +52,10 @@ from ..stores.base import RunStore
 from ..workflows.stored import composites_of, stored_children
 from .agui_routes import agui, agui_input
 from .decisions import DecisionIn, ServeError
-from .hub import END
+from .guard import MAX_BODY_BYTES, FrontDoor, check_hosts
+from .hub import BUSY, END, StreamPool
 from .service import Service
-from .web import SSE_HEADERS, App, Auth, TracePage, after_of, dropped_frame, json_body
+from .web import SSE_HEADERS, App, Auth, TracePage, after_of, busy_frame, dropped_frame, json_body, pieces
 
 
 class _Body(BaseModel):
@@ -213,6 +218,7 @@ async def events(app: App, request: Request) -> Response:
     run_id = request.path_params["run_id"]
     after = after_of(request)
     await app.service.check_visible(run_id, user, app.everyone)
+    app.service.streams.check_room()
     return StreamingResponse(_sse(app, run_id, after), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
@@ -221,7 +227,10 @@ async def _sse(app: App, run_id: str, after: int) -> AsyncIterator[str]:
     async for got in app.service.follow(run_id, after):
         if isinstance(got, list):
             last = max(last, got[-1].seq)
-            yield "".join(item.frame for item in got)
+            for piece in pieces(item.frame for item in got):
+                yield piece
+        elif got == BUSY:
+            yield busy_frame()
         elif got == "ping":
             yield ": ping\n\n"
         elif got == "dropped":
@@ -269,9 +278,11 @@ class _Lazy:
         trace_page: TracePage | None,
         buffer: int,
         sessions: Any = None,
+        streams: dict[str, int] | None = None,
     ) -> None:
         self.agents, self.store, self.auth, self.trace_page, self.buffer = agents, store, auth, trace_page, buffer
         self.sessions = sessions
+        self.streams = streams or {}
         self.app: App | None = None
         self._lock = asyncio.Lock()
 
@@ -285,9 +296,17 @@ class _Lazy:
                     from ..stores import open_store
 
                     store = await open_store(store)
-                service = Service(self.agents, store, buffer=self.buffer, sessions=self.sessions)
+                pool = StreamPool(limit=self.buffer, **self.streams)
+                service = Service(self.agents, store, buffer=self.buffer, sessions=self.sessions, streams=pool)
                 self.app = App(service, self.auth, self.trace_page)
         return self.app
+
+    @property
+    def service(self) -> Service:
+        """The service (once the app has started)."""
+        if self.app is None:
+            raise RuntimeError("the app has not started yet")
+        return self.app.service
 
     async def close(self) -> None:
         if self.app is not None:
@@ -307,6 +326,11 @@ def app(
     trace_page: TracePage | None = None,
     buffer: int = 1000,
     sessions: Any = None,
+    allowed_hosts: Sequence[str] = (),
+    max_body_bytes: int = MAX_BODY_BYTES,
+    buffer_bytes: int = 2**20,
+    max_buffered_bytes: int = 64 * 2**20,
+    max_streams: int = 1000,
 ) -> Starlette:
     """An ASGI app serving ``agents`` (see the module docstring for its routes).
 
@@ -319,14 +343,41 @@ def app(
     (``loopwright.cli.trace_page.trace_page``). ``buffer``: events a slow client may fall behind
     before it is dropped (told to reconnect with ``Last-Event-ID``). ``sessions``: a session
     store (``SQLiteSessions``, ``PostgresSessions``): ``POST /runs`` may then name the user's
-    ``session`` (with ``auth``: a session is a user's), and the run continues it."""
+    ``session`` (with ``auth``: a session is a user's), and the run continues it.
+
+    The front door (:mod:`loopwright.serve.guard`): ``allowed_hosts``: the ``Host`` names served
+    besides the address the server is reached on (and ``localhost`` forms on a loopback one):
+    others get 421; ``"*.example.com"`` admits its subdomains, ``"*"`` any Host (behind a proxy
+    that checks it). A request that may change something must come from the server's own
+    origin or one of ``cors_origins`` (403) and send its body as ``application/json`` (415).
+    ``max_body_bytes``: the largest request body (default 1 MiB; 413 past it).
+
+    Event streams (SSE, AG-UI): ``buffer_bytes``: the bytes a slow client may have buffered
+    (default 1 MiB) before it is dropped, as past ``buffer`` events; ``max_buffered_bytes``: all
+    clients' buffers together (default 64 MiB; the client whose event would pass it is dropped);
+    ``max_streams``: streams open at once (default 1000; 503 past it). Clients that never read
+    hold at most ``max_buffered_bytes`` between them (:class:`~loopwright.serve.hub.StreamPool`)."""
     served = [agents] if isinstance(agents, Agent) else list(agents)
     if not served:
         raise ConfigurationError("serve.app() needs at least one Agent")
     for a in served:
         if not isinstance(a, Agent):
             raise ConfigurationError(f"serve.app() takes Agents, got {type(a).__name__}")
-    lazy = _Lazy(served, store, auth, trace_page, buffer, sessions)
+    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+        raise ConfigurationError(
+            f"serve.app(max_body_bytes=) takes a whole number of bytes >= 1, got {max_body_bytes!r}"
+        )
+    hosts = check_hosts(allowed_hosts)
+    streams = {"limit_bytes": buffer_bytes, "total_bytes": max_buffered_bytes, "max_streams": max_streams}
+    for name, value in (
+        ("buffer", buffer),
+        ("buffer_bytes", buffer_bytes),
+        ("max_buffered_bytes", max_buffered_bytes),
+        ("max_streams", max_streams),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(f"serve.app({name}=) takes a whole number >= 1, got {value!r}")
+    lazy = _Lazy(served, store, auth, trace_page, buffer, sessions, streams)
 
     @asynccontextmanager
     async def lifespan(starlette: Starlette) -> AsyncIterator[None]:
@@ -356,7 +407,8 @@ def app(
             Route("/", _errors(ui_page, lazy), methods=["GET"]),
             Route("/ui/{name}", _errors(ui_asset, lazy), methods=["GET"]),
         ]
-    middleware = []
+    door = Middleware(FrontDoor, allowed_hosts=hosts, cors_origins=list(cors_origins), max_body_bytes=max_body_bytes)
+    middleware = [door]
     if cors_origins:
         middleware.append(
             Middleware(
@@ -366,9 +418,11 @@ def app(
                 allow_headers=["*"],
             )
         )
-    return Starlette(
+    starlette = Starlette(
         routes=routes,
         middleware=middleware,
         lifespan=lifespan,
         exception_handlers={404: not_found, 405: not_allowed},
     )
+    starlette.state.loopwright = lazy  # (``.service``: the runs and streams, for tests and probes)
+    return starlette

@@ -20,8 +20,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
-from pydantic import JsonValue
-
 from ..data.errors import LoopwrightError
 from ..data.result import RunResult
 from ..durable.codec import rebuild
@@ -34,10 +32,7 @@ from ..stores.base import RunStore, SavedRun
 from ..stores.session_base import SessionBusy
 from .agui import Threads
 from .decisions import ENDED, DecisionIn, ServeError, decisions_for, not_waiting, pending_of
-from .hub import END, Hub, Item, Subscriber
-
-USER_KEY = "loopwright_user"
-"""The key of a run's ``state`` under which the server records who started it."""
+from .hub import BUSY, END, Hub, Item, StreamPool, Subscriber
 
 
 def _session_key(runner: Runner, agent: str, user: str | None, session: str) -> tuple[str, str, str]:
@@ -54,11 +49,22 @@ _log = get_logger()
 
 class Service:
     """Runs of ``agents`` on ``store`` (see the module docstring). ``buffer``: events a client
-    may fall behind before it is dropped."""
+    may fall behind before it is dropped; ``streams``: the bounds of what clients hold (bytes
+    each and together, streams open; :class:`~loopwright.serve.hub.StreamPool`)."""
 
-    def __init__(self, agents: Iterable[Agent], store: RunStore, *, buffer: int = 1000, sessions: Any = None) -> None:
+    def __init__(
+        self,
+        agents: Iterable[Agent],
+        store: RunStore,
+        *,
+        buffer: int = 1000,
+        sessions: Any = None,
+        streams: StreamPool | None = None,
+    ) -> None:
         self.store = store
         self.buffer = buffer
+        self.streams = streams or StreamPool(limit=buffer)
+        """The clients following runs, and what they hold (bounded)."""
         self.runners: dict[str, Runner] = {}
         for agent in agents:
             if agent.name in self.runners:
@@ -110,11 +116,12 @@ class Service:
         run_id = run_id or new_run_id()
         if run_id in self.live or run_id in self._busy or await self.store.load(run_id) is not None:
             raise ServeError(409, f"run id {run_id!r} is taken; leave run_id out for a new one")
-        state: dict[str, JsonValue] = {USER_KEY: user} if user is not None else {}
+        if user is not None:
+            await _keep_user(self.store, run_id, user)
         hub = self._hub(run_id)
         hub.leg_started()
         try:
-            run = runner.start(text, run_id=run_id, state=state, session=key, after=after)
+            run = runner.start(text, run_id=run_id, session=key, after=after)
             if isinstance(run, SessionRun):
                 await run.open()  # (held now, or SessionBusy: 409)
         except LoopwrightError as exc:
@@ -276,10 +283,14 @@ class Service:
         """The run's events after seq ``after``, in order, in batches as they happen: first what
         the store and the leg in progress hold, then what arrived since the last batch. Ends
         after the run ends (``"end"``); yields ``"dropped"`` (then stops) when this client fell
-        too far behind, ``"ping"`` when idle for ``heartbeat`` seconds."""
+        too far behind, ``"ping"`` when idle for ``heartbeat`` seconds, ``"busy"`` (then stops)
+        when as many streams are open as may be."""
         hub = self._hub(run_id)
-        sub, history = hub.subscribe(self.buffer)
+        sub, history = hub.subscribe(self.streams)
         try:
+            if self.streams.open > self.streams.max_streams:
+                yield BUSY
+                return
             stored = await self.store.events(run_id)
             merged = _merged(stored, history)
             first = [item for item in merged if item.seq > after]
@@ -293,6 +304,7 @@ class Service:
                 yield live
         finally:
             hub.subscribers.discard(sub)
+            sub.close()
             self._forget(run_id)
 
     async def _live(self, sub: Subscriber, last: int, heartbeat: float) -> AsyncIterator[list[Item] | str]:
@@ -401,13 +413,26 @@ class Service:
         self._spawn(run_id, task)
 
 
-def _user_of(saved: SavedRun) -> str | None:
+async def _keep_user(store: RunStore, run_id: str, user: str) -> None:
+    """Keep who starts run ``run_id`` beside it in the store, never in its state (which its
+    tools can write): ServeError 409 if the id is taken. A store that cannot keep it
+    (no ``set_user``): the run is this process's user's, and after a restart only a caller who
+    sees every run sees it."""
+    keep = getattr(store, "set_user", None)
+    if keep is None:
+        _log.warning("serve.user_not_kept", run_id=run_id, store=type(store).__name__)
+        return
     try:
-        head = json.loads(saved.head)
-    except ValueError:
-        return None
-    user = (head.get("state") or {}).get(USER_KEY) if isinstance(head, dict) else None
-    return user if isinstance(user, str) else None
+        await keep(run_id, user)
+    except NotImplementedError:
+        _log.warning("serve.user_not_kept", run_id=run_id, store=type(store).__name__)
+    except LoopwrightError as exc:
+        raise ServeError(409, str(exc)) from None
+
+
+def _user_of(saved: SavedRun) -> str | None:
+    """Who the run belongs to, as the store keeps it beside the run (never its state)."""
+    return saved.user
 
 
 def _summary(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from .decisions import STARLETTE_MISSING, ServeError
@@ -55,12 +55,64 @@ class App:
         return self.auth is None
 
 
+MAX_JSON_DEPTH = 64
+"""The deepest nesting of arrays and objects a request body may have (400 past it)."""
+
+
 async def json_body(request: Request) -> Any:
+    """The request's body as JSON: UTF-8, at most :data:`MAX_JSON_DEPTH` deep, no lone
+    surrogate, no ``NaN``/``Infinity`` (ServeError 400 saying which, never a 500)."""
     raw = await request.body()
     try:
-        return json.loads(raw)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ServeError(
+            400, f"the body is not UTF-8 (byte {exc.start} is {raw[exc.start : exc.start + 1]!r}); send JSON as UTF-8"
+        ) from None
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ServeError(400, _too_deep()) from None
     except ValueError as exc:
         raise ServeError(400, f"the body is not JSON ({exc}); send a JSON object") from None
+    _check_value(value)
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _too_deep() -> str:
+    return f"the body's JSON is nested more than {MAX_JSON_DEPTH} deep; send a flatter JSON object"
+
+
+def _check_value(value: Any) -> None:
+    """ServeError 400 if ``value`` nests past :data:`MAX_JSON_DEPTH` or holds a string that is no
+    UTF-8 (a lone surrogate, from a ``\\ud800`` escape). Iterative: any depth is safe to walk."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            _check_text(item)
+        elif isinstance(item, (list, dict)):
+            if depth > MAX_JSON_DEPTH:
+                raise ServeError(400, _too_deep())
+            if isinstance(item, dict):
+                for key, inner in item.items():
+                    _check_text(key)
+                    stack.append((inner, depth + 1))
+            else:
+                stack.extend((inner, depth + 1) for inner in item)
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ServeError(
+            400, f"the body's JSON has a lone surrogate ({text[exc.start]!r}), which is no UTF-8 text; send valid text"
+        ) from None
 
 
 def after_of(request: Request) -> int:
@@ -72,6 +124,29 @@ def after_of(request: Request) -> int:
 
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+PIECE_CHARS = 64 * 1024
+"""The most a stream writes at once (one bigger frame goes alone): the server then waits until
+the client has read enough (uvicorn's flow control), so a client that never reads holds at
+most about this much more than the transport's own buffer, whatever the run's history."""
+
+
+def pieces(frames: Iterable[str]) -> Iterator[str]:
+    """``frames`` joined into pieces of at most :data:`PIECE_CHARS` characters (a frame never split)."""
+    batch: list[str] = []
+    size = 0
+    for frame in frames:
+        if batch and size + len(frame) > PIECE_CHARS:
+            yield "".join(batch)
+            batch, size = [], 0
+        batch.append(frame)
+        size += len(frame)
+    if batch:
+        yield "".join(batch)
+
+
+def busy_frame() -> str:
+    message = "too many event streams are open on this server; reconnect in a few seconds (with Last-Event-ID)"
+    return f"event: busy\ndata: {json.dumps({'message': message})}\n\n"
 
 
 def dropped_frame(run_id: str, last: int) -> str:

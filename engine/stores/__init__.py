@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .session_base import SessionKey as SessionKey
     from .session_base import SessionStore as SessionStore
     from .sessions import SQLiteSessions as SQLiteSessions
+    from .sessions import session_of as session_of
     from .sessions_postgres import PostgresSessions as PostgresSessions
 
 
@@ -67,6 +68,7 @@ _LAZY = {
     "SessionBusy": ".session_base",
     "SessionKey": ".session_base",
     "SessionStore": ".session_base",
+    "session_of": ".sessions",
 }
 """Imported on first use (PostgreSQL's driver, sessions and memory are not needed by every run)."""
 
@@ -93,6 +95,7 @@ __all__ = [
     "SessionStore",
     "StoreWrapper",
     "open_store",
+    "session_of",
 ]
 
 _claim_own(__name__)

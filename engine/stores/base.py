@@ -19,8 +19,9 @@ and its version (1, 2, 3, ...):
   time]`` and its message ``[agent]``. The history is the bodies in order, never rewritten, so
   a checkpoint is one insert that costs the same at iteration 1000 as at iteration 1;
 - and beside the log: tool results of calls that ran beside others, as each completes (a
-  resumed ``act`` re-runs only the calls that did not finish), and the claims of suspensions
-  (a suspension is resumed once).
+  resumed ``act`` re-runs only the calls that did not finish), the claims of suspensions
+  (a suspension is resumed once), and the user a run belongs to (``set_user``, written once
+  when a server starts the run: never read from the run's state, which its tools can write).
 
 A store opened with ``key=`` signs every row and refuses rows that are not signed with it
 (:mod:`loopwright.data.signing` says what that shows and what it cannot); a store without one trusts
@@ -40,18 +41,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ..data.errors import ResumeError
+from ..data.errors import ConfigurationError, ResumeError
 from ..data.signing import RowSigner
 from .compact import DELTA as DELTA
 from .compact import FULL_HEAD_EVERY as FULL_HEAD_EVERY
 from .compact import decode_bodies as decode_bodies
 from .compact import merge_heads as merge_heads
 
-STORE_SCHEMA = 4
+STORE_SCHEMA = 5
 """The version of the stores' tables and rows; a store refuses to open tables of a newer
 version and migrates older ones when it opens them (2: heads may hold only what changed, events
 are kept as lists of their values; 3: SQLite's log is keyed by one integer per row; 4: rows
-carry a signature, ``mac``, when the store has a key: :mod:`loopwright.data.signing`)."""
+carry a signature, ``mac``, when the store has a key: :mod:`loopwright.data.signing`; 5: the user
+each run belongs to, in a table of its own, ``lw_users``)."""
 
 
 @dataclass(slots=True)
@@ -87,6 +89,9 @@ class SavedRun:
     messages: list[Any]
     """The history, each message as JSON bytes or as parsed JSON."""
     trace: list[str]
+    user: str | None = None
+    """Who the run belongs to, as the store keeps it beside the run (``set_user``; None: no
+    one was recorded, e.g. a run started outside a server). Never taken from the run's state."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -135,6 +140,27 @@ def check_result(signer: RowSigner, run_id: str, call_id: str, seq: int, body: b
     signer.check(mac, what, ["result", run_id, call_id, seq], body)
 
 
+def user_mac(signer: RowSigner, run_id: str, user: str) -> bytes:
+    return signer.mac(["user", run_id, user])
+
+
+def check_user(signer: RowSigner, run_id: str, user: str, mac: bytes | None) -> None:
+    signer.check(mac, f"the user of run {run_id!r}", ["user", run_id, user])
+
+
+def user_taken(run_id: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"run id {run_id!r} is taken (the store holds that run, or it belongs to another user); "
+        "start the run with a new run_id"
+    )
+
+
+def check_user_id(user: object) -> str:
+    if not isinstance(user, str) or not user:
+        raise ConfigurationError(f"set_user(run_id, user) takes a non-empty user id, got {user!r}")
+    return user
+
+
 def claim_mac(signer: RowSigner, run_id: str, suspension: str, owner: str, decisions: bytes) -> bytes:
     return signer.mac(["claim", run_id, suspension, owner], decisions)
 
@@ -153,11 +179,15 @@ class RunStore(Protocol):
     Versions make two workers safe: ``save`` and ``take`` name the version they expect and
     raise :class:`~loopwright.data.errors.RunBusy` when another worker moved the run on.
 
-    Two methods are optional (not part of this protocol: a store without them still is one):
-    ``rewrite_heads`` (an ended run's ``temp:`` keys dropped) and ``async children(run_id) ->
+    Three methods are optional (not part of this protocol: a store without them still is one):
+    ``rewrite_heads`` (an ended run's ``temp:`` keys dropped), ``async children(run_id) ->
     list[str]``, the ids of the runs under ``run_id`` (a workflow's children, at every depth:
     those starting ``run_id + "."``), sorted; without it :func:`children_of` says None and a
-    workflow's trace page finds its children by probing their ids."""
+    workflow's trace page finds its children by probing their ids; and ``async set_user(run_id,
+    user)``: the user the run belongs to, kept beside it once, before its first checkpoint (a
+    second call with another user, or for a run the store holds already, is a
+    ConfigurationError), read back as :attr:`SavedRun.user`. Without it a server cannot tell
+    whose a run is after a restart, and only a caller who sees every run sees it."""
 
     url: str
 
@@ -222,6 +252,13 @@ class StoreWrapper:
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
         return await self.inner.claim(run_id, suspension, owner, decisions)
+
+    async def set_user(self, run_id: str, user: str) -> None:
+        """``inner``'s (NotImplementedError when it has none: the run's user is not kept)."""
+        found = getattr(self.inner, "set_user", None)
+        if found is None:
+            raise NotImplementedError(f"{type(self.inner).__name__} cannot keep a run's user (no set_user())")
+        await found(run_id, user)
 
     async def children(self, run_id: str) -> list[str]:
         """``inner``'s (NotImplementedError when it has none: :func:`children_of` says None)."""

@@ -27,11 +27,15 @@ from .base import (
     check_claim,
     check_log,
     check_result,
+    check_user,
+    check_user_id,
     claim_mac,
     decode_bodies,
     log_mac,
     merge_heads,
     result_mac,
+    user_mac,
+    user_taken,
 )
 
 try:
@@ -60,6 +64,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE lw_log ADD COLUMN mac BYTEA",
         "ALTER TABLE lw_results ADD COLUMN mac BYTEA",
         "ALTER TABLE lw_claims ADD COLUMN mac BYTEA",
+    ),
+    5: (  # the user each run belongs to, beside it (never read from its state)
+        "CREATE TABLE lw_users (run_id TEXT PRIMARY KEY, user_id TEXT NOT NULL, mac BYTEA)",
     ),
 }
 _LOCK = 0x6C77_7374  # the advisory lock held while the tables are created or migrated
@@ -212,24 +219,48 @@ class PostgresStore:
                 )
         return len(rows)
 
+    async def set_user(self, run_id: str, user: str) -> None:
+        """Keep ``user`` as the one run ``run_id`` belongs to, once, before its first checkpoint
+        (:class:`~loopwright.stores.base.RunStore`; signed, with a key)."""
+        check_user_id(user)
+        mac = None if self._signer is None else user_mac(self._signer, run_id, user)
+        pool = await self._ready()
+        async with pool.connection() as conn, conn.transaction():
+            cur = await conn.execute("SELECT 1 FROM lw_log WHERE run_id = %s LIMIT 1", (run_id,))
+            if await cur.fetchone() is not None:
+                raise user_taken(run_id)
+            cur = await conn.execute(
+                "INSERT INTO lw_users VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", (run_id, user, mac)
+            )
+            if cur.rowcount == 1:
+                return
+            cur = await conn.execute("SELECT user_id FROM lw_users WHERE run_id = %s", (run_id,))
+            row = await cur.fetchone()
+        if row is None or row[0] != user:
+            raise user_taken(run_id)
+
     async def load(self, run_id: str) -> SavedRun | None:
         pool = await self._ready()
         async with pool.connection() as conn:
             cur = await conn.execute(
-                "SELECT agent, stage, outcome, version, owner, updated, head, body, mac, seq FROM lw_log"
-                " WHERE run_id = %s ORDER BY version",
+                "SELECT l.agent, l.stage, l.outcome, l.version, l.owner, l.updated, l.head, l.body, l.mac, l.seq,"
+                " u.user_id, u.mac FROM lw_log AS l LEFT JOIN lw_users AS u USING (run_id)"
+                " WHERE l.run_id = %s ORDER BY l.version",
                 (run_id,),
             )
             rows = await cur.fetchall()
         if not rows:
             return None
+        user = rows[-1][10]
         if self._signer is not None:
             check_log(self._signer, run_id, [(r[3], r[0], r[1], r[2], r[9], r[6], r[7], r[8]) for r in rows])
+            if user is not None:
+                check_user(self._signer, run_id, user, rows[-1][11])
         agent, stage, outcome, version, owner, updated = rows[-1][:6]
         heads = [bytes(r[6]) for r in rows]
         head = merge_heads(heads)
         messages, trace, _events = decode_bodies([bytes(r[7]) for r in rows], run_id, events=False, heads=heads)
-        return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace)
+        return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace, user)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
         pool = await self._ready()

@@ -4,6 +4,7 @@ says where: its tables, in SQLite; :mod:`loopwright.stores.sessions_postgres` in
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -15,9 +16,6 @@ from ..data.parts import Message
 
 SessionKey = tuple[str, str, str]
 """``(app, user, session)``."""
-SESSION_KEY = "temp:session"
-"""The run state key that holds ``[app, user, session_id]`` of a run in a session (a ``temp:``
-key: never saved with the session)."""
 
 MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 DELETED: Any = type("Deleted", (), {"__repr__": lambda self: "DELETED"})()
@@ -110,6 +108,44 @@ class SessionStore(Protocol):
     async def close(self) -> None: ...
 
 
+class RunSession:
+    """Which session a run holds, kept beside the run in this process, never in its state (a
+    tool can write any state key, ``temp:`` ones too): made when the run holds its session
+    (``key``), or, for a run resumed from a store, from ``sessions``, the session store, whose
+    hold names the run (``held_by``, asked once, at first use). The run object keeps it alive;
+    :func:`session_of` finds it by the run's id and state (a run of another runner with the
+    same id finds nothing)."""
+
+    __slots__ = ("__weakref__", "key", "run_state", "sessions")
+
+    def __init__(self, run_state: Any, key: SessionKey | None = None, sessions: SessionStore | None = None) -> None:
+        self.run_state = run_state
+        self.key = key
+        self.sessions = sessions
+        _BESIDE[run_state.run_id] = self
+
+
+_BESIDE: weakref.WeakValueDictionary[str, RunSession] = weakref.WeakValueDictionary()
+
+
+async def session_of(ctx: Any) -> SessionKey | None:
+    """The ``(app, user, session_id)`` of the session the run of ``ctx`` (a tool's or a
+    stage's context, or the run state) holds; None outside a session. Read from beside the run,
+    so nothing in its state changes it: this is what memory searches, and what a tool that must
+    know whose session it runs in reads."""
+    rs = getattr(ctx, "run_state", ctx)
+    rs = getattr(rs, "_rs", rs)  # (a tool's ctx holds a read-only view of the run state)
+    run_id = getattr(rs, "run_id", None)
+    beside = _BESIDE.get(run_id) if isinstance(run_id, str) else None
+    if beside is None or beside.run_state is not rs:
+        return None
+    sessions = beside.sessions
+    if sessions is not None:
+        held = await sessions.held_by(rs.run_id)
+        beside.key, beside.sessions = (None if held is None else held.key), None
+    return beside.key
+
+
 def scope_rows(key: SessionKey, scopes: Mapping[str, Any]) -> list[tuple[str, str, str, str | None]]:
     """``(app, user or "", key, value JSON or None to delete)`` of each changed scoped key."""
     app, user, _ = key
@@ -140,7 +176,7 @@ def prefixed(rows: list[tuple[str, str, str]]) -> dict[str, Any]:
 __all__ = [
     "DELETED",
     "MESSAGES",
-    "SESSION_KEY",
+    "RunSession",
     "SavedSession",
     "SessionBusy",
     "SessionKey",
@@ -151,4 +187,5 @@ __all__ = [
     "message_rows",
     "prefixed",
     "scope_rows",
+    "session_of",
 ]

@@ -31,7 +31,7 @@ from typing import Any
 from ..data.parts import Message
 from .session_base import (
     DELETED,
-    SESSION_KEY,
+    RunSession,
     SavedSession,
     SessionBusy,
     SessionKey,
@@ -42,6 +42,7 @@ from .session_base import (
     message_rows,
     prefixed,
     scope_rows,
+    session_of,
 )
 from .sessions_postgres import PostgresSessions
 
@@ -202,8 +203,8 @@ def open_sessions(target: str | Path | Any) -> SessionStore:
 
 __all__ = [
     "DELETED",
-    "SESSION_KEY",
     "PostgresSessions",
+    "RunSession",
     "SQLiteSessions",
     "SavedSession",
     "SessionBusy",
@@ -211,4 +212,5 @@ __all__ = [
     "SessionStore",
     "check_key",
     "open_sessions",
+    "session_of",
 ]

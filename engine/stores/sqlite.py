@@ -36,15 +36,17 @@ from .base import (
     SavedRun,
     check_log,
     check_result,
+    check_user,
+    check_user_id,
     decode_bodies,
     log_mac,
     merge_heads,
     result_mac,
     under_prefix,
 )
-from .sqlite_rows import append_checkpoint, claim_suspension, log_span, rollback
+from .sqlite_rows import append_checkpoint, claim_suspension, keep_user, log_span, rewrite_heads, rollback
 from .sqlite_schema import MIGRATIONS, open_existing
-from .sqlite_wal import FOLD_EVERY, FOLD_LIMIT, Folder, wal_size
+from .sqlite_wal import FOLD_EVERY, FOLD_LIMIT, Folder, truncate_wal, wal_size, zeroing
 
 T = TypeVar("T")
 
@@ -283,24 +285,19 @@ class SQLiteStore:
 
     async def rewrite_heads(self, run_id: str, holding: bytes, rewrite: Callable[[bytes], bytes]) -> int:
         """Replace each head of the ended run ``run_id`` that holds ``holding`` with
-        ``rewrite(head)`` (signed again, with a key), in one transaction; how many were."""
-        return await self._do(self._write, self._rewrite_heads, run_id, holding, rewrite)
+        ``rewrite(head)`` (signed again, with a key), in one transaction; how many were. What
+        was replaced is in no file afterwards (:mod:`~loopwright.stores.sqlite_wal`: zeroed, the WAL cut)."""
+        return await self._do(self._scrub, run_id, holding, rewrite)
 
-    def _rewrite_heads(
-        self, db: sqlite3.Connection, run_id: str, holding: bytes, rewrite: Callable[[bytes], bytes]
-    ) -> int:
+    def _scrub(self, run_id: str, holding: bytes, rewrite: Callable[[bytes], bytes]) -> int:
         run_no = self._run_no(run_id)
         if run_no is None:
             return 0
-        rows = db.execute(
-            "SELECT id, agent, stage, outcome, seq, head, body FROM lw_log WHERE id BETWEEN ? AND ? AND instr(head, ?)",
-            (*log_span(run_no), holding),
-        ).fetchall()
-        for row_id, agent, stage, outcome, seq, head, body in rows:
-            cp = Checkpoint(run_id, agent, stage, outcome, seq, rewrite(bytes(head)), bytes(body))
-            mac = None if self._signer is None else log_mac(self._signer, cp, row_id & 0xFFFFFFFF)
-            db.execute("UPDATE lw_log SET head = ?, mac = ? WHERE id = ?", (cp.head, mac, row_id))
-        return len(rows)
+        with zeroing(self._db):
+            rewritten = self._write(rewrite_heads, run_id, run_no, holding, rewrite, self._signer)
+        if rewritten and self._folder is not None:
+            truncate_wal(self._db)
+        return rewritten
 
     async def load(self, run_id: str) -> SavedRun | None:
         return await self._do(self._load, run_id)
@@ -319,17 +316,30 @@ class SQLiteStore:
                     log_span(run_no),
                 ).fetchall()
             )
+            by = db.execute("SELECT user, mac FROM lw_users WHERE run_id = ?", (run_id,)).fetchone() if rows else None
         finally:
             db.execute("COMMIT")
         if not rows:
             return None
         if self._signer is not None:
             check_log(self._signer, run_id, [(r[3], r[0], r[1], r[2], r[9], r[6], r[7], r[8]) for r in rows])
+            if by is not None:
+                check_user(self._signer, run_id, by[0], by[1])
         agent, stage, outcome, version, owner, updated = rows[-1][:6]
         heads = [bytes(r[6]) for r in rows]
         head = merge_heads(heads)
         messages, trace, _events = decode_bodies([r[7] for r in rows], run_id, events=False, heads=heads)
-        return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace)
+        user = None if by is None else by[0]
+        return SavedRun(run_id, agent, stage, outcome, version, owner, updated, head, messages, trace, user)
+
+    async def set_user(self, run_id: str, user: str) -> None:
+        """Keep ``user`` as the one run ``run_id`` belongs to, once, before its first checkpoint
+        (:class:`~loopwright.stores.base.RunStore`; signed, with a key)."""
+        check_user_id(user)
+        await self._do(self._write, self._set_user, run_id, user)
+
+    def _set_user(self, db: sqlite3.Connection, run_id: str, user: str) -> None:
+        keep_user(db, run_id, user, self._run_no(run_id), self._signer)
 
     async def claim(self, run_id: str, suspension: str, owner: str, decisions: bytes) -> tuple[str, bytes] | None:
         return await self._do(self._write, claim_suspension, run_id, suspension, owner, decisions, self._signer)

@@ -1,14 +1,16 @@
 """The SQLite store's row writes: a checkpoint appended to a run's log (its key is the
-optimistic lock), a claim on a suspension, a transaction rolled back after an error."""
+optimistic lock), a claim on a suspension, a run's user kept beside it, an ended run's heads
+rewritten, a transaction rolled back after an error."""
 
 from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 
 from ..data.errors import RunBusy
 from ..data.signing import RowSigner
-from .base import Checkpoint, check_claim, claim_mac
+from .base import Checkpoint, check_claim, claim_mac, log_mac, user_mac, user_taken
 
 APPEND = "INSERT INTO lw_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
@@ -55,3 +57,38 @@ def claim_suspension(
         "INSERT INTO lw_claims VALUES (?, ?, ?, ?, ?, ?)", (run_id, suspension, owner, decisions, time.time(), mac)
     )
     return None
+
+
+def keep_user(db: sqlite3.Connection, run_id: str, user: str, run_no: int | None, signer: RowSigner | None) -> None:
+    """Keep ``user`` as the one run ``run_id`` (numbered ``run_no``, if it is) belongs to: once,
+    before the run's first checkpoint (else ConfigurationError: the id is taken)."""
+    row = db.execute("SELECT user FROM lw_users WHERE run_id = ?", (run_id,)).fetchone()
+    if row is not None:
+        if row[0] != user:
+            raise user_taken(run_id)
+        return
+    if run_no is not None and db.execute("SELECT 1 FROM lw_log WHERE id BETWEEN ? AND ?", log_span(run_no)).fetchone():
+        raise user_taken(run_id)
+    mac = None if signer is None else user_mac(signer, run_id, user)
+    db.execute("INSERT INTO lw_users VALUES (?, ?, ?)", (run_id, user, mac))
+
+
+def rewrite_heads(
+    db: sqlite3.Connection,
+    run_id: str,
+    run_no: int,
+    holding: bytes,
+    rewrite: Callable[[bytes], bytes],
+    signer: RowSigner | None,
+) -> int:
+    """Each head of run ``run_id`` that holds ``holding`` replaced with ``rewrite(head)`` (signed
+    again, with ``signer``); how many were."""
+    rows = db.execute(
+        "SELECT id, agent, stage, outcome, seq, head, body FROM lw_log WHERE id BETWEEN ? AND ? AND instr(head, ?)",
+        (*log_span(run_no), holding),
+    ).fetchall()
+    for row_id, agent, stage, outcome, seq, head, body in rows:
+        cp = Checkpoint(run_id, agent, stage, outcome, seq, rewrite(bytes(head)), bytes(body))
+        mac = None if signer is None else log_mac(signer, cp, row_id & 0xFFFFFFFF)
+        db.execute("UPDATE lw_log SET head = ?, mac = ? WHERE id = ?", (cp.head, mac, row_id))
+    return len(rows)

@@ -47,6 +47,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE lw_results ADD COLUMN mac BLOB",
         "ALTER TABLE lw_claims ADD COLUMN mac BLOB",
     ),
+    5: (  # the user each run belongs to, beside it (never read from its state)
+        "CREATE TABLE lw_users (run_id TEXT PRIMARY KEY, user TEXT NOT NULL, mac BLOB) WITHOUT ROWID",
+    ),
 }
 """The statements that bring the tables from version ``n - 1`` to ``n``."""
 

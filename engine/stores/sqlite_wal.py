@@ -1,11 +1,14 @@
 """The SQLite store's WAL kept short: folded back into the database file on the store's own
-thread (:class:`Folder`), so no commit waits for it."""
+thread (:class:`Folder`), so no commit waits for it; and cut to nothing after a rewrite whose
+old bytes must not stay in any file (:func:`zeroing`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
 
 FOLD_EVERY = 400
 """Commits between two wake-ups of a store's folder (about 1000 WAL pages, SQLite's own default)."""
@@ -69,3 +72,23 @@ def wal_size(path: str) -> int:
         return os.path.getsize(path)
     except OSError:
         return 0
+
+
+@contextlib.contextmanager
+def zeroing(db: sqlite3.Connection) -> Iterator[None]:
+    """Writes in the block zero the bytes they free (``secure_delete``, whatever the SQLite
+    build's default). With :func:`truncate_wal` after it, what the block replaced is in no file
+    (an ended run's ``temp:`` values)."""
+    (zeroes,) = db.execute("PRAGMA secure_delete").fetchone()
+    db.execute("PRAGMA secure_delete=ON")
+    try:
+        yield
+    finally:
+        db.execute(f"PRAGMA secure_delete={int(zeroes)}")
+
+
+def truncate_wal(db: sqlite3.Connection) -> None:
+    """Fold the WAL, which still holds pages as they were first written, back into the file and
+    cut it to nothing (``wal_checkpoint(TRUNCATE)``: it waits, up to the connection's timeout,
+    for readers of older pages to finish)."""
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()

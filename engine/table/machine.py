@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any, cast
 from transitions import Machine
 
 from ..data.errors import MachineError, NoTransitionError
-from ..data.events import ModelRequest, ModelResponse, ToolCall
+from ..data.events import ModelRequest, ModelResponse
 from ..data.limits import Limits
 from ..data.run_state import RunState, register_slice
 from ..data.stage import TERMINALS, Stage
@@ -114,6 +114,12 @@ may still return an awaitable for the runner to await when, this time, it must w
 TRIGGER = "advance"
 
 
+def only_when_named(agent: Any) -> bool:
+    """An extension's default ``applies_to``: never of itself (an agent names the extensions it
+    wants: ``Agent(extensions=[...])``, or a machine made by :func:`~loopwright.extend`)."""
+    return False
+
+
 @dataclass(frozen=True, eq=False)
 class Extension:
     """A feature composed onto the core: everything it adds, as one value.
@@ -133,20 +139,34 @@ class Extension:
     fresh for each run, saved with it; a slice holding requests for people offers
     ``pending_requests()``, and ``RunResult.pending`` lists them).
 
-    Hooks (each optional, one signature, called in extension order):
+    Which agents it applies to: ``applies_to(agent) -> bool``. The built-in features
+    (``loopwright.features.BUILT_IN``) are composed onto an agent's machine when it says True
+    for the agent (``features_for`` asks each in turn: Burr-style, the feature decides, the
+    composer has no ``if`` per feature). The default, :func:`only_when_named`, says False: such
+    an extension is composed only when the agent names it (``Agent(extensions=[...])`` or a
+    machine made by :func:`~loopwright.extend`), which is what a user's own extension wants.
 
-    - ``request(request, rs, ctx) -> ModelRequest``: preprocess hands each pass's request
-      through it (structlog-style processors);
-    - ``response(response, rs, ctx) -> ModelResponse``: postprocess hands each reply through
+    Hooks (each optional, called in extension order, always with keyword arguments, so a hook
+    may grow new ones: take the keywords you use and ``**_`` for any added later):
+
+    - ``request(*, request, rs, ctx) -> ModelRequest``: preprocess (and salvage) hand each
+      pass's request through it (structlog-style processors);
+    - ``response(*, response, rs, ctx) -> ModelResponse``: postprocess hands each reply through
       it before taking it in (Plan-ReAct splits tagged text into thoughts and the answer);
-    - ``gate(call, rs, ctx) -> ToolResult | PendingRequest | None``: act asks it before it runs
+    - ``gate(*, call, rs, ctx) -> ToolResult | PendingRequest | None``: act asks it before it runs
       a call: a result answers the call, a request makes it wait, None lets it run;
-    - ``hold(rs, ctx, calls, results, waits) -> bool``: act has calls that wait; True means the
-      feature keeps the step (act answers nothing yet); else act answers them with an error;
-    - ``pause(rs, ctx)``: the runner is pausing the run in one of ``waiting``;
-    - ``resume(rs, ctx, decisions)``: ``Runner.resume`` hands over decisions (raise
+    - ``hold(*, rs, ctx, calls, results, waits) -> str | None``: act has calls that wait; None
+      means the feature keeps the step (act answers nothing yet); else why it does not, and act
+      answers them with an error saying so;
+    - ``pause(*, rs, ctx)``: the runner is pausing the run in one of ``waiting``;
+    - ``resume(*, rs, ctx, decisions)``: ``Runner.resume`` hands over decisions (raise
       ResumeError to refuse them, changing nothing);
-    - ``finish(rs, ctx, why)``: the run is ending: answer any calls the feature holds.
+    - ``finish(*, rs, ctx, why)``: the run is ending: answer any calls the feature holds;
+    - ``retry(*, call, tool, reason, message, attempt, ctx) -> ToolResult | float``: a call of a
+      tool with ``retries=N`` failed (``reason``: ``"arguments"`` or ``"retry_tool"``: the model
+      may fix it; ``"transient"``: an exception of its ``retry_on``, act's retry number
+      ``attempt``): the call's answer, or the seconds to wait before act calls it again. The
+      first extension with this hook decides; without one the call is answered with the error.
     """
 
     name: str
@@ -160,13 +180,17 @@ class Extension:
     budgets: Sequence[Budget] = ()
     guards: Mapping[str, Guard] = field(default_factory=dict)
     slice: type[Any] | None = None
-    request: Callable[[ModelRequest, RunState, RunContext], ModelRequest] | None = None
-    response: Callable[[ModelResponse, RunState, RunContext], ModelResponse] | None = None
-    gate: Callable[[ToolCall, RunState, RunContext], Any] | None = None
+    request: Callable[..., ModelRequest] | None = None
+    response: Callable[..., ModelResponse] | None = None
+    gate: Callable[..., Any] | None = None
     hold: Callable[..., str | None] | None = None
-    pause: Callable[[RunState, RunContext], None] | None = None
-    resume: Callable[[RunState, RunContext, Mapping[str, Any]], None] | None = None
-    finish: Callable[[RunState, RunContext, str], None] | None = None
+    pause: Callable[..., None] | None = None
+    resume: Callable[..., None] | None = None
+    finish: Callable[..., None] | None = None
+    retry: Callable[..., Any] | None = None
+    applies_to: Callable[[Any], bool] = only_when_named
+    """Whether an agent (a ``loopwright.Agent``, typed ``Any``: the table stands below the agent)
+    gets this feature without naming it; see the class docstring."""
 
     def __post_init__(self) -> None:
         if self.slice is not None:

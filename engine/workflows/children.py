@@ -11,12 +11,12 @@ for the third round of a loop, ``r1.each.4`` for the fifth item of a map), so wi
 - a child that waits for a person (a confirmation) makes the workflow wait too: its pending
   requests are the workflow's, and the workflow's resume hands each decision to its child.
 
-A resumed child is the workflow's child again (:func:`loopwright.runtime.rejoining.rejoin`): it
+A resumed child is the workflow's child again (:func:`loopwright.runtime.nesting.rejoin`): it
 charges the workflow's budgets, with the room left as its caps. What the workflow holds of its
 spend decides what is sent up: all of it for a child that waited (sent when it suspended;
 ``Flow.had`` records how much, for a child that crashes after its resume), none for a child
 resumed from its own checkpoint after a crash, and a child that ended before the crash is read
-back with its spend (:func:`~loopwright.runtime.rejoining.absorb`).
+back with its spend (:func:`~loopwright.runtime.nesting.absorb`).
 
 Without a store a waiting child's state is kept as JSON in the workflow's slice (it round-trips
 with the workflow's own ``RunState.to_json``).
@@ -36,7 +36,7 @@ from ..data.events import ErrorInfo, PendingRequest, Usage
 from ..data.run_state import RunState, register_slice
 from ..durable.codec import rebuild
 from ..loop.runner import Runner
-from ..runtime import rejoining
+from ..runtime import nesting
 from ..runtime.agent import Agent
 from ..runtime.context import RunContext
 from ..runtime.nesting import enter_tools, leave_tools, link
@@ -138,7 +138,7 @@ async def run_child(
 ) -> Ended:
     """Run (or go on with) the child ``key`` of the workflow run ``rs`` on ``runner``."""
     flow = rs.features.get(NAME) or flow_of(rs)
-    token = enter_tools(link(rs))  # (a resumed child is the workflow's child again: rejoining.rejoin)
+    token = enter_tools(link(rs))  # (a resumed child is the workflow's child again: nesting.rejoin)
     try:
         if flow.waiting or ctx.store is not None:  # it may have run before: a resume goes on with it
             found = await _again(runner, rs, ctx, key, flow)
@@ -165,25 +165,25 @@ async def _again(runner: Runner, rs: RunState, ctx: RunContext, key: str, flow: 
         for cid in [c for c, owner in flow.owners.items() if owner == key]:
             del flow.owners[cid]
         spent = flow.had.pop(key, None)  # (with a store, it may have crashed after a resume: the rest goes up)
-        token = rejoining.had(None if spent is None or store is None else _had(spent))
+        token = nesting.had(None if spent is None or store is None else _had(spent))
         try:
             if store is None:
                 return _of_result(await runner.resume(RunState.from_json(saved_json), decisions))
             return await _go_on(runner, store, child_id, decisions)
         finally:
-            rejoining.had_reset(token)
+            nesting.had_reset(token)
     if store is not None:
         stored = await store.load(child_id)
         if stored is not None:
             if stored.stage in runner.machine.terminals:  # it ended before the crash: not run again
                 child = rebuild(stored)
-                rejoining.absorb(rs, child)  # (the workflow, back from its checkpoint, holds none of its spend)
+                nesting.absorb(rs, child)  # (the workflow, back from its checkpoint, holds none of its spend)
                 return _ended_of(child)
-            token = rejoining.had(rejoining.NOTHING)  # (nor of this one's, which goes on from its own checkpoint)
+            token = nesting.had(nesting.NOTHING)  # (nor of this one's, which goes on from its own checkpoint)
             try:
                 return await _go_on(runner, store, child_id, None)
             finally:
-                rejoining.had_reset(token)
+                nesting.had_reset(token)
     return None
 
 
@@ -216,9 +216,9 @@ def _of_result(result: Any) -> Ended:
     return Ended(result.outcome, result.output, result.state, why, result.pending, saved, spent)  # (the run's copies)
 
 
-def _had(spent: list[JsonValue]) -> rejoining.Had:
+def _had(spent: list[JsonValue]) -> nesting.Had:
     calls, usage, passes = spent
-    return rejoining.Had(int(calls), Usage.model_validate(usage), int(passes))  # type: ignore[arg-type]
+    return nesting.Had(int(calls), Usage.model_validate(usage), int(passes))  # type: ignore[arg-type]
 
 
 def note_waiting(rs: RunState, key: str, ended: Ended, store: Any) -> None:

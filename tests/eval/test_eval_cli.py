@@ -97,7 +97,7 @@ def test_compare_says_which_cases_got_worse(tmp_path: Path) -> None:
     assert base.returncode == 0
     (tmp_path / "trip_agent.py").write_text(
         (EXAMPLE / "trip_agent.py").read_text().replace('"celsius": 24.0', '"celsius": 24.0')
-        + "\nfrom loopwright import demo as _demo\n_demo._RATES[('EUR', 'USD')] = 2.0\n"
+        + "\nfrom loopwright.demo import agents as _demo\n_demo._RATES[('EUR', 'USD')] = 2.0\n"
     )
     (tmp_path / "trip.yaml").write_text((EXAMPLE / "trip.yaml").read_text())
     worse = loopwright(

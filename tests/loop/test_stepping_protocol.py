@@ -90,7 +90,7 @@ def test_a_suspension_resumed_from_json_through_the_protocol() -> None:
     assert rs.limits == agent.limits
     run = runner.attach(rs)
     for hook in run.machine.hooks("resume"):
-        hook(rs, run.ctx, {first.pending[0].call_id: approve()})
+        hook(rs=rs, ctx=run.ctx, decisions={first.pending[0].call_id: approve()})
     rs.outcome = None
     result = asyncio.run(drive(runner, run))
     assert result.outcome == "final" and result.output == "done"

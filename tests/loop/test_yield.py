@@ -107,7 +107,7 @@ def test_a_timeout_ends_a_never_suspending_run_promptly() -> None:
 def test_a_waiting_task_runs_within_one_iteration_of_a_never_suspending_run() -> None:
     """The bound itself: while another task is ready, a run that never suspends takes at most
     ``_HOLD`` + 1 transitions before that task runs (one loop iteration is five)."""
-    from loopwright.loop.pacing import HOLD as _HOLD
+    from loopwright.loop.run import HOLD as _HOLD
 
     ticker = Ticker()
     streaks: list[int] = []

@@ -1,12 +1,14 @@
 """A small MCP server for the tests, written with the SDK's MCPServer: ``python calc_server.py``
 serves over stdio, ``python calc_server.py http PORT`` over streamable HTTP on 127.0.0.1:PORT,
-``--fail-start`` writes a line to stderr and exits before it serves."""
+``--fail-start`` writes a line to stderr and exits before it serves, ``--fail-list`` serves but
+answers every tools/list with an error."""
 
 from __future__ import annotations
 
 import os
 import signal
 import sys
+from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -98,6 +100,12 @@ def main() -> None:
     if "--fail-start" in sys.argv:
         print("calc_server: cannot open /nonexistent/calc.db: no such file", file=sys.stderr, flush=True)
         sys.exit(3)
+    if "--fail-list" in sys.argv:
+
+        async def broken_list() -> list[Any]:
+            raise RuntimeError("the tool catalog is locked by another process")
+
+        server.list_tools = broken_list  # type: ignore[method-assign]
     if len(sys.argv) >= 3 and sys.argv[1] == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

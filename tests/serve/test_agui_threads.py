@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from loopwright import Agent, ModelRequest, ModelResponse, ScriptedModel, TextPart, ToolCall, Usage, tool
 from loopwright.serve import app
-from loopwright.serve.agui import Threads, thread_of, thread_run
+from loopwright.serve.agui import Threads, thread_of, thread_run, user_thread
 from loopwright.stores import SQLiteStore
 from loopwright.stores.sessions import SQLiteSessions
 from tests.serve_agents import serving
@@ -160,9 +160,10 @@ def test_with_sessions_the_thread_is_the_users_session(tmp_path: Path) -> None:
         first = turn(c, "t4", "hello", **{"x-user": "ada"})
         second = turn(c, "t4", "again", **{"x-user": "ada"})
         assert result_of(second) == "heard: hello|again" and threads_of(first + second) == {"t4"}
-        assert [e["runId"] for e in first + second if e["type"] == "RUN_STARTED"] == ["t4", "t4~2"]
-        theirs = c.post("/agents/chat/agui", json=message("t4", "hi"), headers={"x-user": "bob"})
-        assert theirs.status_code == 404 and "new threadId" in theirs.json()["error"]
+        stem = user_thread("t4", "ada")  # a thread is its user's (issue 42, S12)
+        assert [e["runId"] for e in first + second if e["type"] == "RUN_STARTED"] == [stem, f"{stem}~2"]
+        theirs = turn(c, "t4", "hi", **{"x-user": "bob"})  # bob's own thread t4: ada's is not in his way
+        assert result_of(theirs) == "heard: hi"
     saved = asyncio.run(SQLiteSessions(db).load(("chat", "ada", "t4")))
     assert saved is not None and len(saved.messages) == 4
 

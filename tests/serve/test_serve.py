@@ -21,6 +21,7 @@ from loopwright.stores import SQLiteStore
 from tests.serve_agents import serving, slow_agent, support
 
 Event = tuple[int | None, str, dict[str, Any]]
+JSON = {"Content-Type": "application/json"}
 
 
 def sse(
@@ -220,6 +221,8 @@ def test_bad_requests_get_4xx_with_a_message_and_change_nothing(client: httpx.Cl
     ]
     for method, path, body, status, words in bad:
         headers = {"Last-Event-ID": "soon"} if path.endswith("/events") and status == 422 else {}
+        if body:
+            headers["Content-Type"] = "application/json"
         got = client.request(method, path, content=body, headers=headers)
         assert got.status_code == status, (method, path, got.text)
         assert words in got.json()["error"], (method, path, got.json())
@@ -232,10 +235,10 @@ def test_bad_requests_get_4xx_with_a_message_and_change_nothing(client: httpx.Cl
     assert stored(db, run_id) == before
     assert len(client.get("/runs").json()["runs"]) == runs_before
 
-    assert client.post(f"/runs/{run_id}/decisions", content=_one(call, "approve")).status_code == 202
+    assert client.post(f"/runs/{run_id}/decisions", content=_one(call, "approve"), headers=JSON).status_code == 202
     wait_for(client, run_id, "final")
     after = stored(db, run_id)
-    again = client.post(f"/runs/{run_id}/decisions", content=_one(call, "approve"))
+    again = client.post(f"/runs/{run_id}/decisions", content=_one(call, "approve"), headers=JSON)
     assert again.status_code == 409 and "waits for no decision" in again.json()["error"]
     assert stored(db, run_id) == after
     answers = [e[2]["content"] for e in sse(client, f"/runs/{run_id}/events") if e[1] == "tool_answered"]
@@ -249,7 +252,7 @@ def test_two_decisions_at_once_for_the_same_call_run_it_once(client: httpx.Clien
 
     async def both() -> list[int]:
         async with httpx.AsyncClient(base_url=base, timeout=20) as c:
-            sent = [c.post(f"/runs/{run_id}/decisions", content=_one(call, "approve")) for _ in range(2)]
+            sent = [c.post(f"/runs/{run_id}/decisions", content=_one(call, "approve"), headers=JSON) for _ in range(2)]
             return sorted(r.status_code for r in await asyncio.gather(*sent))
 
     assert asyncio.run(both()) == [202, 409]
@@ -285,11 +288,14 @@ def test_the_auth_hook_gives_401_and_each_user_sees_only_their_runs(db: Path) ->
         assert c.get(f"/runs/{mine}/events", headers=bob).status_code == 404
         before = stored(db, mine)
         call = c.get(f"/runs/{mine}", headers=alice).json()["pending"][0]["call_id"]
-        from_bob = c.post(f"/runs/{mine}/decisions", content=_one(call, "approve"), headers=bob)
+        from_bob = c.post(f"/runs/{mine}/decisions", content=_one(call, "approve"), headers={**bob, **JSON})
         assert from_bob.status_code == 404 and "no run" in from_bob.json()["error"]
         assert c.post(f"/runs/{mine}/cancel", headers=bob).status_code == 404
         assert stored(db, mine) == before
-        assert c.post(f"/runs/{mine}/decisions", content=_one(call, "approve"), headers=alice).status_code == 202
+        assert (
+            c.post(f"/runs/{mine}/decisions", content=_one(call, "approve"), headers={**alice, **JSON}).status_code
+            == 202
+        )
 
 
 @pytest.mark.slow
@@ -332,7 +338,7 @@ def test_the_agui_stream_maps_steps_text_tool_calls_and_approvals_as_interrupts(
     interrupt = leg1[-1]["outcome"]
     assert interrupt["type"] == "interrupt"
     assert interrupt["interrupts"][0]["toolCallId"] == call and interrupt["interrupts"][0]["reason"] == "tool_approval"
-    assert client.post(f"/runs/{run_id}/decisions", content=_one(call, "approve")).status_code == 202
+    assert client.post(f"/runs/{run_id}/decisions", content=_one(call, "approve"), headers=JSON).status_code == 202
     wait_for(client, run_id, "final")
     whole = _agui_until(client, f"/runs/{run_id}/agui", lambda e: False)
     starts = [e for e in whole if e["type"] == "RUN_STARTED"]

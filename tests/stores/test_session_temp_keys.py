@@ -58,7 +58,7 @@ def test_a_finished_session_run_leaves_no_temp_key_in_sqlite(tmp_path: Path, key
         waiting = await runner.run("go", session=KEY)
         assert waiting.outcome == "suspended"
         held = dump(db)
-        assert "temp:session" in held and "SCRATCH-VALUE-1" in held  # a suspended run resumes with them
+        assert "temp:draft" in held and "SCRATCH-VALUE-1" in held  # a suspended run resumes with them
         done = await runner.resume(waiting.run_id, {"c2": approve()})
         assert done.outcome == "final" and done.state["temp:draft"] == "SCRATCH-VALUE-1"  # the result keeps them
         loaded = await store.load(done.run_id)  # (signed rows still check)

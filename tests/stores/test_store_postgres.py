@@ -131,7 +131,7 @@ def test_postgres_schema_versions_and_urls(pg_url: str) -> None:
     asyncio.run(go())
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("UPDATE lw_meta SET value = '99' WHERE key = 'schema_version'")
-    with pytest.raises(ConfigurationError, match="schema version 99, newer than this loopwright's 4"):
+    with pytest.raises(ConfigurationError, match="schema version 99, newer than this loopwright's 5"):
         asyncio.run(PostgresStore.open(pg_url))
 
 

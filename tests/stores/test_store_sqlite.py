@@ -346,7 +346,7 @@ def test_store_urls_and_schema_versions(tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / "a.db")
     db.execute("UPDATE lw_meta SET value = '99' WHERE key = 'schema_version'")
     db.commit()
-    with pytest.raises(ConfigurationError, match="schema version 99, newer than this loopwright's 4"):
+    with pytest.raises(ConfigurationError, match="schema version 99, newer than this loopwright's 5"):
         SQLiteStore(tmp_path / "a.db")
 
 

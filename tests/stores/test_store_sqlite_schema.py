@@ -47,6 +47,7 @@ def back_to_schema_2(path: Path) -> None:
     )
     db.execute("DROP TABLE lw_results_3")
     db.execute("ALTER TABLE lw_claims DROP COLUMN mac")  # (schema 4's)
+    db.execute("DROP TABLE lw_users")  # (schema 5's)
     db.execute("DROP TABLE lw_runs")
     db.execute("UPDATE lw_meta SET value = '2' WHERE key = 'schema_version'")
     db.execute("COMMIT")
@@ -75,10 +76,10 @@ def test_a_store_of_schema_2_is_migrated_and_its_runs_load_list_and_resume(tmp_p
     async def after() -> None:
         store = SQLiteStore(path)
         tables = {r[0] for r in store._db.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
-        assert {"lw_runs", "lw_log", "lw_results", "lw_claims"} <= tables
+        assert {"lw_runs", "lw_log", "lw_results", "lw_claims", "lw_users"} <= tables
         assert "lw_log_2" not in tables and "lw_results_2" not in tables
         version = store._db.execute("SELECT value FROM lw_meta WHERE key = 'schema_version'").fetchone()[0]
-        assert int(version) == STORE_SCHEMA == 4
+        assert int(version) == STORE_SCHEMA == 5
         assert await store.load("done") == saved
         assert await store.events("done") == events
         assert await store.results("done", 0) == kept

@@ -168,7 +168,7 @@ def _resume(live: Live, decisions: dict[str, Any] | None) -> tuple[bool, str | N
     if decisions is not None:
         try:
             for hook in run.machine.hooks("resume"):
-                hook(rs, run.ctx, decisions_from_message(decisions))
+                hook(rs=rs, ctx=run.ctx, decisions=decisions_from_message(decisions))
         except ResumeError as exc:
             return cancel, str(exc)
         run.runner.adopt(rs)

@@ -1,5 +1,6 @@
 """What :mod:`loopwright.integrations.mcp` makes of an MCP server's answers and processes: a
-tool's answer as loopwright content, a server's stderr as one line, a stdio server's short name.
+tool's answer as loopwright content, a failed tool listing as words, a server's stderr as one
+line, a stdio server's short name.
 Reads the SDK's objects by their attributes (the SDK is imported only to ask for a page of a listing)."""
 
 from __future__ import annotations
@@ -21,6 +22,27 @@ def page(cursor: str | None) -> Any:
     from mcp_types import PaginatedRequestParams
 
     return PaginatedRequestParams(cursor=cursor)
+
+
+def list_failed(exc: Exception, who: str) -> tuple[str, bool] | None:
+    """What a failed ``tools/list`` of server ``who`` comes to: the ``ToolsetError``'s message and
+    whether the connection is lost; None for an error that is neither the server's nor the
+    connection's (it goes on up as it is)."""
+    from mcp import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
+    if isinstance(exc, MCPError):
+        code = f" (MCP error {exc.error.code})" if exc.error.code else ""
+        what, lost = f"{exc.error.message or type(exc).__name__}{code}", exc.error.code == CONNECTION_CLOSED
+    elif isinstance(exc, OSError | EOFError):
+        what, lost = (f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__), True
+    else:
+        return None
+    return (
+        f"MCP server {who} could not list its tools (tools/list failed: {what}); check the server and its log, "
+        "or leave the toolset out of Agent(tools=[...])",
+        lost,
+    )
 
 
 _RUNNERS = ("python", "node", "uv", "uvx", "npx", "deno", "bun", "java", "ruby")
@@ -103,4 +125,4 @@ def _part(block: Any) -> Any:
     return str(block)
 
 
-__all__ = ["McpToolError", "close_log", "content", "leaf", "page", "stdio_name", "tail"]
+__all__ = ["McpToolError", "close_log", "content", "leaf", "list_failed", "page", "stdio_name", "tail"]

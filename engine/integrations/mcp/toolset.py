@@ -14,9 +14,11 @@ toolset:``), its tools listed when a run starts and cached until the server says
 (``notifications/tools/list_changed``), and closed with the runner (``async with runner:``,
 ``runner.aclose()``; ``run_sync`` closes it when its event loop ends). A connection that drops
 fails the call in progress (an error result the model reads) and is opened again on the next call,
-at most ``max_reconnects`` times in a row. Each tool is a :class:`~loopwright.runtime.toolsets.SchemaTool`:
-its JSON schema goes to the model as the server wrote it; its call is bounded by the tool timeout;
-its text, images and structured content become the result; ``isError`` an error result.
+at most ``max_reconnects`` times in a row. A server that cannot start, or whose tool list fails, is
+a :class:`ToolsetError` naming it, raised out of the run's start. Each tool is a
+:class:`~loopwright.runtime.toolsets.SchemaTool`: its JSON schema goes to the model as the server
+wrote it; its call is bounded by the tool timeout; its text, images and structured content become
+the result; ``isError`` an error result.
 (Transports: :mod:`.mcp_transports`; what answers become: :mod:`.mcp_parts`.)
 """
 
@@ -223,10 +225,20 @@ class McpToolset:
         await self.close()
 
     async def list_tools(self) -> tuple[Tool, ...]:
-        """The server's tools (listed on first use and after a list-changed notification)."""
+        """The server's tools (listed on first use and after a list-changed notification); a
+        listing that fails is a ``ToolsetError`` naming the server (tried again on the next use)."""
         session = await self._live()
         if self._stale or self._version < 0:
-            await self._refresh(session)
+            try:
+                await self._refresh(session)
+            except Exception as exc:
+                failed = parts.list_failed(exc, self._who)
+                if failed is None:
+                    raise
+                self._stale = True
+                if failed[1]:
+                    self._lost()
+                raise ToolsetError(failed[0]) from None
         return self._tools
 
     # ------------------------------------------------------------------ the connection

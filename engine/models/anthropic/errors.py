@@ -14,7 +14,7 @@ import contextlib
 import anthropic
 
 from ...data.errors import ContextWindowError, ModelError
-from ..http_errors import cut, html_page, retry_after
+from ..http_errors import cut, html_page, retry_after, status_error
 
 _RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504, 529}
 _ERROR_TYPE_STATUS = {
@@ -129,9 +129,9 @@ def _status_error(exc: anthropic.APIStatusError, limits: dict[str, str]) -> Mode
             status=400,
         )
     shown = f" (rate limits: {_limits_text(limits)})" if limits and status == 429 else ""
-    return ModelError(
+    return status_error(
         f"Anthropic API error {status}{where}: {detail}{shown}{request_id}",
         status=status,
         retryable=status in _RETRYABLE_STATUS,
-        retry_after=retry_after(getattr(getattr(exc, "response", None), "headers", None)),
+        wait=retry_after(getattr(getattr(exc, "response", None), "headers", None)),
     )

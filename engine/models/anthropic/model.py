@@ -53,7 +53,8 @@ import anthropic
 from ...data.errors import ConfigurationError, ModelError, TokenBudgetError
 from ...data.events import ModelRequest, ModelResponse, Usage
 from ..base import StreamDelta, StreamToolInput
-from .clients import AnthropicClients
+from ..sdk import SdkModel
+from .clients import MISSING_KEY, is_client
 from .clients import Client as Client
 from .clients import ClientFactory as ClientFactory
 from .cuts import billed, next_budget, plus
@@ -106,7 +107,7 @@ _SDK_DEPRECATED = SDK_DEPRECATED
 """The SDK's deprecated models (the one dict :func:`.anthropic_options.warn_if_deprecated` reads)."""
 
 
-class AnthropicModel(AnthropicClients):
+class AnthropicModel(SdkModel[Client]):
     """A loopwright model backed by Claude.
 
     ``AnthropicModel(model="claude-sonnet-5-5", max_tokens=None, client=None, max_retries=0,
@@ -177,6 +178,32 @@ class AnthropicModel(AnthropicClients):
         self._init_clients(client)
         self._formats: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self._definitions = Definitions(getattr(anthropic, "transform_schema", None))
+
+    # ------------------------------------------------ clients (the anthropic side of PerLoopClients)
+
+    _client_kinds = (
+        "an anthropic async client (AsyncAnthropic, AsyncAnthropicBedrock, AsyncAnthropicVertex, "
+        "AsyncAnthropicBedrockMantle)"
+    )
+    _client_kind = "an anthropic async client"
+    _factory_example = "AnthropicModel(..., client=lambda: anthropic.AsyncAnthropic(...))"
+    _client_errors = (anthropic.AnthropicError,)
+
+    @staticmethod
+    def _is_client(value: object) -> bool:
+        return is_client(value)
+
+    def _ready(self, client: Client) -> Client:
+        return client.with_options(max_retries=self.max_retries)
+
+    def _default_client(self) -> Client:
+        client = anthropic.AsyncAnthropic(max_retries=self.max_retries)
+        if all(getattr(client, name, None) is None for name in ("api_key", "auth_token", "credentials")):
+            raise ModelError(MISSING_KEY, retryable=False)
+        return client
+
+    def _client_error(self, exc: Exception) -> ModelError:  # a profile named or configured but unusable
+        return ModelError(f"the Anthropic credentials could not be loaded: {exc}", retryable=False)
 
     # ------------------------------------------------------------------ options
 

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from ...data.errors import ContextWindowError, ModelError
-from ..http_errors import cut, html_page, wait_seconds
+from ..http_errors import cut, html_page, status_error, wait_seconds
 from ..http_errors import retry_after as header_wait
 
 _RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
@@ -70,11 +70,11 @@ def api_error(exc: Any) -> ModelError:
             status=404,
             retryable=False,
         )
-    return ModelError(
+    return status_error(
         f"Gemini API error {status}: {detail}",
         status=status or None,
         retryable=status in _RETRYABLE_STATUS or status == 0,
-        retry_after=retry_after(exc),
+        wait=retry_after(exc),
     )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import openai
 
 from ...data.errors import ContextWindowError, ModelError
-from ..http_errors import cut, html_page, retry_after
+from ..http_errors import cut, html_page, retry_after, status_error
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _CONTEXT = re.compile(
@@ -61,11 +61,11 @@ def _status_error(exc: openai.APIStatusError, where: str) -> ModelError:
             status=401,
             retryable=False,
         )
-    return ModelError(
+    return status_error(
         f"OpenAI API error {status} from {where}: {detail}{request_id}",
         status=status,
         retryable=status in _RETRYABLE_STATUS or status >= 500,
-        retry_after=retry_after(getattr(exc.response, "headers", None)),
+        wait=retry_after(getattr(exc.response, "headers", None)),
     )
 
 

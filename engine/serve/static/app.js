@@ -5,10 +5,23 @@
   const $ = (id) => document.getElementById(id);
   const state = { agent: null, agents: [], edits: false, runId: null, stream: null, last: 0, shown: new Set() };
 
+  // A server started with --token-env: open the UI at /#token=<token>; the token is kept for this tab
+  // (sessionStorage), taken out of the address bar, and sent as a bearer token with every request.
+  const token = (function () {
+    const found = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+    if (found) {
+      sessionStorage.setItem('loopwright-token', decodeURIComponent(found[1]));
+      history.replaceState(null, '', location.pathname + location.search);
+    }
+    return sessionStorage.getItem('loopwright-token');
+  })();
+  const signed = (headers) => (token ? Object.assign({ Authorization: 'Bearer ' + token }, headers) : headers);
+
   async function api(method, path, body) {
+    // every body is JSON, sent as application/json: the server refuses any other (a CSRF defence)
     const response = await fetch(path, {
       method,
-      headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+      headers: signed(body === undefined ? {} : { 'Content-Type': 'application/json' }),
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const data = await response.json().catch(() => ({}));
@@ -52,7 +65,7 @@
     $('agent-name').textContent = name;
     document.querySelectorAll('#agents button').forEach((b) => b.classList.toggle('active', b.dataset.agent === name));
     const box = $('diagram');
-    const response = await fetch('agents/' + encodeURIComponent(name) + '/diagram.svg');
+    const response = await fetch('agents/' + encodeURIComponent(name) + '/diagram.svg', { headers: signed({}) });
     if (response.ok) {
       box.innerHTML = await response.text();
       // the trace page's marks: each edge and state of the drawing named by its Graphviz title
@@ -110,7 +123,7 @@
 
   async function read(runId, controller) {
     const response = await fetch('runs/' + encodeURIComponent(runId) + '/events', {
-      headers: { 'Last-Event-ID': String(state.last) },
+      headers: signed({ 'Last-Event-ID': String(state.last) }),
       signal: controller.signal,
     });
     if (!response.ok) throw new Error('stream ' + response.status);

@@ -34,12 +34,13 @@ from loopwright.data.events import (
     ToolCall,
 )
 from loopwright.data.run_state import RunState
+from loopwright.runtime.agent import Agent
 from loopwright.runtime.context import RunContext
 from loopwright.runtime.model_call import side_call
 from loopwright.table.guards import is_final_response
 from loopwright.table.machine import ACT, DECIDE, DONE, PRE, START, Extension, Row, cancellable
 
-from .structured_output import json_text
+from ..structured_output import json_text
 
 NAME = "planner"
 PLAN, UPDATE_PLAN = "plan", "update_plan"
@@ -153,8 +154,14 @@ def complete_plan(rs: RunState, ctx: RunContext, why: str) -> None:
     _report(p, ctx)
 
 
+def has_planner(agent: Agent) -> bool:
+    """Some agent of the tree has ``planner=Planner()``."""
+    return any(a.planner is not None and a.planner.extension is PLANNER for a in agent.walk())
+
+
 PLANNER = Extension(
     name=NAME,
+    applies_to=has_planner,
     states={PLAN: plan, UPDATE_PLAN: plan},
     redirect={(START, PRE): PLAN, (ACT, DECIDE): UPDATE_PLAN},
     rows=[cancellable(PLAN), Row(PLAN, PRE), cancellable(UPDATE_PLAN), Row(UPDATE_PLAN, DECIDE)],

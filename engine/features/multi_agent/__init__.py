@@ -228,8 +228,14 @@ def _as_context(agent: str, part: Any) -> str:
     return ""
 
 
+def has_sub_agents(agent: Agent) -> bool:
+    """Some agent of the tree has sub-agents (it may transfer to them)."""
+    return any(a.sub_agents for a in agent.walk())
+
+
 MULTI_AGENT = Extension(
     name=NAME,
+    applies_to=has_sub_agents,
     states={TRANSFER: transfer},
     rows_before={
         (DECIDE, PRE): [

@@ -41,6 +41,7 @@ from pydantic import BaseModel, ValidationError
 
 from loopwright.data.events import ErrorInfo, ErrorOccurred, Instruction, Message, ModelRequest, TextPart, trusted
 from loopwright.data.run_state import RunState
+from loopwright.runtime.agent import Agent
 from loopwright.runtime.context import RunContext
 from loopwright.table.budgets import Budget
 from loopwright.table.guards import is_final_response
@@ -230,8 +231,14 @@ def finish(rs: RunState, ctx: RunContext, why: str) -> None:
             s.error = error
 
 
+def has_output_type(agent: Agent) -> bool:
+    """Some agent of the tree answers with an ``output_type``."""
+    return any(a.output_type is not None for a in agent.walk())
+
+
 STRUCTURED_OUTPUT = Extension(
     name=NAME,
+    applies_to=has_output_type,
     states={VALIDATE: validate},
     remove=[(DECIDE, DONE)],
     rows_before={(DECIDE, PRE): [Row(DECIDE, VALIDATE, (is_final_response,))]},

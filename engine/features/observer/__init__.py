@@ -33,13 +33,14 @@ from loopwright.data.events import (
     trusted,
 )
 from loopwright.data.run_state import RunState
+from loopwright.runtime.agent import Agent
 from loopwright.runtime.context import RunContext
 from loopwright.runtime.model_call import side_call
 from loopwright.table.budgets import Budget
 from loopwright.table.machine import Extension, detour
 
-from .loop_detection import not_repeating_calls
-from .structured_output import json_text
+from ..loop_detection import not_repeating_calls
+from ..structured_output import json_text
 
 NAME = "observer"
 OBSERVE = "observe"
@@ -140,8 +141,14 @@ def set_interval(request: ModelRequest, rs: RunState, ctx: RunContext) -> ModelR
     return request
 
 
+def has_observer(agent: Agent) -> bool:
+    """Some agent of the tree has an ``observer``."""
+    return any(a.observer is not None and a.observer.extension is OBSERVER for a in agent.walk())
+
+
 OBSERVER = Extension(
     name=NAME,
+    applies_to=has_observer,
     states={OBSERVE: observe},
     **detour(OBSERVE, (not_repeating_calls, observation_due, within_observer_budget), "max_observations"),
     budgets=[OBSERVATIONS],

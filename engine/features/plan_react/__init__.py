@@ -44,6 +44,7 @@ from loopwright.data.events import (
     trusted,
 )
 from loopwright.data.run_state import RunState
+from loopwright.runtime.agent import Agent
 from loopwright.runtime.context import RunContext
 from loopwright.table.machine import Extension
 
@@ -185,5 +186,10 @@ def add_planning(request: ModelRequest, rs: RunState, ctx: RunContext) -> ModelR
     )
 
 
-PLAN_REACT = Extension(name=NAME, request=add_planning, response=split_reply)
+def plans_with_tags(agent: Agent) -> bool:
+    """Some agent of the tree has ``planner=PlanReAct()``."""
+    return any(a.planner is not None and a.planner.extension is PLAN_REACT for a in agent.walk())
+
+
+PLAN_REACT = Extension(name=NAME, request=add_planning, response=split_reply, applies_to=plans_with_tags)
 """Plan-ReAct: the planning instruction and the reply split, as one feature."""

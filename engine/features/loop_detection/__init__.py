@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from loopwright.data.events import ErrorInfo, ErrorOccurred, Message, ToolCall, ToolResult
 from loopwright.data.run_state import RunState
+from loopwright.runtime.agent import Agent
 from loopwright.runtime.calls import result
 from loopwright.runtime.context import RunContext
 from loopwright.table.budgets import Budget
@@ -125,8 +126,15 @@ def count_repeats(call: ToolCall, rs: RunState, ctx: RunContext) -> ToolResult |
     return result(call, text, True)
 
 
+def watches_repeats(agent: Agent) -> bool:
+    """Some agent of the tree has tools, and the agent's limits cap repeats (``max_repeated_calls``
+    is not None)."""
+    return agent.limits.max_repeated_calls is not None and any(a.tools or a.toolsets for a in agent.walk())
+
+
 LOOP_DETECTION = Extension(
     name=NAME,
+    applies_to=watches_repeats,
     require={(DECIDE, PRE): (not_repeating_calls,)},
     budgets=[REPEATED_CALLS],
     guards={"not_repeating_calls": not_repeating_calls},

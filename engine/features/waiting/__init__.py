@@ -27,6 +27,7 @@ from loopwright.data.decisions import Approve, Deny
 from loopwright.data.errors import ResumeError
 from loopwright.data.events import PendingRequest, Resumed, Suspended, ToolCall, ToolResult
 from loopwright.data.run_state import RunState
+from loopwright.runtime.agent import Agent
 from loopwright.runtime.calls import (
     CallOutcome,
     Job,
@@ -231,8 +232,17 @@ def _settle(
     w.pending, w.step = [], []
 
 
+def has_tools_that_wait(agent: Agent) -> bool:
+    """Some agent of the tree has a tool (or toolset) that may wait for a person."""
+    tree = list(agent.walk())
+    return any(t.can_wait for a in tree for t in a.tools.values()) or any(
+        ts.can_wait for a in tree for ts in a.toolsets
+    )
+
+
 WAITING = Extension(
     name=NAME,
+    applies_to=has_tools_that_wait,
     states={SUSPENDED: suspended},
     rows_before={
         (DECIDE, DONE): [

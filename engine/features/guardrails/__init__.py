@@ -70,13 +70,14 @@ from loopwright.table.machine import (
     cancellable,
 )
 
-from .guardrails_verdicts import (
+from .verdicts import (
     MAX_GUARD_RETRIES,
     Block,
     Guardrail,
     GuardVerdict,
     Rewrite,
     Verdict,
+    guarded,
     guards_of,
     run_agents_with,
     verdict,
@@ -328,7 +329,7 @@ def _rest(call: ToolCall, rs: RunState, ctx: RunContext) -> CallOutcome | Awaita
     """The gates after this one (a user's extensions'), then the call itself."""
     gates = ctx.gates
     for gate in gates[gates.index(guard_tool) + 1 :] if guard_tool in gates else ():
-        said = gate(call, rs, ctx)
+        said = gate(call=call, rs=rs, ctx=ctx)
         if said is not None:
             return said  # type: ignore[no-any-return]
     return proceed(call, ctx, False)
@@ -355,6 +356,7 @@ back to ``reason``)."""
 
 GUARDRAILS = Extension(
     name=NAME,
+    applies_to=guarded,
     states={
         GUARD_INPUT: guard_input,
         GUARD_FIRST: guard_first,

@@ -14,8 +14,9 @@ Two kinds, one budget:
 Every retry granted is charged to the run's ``Limits.max_tool_retries`` and recorded as a
 ``tool_retried`` event. A retry asked past that budget is answered with the error as it is,
 and the run's ``within_tool_retry_budget`` guard stops the loop going round
-(:mod:`loopwright.features.tool_retries` adds it; its slice is :class:`ToolRetries`). A run on a
-machine without that feature retries nothing: such calls are answered with the error.
+(:mod:`loopwright.features.tool_retries` adds it; its slice is :class:`ToolRetries`). act's calls
+reach this through the feature's ``retry`` hook (:func:`retry`); a run on a machine without that
+feature retries nothing: such calls are answered with the error.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..data.errors import redact
-from ..data.events import ToolCall, ToolResult, ToolRetried, trusted
-from .context import RunContext
-from .model_call import known_secrets
+from loopwright.data.errors import redact
+from loopwright.data.events import ToolCall, ToolResult, ToolRetried, trusted
+from loopwright.runtime.context import RunContext
+from loopwright.runtime.model_call import known_secrets
 
 NAME = "tool_retries"
 Reason = Literal["transient", "retry_tool", "arguments"]
@@ -101,10 +102,10 @@ def by_model(call: ToolCall, tool: Any, message: str, reason: Reason, ctx: RunCo
     return _result(call, f"{message}\nFix this and call {call.name} again (retry {streak + 1} of {tool.retries}).", ctx)
 
 
-def transient(call: ToolCall, tool: Any, attempt: int, exc: Exception, ctx: RunContext) -> float | ToolResult:
-    """Retry number ``attempt`` of a call whose tool raised ``exc`` (of its ``retry_on``): the
-    delay before it (charged and recorded), or the call's answer when no retry is left."""
-    said = f"tool {call.name!r} raised {type(exc).__name__}: {exc}"
+def transient(call: ToolCall, tool: Any, attempt: int, said: str, ctx: RunContext) -> float | ToolResult:
+    """Retry number ``attempt`` of a call whose tool raised an exception of its ``retry_on``
+    (``said``: "tool 'x' raised ..."): the delay before it (charged and recorded), or the
+    call's answer when no retry is left."""
     r: ToolRetries | None = ctx.run_state.features.get(NAME)
     if r is None:
         return _result(call, said, ctx)
@@ -116,3 +117,15 @@ def transient(call: ToolCall, tool: Any, attempt: int, exc: Exception, ctx: RunC
     delay = ctx.limits.retry_delay(attempt)
     ctx.record(ToolRetried, call.id, call.name, attempt, "transient", redact(said, known_secrets(ctx)), delay)
     return delay
+
+
+def retry(
+    *, call: ToolCall, tool: Any, reason: Reason, message: str, attempt: int, ctx: RunContext, **_: Any
+) -> float | ToolResult:
+    """The feature's ``retry`` hook: a call of a tool with ``retries=N`` failed (``reason``:
+    ``"arguments"`` or ``"retry_tool"``, the model may fix it; ``"transient"``, act may call it
+    again: its retry number ``attempt``). The call's answer, or the seconds to wait before act
+    calls it again."""
+    if reason == "transient":
+        return transient(call, tool, attempt, message, ctx)
+    return by_model(call, tool, message, reason, ctx)

@@ -10,10 +10,11 @@ gives an agent in a session (``runner.run(text, session=(app, user, id))``) two 
   carries what it found as an instruction (not added to the conversation, so not saved with the
   session). Its slice :class:`Recalled` keeps the passages.
 
-Both read the run's session from ``state["temp:session"]``; outside a session they find nothing
-(the tool says so to the model). Passages of the run's own session are left out (they are in
-the conversation already). Sessions go into memory with ``await service.add_session(session)``
-(e.g. ``await sessions.load(key)`` after a run).
+Both read the run's session from beside the run (:func:`~loopwright.stores.sessions.session_of`:
+the session the run holds, never a value of its state, which its tools can write); outside a
+session they find nothing (the tool says so to the model). Passages of the run's own session
+are left out (they are in the conversation already). Sessions go into memory with
+``await service.add_session(session)`` (e.g. ``await sessions.load(key)`` after a run).
 
 ``Agent(tools=[memory.tool], extensions=[memory.extension])``. The preload's state is entered
 from ``start -> preprocess``; with another feature that inserts a state there (the Planner's
@@ -32,7 +33,7 @@ from loopwright.data.run_state import RunState
 from loopwright.runtime.context import RunContext
 from loopwright.runtime.tools import Tool, tool
 from loopwright.stores.memory import MemoryHit, MemoryService
-from loopwright.stores.sessions import SESSION_KEY
+from loopwright.stores.sessions import session_of
 from loopwright.table.machine import Extension
 from loopwright.table.rows import PRE, START, Row, cancellable
 
@@ -48,21 +49,14 @@ class Recalled:
     """What the preload found (None: nothing, or not searched)."""
 
 
-def session_of(state: dict[str, Any]) -> tuple[str, str, str] | None:
-    """The run's ``(app, user, session_id)``, if it runs in a session."""
-    key = state.get(SESSION_KEY)
-    if isinstance(key, list | tuple) and len(key) == 3 and all(isinstance(k, str) for k in key):
-        return key[0], key[1], key[2]
-    return None
-
-
 def render(hits: list[MemoryHit]) -> list[str]:
     return [f"({hit.role}, session {hit.session}) {hit.text}" for hit in hits]
 
 
-async def recall_for(service: MemoryService, query: str, state: dict[str, Any], limit: int) -> list[MemoryHit] | None:
-    """The passages of earlier sessions that match ``query`` (None: the run is in no session)."""
-    key = session_of(state)
+async def recall_for(service: MemoryService, query: str, ctx: Any, limit: int) -> list[MemoryHit] | None:
+    """The passages of earlier sessions that match ``query`` (None: the run of ``ctx``, a
+    context or run state, is in no session)."""
+    key = await session_of(ctx)
     if key is None:
         return None
     app, user, sid = key
@@ -109,7 +103,7 @@ class Memory:
         async def load_memory(ctx: RunContext, query: str) -> str:
             """Search what the user said in earlier sessions (facts, preferences, past requests).
             Give a few keywords."""
-            hits = await recall_for(memory.service, query, ctx.state, memory.limit)
+            hits = await recall_for(memory.service, query, ctx, memory.limit)
             if hits is None:
                 return "No memory: this run is not in a session."
             if not hits:
@@ -125,7 +119,7 @@ class Memory:
             """Search earlier sessions with the run's input; keep what was found in the slice."""
             if not memory.preload:
                 return
-            hits = await recall_for(memory.service, input_text(rs), rs.state, memory.limit)
+            hits = await recall_for(memory.service, input_text(rs), rs, memory.limit)
             rs.features[NAME].passages = render(hits) if hits else None
 
         return Extension(

@@ -38,12 +38,13 @@ from loopwright.data.events import (
     trusted,
 )
 from loopwright.data.run_state import RunState
+from loopwright.runtime.agent import Agent
 from loopwright.runtime.context import RunContext
 from loopwright.runtime.model_call import side_call
 from loopwright.table.budgets import Budget
 from loopwright.table.machine import Extension, detour
 
-from .loop_detection import not_repeating_calls
+from ..loop_detection import not_repeating_calls
 
 NAME = "compaction"
 COMPACT = "compact"
@@ -168,8 +169,14 @@ def count_input(response: ModelResponse, rs: RunState, ctx: RunContext) -> Model
     return response
 
 
+def compacts(agent: Agent) -> bool:
+    """Some agent of the tree has ``compaction=Compaction(...)``."""
+    return any(a.compaction is not None and a.compaction.extension is COMPACTION for a in agent.walk())
+
+
 COMPACTION = Extension(
     name=NAME,
+    applies_to=compacts,
     states={COMPACT: compact},
     **detour(COMPACT, (not_repeating_calls, history_too_long, within_compaction_budget), "max_compactions"),
     budgets=[COMPACTIONS],
