@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from ..data.values import clean_text
 from .base import EvalSetError
 from .evaluators import EvaluatorSpec
 from .expect import ExpectedCall, Replay, ToolMock
@@ -46,6 +47,8 @@ class EvalCase(BaseModel):
     replay: Replay | None = None
 
     _functions = field_validator("evaluators", mode="before")(lambda items: _functions_as_checks(items))
+    _clean = field_validator("input", "expected_response", "rubric")(lambda t: None if t is None else clean_text(t))
+    _clean_turns = field_validator("conversation")(lambda ts: None if ts is None else [clean_text(t) for t in ts])
 
     @model_validator(mode="after")
     def _one_input(self) -> EvalCase:
