@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..data.events import Event
 from ..data.result import RunResult
+from ..data.values import clean_text
 from ..loop.runner import Runner
 
 if TYPE_CHECKING:
     from ..table.machine import LoopMachine
+    from .live import EventLines
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="seconds each demo tool takes (default: 0.4 on a terminal, 0 otherwise)",
     )
-    demo.add_argument("--input", default=None, help="the user's message (default: the demo's question)")
+    demo.add_argument(  # (clean_text: bytes the locale cannot decode arrive as lone surrogates, now U+FFFD)
+        "--input", default=None, type=clean_text, help="the user's message (default: the demo's question)"
+    )
     for option, what in (
         ("plan-react", "Plan-ReAct: plan, act, reason and answer under tags; only the answer is shown"),
         ("planner", "a structured plan, written first and updated after each act (plan_updated events)"),
@@ -274,6 +278,7 @@ def spec_model(spec: str, base_url: str | None, where: str) -> Any:
 
 def _demo(args: argparse.Namespace) -> int:
     from ..demo import DEMO_INPUT, DEMO_OPTIONS, HELPDESK_INPUT, demo_agent, helpdesk_agent
+    from .live import EventLines
 
     live = not args.json and sys.stdout.isatty()
     delay = args.delay if args.delay is not None else (0.4 if live else 0.0)
@@ -303,7 +308,14 @@ def _demo(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.json:
-        result = asyncio.run(_print_json(runner, text))
+        lines = EventLines(sys.stdout)
+        result = asyncio.run(_print_json(runner, text, lines))
+        if lines.broken:
+            print(
+                f"loopwright demo: writing the events failed ({lines.why()}); the run went on: {result.outcome}",
+                file=sys.stderr,
+            )
+            return 1
     else:
         from .live import run_live
 
@@ -311,13 +323,11 @@ def _demo(args: argparse.Namespace) -> int:
     return 0 if result.outcome in ("final", "salvaged") else 1
 
 
-async def _print_json(runner: Runner, text: str) -> RunResult:
+async def _print_json(runner: Runner, text: str, lines: EventLines) -> RunResult:
     stream = runner.stream(text)
-    out = sys.stdout
     event: Event
     async for event in stream:
-        out.write(event.model_dump_json() + "\n")
-    out.flush()
+        lines.write(event)
     return stream.result
 
 

@@ -104,6 +104,19 @@ def _run(args: argparse.Namespace) -> int:
             progress=None if not args.json else False,
         )
     )
+    try:
+        _write(report, args, agent)
+    except BrokenPipeError:  # `... --json | head`: the reader left; not an error (loopwright's main says so)
+        raise
+    except (ValueError, OSError) as exc:  # (a value JSON cannot hold, an encoding that cannot hold the text)
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
+        print(f"loopwright eval run: writing the report failed ({detail})", file=sys.stderr)
+        return 1
+    return 0 if report.passed else 1
+
+
+def _write(report: Any, args: argparse.Namespace, agent: Any) -> None:
+    """The report where it was asked for: ``--save``, ``-o``, and standard output."""
     if args.save:
         report.save(args.save)
     if args.output:
@@ -114,7 +127,7 @@ def _run(args: argparse.Namespace) -> int:
         print(report.summary())
         if args.output:
             print(f"wrote {args.output}")
-    return 0 if report.passed else 1
+    sys.stdout.flush()
 
 
 def _write_html(report: Any, path: Path, agent: Any) -> None:

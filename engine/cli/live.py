@@ -3,6 +3,10 @@ path the run took."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+from typing import TextIO
+
 from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
@@ -25,6 +29,42 @@ from ..data.events import (
 )
 from ..data.result import RunResult
 from ..loop.runner import Runner
+
+
+class EventLines:
+    """Events as JSON lines on ``out`` (``run --json``, ``demo --json``): every event, or, from
+    the first one that cannot be written (a value JSON cannot hold, an encoding that cannot
+    hold its text, a full disk), none more and :meth:`why` saying which and why: the run goes
+    on, and the command exits 1 (a reader that left, a closed pipe, is not an error)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.failed: BaseException | None = None
+        self.failed_at: Event | None = None
+
+    def write(self, event: Event) -> None:
+        if self.failed is not None:
+            return
+        try:
+            self.out.write(event.model_dump_json() + "\n")
+            self.out.flush()
+        except Exception as exc:  # the run is not stopped for it; the command says so at the end
+            self.failed, self.failed_at = exc, event
+            if isinstance(exc, OSError):
+                with contextlib.suppress(OSError, ValueError):  # nothing left to flush at exit
+                    os.dup2(os.open(os.devnull, os.O_WRONLY), self.out.fileno())
+
+    @property
+    def broken(self) -> bool:
+        """An event could not be written, and not because the reader left."""
+        return self.failed is not None and not isinstance(self.failed, BrokenPipeError)
+
+    def why(self) -> str:
+        exc, event = self.failed, self.failed_at
+        if exc is None or event is None:
+            return ""
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
+        return f"event {event.seq} ({event.type}): {detail}"
 
 
 class LiveView:

@@ -20,7 +20,6 @@ argument, 3 it waits for decisions (its state saved).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import getpass
 import json
 import os
@@ -40,10 +39,11 @@ from ..data.errors import ConfigurationError, ResumeError
 from ..data.events import Event, PendingRequest
 from ..data.result import RunResult
 from ..data.run_state import RunState
+from ..data.values import clean_text
 from ..durable.checkpoint import rebuild
 from ..loop.runner import Runner
 from ..runtime.agent import Agent
-from .live import LiveView
+from .live import EventLines, LiveView
 from .runs_cli import open_cli_store
 
 RUNS_DIR = Path(".loopwright") / "runs"
@@ -101,38 +101,49 @@ class RunView(LiveView):
 
 
 class _Feed:
-    """The runner's observer: every event to the view (and the live display) or as a JSON line."""
+    """The runner's observer: every event to the view (and the live display) or as a JSON line
+    (:class:`~loopwright.cli.live.EventLines`); what failed is kept, never raised into the run."""
 
     def __init__(self, view: RunView, out: TextIO | None) -> None:
         self.view = view
-        self.out = out
+        self.lines = EventLines(out) if out is not None else None
         self.screen: Live | None = None
         self.events: list[Event] = []
-        self.failed: OSError | None = None
-        """Why writing an event failed (the run goes on; the command then exits 1)."""
+        self.shown_failed: Exception | None = None
+        """Why the live view failed to show an event (the run goes on; the command then exits 1)."""
+
+    @property
+    def failed(self) -> BaseException | None:
+        """Why an event could not be written or shown (None: every one was)."""
+        return self.lines.failed if self.lines is not None else self.shown_failed
+
+    def why(self) -> str:
+        if self.lines is not None:
+            return self.lines.why()
+        return f"{type(self.shown_failed).__name__}: {self.shown_failed}" if self.shown_failed else ""
 
     def on_event(self, event: Event) -> None:
         self.events.append(event)
-        if self.out is not None:
-            if self.failed is None:
-                try:
-                    self.out.write(event.model_dump_json() + "\n")
-                    self.out.flush()
-                except OSError as exc:  # a full disk, a closed pipe: the run is not stopped for it
-                    self.failed = exc
-                    with contextlib.suppress(OSError, ValueError):  # nothing left to flush at exit
-                        os.dup2(os.open(os.devnull, os.O_WRONLY), self.out.fileno())
+        if self.lines is not None:
+            self.lines.write(event)
             return
-        self.view.add(event)
-        if self.screen is not None:
-            self.screen.update(self.view.render())
+        if self.shown_failed is not None:
+            return
+        try:
+            self.view.add(event)
+            if self.screen is not None:
+                self.screen.update(self.view.render())
+        except Exception as exc:  # the run is not stopped for it; the command says so at the end
+            self.shown_failed = exc
 
 
 def add_command(sub: Any) -> None:
     """Register ``loopwright run`` on the CLI's subparsers."""
     command = sub.add_parser("run", help="run your agent (module:attr) on an input, with the live view")
     command.add_argument("target", help="module:attr of an Agent (or a function making one), e.g. myapp:agent")
-    command.add_argument("input", nargs="?", default=None, help="the user's message (not with --resume)")
+    command.add_argument(  # (clean_text: bytes the locale cannot decode arrive as lone surrogates, now U+FFFD)
+        "input", nargs="?", default=None, type=clean_text, help="the user's message (not with --resume)"
+    )
     command.add_argument("--json", action="store_true", help="print the run's events as JSON lines")
     command.add_argument("--resume", metavar="RUN", default=None, help="continue a waiting run (its id or file)")
     command.add_argument("--yes", action="store_true", help="approve every confirmation without asking")
@@ -192,8 +203,8 @@ def run_command(args: Any) -> int:
         _fail(f"loopwright run: {exc}")
         return 2
     if feed.failed is not None and not isinstance(feed.failed, BrokenPipeError):  # (a reader that left: fine)
-        why = feed.failed.strerror or feed.failed
-        _fail(f"loopwright run: writing the events failed ({why}); the run went on: {result.outcome}")
+        doing = "writing the events" if args.json else "showing the run"
+        _fail(f"loopwright run: {doing} failed ({feed.why()}); the run went on: {result.outcome}")
         return 1
     if args.trace is not None:
         from .trace_page import write_trace_page

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .parts import ModelResponse, ProviderPart, TextPart, ThoughtPart, ToolCall
+
 MAX_DEPTH = 100
 """Containers (lists, dicts) a value may nest: a saved run reads back up to 200 levels."""
 MAX_INT_DIGITS = 4300
@@ -100,3 +102,36 @@ def _storable(value: Any, depth: int) -> Any:
     if kind is tuple:  # (JSON data holds lists; a tuple is kept as one)
         return tuple(_storable(list(value), depth))
     return value
+
+
+def storable_reply(response: ModelResponse) -> ModelResponse:
+    """``response`` as a saved run holds it, the same with and without a store: lone surrogates
+    in its text, thoughts, calls and provider blocks replaced by U+FFFD (see above;
+    ``response`` itself when it holds none). A call's arguments or a provider block that a saved
+    run could not read back (too deep, an int too long) raise :class:`ValueTooLarge`."""
+    parts = response.parts
+    new: list[Any] | None = None
+    for i, part in enumerate(parts):
+        kind = type(part)
+        fields = part.__dict__
+        if kind is ToolCall:
+            ident, name, args = fields["id"], fields["name"], fields["args"]
+            if ident.isascii() and name.isascii() and is_storable(args):
+                continue
+            part = part.model_copy(update={"id": clean_text(ident), "name": clean_text(name), "args": storable(args)})
+        elif kind is TextPart or kind is ThoughtPart:
+            text = fields["text"]
+            if text.isascii() or (cleaned := clean_text(text)) is text:
+                continue
+            part = part.model_copy(update={"text": cleaned})
+        elif kind is ProviderPart:
+            text, block = fields["text"], fields["block"]
+            if text.isascii() and is_storable(block):
+                continue
+            part = part.model_copy(update={"text": clean_text(text), "block": storable(block)})
+        else:
+            continue
+        if new is None:
+            new = list(parts)
+        new[i] = part
+    return response if new is None else response.model_copy(update={"parts": tuple(new)})

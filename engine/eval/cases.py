@@ -8,11 +8,14 @@ schema of its file (published as ``docs/reference/eval-set.schema.json``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
+from ..data.values import clean_text
 from .base import EvalSetError
 from .evaluators import EvaluatorSpec
 from .expect import ExpectedCall, Replay, ToolMock
@@ -44,6 +47,8 @@ class EvalCase(BaseModel):
     replay: Replay | None = None
 
     _functions = field_validator("evaluators", mode="before")(lambda items: _functions_as_checks(items))
+    _clean = field_validator("input", "expected_response", "rubric")(lambda t: None if t is None else clean_text(t))
+    _clean_turns = field_validator("conversation")(lambda ts: None if ts is None else [clean_text(t) for t in ts])
 
     @model_validator(mode="after")
     def _one_input(self) -> EvalCase:
@@ -51,6 +56,19 @@ class EvalCase(BaseModel):
             raise ValueError("give the case exactly one of `input` (a message) or `conversation` (a list of them)")
         if self.conversation is not None and not self.conversation:
             raise ValueError("`conversation` is empty; give at least one user message")
+        if self.rubric is not None and not self.rubric.strip():
+            raise ValueError("`rubric` is blank; give the judge something to grade against, or leave it out")
+        return self
+
+    @model_validator(mode="after")
+    def _own_checks_can_fail(self) -> EvalCase:
+        found: list[Problem] = []
+        for j, spec in enumerate(self.evaluators):
+            if not spec.applies(self):
+                why = f"case {self.name!r}: {spec.label()} has nothing to compare against; give the case {spec.wants()}"
+                found.append((("evaluators", j), why))
+        found += case_problems(self.evaluators, self, ())
+        refuse(found, self)
         return self
 
     @property
@@ -105,6 +123,14 @@ class EvalSet(BaseModel):
             seen.add(case.name)
         return self
 
+    @model_validator(mode="after")
+    def _checks_can_fail(self) -> EvalSet:
+        found = set_problems(self, self.evaluators, explicit="evaluators" in self.model_fields_set)
+        if self.threshold == 0:
+            found.insert(0, (("threshold",), "threshold 0 passes the set whatever its runs do; give a share above 0"))
+        refuse(found, self)
+        return self
+
     @classmethod
     def load(cls, path: str | Path) -> EvalSet:
         """Read a set from a ``.yaml``/``.yml`` or ``.json`` file. A file that does not validate
@@ -120,6 +146,58 @@ class EvalSet(BaseModel):
             if case.name == name:
                 return case
         raise KeyError(f"no case {name!r} in set {self.name!r}; its cases: {', '.join(c.name for c in self.cases)}")
+
+
+Problem = tuple[tuple[str | int, ...], str]
+"""Where in the set (a pydantic location) and what: a check that could not fail."""
+
+
+def case_problems(specs: Sequence[Any], case: EvalCase, where: tuple[str | int, ...]) -> list[Problem]:
+    """Each check of ``specs`` that applies to ``case`` but could not fail on it (an empty
+    ``expected_calls`` under ``in_order``, say), at the case's field at fault."""
+    found: list[Problem] = []
+    for spec in specs:
+        if spec.applies(case) and (problem := spec.problem(case)) is not None:
+            field, why = problem
+            found.append(((*where, field), f"case {case.name!r}: {why}"))
+    return found
+
+
+def set_problems(eval_set: EvalSet, specs: Sequence[Any], *, explicit: bool, own: bool = True) -> list[Problem]:
+    """The checks ``specs`` (the set's, or ones given beside it) that could not fail: one with
+    nothing to compare against in any case it is applied to (``explicit``: a check the user
+    named; the default checks apply only where a case gives what they need), or one that applies
+    to a case and could not fail there. ``own``: a case's own evaluators replace ``specs`` of
+    their kind (as the set's are replaced; checks given to ``evaluate`` are not)."""
+    found: list[Problem] = []
+    for j, spec in enumerate(specs):
+        used = [
+            (i, c) for i, c in enumerate(eval_set.cases) if not own or spec.kind not in {e.kind for e in c.evaluators}
+        ]
+        if explicit and used and not any(spec.applies(c) for _, c in used):
+            names = ", ".join(repr(c.name) for _, c in used)
+            why = (
+                f"{spec.label()} has nothing to compare against in case{'s' if len(used) > 1 else ''} {names}: "
+                f"give a case {spec.wants()}"
+            )
+            found.append((("evaluators", j), why))
+            continue
+        for i, case in used:
+            found += case_problems([spec], case, ("cases", i))
+    return list(dict.fromkeys(found))
+
+
+def refuse(problems: list[Problem], model: BaseModel) -> None:
+    """Raise the problems as a ValidationError at their locations (so a set file's message
+    gives the line of the check or the case at fault)."""
+    if problems:
+        raise ValidationError.from_exception_data(
+            type(model).__name__,
+            [
+                {"type": PydanticCustomError("vacuous_check", "{why}", {"why": why}), "loc": loc, "input": model}
+                for loc, why in problems
+            ],
+        )
 
 
 def _defaults() -> list[EvaluatorSpec]:

@@ -1,6 +1,11 @@
 """Evaluators: each turns one run of a case into a :class:`Score`, or None when the case does not
 give what it checks (no ``expected_calls`` for a trajectory check, say).
 
+No check passes vacuously: one that could not fail (a ``threshold`` of 0, an empty ``value`` to
+look for) is refused when it is made, and :meth:`applies` / :meth:`problem` say, before any
+run, whether a case gives a check something to compare against (a set refuses a check that
+has nothing in any case, :mod:`loopwright.eval.cases`).
+
 They are data (a ``kind`` discriminator, so a set file lists them): ``trajectory``,
 ``response``, ``schema``, ``judge``, ``run`` and ``function`` (a user's
 ``def evaluator(case, result) -> Score``; a bool or a number in [0, 1] is taken as a score too).
@@ -12,7 +17,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from ..data.events import Event, StateEntered
 from ..data.result import RunResult
@@ -26,6 +31,20 @@ class _Spec(BaseModel):
 
     def label(self) -> str:
         return self.name or str(getattr(self, "kind", "evaluator"))
+
+    def applies(self, case: Any) -> bool:
+        """Whether ``case`` gives this check something to compare against (a check that does
+        not apply to a case is left out of its runs' scores)."""
+        return True
+
+    def wants(self) -> str:
+        """What a case gives this check to compare against (for messages)."""
+        return ""
+
+    def problem(self, case: Any) -> tuple[str, str] | None:
+        """Why this check, applied to ``case``, could not fail (or could not run): the case's
+        field at fault and what is wrong; None when it is a real check."""
+        return None
 
     async def score(self, run: Observed, ctx: EvalContext) -> Score | None:  # pragma: no cover
         raise NotImplementedError
@@ -46,6 +65,26 @@ class TrajectoryCheck(_Spec):
 
     def label(self) -> str:
         return self.name or f"trajectory:{self.match}"
+
+    @model_validator(mode="after")
+    def _can_fail(self) -> TrajectoryCheck:
+        if self.threshold == 0:
+            raise ValueError("threshold 0 passes every run, so the check cannot fail; give a threshold above 0")
+        return self
+
+    def applies(self, case: Any) -> bool:
+        return case.expected_calls is not None
+
+    def wants(self) -> str:
+        return "expected_calls"
+
+    def problem(self, case: Any) -> tuple[str, str] | None:
+        if case.expected_calls == [] and self.match != "exact":
+            return "expected_calls", (
+                f"expected_calls is empty, so {self.label()} cannot fail; to require that no tool is called, "
+                "check the trajectory with match: exact"
+            )
+        return None
 
     async def score(self, run: Observed, ctx: EvalContext) -> Score | None:
         from .trajectory import match_trajectory, trajectory_diff
@@ -74,6 +113,38 @@ class ResponseCheck(_Spec):
 
     def label(self) -> str:
         return self.name or f"response:{self.match}"
+
+    @model_validator(mode="after")
+    def _can_fail(self) -> ResponseCheck:
+        if self.value is not None and (why := self._vacuous(self.value)):
+            raise ValueError(f"value {why}")
+        if self.match == "rouge" and self.threshold == 0:
+            raise ValueError("threshold 0 passes every answer, so the check cannot fail; give a threshold above 0")
+        return self
+
+    def _vacuous(self, want: str) -> str | None:
+        """Why looking for ``want`` could not fail (or could not be done)."""
+        import re
+
+        if want == "" and self.match in ("contains", "regex"):
+            return f"is empty: every answer {'contains' if self.match == 'contains' else 'matches'} it"
+        if self.match == "regex":
+            try:
+                re.compile(want)
+            except re.error as exc:
+                return f"{want!r} is not a regular expression: {exc}"
+        return None
+
+    def applies(self, case: Any) -> bool:
+        return self.value is not None or case.expected_response is not None
+
+    def wants(self) -> str:
+        return "expected_response (or the check a value)"
+
+    def problem(self, case: Any) -> tuple[str, str] | None:
+        if self.value is None and case.expected_response is not None and (why := self._vacuous(case.expected_response)):
+            return "expected_response", f"expected_response {why}, so {self.label()} cannot check it"
+        return None
 
     async def score(self, run: Observed, ctx: EvalContext) -> Score | None:
         import re
@@ -148,6 +219,24 @@ class JudgeCheck(_Spec):
     prompt: str = DEFAULT_JUDGE_PROMPT
     scale: tuple[float, float] = (1, 5)
     threshold: float = 4
+
+    @model_validator(mode="after")
+    def _can_fail(self) -> JudgeCheck:
+        low = self.scale[0]
+        if self.threshold <= low:
+            raise ValueError(
+                f"threshold {self.threshold:g} is at or below the lowest score {low:g}, so every judged run "
+                "passes; give a threshold above it"
+            )
+        if self.rubric is not None and not self.rubric.strip():
+            raise ValueError("rubric is blank; give the judge something to grade against, or leave it out")
+        return self
+
+    def applies(self, case: Any) -> bool:
+        return (self.rubric or case.rubric) is not None
+
+    def wants(self) -> str:
+        return "a rubric (or the check one)"
 
     async def score(self, run: Observed, ctx: EvalContext) -> Score | None:
         from .judge import judge

@@ -10,7 +10,7 @@ import html
 from collections.abc import Mapping
 from pathlib import Path
 
-from .report import CaseReport, EvalReport, RunReport
+from .report import NO_CHECKS, CaseReport, EvalReport, RunReport
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d232b}
@@ -19,6 +19,7 @@ table{border-collapse:collapse;width:100%;margin:8px 0}
 th,td{border-bottom:1px solid #e3e6ea;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f5f7f9;font-weight:600}
 .passed{color:#11763a;font-weight:600} .failed{color:#b3261e;font-weight:600} .not_judged{color:#8a5a00;font-weight:600}
+.no_checks{color:#8a5a00;font-weight:600}
 .verdict{padding:6px 10px;border-radius:6px;display:inline-block;margin:6px 0}
 .verdict.passed{background:#e6f4ea} .verdict.failed{background:#fce8e6}
 details{margin:4px 0 12px 0} summary{cursor:pointer}
@@ -58,6 +59,8 @@ def _run(run: RunReport, links: Mapping[str, str]) -> str:
         if rid in links
     )
     error = f"<p class='failed'>error: {_e(run.error)}</p>" if run.error else ""
+    if run.status == "no_checks":
+        error += f"<p class='no_checks'>{_e(NO_CHECKS)}</p>"
     return (
         f'<div class="run" data-run="{run.repeat}"><p><b>repeat {run.repeat + 1}</b>: '
         f"<span class='{run.status}'>{run.status.replace('_', ' ')}</span>, outcome {_e(run.outcome)}, "
@@ -71,15 +74,20 @@ def _status(passed: bool | None) -> str:
     return "not_judged" if passed is None else "passed" if passed else "failed"
 
 
+def _case_status(case: CaseReport) -> str:
+    return "passed" if case.passed else "no_checks" if case.unchecked else "failed"
+
+
 def _case_row(case: CaseReport) -> str:
-    status = "passed" if case.passed else "failed"
+    status = _case_status(case)
     scores = "<br>".join(f"{_e(s.evaluator)}: {_num(s.mean)} ± {_num(s.spread)}" for s in case.scores)
     tokens = sum(r.total_tokens for r in case.runs)
     costs = [r.cost_usd for r in case.runs if r.cost_usd is not None]
     cost = f"{sum(costs):.4f}" if costs else "–"
     return (
         f'<tr class="case" data-case="{_e(case.name)}"><td><a href="#case-{_e(case.name)}">{_e(case.name)}</a></td>'
-        f"<td class='{status}'>{status}</td><td class='num'>{case.pass_rate:.0%}</td><td>{scores}</td>"
+        f"<td class='{status}'>{status.replace('_', ' ')}</td>"
+        f"<td class='num'>{case.pass_rate:.0%}</td><td>{scores}</td>"
         f"<td class='num'>{tokens}</td><td class='num'>{cost}</td><td>{_e(', '.join(case.tags))}</td></tr>"
     )
 
@@ -91,7 +99,7 @@ def report_html(report: EvalReport, trace_links: Mapping[str, str] | None = None
     rows = "".join(_case_row(c) for c in report.cases)
     sections = "".join(
         f'<details id="case-{_e(c.name)}" {"" if c.passed else "open"}><summary><b>{_e(c.name)}</b> — '
-        f"<span class='{'passed' if c.passed else 'failed'}'>{c.pass_rate:.0%} passed</span></summary>"
+        f"<span class='{_case_status(c)}'>{c.pass_rate:.0%} passed</span></summary>"
         + "".join(_run(r, links) for r in c.runs)
         + "</details>"
         for c in report.cases

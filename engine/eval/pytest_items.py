@@ -14,7 +14,7 @@ from ..models.base import Model
 from ..runtime.agent import Agent
 from .cases import EvalCase, EvalSet
 from .mocking import check_fits
-from .report import RunReport
+from .report import NO_CHECKS, RunReport
 from .run import evaluate
 
 
@@ -22,6 +22,8 @@ def failure_text(run: RunReport) -> str:
     """Why a run of a case did not pass: its failed scores, its error, its trajectory diff."""
     lines = [f"eval case {run.case!r} (repeat {run.repeat + 1}) {run.status.replace('_', ' ')}: outcome {run.outcome}"]
     lines += [f"  {s.evaluator}: {s.reason or 'failed'}" for s in run.scores if s.passed is not True]
+    if run.status == "no_checks":
+        lines.append(f"  {NO_CHECKS}")
     if run.error:
         lines.append(f"  error: {run.error}")
     if run.diff:

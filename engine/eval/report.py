@@ -15,7 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..data.events import Event
 from .base import Score
 
-Status = Literal["passed", "failed", "not_judged"]
+Status = Literal["passed", "failed", "not_judged", "no_checks"]
+"""A run's verdict: ``no_checks`` when no check applied to its case (nothing could fail): such
+a run never counts as passed."""
+
+NO_CHECKS = (
+    "no checks: nothing the case gives can fail; give it expected_calls, expected_response, a rubric "
+    "or evaluators (a run that checks nothing never passes)"
+)
 
 
 class RunReport(BaseModel):
@@ -68,6 +75,11 @@ class CaseReport(BaseModel):
     def passed(self) -> bool:
         return all(r.status == "passed" for r in self.runs)
 
+    @property
+    def unchecked(self) -> bool:
+        """Every run of the case checked nothing (``no_checks``)."""
+        return all(r.status == "no_checks" for r in self.runs)
+
 
 class EvalReport(BaseModel):
     """The whole eval: the set's ``pass_rate`` (runs passed over all runs) against its
@@ -103,12 +115,14 @@ class EvalReport(BaseModel):
         width = max([len(c.name) for c in self.cases] + [4])
         lines = [f"eval {self.set_name} on {self.agent}: {len(self.cases)} cases × {self.repeats} repeats"]
         for c in self.cases:
-            mark = "PASS" if c.passed else "FAIL"
+            mark = "PASS" if c.passed else "NO CHECKS" if c.unchecked else "FAIL"
             scores = "  ".join(f"{s.evaluator}={_num(s.mean)}" for s in c.scores)
             lines.append(f"  {mark}  {c.name:<{width}}  {c.pass_rate:>4.0%}  {scores}")
             for run in c.runs:
                 if run.status == "passed":
                     continue
+                if run.status == "no_checks":
+                    lines.append(f"        {NO_CHECKS}")
                 for s in run.scores:
                     if s.passed is not True:
                         lines.append(f"        {s.evaluator}: {s.reason or 'failed'}")
@@ -143,4 +157,4 @@ def summarise(name: str, scores: list[Score]) -> ScoreSummary:
     )
 
 
-__all__ = ["CaseReport", "EvalReport", "RunReport", "ScoreSummary", "Status", "summarise"]
+__all__ = ["NO_CHECKS", "CaseReport", "EvalReport", "RunReport", "ScoreSummary", "Status", "summarise"]

@@ -24,7 +24,7 @@ from ..models.base import Model
 from ..models.scripted import ScriptedModel
 from ..runtime.agent import Agent
 from .base import EvalContext, EvalSetError, Observed, Score
-from .cases import EvalCase, EvalSet
+from .cases import EvalCase, EvalSet, set_problems
 from .evaluators import as_spec
 from .mocking import check_fits, mocked_agent
 from .replay import replayed_agent
@@ -95,12 +95,14 @@ def _cost(tokens_in: int, tokens_out: int, eval_set: EvalSet) -> float | None:
 
 
 def _status(scores: list[Score], seen: Observed) -> Status:
+    """A run passes only when a check that could fail held: with no score it is "no checks"
+    (or failed, when the run itself did not end with an answer)."""
     if any(s.passed is False for s in scores):
         return "failed"
     if any(s.passed is None for s in scores):
         return "not_judged"
-    if not scores and (seen.result is None or seen.result.outcome not in ("final", "salvaged")):
-        return "failed"
+    if not scores:
+        return "failed" if seen.result is None or seen.result.outcome not in ("final", "salvaged") else "no_checks"
     return "passed"
 
 
@@ -188,6 +190,9 @@ async def evaluate(
         raise EvalSetError(f"repeats and concurrency must be at least 1 (got {repeats} and {concurrency})")
     check_fits(agent, eval_set)
     extra = [as_spec(e) for e in evaluators]
+    problems = set_problems(eval_set, extra, explicit=True, own=False)
+    if problems:
+        raise EvalSetError("\n".join(f"evaluators given to evaluate(): {why}" for _, why in problems))
     agents = {case.name: agent_for_case(agent, eval_set, case, replay=replay) for case in eval_set.cases}
     ctx = EvalContext(judge=judge)
     began = time.perf_counter()

@@ -1,4 +1,8 @@
-"""ScriptedModel: a deterministic model for tests, demos and benchmarks."""
+"""ScriptedModel: a deterministic model for tests, demos and benchmarks.
+
+Its replies are cleaned as every adapter's are (:func:`loopwright.data.values.storable_reply`:
+a lone surrogate becomes U+FFFD), so a scripted run holds what a saved run, a JSON feed and a
+report can write."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import TypeAlias
 
 from ..data.errors import ConfigurationError, ScriptExhaustedError
 from ..data.events import ModelRequest, ModelResponse, TextPart, ToolCall, Usage
+from ..data.values import ValueTooLarge, storable_reply
 
 ScriptItem: TypeAlias = str | Sequence[ToolCall] | ModelResponse | BaseException
 """One reply of a script: a text reply, a tool-use reply (its calls), a reply, or an exception
@@ -18,18 +23,30 @@ _ONE_REQUEST = Usage(requests=1)
 
 
 def to_response(item: object, position: int | None = None) -> ModelResponse | BaseException:
-    """Turn one script item into the reply it stands for (or the error to raise)."""
+    """Turn one script item into the reply it stands for (or the error to raise), cleaned as the
+    adapters' replies are (lone surrogates become U+FFFD)."""
     where = "" if position is None else f" (item {position})"
-    if isinstance(item, ModelResponse | BaseException):
+    if isinstance(item, BaseException):
         return item
+    if isinstance(item, ModelResponse):
+        return _cleaned(item, where)
     if isinstance(item, str):
-        return ModelResponse(parts=(TextPart(text=item),), stop_reason="end_turn", usage=_ONE_REQUEST)
+        return _cleaned(ModelResponse(parts=(TextPart(text=item),), stop_reason="end_turn", usage=_ONE_REQUEST), where)
     if isinstance(item, list | tuple) and item and all(isinstance(c, ToolCall) for c in item):
-        return ModelResponse(parts=tuple(item), stop_reason="tool_use", usage=_ONE_REQUEST)
+        return _cleaned(ModelResponse(parts=tuple(item), stop_reason="tool_use", usage=_ONE_REQUEST), where)
     raise ConfigurationError(
         f"ScriptedModel cannot use {item!r}{where}: a script item is a str (a text reply), a "
         "non-empty list of ToolCall (a tool-use reply), a ModelResponse, or an exception to raise"
     )
+
+
+def _cleaned(reply: ModelResponse, where: str) -> ModelResponse:
+    try:
+        return storable_reply(reply)
+    except ValueTooLarge as exc:
+        raise ConfigurationError(
+            f"ScriptedModel cannot use a reply{where} holding {exc}: a saved run could not read it back"
+        ) from None
 
 
 class ScriptedModel:
@@ -91,7 +108,7 @@ class ScriptedModel:
                 raise ConfigurationError(
                     f"ScriptedModel's function returned {type(reply).__name__}; it must return a ModelResponse"
                 )
-            return reply
+            return storable_reply(reply)
         if self._next >= len(self._replies):
             raise ScriptExhaustedError(
                 f"ScriptedModel {self.name!r} ran out of script: it was asked for reply "

@@ -26,7 +26,8 @@ from ..data.events import (
 )
 from ..data.limits import Watched, watch
 from ..data.run_state import RunState
-from ..data.values import ValueTooLarge, clean_text, is_storable, storable
+from ..data.values import ValueTooLarge
+from ..data.values import storable_reply as storable_reply  # (a reply as a saved run holds it)
 from ..models.scripted import ScriptedModel
 from .context import RunContext
 from .model_choice import current_model as current_model
@@ -163,39 +164,6 @@ class ModelCall(Watched):
         response = self.check(response)
         ctx = self.ctx
         return unique_call_ids(response, ctx.call_ids or _ids_of(ctx))
-
-
-def storable_reply(response: ModelResponse) -> ModelResponse:
-    """``response`` as a saved run holds it, the same with and without a store: lone surrogates
-    in its text, thoughts, calls and provider blocks replaced by U+FFFD (:mod:`loopwright.data.values`;
-    ``response`` itself when it holds none). A call's arguments or a provider block that a saved
-    run could not read back (too deep, an int too long) raise :class:`ValueTooLarge`."""
-    parts = response.parts
-    new: list[Any] | None = None
-    for i, part in enumerate(parts):
-        kind = type(part)
-        fields = part.__dict__
-        if kind is ToolCall:
-            ident, name, args = fields["id"], fields["name"], fields["args"]
-            if ident.isascii() and name.isascii() and is_storable(args):
-                continue
-            part = part.model_copy(update={"id": clean_text(ident), "name": clean_text(name), "args": storable(args)})
-        elif kind is TextPart or kind is ThoughtPart:
-            text = fields["text"]
-            if text.isascii() or (cleaned := clean_text(text)) is text:
-                continue
-            part = part.model_copy(update={"text": cleaned})
-        elif kind is ProviderPart:
-            text, block = fields["text"], fields["block"]
-            if text.isascii() and is_storable(block):
-                continue
-            part = part.model_copy(update={"text": clean_text(text), "block": storable(block)})
-        else:
-            continue
-        if new is None:
-            new = list(parts)
-        new[i] = part
-    return response if new is None else response.model_copy(update={"parts": tuple(new)})
 
 
 def model_call(model: Any, ctx: RunContext) -> ModelCall:

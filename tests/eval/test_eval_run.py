@@ -167,7 +167,7 @@ def test_concurrency_is_bounded() -> None:
         return "done"
 
     agent = Agent(name="s", model=ScriptedModel([[ToolCall(name="slow")], "ok"]), tools=[slow])
-    cases = [EvalCase(name=f"c{i}", input="go") for i in range(8)]
+    cases = [EvalCase(name=f"c{i}", input="go", expected_response="ok") for i in range(8)]
     report = run(agent, EvalSet(cases=cases), repeats=2, concurrency=3)
     assert report.passed and most == 3
     assert len({r.run_ids[0] for c in report.cases for r in c.runs}) == 16
