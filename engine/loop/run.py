@@ -15,6 +15,16 @@ The run's clock is the Run's own too: the fairness probe (when a run that never 
 the event loop run; its quiet case is written out in ``Run.steps``, its rare paths are
 ``Run._must_yield``) and the deadline (``timeout_s``) with the cancellations the engine takes
 back.
+
+The engine's own bounds hold whatever the machine (one a user opted in to run unverified:
+``Runner(agent, unverified=True)``), on every cycle, with or without model calls
+(:meth:`Run._bounded`; the hot path pays one test of three attributes a transition):
+
+- a run takes at most ``Limits.max_transitions`` transitions; the last one ends it ``limit``
+  (``RunResult.limit == "max_transitions"``, ``error`` saying so);
+- once it is cancelled (``Runner.cancel``) or its deadline has passed, the table has as many
+  transitions as the machine has states to end it (any path to a terminal is that short); past
+  them the engine ends it itself: ``cancelled``, or ``limit`` naming ``timeout_s``.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from ..data.errors import NoTransitionError
 from ..data.events import ErrorInfo, LimitReached, Paused, RunFinished, RunStarted
 from ..data.result import RunResult
 from ..data.run_state import RunState
+from ..data.stage import Stage
 from ..runtime import nesting
 from ..runtime.agent import Agent, AgentTree
 from ..runtime.calls import ANSWERED, answer_unrun_calls
@@ -97,6 +108,7 @@ class Run:
         "_held",
         "_in_stage",
         "_loop",
+        "_overdue",
         "_own",
         "_save",
         "_stops",
@@ -155,6 +167,8 @@ class Run:
         self._in_stage = False
         self._timed_out = False
         """The deadline timer cancelled the stage in progress (the runner takes it back)."""
+        self._overdue = 0
+        """Transitions taken since the run was cancelled or passed its deadline (see :meth:`_bounded`)."""
         self._handlers = runner.handlers
         self._terminals = machine.terminals
         self._stops = machine.stops
@@ -246,7 +260,7 @@ class Run:
             raise exc
         return self._answerable(exc), False
 
-    async def steps(self, to_end: bool) -> Row | None:  # noqa: C901 (the hot path, inlined on purpose: see below)
+    async def steps(self, to_end: bool) -> Row | None:  # noqa: C901, PLR0912 (the hot path, inlined on purpose: see below)
         """Do the current stage's work, then take one transition; with ``to_end``, go on until
         a terminal or waiting state (or ``Runner.pause``) — the first step always runs: a
         resumed run starts in its waiting state, and its first step resumes it. The last row
@@ -258,6 +272,7 @@ class Run:
         self._arm_deadline()
         rs, ctx = self.state, self.ctx
         handlers, terminals, stops, choosers = self._handlers, self._terminals, self._stops, self.machine.choosers
+        cap, seen = rs.limits.max_transitions, len(rs.trace)  # the engine's own bound: see _bounded
         row: Row | None = None
         while True:
             stage = rs.stage
@@ -294,7 +309,10 @@ class Run:
                     row = self._unchosen(stage, exc)
             else:
                 row = self._abort(stage, "stage", raised)
+            if rs.cancel_requested or rs.deadline_hit or seen >= cap:
+                row = self._bounded(row)  # (rare: the engine's own bounds, whatever the machine)
             self._take(row)
+            seen += 1
             flush = self._save(row) if self._save is not None else None
             if flush is not None or cancelled_from_outside:
                 await self._saved(flush, cancelled_from_outside)
@@ -352,6 +370,48 @@ class Run:
             return self.machine.choose(stage, self.state)
         except Exception as exc:
             return self._unchosen(stage, exc)
+
+    def _bounded(self, row: Row) -> Row:
+        """The engine's own bounds on the row the table chose (module docstring): ``row``, or the
+        engine's row that ends the run (at its transition cap; cancelled or past its deadline,
+        once the table has had as many transitions as the machine has states to end it)."""
+        if row.dest in self._stops:
+            return row
+        rs = self.state
+        cap = rs.limits.max_transitions
+        if len(rs.trace) >= cap:
+            return self._engine_end(
+                row.source,
+                "max_transitions",
+                cap,
+                f"the run took {cap} transitions (Limits(max_transitions={cap})) without ending; the last were "
+                f"{' -> '.join(rs.trace[-6:])}: a cycle of machine {self.machine.name!r} that no budget bounds. "
+                "Bound it (verify names it), or raise max_transitions if the run needs more",
+            )
+        if not (rs.cancel_requested or rs.deadline_hit):
+            return row
+        self._overdue += 1
+        if self._overdue <= len(self.machine.states):
+            return row  # the table's own way to the end
+        if rs.cancel_requested:
+            return _engine_row(row.source, Stage.CANCELLED if Stage.CANCELLED in self._terminals else "", "cancelled")
+        timeout = rs.limits.timeout_s or 0.0
+        return self._engine_end(
+            row.source,
+            "timeout_s",
+            timeout,
+            f"the run passed its deadline (timeout_s={timeout:g}) in a cycle of machine {self.machine.name!r} "
+            f"that no row ends ({' -> '.join(rs.trace[-6:])}); the engine ended it",
+        )
+
+    def _engine_end(self, stage: str, limit: str, cap: float, message: str) -> Row:
+        """The engine ends the run ``limit``, naming ``limit`` (a LimitReached event, and ``message``)."""
+        rs = self.state
+        if rs.limit is None:
+            rs.limit = limit
+            self.ctx.emit(LimitReached, limit=limit, value=float(cap), used=float(len(rs.trace)))
+        rs.error = ErrorInfo(kind="limit", message=message)
+        return _engine_row(stage, Stage.DONE if Stage.DONE in self._terminals else "", "limit")
 
     def _unchosen(self, stage: str, exc: Exception) -> Row:
         """The table could not choose out of ``stage``: a guard raised ``exc`` (the abort edge),
@@ -534,6 +594,26 @@ class Run:
             task.uncancel()  # our own runner.cancel(): end normally
             return True
         return False
+
+
+def engine_stopped(rs: RunState) -> bool:
+    """The engine's own bound ended the run (``Limits.max_transitions``, a deadline or a
+    cancellation the table did not answer): the guard of the engine's rows (module docstring)."""
+    return True
+
+
+_ENGINE_ROWS: dict[tuple[str, str], Row] = {}
+
+
+def _engine_row(stage: str, dest: str, outcome: str) -> Row:
+    """``stage -> dest (engine_stopped)``, the engine's row that ends a run (``failed``, the
+    abort row, if the machine has no terminal ``dest``)."""
+    if not dest:
+        return abort_row(stage)
+    row = _ENGINE_ROWS.get((stage, dest))
+    if row is None:
+        row = _ENGINE_ROWS[stage, dest] = Row(stage, dest, (engine_stopped,), outcome=outcome, origin="engine")  # type: ignore[arg-type]
+    return row
 
 
 def _watcher(observers: Observers) -> Callable[[Any], None]:
