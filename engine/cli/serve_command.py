@@ -1,6 +1,8 @@
 """``loopwright serve module:agent [more...] --store URL --port 8000``: the agents behind HTTP
 (:mod:`loopwright.serve`) with the dev UI at ``/`` and each run's trace page at
-``/runs/{id}/trace``. Needs the ``serve`` extra (``pip install 'loopwright[serve]'``)."""
+``/runs/{id}/trace``; ``--sessions URL`` keeps users' sessions there (``POST /runs`` with a
+``session``: :func:`loopwright.serve.app`'s ``sessions=``). Needs the ``serve`` extra
+(``pip install 'loopwright[serve]'``)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,11 @@ def add_command(sub: Any) -> None:
     command.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
     command.add_argument("--port", type=int, default=8000, help="the port to listen on (default: 8000)")
     command.add_argument("--no-ui", dest="ui", action="store_false", help="the API alone, without the dev UI at /")
+    command.add_argument(
+        "--sessions",
+        metavar="URL",
+        help="keep users' sessions here (sqlite:///sessions.db, postgresql://...): POST /runs may name a session",
+    )
     command.set_defaults(handler=run_command)
 
 
@@ -31,7 +38,12 @@ def run_command(args: Any) -> int:
     """0 when the server stopped, 2 for bad input (one line on standard error)."""
     try:
         agents = [_agent(target) for target in args.targets]
-        server_app = dev_app(agents, store=args.store, ui=args.ui)
+        options: dict[str, Any] = {}
+        if args.sessions:
+            from ..stores.sessions import open_sessions
+
+            options["sessions"] = open_sessions(args.sessions)
+        server_app = dev_app(agents, store=args.store, ui=args.ui, **options)
         import uvicorn
     except ImportError:
         print("loopwright serve: Starlette and uvicorn are missing: pip install 'loopwright[serve]'", file=sys.stderr)
