@@ -24,7 +24,10 @@ The engine's own bounds hold whatever the machine (one a user opted in to run un
   (``RunResult.limit == "max_transitions"``, ``error`` saying so);
 - once it is cancelled (``Runner.cancel``) or its deadline has passed, the table has as many
   transitions as the machine has states to end it (any path to a terminal is that short); past
-  them the engine ends it itself: ``cancelled``, or ``limit`` naming ``timeout_s``.
+  them the engine ends it itself: ``cancelled``, or ``limit`` naming ``timeout_s``. A run of an
+  unverified machine takes no transition but into a terminal or a waiting state once it is
+  cancelled or ``timeout_s`` itself has passed, and the stage in progress then is cut short (a
+  verified machine keeps the salvage reserve for its salvage call).
 """
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ class RunHost(Protocol):
     tree: AgentTree
     machine: LoopMachine
     observers: Observers
+    unverified: bool
+    """The machine may be one ``verify`` rejects (the user opted in): the deadline is kept strictly."""
 
     @property
     def handlers(self) -> Mapping[str, Handler]:
@@ -112,6 +117,7 @@ class Run:
         "_own",
         "_save",
         "_stops",
+        "_strict",
         "_terminals",
         "_timed_out",
         "_timer",
@@ -167,6 +173,8 @@ class Run:
         self._in_stage = False
         self._timed_out = False
         """The deadline timer cancelled the stage in progress (the runner takes it back)."""
+        self._strict = runner.unverified
+        """An opted-in machine (``Runner(agent, unverified=True)``): no transition past ``timeout_s``."""
         self._overdue = 0
         """Transitions taken since the run was cancelled or passed its deadline (see :meth:`_bounded`)."""
         self._handlers = runner.handlers
@@ -391,7 +399,9 @@ class Run:
         if not (rs.cancel_requested or rs.deadline_hit):
             return row
         self._overdue += 1
-        if self._overdue <= len(self.machine.states):
+        if self._overdue <= len(self.machine.states) and not (
+            self._strict and (rs.cancel_requested or self._past_timeout())
+        ):
             return row  # the table's own way to the end
         if rs.cancel_requested:
             return _engine_row(row.source, Stage.CANCELLED if Stage.CANCELLED in self._terminals else "", "cancelled")
@@ -403,6 +413,11 @@ class Run:
             f"the run passed its deadline (timeout_s={timeout:g}) in a cycle of machine {self.machine.name!r} "
             f"that no row ends ({' -> '.join(rs.trace[-6:])}); the engine ended it",
         )
+
+    def _past_timeout(self) -> bool:
+        """``timeout_s`` itself has passed (the loop's deadline, plus the salvage reserve)."""
+        rs = self.state
+        return rs.deadline is not None and _clock() >= rs.deadline + rs.limits.salvage_reserve
 
     def _engine_end(self, stage: str, limit: str, cap: float, message: str) -> Row:
         """The engine ends the run ``limit``, naming ``limit`` (a LimitReached event, and ``message``)."""
@@ -564,7 +579,19 @@ class Run:
 
     def _deadline_passed(self) -> None:
         self._timer = None
-        self.state.deadline_hit = True
+        rs = self.state
+        rs.deadline_hit = True
+        self._cut_stage()
+        reserve = rs.limits.salvage_reserve
+        if self._strict and reserve > 0:  # an unverified machine: timeout_s itself cuts the stage in progress too
+            self._timer = asyncio.get_running_loop().call_later(reserve, self._timeout_passed)
+
+    def _timeout_passed(self) -> None:
+        self._timer = None
+        self._cut_stage()
+
+    def _cut_stage(self) -> None:
+        """Cancel the stage in progress (the runner takes the cancellation back: _take_back_cancel)."""
         task = self.task
         if self._in_stage and task is not None and not task.done():
             self._timed_out = True
