@@ -108,11 +108,9 @@ def test_a_workflow_refuses_an_unverified_child_when_it_is_built() -> None:
         SequentialAgent("seq", [ok, spinner(back_to_preprocess())])
 
 
-def test_every_door_refuses_it_and_takes_the_opt_in(tmp_path: Path) -> None:
-    """A runner with a store (the durable resume runs through it) and DBOS's ``register`` refuse
-    the machine as Runner does; each takes the opt-in."""
-    from loopwright.integrations.dbos import register
-    from loopwright.integrations.dbos.registry import RUNNERS
+def test_a_durable_runner_refuses_it_and_takes_the_opt_in(tmp_path: Path) -> None:
+    """A runner with a store (the durable resume runs through it) refuses the machine as any
+    Runner does, and takes the opt-in."""
     from loopwright.stores import SQLiteStore
 
     agent = spinner(back_to_preprocess())
@@ -120,6 +118,15 @@ def test_every_door_refuses_it_and_takes_the_opt_in(tmp_path: Path) -> None:
     with pytest.raises(MachineError, match="unverified=True"):
         Runner(agent, store=store)
     assert Runner(agent, store=store, unverified=True).unverified
+
+
+def test_dbos_register_refuses_it_and_takes_the_opt_in() -> None:
+    """DBOS's ``register`` (the worker's runners) refuses the machine, and takes the opt-in."""
+    pytest.importorskip("dbos")
+    from loopwright.integrations.dbos import register
+    from loopwright.integrations.dbos.registry import RUNNERS
+
+    agent = spinner(back_to_preprocess())
     with pytest.raises(MachineError, match="unverified=True"):
         register(agent)
     register(agent, unverified=True)
