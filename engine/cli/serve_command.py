@@ -1,6 +1,8 @@
 """``loopwright serve module:agent [more...] --store URL --port 8000``: the agents behind HTTP
 (:mod:`loopwright.serve`) with the dev UI at ``/`` and each run's trace page at
-``/runs/{id}/trace``. Needs the ``serve`` extra (``pip install 'loopwright[serve]'``).
+``/runs/{id}/trace``; ``--sessions URL`` keeps users' sessions there (``POST /runs`` with a
+``session``: :func:`loopwright.serve.app`'s ``sessions=``). Needs the ``serve`` extra
+(``pip install 'loopwright[serve]'``).
 
 The front door (:mod:`loopwright.serve.guard`): ``--auth module:function`` or ``--token-env
 VAR`` (a bearer token), ``--allowed-host``, ``--allowed-origin``, ``--max-body-bytes``; it
@@ -30,6 +32,11 @@ def add_command(sub: Any) -> None:
     command.add_argument("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
     command.add_argument("--port", type=int, default=8000, help="the port to listen on (default: 8000)")
     command.add_argument("--no-ui", dest="ui", action="store_false", help="the API alone, without the dev UI at /")
+    command.add_argument(
+        "--sessions",
+        metavar="URL",
+        help="keep users' sessions here (sqlite:///sessions.db, postgresql://...): POST /runs may name a session",
+    )
     door = command.add_argument_group("the front door (docs/guide/deploying.md)")
     door.add_argument(
         "--auth",
@@ -79,6 +86,11 @@ def run_command(args: Any) -> int:
         if args.max_body_bytes < 1:
             raise ConfigurationError(f"--max-body-bytes takes a number of bytes >= 1, got {args.max_body_bytes}")
         agents = [_agent(target) for target in args.targets]
+        options: dict[str, Any] = {}
+        if args.sessions:
+            from ..stores.sessions import open_sessions
+
+            options["sessions"] = open_sessions(args.sessions)
         server_app = dev_app(
             agents,
             store=args.store,
@@ -87,6 +99,7 @@ def run_command(args: Any) -> int:
             allowed_hosts=args.allowed_host,
             cors_origins=args.allowed_origin,
             max_body_bytes=args.max_body_bytes,
+            **options,
         )
         import uvicorn
     except ImportError:

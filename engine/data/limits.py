@@ -69,6 +69,10 @@ class Limits(BaseModel):
       raised ``RetryTool``, arguments that did not validate, an exception of ``retry_on``); a
       retry asked past it is answered with the error and the loop stops going round
       (``RunResult.limit == "max_tool_retries"``).
+    - ``max_transitions``: transitions one run may take, whatever its machine (default
+      100,000: far more than any run its other budgets allow). The engine's own bound, for the
+      cycles no row bounds (a machine run with ``Runner(agent, unverified=True)``): past it the
+      run ends with outcome ``"limit"`` (``RunResult.limit == "max_transitions"``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -96,6 +100,7 @@ class Limits(BaseModel):
     max_tool_result_chars: PositiveInt | None = 100_000
     max_depth: int = Field(default=3, ge=0)
     salvage_reserve_s: PositiveFloat = 30.0
+    max_transitions: PositiveInt = 100_000
 
     @property
     def salvage_reserve(self) -> float:
@@ -171,6 +176,7 @@ _WHY = {
     "max_depth": "how deep runs started inside tools may nest",
     "max_tool_retries": "the retries of tool calls in a run",
     "salvage_reserve_s": "the seconds of timeout_s kept for the salvage call",
+    "max_transitions": "the transitions one run may take, whatever its machine",
 }
 
 

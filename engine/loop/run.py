@@ -15,6 +15,19 @@ The run's clock is the Run's own too: the fairness probe (when a run that never 
 the event loop run; its quiet case is written out in ``Run.steps``, its rare paths are
 ``Run._must_yield``) and the deadline (``timeout_s``) with the cancellations the engine takes
 back.
+
+The engine's own bounds hold whatever the machine (one a user opted in to run unverified:
+``Runner(agent, unverified=True)``), on every cycle, with or without model calls
+(:meth:`Run._bounded`; the hot path pays one test of three attributes a transition):
+
+- a run takes at most ``Limits.max_transitions`` transitions; the last one ends it ``limit``
+  (``RunResult.limit == "max_transitions"``, ``error`` saying so);
+- once it is cancelled (``Runner.cancel``) or its deadline has passed, the table has as many
+  transitions as the machine has states to end it (any path to a terminal is that short); past
+  them the engine ends it itself: ``cancelled``, or ``limit`` naming ``timeout_s``. A run of an
+  unverified machine takes no transition but into a terminal or a waiting state once it is
+  cancelled or ``timeout_s`` itself has passed, and the stage in progress then is cut short (a
+  verified machine keeps the salvage reserve for its salvage call).
 """
 
 from __future__ import annotations
@@ -28,6 +41,7 @@ from ..data.errors import NoTransitionError
 from ..data.events import ErrorInfo, LimitReached, Paused, RunFinished, RunStarted
 from ..data.result import RunResult
 from ..data.run_state import RunState
+from ..data.stage import Stage
 from ..runtime import nesting
 from ..runtime.agent import Agent, AgentTree
 from ..runtime.calls import ANSWERED, answer_unrun_calls
@@ -58,6 +72,8 @@ class RunHost(Protocol):
     tree: AgentTree
     machine: LoopMachine
     observers: Observers
+    unverified: bool
+    """The machine may be one ``verify`` rejects (the user opted in): the deadline is kept strictly."""
 
     @property
     def handlers(self) -> Mapping[str, Handler]:
@@ -97,9 +113,11 @@ class Run:
         "_held",
         "_in_stage",
         "_loop",
+        "_overdue",
         "_own",
         "_save",
         "_stops",
+        "_strict",
         "_terminals",
         "_timed_out",
         "_timer",
@@ -155,6 +173,10 @@ class Run:
         self._in_stage = False
         self._timed_out = False
         """The deadline timer cancelled the stage in progress (the runner takes it back)."""
+        self._strict = runner.unverified
+        """An opted-in machine (``Runner(agent, unverified=True)``): no transition past ``timeout_s``."""
+        self._overdue = 0
+        """Transitions taken since the run was cancelled or passed its deadline (see :meth:`_bounded`)."""
         self._handlers = runner.handlers
         self._terminals = machine.terminals
         self._stops = machine.stops
@@ -246,7 +268,7 @@ class Run:
             raise exc
         return self._answerable(exc), False
 
-    async def steps(self, to_end: bool) -> Row | None:  # noqa: C901 (the hot path, inlined on purpose: see below)
+    async def steps(self, to_end: bool) -> Row | None:  # noqa: C901, PLR0912 (the hot path, inlined on purpose: see below)
         """Do the current stage's work, then take one transition; with ``to_end``, go on until
         a terminal or waiting state (or ``Runner.pause``) — the first step always runs: a
         resumed run starts in its waiting state, and its first step resumes it. The last row
@@ -258,6 +280,7 @@ class Run:
         self._arm_deadline()
         rs, ctx = self.state, self.ctx
         handlers, terminals, stops, choosers = self._handlers, self._terminals, self._stops, self.machine.choosers
+        cap, seen = rs.limits.max_transitions, len(rs.trace)  # the engine's own bound: see _bounded
         row: Row | None = None
         while True:
             stage = rs.stage
@@ -294,7 +317,10 @@ class Run:
                     row = self._unchosen(stage, exc)
             else:
                 row = self._abort(stage, "stage", raised)
+            if rs.cancel_requested or rs.deadline_hit or seen >= cap:
+                row = self._bounded(row)  # (rare: the engine's own bounds, whatever the machine)
             self._take(row)
+            seen += 1
             flush = self._save(row) if self._save is not None else None
             if flush is not None or cancelled_from_outside:
                 await self._saved(flush, cancelled_from_outside)
@@ -352,6 +378,55 @@ class Run:
             return self.machine.choose(stage, self.state)
         except Exception as exc:
             return self._unchosen(stage, exc)
+
+    def _bounded(self, row: Row) -> Row:
+        """The engine's own bounds on the row the table chose (module docstring): ``row``, or the
+        engine's row that ends the run (at its transition cap; cancelled or past its deadline,
+        once the table has had as many transitions as the machine has states to end it)."""
+        if row.dest in self._stops:
+            return row
+        rs = self.state
+        cap = rs.limits.max_transitions
+        if len(rs.trace) >= cap:
+            return self._engine_end(
+                row.source,
+                "max_transitions",
+                cap,
+                f"the run took {cap} transitions (Limits(max_transitions={cap})) without ending; the last were "
+                f"{' -> '.join(rs.trace[-6:])}: a cycle of machine {self.machine.name!r} that no budget bounds. "
+                "Bound it (verify names it), or raise max_transitions if the run needs more",
+            )
+        if not (rs.cancel_requested or rs.deadline_hit):
+            return row
+        self._overdue += 1
+        if self._overdue <= len(self.machine.states) and not (
+            self._strict and (rs.cancel_requested or self._past_timeout())
+        ):
+            return row  # the table's own way to the end
+        if rs.cancel_requested:
+            return _engine_row(row.source, Stage.CANCELLED if Stage.CANCELLED in self._terminals else "", "cancelled")
+        timeout = rs.limits.timeout_s or 0.0
+        return self._engine_end(
+            row.source,
+            "timeout_s",
+            timeout,
+            f"the run passed its deadline (timeout_s={timeout:g}) in a cycle of machine {self.machine.name!r} "
+            f"that no row ends ({' -> '.join(rs.trace[-6:])}); the engine ended it",
+        )
+
+    def _past_timeout(self) -> bool:
+        """``timeout_s`` itself has passed (the loop's deadline, plus the salvage reserve)."""
+        rs = self.state
+        return rs.deadline is not None and _clock() >= rs.deadline + rs.limits.salvage_reserve
+
+    def _engine_end(self, stage: str, limit: str, cap: float, message: str) -> Row:
+        """The engine ends the run ``limit``, naming ``limit`` (a LimitReached event, and ``message``)."""
+        rs = self.state
+        if rs.limit is None:
+            rs.limit = limit
+            self.ctx.emit(LimitReached, limit=limit, value=float(cap), used=float(len(rs.trace)))
+        rs.error = ErrorInfo(kind="limit", message=message)
+        return _engine_row(stage, Stage.DONE if Stage.DONE in self._terminals else "", "limit")
 
     def _unchosen(self, stage: str, exc: Exception) -> Row:
         """The table could not choose out of ``stage``: a guard raised ``exc`` (the abort edge),
@@ -504,7 +579,19 @@ class Run:
 
     def _deadline_passed(self) -> None:
         self._timer = None
-        self.state.deadline_hit = True
+        rs = self.state
+        rs.deadline_hit = True
+        self._cut_stage()
+        reserve = rs.limits.salvage_reserve
+        if self._strict and reserve > 0:  # an unverified machine: timeout_s itself cuts the stage in progress too
+            self._timer = asyncio.get_running_loop().call_later(reserve, self._timeout_passed)
+
+    def _timeout_passed(self) -> None:
+        self._timer = None
+        self._cut_stage()
+
+    def _cut_stage(self) -> None:
+        """Cancel the stage in progress (the runner takes the cancellation back: _take_back_cancel)."""
         task = self.task
         if self._in_stage and task is not None and not task.done():
             self._timed_out = True
@@ -534,6 +621,26 @@ class Run:
             task.uncancel()  # our own runner.cancel(): end normally
             return True
         return False
+
+
+def engine_stopped(rs: RunState) -> bool:
+    """The engine's own bound ended the run (``Limits.max_transitions``, a deadline or a
+    cancellation the table did not answer): the guard of the engine's rows (module docstring)."""
+    return True
+
+
+_ENGINE_ROWS: dict[tuple[str, str], Row] = {}
+
+
+def _engine_row(stage: str, dest: str, outcome: str) -> Row:
+    """``stage -> dest (engine_stopped)``, the engine's row that ends a run (``failed``, the
+    abort row, if the machine has no terminal ``dest``)."""
+    if not dest:
+        return abort_row(stage)
+    row = _ENGINE_ROWS.get((stage, dest))
+    if row is None:
+        row = _ENGINE_ROWS[stage, dest] = Row(stage, dest, (engine_stopped,), outcome=outcome, origin="engine")  # type: ignore[arg-type]
+    return row
 
 
 def _watcher(observers: Observers) -> Callable[[Any], None]:

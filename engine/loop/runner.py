@@ -20,12 +20,21 @@ already, this runner's agent, its saved state trusted), claim it, cap what it ta
 saved clock and turn counters at the agent's budgets, and run it to its end; a run in a session
 saves it there. :func:`sync_run` is how ``run_sync`` and ``resume_sync`` drive a run without an
 event loop, closing the toolsets opened on the way.
+
+Every machine that runs is bounded: a Runner refuses a machine that
+:func:`~loopwright.machines.verify` rejects (a cycle no budget bounds, a state no run leaves, ...),
+with the report, unless it is made with ``unverified=True``. Every other runner (a store's resume,
+DBOS workflows, workflow agents, the server) runs through a Runner, so refuses the same. The
+verdict is kept per machine (machines are cached per feature set): a run pays nothing for it.
+Whatever the machine, the loop itself ends a run by its ``timeout_s``, on ``cancel`` and at
+``Limits.max_transitions`` (:mod:`loopwright.loop.run`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Unpack
 
@@ -37,6 +46,7 @@ from ..data.run_state import RunState
 from ..data.stage import Stage
 from ..features import machine_for
 from ..features.guardrails import run_agents_with
+from ..machines.verify import Report, verify
 from ..runtime import nesting
 from ..runtime.agent import Agent, AgentTree
 from ..runtime.observers import Observers
@@ -51,11 +61,36 @@ from loopwright.states import HANDLERS, Handler  # isort: skip
 
 _clock = time.time
 
+_VERDICTS: weakref.WeakKeyDictionary[LoopMachine, Report] = weakref.WeakKeyDictionary()
+"""``verify``'s report of each machine a Runner was made with (one verification per machine)."""
+
+
+def verdict(machine: LoopMachine) -> Report:
+    """``verify(machine)``, once per machine."""
+    report = _VERDICTS.get(machine)
+    if report is None:
+        report = _VERDICTS[machine] = verify(machine)
+    return report
+
+
+def refusal(machine: LoopMachine, report: Report, agent: str) -> str:
+    """Why a Runner refuses ``machine`` (the agent ``agent`` runs on it), and how to run it anyway."""
+    return (
+        f"agent {agent!r} runs on machine {machine.name!r}, which verify rejects, so a run of it might never end "
+        f"(built with extend(..., check=False), or by hand):\n{report}\n"
+        "Fix the machine (each violation above says how), or, to run it as it is, opt in: "
+        "Runner(agent, unverified=True); the loop then still ends each run by its timeout_s, on cancel "
+        "and at Limits.max_transitions"
+    )
+
 
 class Runner:
     """Runs one agent (and its tree). Many runs may go at once on one Runner (and one machine).
 
-    ``observers`` watch every run of this runner (see :mod:`loopwright.runtime.observers`)."""
+    ``observers`` watch every run of this runner (see :mod:`loopwright.runtime.observers`).
+    A machine that :func:`~loopwright.machines.verify` rejects is refused (MachineError, with the
+    report) unless ``unverified=True``: you take the risk of running it, and the loop still
+    ends each run by its ``timeout_s``, on ``cancel`` and at ``Limits.max_transitions``."""
 
     def __init__(
         self,
@@ -66,12 +101,17 @@ class Runner:
         store: Any = None,
         durability: str = "transition",
         sessions: Any = None,
+        unverified: bool = False,
     ) -> None:
         if not isinstance(agent, Agent):
             raise ConfigurationError(f"Runner takes an Agent, got {type(agent).__name__}")
         self.agent = agent
         self.tree = AgentTree(agent)
         self.machine = machine or machine_for(agent)
+        self.unverified = unverified
+        """The machine may be one :func:`~loopwright.machines.verify` rejects (the user opted in)."""
+        if not unverified and not (report := verdict(self.machine)).ok:
+            raise MachineError(refusal(self.machine, report, agent.name))
         self.observers = Observers(*observers)
         self._handlers: dict[str, Handler] = {**HANDLERS, **self.machine.handlers}
         for state in self.machine.states:

@@ -29,8 +29,9 @@ from ..data.events import Message, ModelRequest, ModelResponse, TextPart, truste
 from ..data.limits import Limits
 from ..data.run_state import RunState
 from ..data.stage import Stage
+from ..features import machine_for
 from ..features.waiting import SUSPENSIONS
-from ..loop.runner import Runner
+from ..loop.runner import Runner, verdict
 from ..runtime.agent import Agent
 from ..runtime.context import RunContext
 from ..table.budgets import CORE_BUDGETS, Budget
@@ -220,6 +221,7 @@ class Workflow(Agent):
         output_key: str = "",
     ) -> None:
         check_cycles(name, children)
+        check_verified(name, children)
         own = object.__setattr__
         own(self, "children", tuple(children))
         own(self, "output_key", output_key)
@@ -273,6 +275,24 @@ def check_cycles(name: str, children: Sequence[Step]) -> None:
 
     for step in children:
         down(step.agent, (name,))
+
+
+def check_verified(name: str, children: Sequence[Step]) -> None:
+    """A child whose machine :func:`~loopwright.machines.verify` rejects would be refused by the
+    Runner that runs it (:mod:`loopwright.loop.runner`): refused here, when the workflow is built,
+    naming it (a workflow child has no opt-in: run such an agent alone, ``Runner(agent, unverified=True)``)."""
+    for step in children:
+        agent = step.agent
+        if isinstance(agent, Workflow):
+            continue  # checked when it was built
+        machine = machine_for(agent)
+        report = verdict(machine)
+        if not report.ok:
+            raise MachineError(
+                f"workflow {name!r}: child {agent.name!r} runs on machine {machine.name!r}, which verify rejects, "
+                f"so a run of it might never end:\n{report}\nFix the machine (each violation above says how); a "
+                "workflow runs only verified children (run such an agent alone with Runner(agent, unverified=True))"
+            )
 
 
 def passes_of(agent: Agent) -> int:

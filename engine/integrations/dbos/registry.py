@@ -62,14 +62,16 @@ class Live:
     loop: asyncio.AbstractEventLoop | None = None
 
 
-def register(*agents: Agent, deps: Any = None) -> None:
+def register(*agents: Agent, deps: Any = None, unverified: bool = False) -> None:
     """Make ``agents`` runnable by this process's workflows (by name). Call it in every worker
     before :func:`launch`; the same names everywhere. ``deps``: their runs' dependencies
-    (``ctx.deps``) in this worker; they are never saved, so each worker hands its own."""
+    (``ctx.deps``) in this worker; they are never saved, so each worker hands its own.
+    An agent whose machine :func:`~loopwright.machines.verify` rejects is refused (MachineError)
+    unless ``unverified=True``, as :class:`~loopwright.Runner` refuses it."""
     for agent in agents:
         if not isinstance(agent, Agent):
             raise ConfigurationError(f"register() takes Agents, got {type(agent).__name__}")
-        runner = RUNNERS[agent.name] = Runner(agent)
+        runner = RUNNERS[agent.name] = Runner(agent, unverified=unverified)
         runner.deps = deps
 
 
