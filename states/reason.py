@@ -32,7 +32,7 @@ from loopwright.runtime.model_call import (
 
 
 async def reason(rs: RunState, ctx: RunContext) -> None:
-    rs.response = None
+    last, rs.response = rs.response, None  # (the last step's reply: a cost budget's estimate of this call)
     failed, rs.model_error = rs.model_error, None
     if rs.deadline_hit:
         return
@@ -44,8 +44,8 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     request = rs.request
     if request is None:  # the table only routes here after preprocess
         raise RuntimeError("reason entered without a request; preprocess must run first")
-    if (ctx.up is not None and ctx.up.refuses(rs, ctx)) or (  # a nested run: the runs above must have room for it
-        rs.limits.max_cost_usd is not None and refuses_cost(rs, ctx, request)  # it would overspend: not sent
+    if (ctx.up is not None and ctx.up.refuses(rs, ctx, last)) or (  # a nested run: the runs above must have room
+        rs.limits.max_cost_usd is not None and refuses_cost(rs, ctx, request, last)  # it would overspend: not sent
     ):
         return
     tools = request.tools

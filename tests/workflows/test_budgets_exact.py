@@ -1,0 +1,83 @@
+"""Budgets exact across a workflow's children (issue 37, item 1): counted inside the models
+and tools (loopwright.testing's counting helpers), never from the run's own counters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, ScriptedModel, TextPart, ToolCall, tool
+from loopwright.testing import CountingModel, CountingTools
+from loopwright.workflows import LoopAgent, SequentialAgent
+
+
+def wants(passes: int, tool_name: str = "work") -> Any:
+    """A model that asks for one tool call in each of its first ``passes - 1`` passes, then answers."""
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        made = sum(1 for m in request.messages if m.role == "assistant")
+        if request.tool_choice == "none" or made >= passes - 1:
+            return ModelResponse(parts=(TextPart(text=f"done after {made + 1}"),), stop_reason="end_turn")
+        return ModelResponse(parts=(ToolCall(name=tool_name, args={"n": made}),), stop_reason="tool_use")
+
+    return ScriptedModel(reply)
+
+
+def _work() -> Any:
+    @tool
+    def work(n: int) -> str:
+        """Does a piece of work."""
+        return f"ok {n}"
+
+    return work
+
+
+def test_a_sequence_over_three_five_pass_agents_makes_at_most_its_max_iterations_calls() -> None:
+    """The report: 7 model calls (5 + 2) against max_iterations=6, result.iterations 6, and the
+    run ended failed (error.kind "workflow") instead of limit."""
+    models = [CountingModel(wants(5)) for _ in range(3)]
+    tools = CountingTools()
+    steps = [
+        Agent(name=n, model=m, tools=[tools.wrap(_work())])
+        for n, m in zip(("alpha", "beta", "gamma"), models, strict=True)
+    ]
+    seq = SequentialAgent("seq", steps, limits=Limits(max_iterations=6, salvage=False))
+    result = Runner(seq).run_sync("go")
+    calls = sum(m.calls for m in models)
+    assert calls <= 6, f"{calls} model calls against max_iterations=6"
+    assert result.outcome == "limit", (result.outcome, result.error)
+    assert result.limit == "max_iterations"
+    assert result.error is None or result.error.kind != "workflow"
+    assert result.iterations == calls
+
+
+def test_a_one_step_sequence_under_one_pass_makes_one_model_call() -> None:
+    model = CountingModel(wants(2))
+    seq = SequentialAgent("seq", [Agent(name="a", model=model, tools=[_work()])], limits=Limits(max_iterations=1))
+    result = Runner(seq).run_sync("go")
+    assert model.passes <= 1, f"{model.passes} model passes against max_iterations=1"
+    assert result.outcome in ("limit", "salvaged"), (result.outcome, result.error)
+    assert result.limit == "max_iterations"
+    assert result.iterations == model.passes
+
+
+def test_a_loop_stops_at_the_roots_passes_and_says_limit() -> None:
+    model = CountingModel(wants(3))
+    loop = LoopAgent(
+        "loop", [Agent(name="a", model=model, tools=[_work()])], max_iterations=5,
+        limits=Limits(max_iterations=7, salvage=False),
+    )  # fmt: skip
+    result = Runner(loop).run_sync("go")
+    assert model.calls <= 7
+    assert result.outcome == "limit", (result.outcome, result.error)
+    assert result.limit == "max_iterations"
+    assert result.iterations == model.calls
+
+
+def test_no_tool_runs_past_the_roots_max_tool_calls() -> None:
+    tools = CountingTools()
+    steps = [Agent(name=n, model=CountingModel(wants(4)), tools=[tools.wrap(_work())]) for n in ("a", "b")]
+    seq = SequentialAgent("seq", steps, limits=Limits(max_tool_calls=4, salvage=False))
+    result = Runner(seq).run_sync("go")
+    assert tools.runs <= 4, f"{tools.runs} tool runs against max_tool_calls=4"
+    assert result.outcome in ("limit", "final"), (result.outcome, result.error)
+    assert result.tool_calls == tools.runs
