@@ -257,10 +257,9 @@ def out_of_budget(rs: RunState, ended: Ended, budgets: Any = None) -> str | None
     found = nesting.tree_spent(rs)
     if found is not None:
         return found
-    if ended.limit in ("max_total_tokens", "max_cost_usd", "max_tool_calls"):
-        if getattr(rs.limits, ended.limit) is not None and (budgets is None or getattr(budgets, ended.limit) is None):
-            return ended.limit
-    return None
+    name = ended.limit
+    lowered = name in ("max_total_tokens", "max_cost_usd", "max_tool_calls") and getattr(rs.limits, name) is not None
+    return name if lowered and (budgets is None or getattr(budgets, name) is None) else None
 
 
 def spend(rs: RunState, ctx: RunContext, name: str) -> None:
