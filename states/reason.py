@@ -47,6 +47,8 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     if (ctx.up is not None and ctx.up.refuses(rs, ctx, last)) or (  # a nested run: the runs above must have room
         rs.limits.max_cost_usd is not None and refuses_cost(rs, ctx, request, last)  # it would overspend: not sent
     ):
+        if rs.attempt == 1:
+            rs.iteration -= 1  # (a pass not made is not counted: result.iterations is what was done)
         return
     tools = request.tools
     if ctx.tools_named is not tools:  # the agent's tools change rarely: their names are kept, not rebuilt

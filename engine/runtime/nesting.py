@@ -262,11 +262,16 @@ class CostUp(Up):
 
     @staticmethod
     def estimate(rs: RunState, ctx: Any, last: Any) -> Decimal:
-        """What the child's next call will cost (:func:`~loopwright.runtime.model_choice.call_estimate`:
-        its input at the least, or ``last`` reply's cost)."""
-        from .model_choice import call_estimate
+        """What the child's next call will cost (as :func:`~loopwright.runtime.model_choice.call_estimate`:
+        its input at the least, or ``last`` reply's cost, the larger)."""
+        from ..models.prices import least_input_cost  # (no import of model_choice: it imports the context)
 
-        return call_estimate(rs, ctx, rs.request, last)
+        agent = ctx.agent
+        model = agent.models[rs.fallbacks.get(agent.name, 0)] if rs.fallbacks else agent.model
+        name = next((v for a in ("model", "name") if isinstance(v := getattr(model, a, None), str) and v), None)
+        least = least_input_cost(name, rs.request) if rs.request is not None else None
+        cost = last.usage.cost_usd if last is not None else None
+        return max(least or Decimal(0), cost or Decimal(0))
 
     def cost_room(self) -> Decimal | None:
         """The least room left in ``max_cost_usd`` of the runs above (None: none has one)."""

@@ -93,7 +93,7 @@ class CountingModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self._sent(request)
-        response = await self.inner.complete(request)
+        response: ModelResponse = await self.inner.complete(request)
         if isinstance(response, ModelResponse):
             self._got(response)
         return response

@@ -3,10 +3,28 @@ and tools (loopwright.testing's counting helpers), never from the run's own coun
 
 from __future__ import annotations
 
+import asyncio
+import os
 from typing import Any
 
-from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, ScriptedModel, TextPart, ToolCall, tool
-from loopwright.testing import CountingModel, CountingTools
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import JsonValue
+
+from loopwright import (
+    Agent,
+    Limits,
+    ModelRequest,
+    ModelResponse,
+    Runner,
+    ScriptedModel,
+    TextPart,
+    ToolCall,
+    agent_tool,
+    tool,
+)
+from loopwright.testing import CountingModel, CountingTools, TreeSpec, workflow_trees
 from loopwright.workflows import LoopAgent, SequentialAgent
 
 
@@ -81,3 +99,60 @@ def test_no_tool_runs_past_the_roots_max_tool_calls() -> None:
     assert tools.runs <= 4, f"{tools.runs} tool runs against max_tool_calls=4"
     assert result.outcome in ("limit", "final"), (result.outcome, result.error)
     assert result.tool_calls == tools.runs
+
+
+# ------------------------------------------------------------------ the property (issue 37, item 2)
+
+
+def _root_model(calls: int) -> CountingModel:
+    """The root agent's model: asks its agent tool (``tree``) ``calls`` times, then answers."""
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        made = sum(1 for m in request.messages if m.role == "assistant")
+        if request.tool_choice == "none" or made >= calls:
+            return ModelResponse(parts=(TextPart(text="root done"),), stop_reason="end_turn")
+        return ModelResponse(parts=(ToolCall(name="tree", args={"task": f"go {made}"}),), stop_reason="tool_use")
+
+    return CountingModel(ScriptedModel(reply))
+
+
+@pytest.mark.slow
+@settings(max_examples=int(os.environ.get("LOOPWRIGHT_BUDGET_EXAMPLES", "60")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(
+    tree=workflow_trees(),
+    passes=st.integers(1, 8),
+    tool_calls=st.one_of(st.none(), st.integers(1, 6)),
+    salvage=st.booleans(),
+    as_tool=st.integers(0, 2),
+)
+def test_budgets_hold_over_generated_trees(
+    tree: TreeSpec, passes: int, tool_calls: int | None, salvage: bool, as_tool: int
+) -> None:
+    """Trees of the four workflow kinds, under a root with random limits (a sequence over the
+    tree, or an agent calling it through ``agent_tool`` ``as_tool`` times): the model passes and
+    tool runs, counted inside the models and tools, stay within the root's budgets; no salvage
+    call past one a run; ``result.iterations`` is what was made;
+    a spent budget never ends the root ``failed``."""
+    models: list[CountingModel] = []
+    tools = CountingTools()
+    inner = tree.build(models, tools)
+    limits = Limits(max_iterations=passes, max_tool_calls=tool_calls, salvage=salvage)
+    root: Agent
+    if as_tool:
+        top = _root_model(as_tool)
+        models.append(top)
+        root = Agent(name="root", model=top, tools=[agent_tool(inner, name="tree")], limits=limits)
+    else:
+        root = SequentialAgent("root", [inner], limits=limits)
+    items: list[JsonValue] = [f"item {i}" for i in range(max((s.items for s in tree.walk()), default=0))]
+    result = asyncio.run(Runner(root).run("go", state={"items": items}))
+    made, calls = sum(m.passes for m in models), sum(m.calls for m in models)
+    assert made <= passes, f"{made} model passes (counted in the models) against max_iterations={passes}"
+    assert calls - made <= len(models), "at most one salvage call a run"
+    assert result.iterations == made, (result.iterations, made)
+    if tool_calls is not None:
+        assert tools.runs <= tool_calls, f"{tools.runs} tool runs against max_tool_calls={tool_calls}"
+    if result.outcome == "failed":
+        assert result.error is not None
+        assert "has spent its" not in result.error.message, result.error.message
