@@ -47,8 +47,7 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     if (ctx.up is not None and ctx.up.refuses(rs, ctx, last)) or (  # a nested run: the runs above must have room
         rs.limits.max_cost_usd is not None and refuses_cost(rs, ctx, request, last)  # it would overspend: not sent
     ):
-        if rs.attempt == 1:
-            rs.iteration -= 1  # (a pass not made is not counted: result.iterations is what was done)
+        _not_made(rs)
         return
     tools = request.tools
     if ctx.tools_named is not tools:  # the agent's tools change rarely: their names are kept, not rebuilt
@@ -79,6 +78,13 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     details = reply["details"] or None
     named = reply["model"] or (model_name(rs.model_in_use) if ctx.agent.fallback_models else None)  # who answered
     ctx.record(ModelResponded, reply["parts"], reply["usage"], reply["stop_reason"], named, details)
+
+
+def _not_made(rs: RunState) -> None:
+    """The call was refused before it was sent: a pass not made is not counted (``result.iterations``
+    is what was done)."""
+    if rs.attempt == 1:
+        rs.iteration -= 1
 
 
 def _failed(rs: RunState, ctx: RunContext, exc: Exception) -> None:
