@@ -11,8 +11,10 @@ A child charges every run above it as it goes, not when it ends, so runs that go
   left, its own ``max_iterations`` is lowered to the passes it made, so its table stops it
   there (salvage, or outcome ``"limit"``), naming ``max_iterations``. A pass taken but not
   made is given back when the child ends (or suspends, or is paused). So the passes of the
-  whole tree are at most the root's ``max_iterations``; salvage calls are not passes (one per run at most, and the tree
-  holds at most ``max_iterations`` runs).
+  whole tree are at most the root's ``max_iterations``; salvage calls are not passes (one per run at most), and a
+  child whose pass is the last the runs above have makes none (its salvage is turned off: no model call is made
+  once a run above has spent ``max_iterations``; it ends ``"limit"``, and a workflow above it ends ``"limit"``
+  naming the budget).
 - ``max_total_tokens``: a child's tokens are added to every run above it before each of its
   model calls, and the call is refused (the run salvages, naming ``max_total_tokens``) when a
   run above has spent its budget.
@@ -21,7 +23,7 @@ A child charges every run above it as it goes, not when it ends, so runs that go
 - ``max_cost_usd``: as tokens: a child's cost (``Usage.cost_usd``) is added to every run above
   it before each of its model calls, and the call is refused (``reason -> done
   [request_over_cost_budget]``, outcome ``"limit"``, naming ``max_cost_usd``) when a run above
-  has spent its budget; a cost that is unknown (a model without a price) stays unknown up the
+  has no room for its estimated cost (its input at the least, or the last step's cost); a cost that is unknown (a model without a price) stays unknown up the
   tree and, as for a lone run, spends any cost budget. Only children of runs with a
   ``max_cost_usd`` check it (:class:`CostUp`): others pay nothing for it.
 
