@@ -23,8 +23,8 @@ A child charges every run above it as it goes, not when it ends, so runs that go
 - ``max_cost_usd``: as tokens: a child's cost (``Usage.cost_usd``) is added to every run above
   it before each of its model calls, and the call is refused (``reason -> done
   [request_over_cost_budget]``, outcome ``"limit"``, naming ``max_cost_usd``) when a run above
-  has no room for its estimated cost (its input at the least, or the last step's cost); a cost that is unknown (a model without a price) stays unknown up the
-  tree and, as for a lone run, spends any cost budget. Only children of runs with a
+  has no room for its estimated cost (its input at the least, or the last step's cost); a cost
+  that is unknown (a model without a price) stays unknown up the tree and, as for a lone run, spends any cost budget. Only children of runs with a
   ``max_cost_usd`` check it (:class:`CostUp`): others pay nothing for it.
 
 Each spend reaches each run above once: what a child sends its parent also went to every run
