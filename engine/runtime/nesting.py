@@ -25,7 +25,8 @@ A child charges every run above it as it goes, not when it ends, so runs that go
   [request_over_cost_budget]``, outcome ``"limit"``, naming ``max_cost_usd``) when a run above
   has no room for its estimated cost (its input at the least, or the last step's cost); a cost
   that is unknown (a model without a price) stays unknown up the tree and, as for a lone run,
-  spends any cost budget. Only children of runs with a ``max_cost_usd`` check it (:class:`CostUp`): others pay nothing for it.
+  spends any cost budget. Only children of runs with a ``max_cost_usd`` check it
+  (:class:`CostUp`): others pay nothing for it.
 
 Each spend reaches each run above once: what a child sends its parent also went to every run
 above the parent, so it counts as sent by the parent too (a run two levels down is not counted
