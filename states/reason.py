@@ -33,7 +33,7 @@ from loopwright.runtime.model_call import (
 
 
 async def reason(rs: RunState, ctx: RunContext) -> None:
-    rs.response = None
+    last, rs.response = rs.response, None  # (the last step's reply: a cost budget's estimate of this call)
     failed, rs.model_error = rs.model_error, None
     if rs.deadline_hit:
         return
@@ -45,9 +45,10 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     request = rs.request
     if request is None:  # the table only routes here after preprocess
         raise RuntimeError("reason entered without a request; preprocess must run first")
-    if (ctx.up is not None and ctx.up.refuses(rs, ctx)) or (  # a nested run: the runs above must have room for it
-        rs.limits.max_cost_usd is not None and refuses_cost(rs, ctx, request)  # it would overspend: not sent
+    if (ctx.up is not None and ctx.up.refuses(rs, ctx, last)) or (  # a nested run: the runs above must have room
+        rs.limits.max_cost_usd is not None and refuses_cost(rs, ctx, request, last)  # it would overspend: not sent
     ):
+        _not_made(rs)
         return
     tools = request.tools
     if ctx.tools_named is not tools:  # the agent's tools change rarely: their names are kept, not rebuilt
@@ -78,6 +79,13 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     details = reply["details"] or None
     named = reply["model"] or (model_name(rs.model_in_use) if ctx.agent.fallback_models else None)  # who answered
     ctx.record(ModelResponded, reply["parts"], reply["usage"], reply["stop_reason"], named, details)
+
+
+def _not_made(rs: RunState) -> None:
+    """The call was refused before it was sent: a pass not made is not counted (``result.iterations``
+    is what was done)."""
+    if rs.attempt == 1:
+        rs.iteration -= 1
 
 
 def _failed(rs: RunState, ctx: RunContext, exc: Exception) -> None:

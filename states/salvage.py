@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from loopwright.data.errors import TokenBudgetError
 from loopwright.data.events import (
+    ErrorInfo,
     ErrorOccurred,
     History,
     Message,
@@ -36,7 +37,7 @@ from loopwright.data.events import (
 )
 from loopwright.data.run_state import RunState
 from loopwright.runtime.context import RunContext
-from loopwright.runtime.model_call import call_model, charge_failed_call, error_info
+from loopwright.runtime.model_call import call_model, charge_failed_call, error_info, salvage_over_cost
 
 SALVAGE_PROMPT = (
     "You have run out of {budget} and cannot call any more tools. Using only what is already "
@@ -47,7 +48,7 @@ SALVAGE_PROMPT = (
 
 async def salvage(rs: RunState, ctx: RunContext) -> None:
     agent = ctx.agent
-    rs.response = None
+    last, rs.response = rs.response, None
     budget = ctx.budgets.get(rs.limit or "max_iterations")
     words = budget.describe(rs) if budget is not None else str(rs.limit)
     prompt = TextPart(text=SALVAGE_PROMPT.format(budget=words))
@@ -64,6 +65,11 @@ async def salvage(rs: RunState, ctx: RunContext) -> None:
     for process in ctx.request_hooks:
         request = process(request=request, rs=rs, ctx=ctx)
     request = request.model_copy(update={"tool_choice": "none" if request.tools else None})
+    if rs.limits.max_cost_usd is not None or (ctx.up is not None and hasattr(ctx.up, "cost_room")):
+        over = salvage_over_cost(rs, ctx, request, last)  # salvage's call is paid from the budget too
+        if over is not None:
+            ctx.emit(ErrorOccurred, error=ErrorInfo(kind="cost_budget", message=over))
+            return  # (no reply: the run ends "limit", naming the budget)
     ctx.emit(ModelRequested, attempt=1, message_count=len(request.messages), tool_names=())
     partial = rs.model_error.partial if refused and rs.model_error is not None else None
     try:

@@ -36,6 +36,7 @@ from .model_choice import model_name as model_name
 from .model_choice import note_model as note_model
 from .model_choice import priced as priced
 from .model_choice import refuses_cost as refuses_cost
+from .model_choice import salvage_over_cost as salvage_over_cost
 from .model_choice import switch_model as switch_model
 from .observers import enter_scopes
 from .streamed import streamed as _streamed

@@ -65,29 +65,66 @@ def note_model(rs: RunState, model: Any) -> None:
         rs.models_used = [*rs.models_used, name]
 
 
-def refuses_cost(rs: RunState, ctx: RunContext, request: ModelRequest) -> bool:
+def call_estimate(
+    rs: RunState, ctx: RunContext, request: ModelRequest | None, last: ModelResponse | None = None
+) -> Decimal:
+    """What the next call will cost, for a cost budget: the larger of ``request``'s input at the
+    least (:func:`~loopwright.models.prices.least_input_cost`: its estimated tokens at the
+    model's cheapest input price) and what the last step cost (``last``'s reply); 0 when
+    neither is known (a model without a price, before its first reply)."""
+    least = None
+    if request is not None:
+        model = ctx.agent.model if not rs.fallbacks else current_model(rs, ctx)
+        least = least_input_cost(model_name(model), request)
+    cost = last.usage.cost_usd if last is not None else None
+    return max(least or Decimal(0), cost or Decimal(0))
+
+
+def refuses_cost(rs: RunState, ctx: RunContext, request: ModelRequest, last: ModelResponse | None = None) -> bool:
     """Before a call, with a ``max_cost_usd``: whether ``request`` would cost more than is left
-    of it, at the least (:func:`~loopwright.models.prices.least_input_cost`; a model with no
-    price is not estimated). If so the call is not made: ``model_error`` says why, with kind
-    ``cost_budget``, and the table ends the run (``reason -> done [request_over_cost_budget]``)."""
+    of it, by :func:`call_estimate` (its input at the least, or the last step's cost: the
+    larger). If so the call is not made: ``model_error`` says why, with kind ``cost_budget``,
+    and the table ends the run (``reason -> done [request_over_cost_budget]``)."""
     cap, usage = rs.limits.max_cost_usd, rs.usage
     spent = usage.cost_usd
     if spent is None and not usage.requests and not usage.total_tokens:
         spent = Decimal(0)  # (nothing spent yet; an unknown cost so far spends the budget at decide)
     if cap is None or spent is None:
         return False
-    model = ctx.agent.model if not rs.fallbacks else current_model(rs, ctx)
-    least = least_input_cost(model_name(model), request)
-    if least is None or spent + least <= Decimal(str(cap)):
+    estimate = call_estimate(rs, ctx, request, last)
+    if spent + estimate <= Decimal(str(cap)):
         return False
     rs.model_error = ErrorInfo(
         kind="cost_budget",
-        message=f"the request would cost at least ${least:.6f} (its input alone, estimated), more than the "
-        f"${max(Decimal(str(cap)) - spent, Decimal(0)):.6f} left of max_cost_usd={cap:g}; it was not sent. Raise "
-        "max_cost_usd, or keep tool results and history smaller",
+        message=f"the request would cost about ${estimate:.6f} (its input at the least, or the last step's cost), "
+        f"more than the ${max(Decimal(str(cap)) - spent, Decimal(0)):.6f} left of max_cost_usd={cap:g}; it was not "
+        "sent. Raise max_cost_usd, or keep tool results and history smaller",
     )
     ctx.emit(ErrorOccurred, error=rs.model_error)
     return True
+
+
+def salvage_over_cost(rs: RunState, ctx: RunContext, request: ModelRequest, last: ModelResponse | None) -> str | None:
+    """Before salvage's call: why it would overspend ``max_cost_usd`` of this run or of a run
+    above it (:func:`call_estimate`), or None (it fits, or no cost budget binds)."""
+    up = ctx.up
+    room = up.cost_room() if up is not None and hasattr(up, "cost_room") else None
+    cap = rs.limits.max_cost_usd
+    if cap is not None:
+        spent = rs.usage.cost_usd
+        if spent is None:
+            spent = Decimal(0) if not rs.usage.requests and not rs.usage.total_tokens else Decimal("Infinity")
+        mine = Decimal(str(cap)) - spent
+        room = mine if room is None else min(room, mine)
+    if room is None:
+        return None
+    estimate = call_estimate(rs, ctx, request, last)
+    if room > 0 and estimate <= room:
+        return None
+    return (
+        f"the salvage call was not made: it would cost about ${estimate:.6f}, and ${max(room, Decimal(0)):.6f} is "
+        "left of max_cost_usd (of this run or a run above it)"
+    )
 
 
 def fallback_target(exc: BaseException, rs: RunState, ctx: RunContext) -> str | None:

@@ -11,8 +11,10 @@ A child charges every run above it as it goes, not when it ends, so runs that go
   left, its own ``max_iterations`` is lowered to the passes it made, so its table stops it
   there (salvage, or outcome ``"limit"``), naming ``max_iterations``. A pass taken but not
   made is given back when the child ends (or suspends, or is paused). So the passes of the
-  whole tree are at most the root's ``max_iterations``; salvage calls are not passes (one per run at most, and the tree
-  holds at most ``max_iterations`` runs).
+  whole tree are at most the root's ``max_iterations``; salvage calls are not passes (one per run at most), and a
+  child whose pass is the last the runs above have makes none (its salvage is turned off: no model call is made
+  once a run above has spent ``max_iterations``; it ends ``"limit"``, and a workflow above it ends ``"limit"``
+  naming the budget).
 - ``max_total_tokens``: a child's tokens are added to every run above it before each of its
   model calls, and the call is refused (the run salvages, naming ``max_total_tokens``) when a
   run above has spent its budget.
@@ -21,9 +23,10 @@ A child charges every run above it as it goes, not when it ends, so runs that go
 - ``max_cost_usd``: as tokens: a child's cost (``Usage.cost_usd``) is added to every run above
   it before each of its model calls, and the call is refused (``reason -> done
   [request_over_cost_budget]``, outcome ``"limit"``, naming ``max_cost_usd``) when a run above
-  has spent its budget; a cost that is unknown (a model without a price) stays unknown up the
-  tree and, as for a lone run, spends any cost budget. Only children of runs with a
-  ``max_cost_usd`` check it (:class:`CostUp`): others pay nothing for it.
+  has no room for its estimated cost (its input at the least, or the last step's cost); a cost
+  that is unknown (a model without a price) stays unknown up the tree and, as for a lone run,
+  spends any cost budget. Only children of runs with a ``max_cost_usd`` check it
+  (:class:`CostUp`): others pay nothing for it.
 
 Each spend reaches each run above once: what a child sends its parent also went to every run
 above the parent, so it counts as sent by the parent too (a run two levels down is not counted
@@ -133,7 +136,7 @@ class Up:
                     link.sent_usage = link.sent_usage + spent
             self.sent_calls, self.sent_usage = rs.tool_calls_made, usage
 
-    def refuses(self, rs: RunState, ctx: Any) -> bool:  # noqa: C901 (before every model call of a nested run: written out)
+    def refuses(self, rs: RunState, ctx: Any, last: Any = None) -> bool:  # noqa: C901 (before every model call of a nested run: written out)
         """Before each model call of the child ``rs`` (in ``reason``; ``rs.attempt`` is 1 for a
         pass's first call, which ``rs.iteration`` already counts): True when the runs above
         have no room for it (``rs.model_error`` and an ``error`` event say why). A pass uses
@@ -171,6 +174,9 @@ class Up:
                     self.held += 1
                     return False
             rs.limits = rs.limits.model_copy(update={"max_iterations": rs.iteration})
+            _no_salvage(rs)
+        elif self.passes_left() <= 0:  # its last pass is the runs above's last: no call after it
+            _no_salvage(rs)
         return False
 
     def run_calls(self, room: tuple[int, int] | None, wanted: int) -> tuple[int, int] | None:
@@ -218,25 +224,57 @@ class Up:
             self.held = 0
 
 
+def _no_salvage(rs: RunState) -> None:
+    """The runs above have spent their ``max_iterations`` with this pass of the child ``rs``: no
+    model call may follow it, salvage's included (the child ends ``"limit"``, and so do they)."""
+    if rs.limits.salvage:
+        rs.limits = rs.limits.model_copy(update={"salvage": False})
+    own = rs.turn_limits
+    if own is not None and own.salvage:
+        rs.turn_limits = own.model_copy(update={"salvage": False})
+
+
 class CostUp(Up):
     """The link of a child with a run above it that has a ``max_cost_usd``: its model calls
     also check that budget (a child of runs without one is a plain :class:`Up`)."""
 
     __slots__ = ()
 
-    def refuses(self, rs: RunState, ctx: Any) -> bool:
+    def refuses(self, rs: RunState, ctx: Any, last: Any = None) -> bool:
         if rs.usage is not self.sent_usage or rs.tool_calls_made != self.sent_calls:
             self.send(rs)
+        estimate: Decimal | None = None
         for up in self.above:
             cap = up.limits.max_cost_usd
-            if cap is not None and (spent := cost_spent(up.usage)) >= cap:
-                shown = "an unknown amount: a model without a price" if spent == _UNKNOWN else f"${spent}"
-                return _refuse(rs, ctx, ErrorInfo(  # (the table's cost-budget row: done, naming it)
-                    kind="cost_budget",
-                    message=f"run {up.run_id!r} above this run has spent its max_cost_usd={cap:g} ({shown}, "
-                    "with its nested runs); the model call was not made",
-                ))  # fmt: skip
-        return Up.refuses(self, rs, ctx)
+            if cap is None:
+                continue
+            spent = cost_spent(up.usage)
+            if spent < cap:
+                if estimate is None:
+                    estimate = self.estimate(rs, ctx, last)
+                if spent + estimate <= Decimal(str(cap)):
+                    continue
+            shown = "an unknown amount: a model without a price" if spent == _UNKNOWN else f"${spent}"
+            more = "" if spent >= cap else f" and this call would cost about ${estimate}"
+            return _refuse(rs, ctx, ErrorInfo(  # (the table's cost-budget row: done, naming it)
+                kind="cost_budget",
+                message=f"run {up.run_id!r} above this run has spent {shown} of its max_cost_usd={cap:g} (with "
+                f"its nested runs){more}; the model call was not made",
+            ))  # fmt: skip
+        return Up.refuses(self, rs, ctx, last)
+
+    @staticmethod
+    def estimate(rs: RunState, ctx: Any, last: Any) -> Decimal:
+        """What the child's next call will cost (as :func:`~loopwright.runtime.model_choice.call_estimate`:
+        its input at the least, or ``last`` reply's cost, the larger)."""
+        from ..models.prices import least_input_cost  # (no import of model_choice: it imports the context)
+
+        agent = ctx.agent
+        model = agent.models[rs.fallbacks.get(agent.name, 0)] if rs.fallbacks else agent.model
+        name = next((v for a in ("model", "name") if isinstance(v := getattr(model, a, None), str) and v), None)
+        least = least_input_cost(name, rs.request) if rs.request is not None else None
+        cost = last.usage.cost_usd if last is not None else None
+        return max(least or Decimal(0), cost or Decimal(0))
 
     def cost_room(self) -> Decimal | None:
         """The least room left in ``max_cost_usd`` of the runs above (None: none has one)."""
@@ -261,6 +299,24 @@ def cost_spent(usage: Usage) -> Decimal:
     if cost is None:
         return Decimal(0) if usage.total_tokens == 0 and usage.requests == 0 else _UNKNOWN
     return cost
+
+
+def tree_spent(rs: RunState) -> str | None:
+    """The budget the run ``rs`` (a workflow, whose children charge it) or a run above it has
+    spent, by name (None: room in all): ``max_iterations``, ``max_tool_calls``,
+    ``max_total_tokens`` or ``max_cost_usd``."""
+    up = _UPS.get(id(rs))
+    for run in (rs, *(up.above if up is not None else ())):
+        limits = run.limits
+        if run.iteration >= limits.max_iterations:
+            return "max_iterations"
+        if limits.max_tool_calls is not None and run.tool_calls_made >= limits.max_tool_calls:
+            return "max_tool_calls"
+        if limits.max_total_tokens is not None and run.usage.total_tokens >= limits.max_total_tokens:
+            return "max_total_tokens"
+        if limits.max_cost_usd is not None and cost_spent(run.usage) >= Decimal(str(limits.max_cost_usd)):
+            return "max_cost_usd"
+    return None
 
 
 def _refuse(rs: RunState, ctx: Any, why: ErrorInfo) -> bool:

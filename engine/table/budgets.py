@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from operator import attrgetter, le, lt
 from types import FunctionType
 from typing import Any, Literal
@@ -185,7 +186,7 @@ def _cost_spent(rs: RunState) -> float:
 
 def _cost_room(rs: RunState) -> bool:
     cap = rs.limits.max_cost_usd
-    return cap is None or _cost_spent(rs) < cap
+    return cap is None or _cost_spent(rs) < Decimal(str(cap))  # (the cap as written: 0.02, not the float's 0.0200...04)
 
 
 def _time_left(rs: RunState) -> bool:

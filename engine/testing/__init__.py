@@ -23,6 +23,8 @@ from ..data.exports import claim as _claim
 _EXPORTS: dict[str, str] = {
     "AdapterConformance": "adapter_kit",
     "AdapterHarness": "adapter_kit",
+    "CountingModel": "counting",
+    "CountingTools": "counting",
     "Failure": "adapter_kit",
     "Reply": "adapter_kit",
     "check_adapter": "adapter_kit",
@@ -50,6 +52,8 @@ _NEEDS_HYPOTHESIS = {"schema", "stateful", "strategies", "workflow_strategies"}
 __all__ = [
     "AdapterConformance",
     "AdapterHarness",
+    "CountingModel",
+    "CountingTools",
     "Failure",
     "HostileModel",
     "InvariantViolation",
@@ -80,6 +84,8 @@ if TYPE_CHECKING:
     from .adapter_kit import Reply as Reply
     from .adapter_kit import check_adapter as check_adapter
     from .adapter_kit import dead_port as dead_port
+    from .counting import CountingModel as CountingModel
+    from .counting import CountingTools as CountingTools
     from .invariants import InvariantViolation as InvariantViolation
     from .invariants import assert_run_invariants as assert_run_invariants
     from .invariants import check_partial as check_partial

@@ -38,6 +38,7 @@ from ..runtime.observers import instrument, uninstrument
 from ..runtime.tools import tool
 from ..workflows import EXIT_LOOP, LoopAgent, MapAgent, ParallelAgent, SequentialAgent, exit_loop
 from ..workflows.base import Workflow
+from .counting import CountingModel, CountingTools
 from .invariants import InvariantViolation, assert_run_invariants
 
 KINDS = ("sequential", "parallel", "loop", "map")
@@ -66,17 +67,22 @@ class TreeSpec:
     limit: int | None = None
     """The workflow's own ``Limits.max_iterations`` (None: the tree's bound)."""
 
-    def build(self) -> Agent:
-        """The agents of this tree, made afresh."""
+    def build(self, models: list[CountingModel] | None = None, tools: CountingTools | None = None) -> Agent:
+        """The agents of this tree, made afresh; with ``models`` (a list each leaf's counting
+        model is added to) and ``tools``, counted inside the models and tools."""
         if self.kind == "leaf":
+            model: Any = ScriptedModel(_cycled(self.script))
+            if models is not None:
+                model = CountingModel(model)
+                models.append(model)
             return Agent(
                 name=self.name,
-                model=ScriptedModel(_cycled(self.script)),
-                tools=[note, exit_loop],
+                model=model,
+                tools=[note, exit_loop] if tools is None else [tools.wrap(note), tools.wrap(exit_loop)],
                 limits=Limits(max_iterations=self.max_iterations),
             )
         limits = Limits(max_iterations=self.limit) if self.limit is not None else None
-        kids = [c.build() for c in self.children]
+        kids = [c.build(models, tools) for c in self.children]
         if self.kind == "sequential":
             return SequentialAgent(self.name, kids, limits=limits)
         if self.kind == "parallel":
@@ -153,7 +159,9 @@ class _Collect:
 
 def run_and_check(tree: TreeSpec, *, run_id: str = "root") -> RunResult:
     """Run ``tree`` (built afresh) and check every run of it (see the module docstring)."""
-    root = tree.build()
+    models: list[CountingModel] = []
+    tools = CountingTools()
+    root = tree.build(models, tools)
     agents = {a.name: a for a in _agents(root)}
     specs = {s.name: s for s in tree.walk()}
     collect = _Collect()
@@ -176,12 +184,36 @@ def run_and_check(tree: TreeSpec, *, run_id: str = "root") -> RunResult:
             _check_workflow(r, agent, specs[agent.name])
         else:
             assert_run_invariants(r, agent)
-    if result.iterations > root.limits.max_iterations:
-        raise InvariantViolation(
-            f"the tree made {result.iterations} model passes, past the root's max_iterations="
-            f"{root.limits.max_iterations}"
-        )
+    _check_counts(result, root, models, tools)
     return result
+
+
+def _check_counts(result: RunResult, root: Agent, models: list[CountingModel], tools: CountingTools) -> None:
+    """The budgets, counted inside the models and tools (never from the run's own counters)."""
+    passes, calls = sum(m.passes for m in models), sum(m.calls for m in models)
+    cap = root.limits.max_iterations
+    if passes > cap:
+        raise InvariantViolation(f"the tree made {passes} model passes (counted in the models), past the root's "
+                                 f"max_iterations={cap}")  # fmt: skip
+    if passes >= cap and calls > passes and not root.limits.salvage:
+        raise InvariantViolation(f"the tree made {calls - passes} salvage calls once the root (salvage=False) had "
+                                 f"spent its max_iterations={cap}")  # fmt: skip
+    if result.outcome != "suspended" and result.iterations != passes:
+        raise InvariantViolation(f"result.iterations={result.iterations}, but the models were called for "
+                                 f"{passes} passes")  # fmt: skip
+    if result.outcome != "suspended" and tools.runs > result.tool_calls:  # (a call answered unrun still counts)
+        raise InvariantViolation(f"result.tool_calls={result.tool_calls}, but the tools ran {tools.runs} times")
+    most = root.limits.max_tool_calls
+    if most is not None and tools.runs > most:
+        raise InvariantViolation(f"the tools ran {tools.runs} times, past the root's max_tool_calls={most}")
+    if (
+        passes >= cap
+        and result.outcome == "failed"
+        and result.error is not None
+        and "max_iterations" in (result.error.message)
+    ):
+        raise InvariantViolation(f"the tree spent max_iterations={cap} and the root ended failed, not limit: "
+                                 f"{result.error.message}")  # fmt: skip
 
 
 def _check_workflow(r: RunResult, wf: Workflow, spec: TreeSpec) -> None:

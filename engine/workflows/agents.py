@@ -43,7 +43,7 @@ from .base import (
     waiting_rows,
     working,
 )
-from .children import ANSWERED, Ended, fail, flow_of, note_waiting, run_child, runner_for
+from .children import ANSWERED, Ended, fail, flow_of, note_waiting, out_of_budget, run_child, runner_for, spend
 from .gather import gather_rows, merge_children, note_failures, run_children
 
 EXIT_LOOP = "exit_loop"
@@ -81,6 +81,8 @@ async def _one(wf: Workflow, index: int, rs: RunState, ctx: RunContext, key: str
         finish_with(rs, ended.text, step.agent.name)
     elif ended.outcome == "suspended":
         note_waiting(rs, key, ended, store)
+    elif (spent := out_of_budget(rs, ended, step.agent.limits)) is not None:
+        spend(rs, ctx, spent)  # a budget of the tree ran out: the workflow ends "limit", naming it
     else:
         fail(rs, f"step {step.agent.name!r} of workflow {wf.name!r} ended {ended.outcome}: {ended.error}")
 

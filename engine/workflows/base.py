@@ -37,7 +37,7 @@ from ..runtime.context import RunContext
 from ..table.budgets import CORE_BUDGETS, Budget
 from ..table.guards import cancel_requested
 from ..table.machine import Handler, LoopMachine, Row
-from .children import Flow, flow_of
+from .children import Flow, budget_spent_below, flow_of
 
 from loopwright.states import HANDLERS  # isort: skip
 
@@ -95,9 +95,11 @@ def back_to(state: str) -> Callable[[RunState], bool]:
 
 
 def working(state: str, then: str, *, outcome_rows: Sequence[Row] = ()) -> list[Row]:
-    """The rows out of a state that runs children: cancelled, failed, wait, then ``then``."""
+    """The rows out of a state that runs children: cancelled, out of budget (``limit``), failed,
+    wait, then ``then``."""
     return [
         Row(state, Stage.CANCELLED, (cancel_requested,)),
+        Row(state, Stage.DONE, (budget_spent_below,), outcome="limit"),
         Row(state, Stage.FAILED, (step_failed,)),
         Row(state, SUSPENDED, (child_waiting, SUSPENSIONS.guard), bounded_by=SUSPENSIONS.name),
         *outcome_rows,

@@ -31,8 +31,8 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from ..data.errors import ResumeError
-from ..data.events import ErrorInfo, PendingRequest, Usage
+from ..data.errors import ConfigurationError, ResumeError
+from ..data.events import ErrorInfo, LimitReached, PendingRequest, Usage
 from ..data.run_state import RunState, register_slice
 from ..durable.codec import rebuild
 from ..loop.runner import Runner
@@ -66,6 +66,9 @@ class Flow:
     had: dict[str, list[JsonValue]] = field(default_factory=dict)
     """What the workflow holds of each waiting child's spend, by key: its tool calls, usage and
     passes when it suspended (a child that crashes after its resume sends the rest from there)."""
+    spent: str | None = None
+    """A budget of the tree ran out (a child stopped on it, or could not start): its name. The
+    workflow ends ``"limit"`` naming it (:func:`budget_spent_below`)."""
 
     def pending_requests(self) -> list[PendingRequest]:
         return list(self.pending)
@@ -94,6 +97,9 @@ class Ended:
     """A waiting child's state as JSON (without a store)."""
     spent: list[JsonValue] | None = None
     """A waiting child's tool calls, usage (JSON) and passes (:attr:`Flow.had`)."""
+    limit: str | None = None
+    """The budget the child stopped on (outcome ``"limit"``), or ``"refused"``: it could not
+    start (no room left above)."""
 
     @property
     def answered(self) -> bool:
@@ -125,7 +131,7 @@ def _ended_of(rs: RunState) -> Ended:
         why = rs.error.message
     elif rs.outcome == "limit":
         why = f"out of budget ({rs.limit})"
-    return Ended(rs.outcome or "failed", rs.output, dict(rs.state), why, pending)
+    return Ended(rs.outcome or "failed", rs.output, dict(rs.state), why, pending, limit=rs.limit)
 
 
 def writes(before: Mapping[str, JsonValue], after: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
@@ -146,7 +152,9 @@ async def run_child(
                 return found
         try:
             result = await runner.run(task, run_id=f"{rs.run_id}.{key}", state=state)
-        except Exception as exc:  # e.g. refused: no room left in the budgets above
+        except ConfigurationError as exc:  # e.g. refused: no room left in the budgets above
+            return Ended("failed", None, state, str(exc), limit="refused")
+        except Exception as exc:
             return Ended("failed", None, state, str(exc))
     finally:
         leave_tools(token)
@@ -213,7 +221,7 @@ def _of_result(result: Any) -> Ended:
         child = result.run_state
         saved = child.to_json().decode()
         spent = [child.tool_calls_made, child.usage.model_dump(mode="json"), child.iteration]
-    return Ended(result.outcome, result.output, result.state, why, result.pending, saved, spent)  # (the run's copies)
+    return Ended(result.outcome, result.output, result.state, why, result.pending, saved, spent, result.limit)
 
 
 def _had(spent: list[JsonValue]) -> nesting.Had:
@@ -230,6 +238,39 @@ def note_waiting(rs: RunState, key: str, ended: Ended, store: Any) -> None:
     for request in ended.pending:
         flow.pending.append(request)
         flow.owners[request.call_id] = key
+
+
+def budget_spent_below(rs: RunState) -> bool:
+    """A budget of the tree ran out under this workflow (a child stopped on it, or could not
+    start): the workflow ends ``"limit"``, naming it."""
+    flow = rs.features.get(NAME)
+    return flow is not None and flow.spent is not None
+
+
+def out_of_budget(rs: RunState, ended: Ended, budgets: Any = None) -> str | None:
+    """The budget of the tree the child ``ended`` stopped on (None: it stopped on its own, or
+    for another reason): one the workflow ``rs`` or a run above it has spent, or the child's
+    own ``limit`` where the workflow caps it and its agent does not (a cost or token budget
+    the room above lowered)."""
+    if ended.limit is None or ended.outcome not in ("limit", "failed"):
+        return None
+    found = nesting.tree_spent(rs)
+    if found is not None:
+        return found
+    name = ended.limit
+    lowered = name in ("max_total_tokens", "max_cost_usd", "max_tool_calls") and getattr(rs.limits, name) is not None
+    return name if lowered and (budgets is None or getattr(budgets, name) is None) else None
+
+
+def spend(rs: RunState, ctx: RunContext, name: str) -> None:
+    """The workflow ends ``"limit"`` naming the budget ``name`` (the row ``budget_spent_below``)."""
+    flow = flow_of(rs)
+    if flow.spent is not None:
+        return
+    flow.spent = rs.limit = name
+    budget = ctx.budgets.get(name)
+    used, cap = budget.binding(rs) if budget is not None else (0, 0)
+    ctx.emit(LimitReached, limit=name, value=float(cap or 0), used=float(used))
 
 
 def fail(rs: RunState, message: str) -> None:

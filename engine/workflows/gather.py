@@ -25,7 +25,7 @@ from ..runtime.context import RunContext
 from ..table.machine import Row
 from ..table.rows import DONE
 from .base import Workflow, finish_with, step_failed, waiting_rows, working
-from .children import fail, flow_of, note_waiting, run_child, runner_for, writes
+from .children import fail, flow_of, note_waiting, out_of_budget, run_child, runner_for, spend, writes
 
 
 def gather_rows(first: str) -> list[Row]:
@@ -64,6 +64,8 @@ async def run_children(
         if ended.outcome == "suspended":
             note_waiting(rs, key, ended, ctx.store)
             return
+        if not ended.answered and (spent := out_of_budget(rs, ended, step.agent.limits)) is not None:
+            spend(rs, ctx, spent)  # a budget of the tree ran out: the workflow ends "limit", naming it
         flow.finished[key] = {
             "outcome": ended.outcome,
             "output": ended.text,
@@ -86,6 +88,8 @@ async def run_children(
 
 def note_failures(rs: RunState, name: str, on_error: str, keys: Sequence[str]) -> None:
     flow = flow_of(rs)
+    if flow.spent is not None:  # out of budget: the workflow ends "limit", not failed
+        return
     failed = [
         (k, flow.finished[k])
         for k in keys

@@ -140,15 +140,28 @@ def test_bad_prices_are_refused_in_one_line(model: str, prices: dict[str, Any], 
     assert price_for("m") is None
 
 
-def test_max_cost_usd_ends_in_salvage() -> None:
+def test_a_spent_max_cost_usd_skips_the_salvage_call_it_cannot_pay() -> None:
+    """$0.005 a step under a $0.01 cap: two steps spend it exactly; salvage's call is paid from
+    the budget too, and nothing is left: it is not made, and an error event says so."""
+    script = [reply(input_tokens=500, output_tokens=100) for _ in range(2)] + [reply("best effort")]
+    agent = Agent(name="a", model=ScriptedModel(script), tools=[add], limits=Limits(max_cost_usd=0.01))
+    result = run(agent)
+    assert (result.outcome, result.limit) == ("limit", "max_cost_usd")
+    assert result.iterations == 2
+    assert result.cost_usd == Decimal("0.01")
+    assert "decide -> salvage" in " ".join(f"{a} -> {b}" for a, b in zip(result.trace, result.trace[1:], strict=False))
+    assert any(e.type == "error_occurred" and "salvage call was not made" in e.error.message for e in result.events)
+
+
+def test_max_cost_usd_stops_before_a_call_that_would_overspend() -> None:
+    """Issue 37: $0.0075 a step under a $0.01 cap: the second call would overspend it, so it is
+    not made (before, it was, and the run spent $0.015 and more with its salvage call)."""
     script = [reply(input_tokens=1000, output_tokens=100) for _ in range(2)] + [reply("best effort")]
     agent = Agent(name="a", model=ScriptedModel(script), tools=[add], limits=Limits(max_cost_usd=0.01))
     result = run(agent)
-    assert result.outcome == "salvaged"
-    assert result.limit == "max_cost_usd"
-    assert result.output == "best effort"
-    assert result.iterations == 2  # 0.0075 spent after one step, 0.015 after two: no third
-    assert "decide -> salvage" in " ".join(f"{a} -> {b}" for a, b in zip(result.trace, result.trace[1:], strict=False))
+    assert (result.outcome, result.limit) == ("limit", "max_cost_usd")
+    assert result.iterations == 1
+    assert result.cost_usd is not None and result.cost_usd <= Decimal("0.01")
 
 
 def test_max_cost_usd_with_salvage_off_ends_with_the_limit() -> None:
@@ -162,7 +175,9 @@ def test_a_cost_budget_that_cannot_be_counted_stops_the_run() -> None:
     script = [reply(model="some-new-model", input_tokens=10), reply("salvaged", model="some-new-model")]
     agent = Agent(name="a", model=ScriptedModel(script), tools=[add], limits=Limits(max_cost_usd=100))
     result = run(agent)
-    assert (result.outcome, result.limit, result.cost_usd) == ("salvaged", "max_cost_usd", None)
+    # an unknown cost spends the budget: the salvage call, paid from it, is not made (saying so)
+    assert (result.outcome, result.limit, result.cost_usd) == ("limit", "max_cost_usd", None)
+    assert any(e.type == "error_occurred" and "salvage call was not made" in e.error.message for e in result.events)
 
 
 def test_without_a_cost_budget_an_unknown_cost_changes_nothing() -> None:

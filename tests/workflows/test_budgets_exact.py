@@ -1,0 +1,158 @@
+"""Budgets exact across a workflow's children (issue 37, item 1): counted inside the models
+and tools (loopwright.testing's counting helpers), never from the run's own counters."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import JsonValue
+
+from loopwright import (
+    Agent,
+    Limits,
+    ModelRequest,
+    ModelResponse,
+    Runner,
+    ScriptedModel,
+    TextPart,
+    ToolCall,
+    agent_tool,
+    tool,
+)
+from loopwright.testing import CountingModel, CountingTools, TreeSpec, workflow_trees
+from loopwright.workflows import LoopAgent, SequentialAgent
+
+
+def wants(passes: int, tool_name: str = "work") -> Any:
+    """A model that asks for one tool call in each of its first ``passes - 1`` passes, then answers."""
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        made = sum(1 for m in request.messages if m.role == "assistant")
+        if request.tool_choice == "none" or made >= passes - 1:
+            return ModelResponse(parts=(TextPart(text=f"done after {made + 1}"),), stop_reason="end_turn")
+        return ModelResponse(parts=(ToolCall(name=tool_name, args={"n": made}),), stop_reason="tool_use")
+
+    return ScriptedModel(reply)
+
+
+def _work() -> Any:
+    @tool
+    def work(n: int) -> str:
+        """Does a piece of work."""
+        return f"ok {n}"
+
+    return work
+
+
+def test_a_sequence_over_three_five_pass_agents_makes_at_most_its_max_iterations_calls() -> None:
+    """The report: 7 model calls (5 + 2) against max_iterations=6, result.iterations 6, and the
+    run ended failed (error.kind "workflow") instead of limit."""
+    models = [CountingModel(wants(5)) for _ in range(3)]
+    tools = CountingTools()
+    steps = [
+        Agent(name=n, model=m, tools=[tools.wrap(_work())])
+        for n, m in zip(("alpha", "beta", "gamma"), models, strict=True)
+    ]
+    seq = SequentialAgent("seq", steps, limits=Limits(max_iterations=6, salvage=False))
+    result = Runner(seq).run_sync("go")
+    calls = sum(m.calls for m in models)
+    assert calls <= 6, f"{calls} model calls against max_iterations=6"
+    assert result.outcome == "limit", (result.outcome, result.error)
+    assert result.limit == "max_iterations"
+    assert result.error is None or result.error.kind != "workflow"
+    assert result.iterations == calls
+
+
+def test_a_one_step_sequence_under_one_pass_makes_one_model_call() -> None:
+    model = CountingModel(wants(2))
+    seq = SequentialAgent("seq", [Agent(name="a", model=model, tools=[_work()])], limits=Limits(max_iterations=1))
+    result = Runner(seq).run_sync("go")
+    assert model.passes <= 1, f"{model.passes} model passes against max_iterations=1"
+    assert result.outcome in ("limit", "salvaged"), (result.outcome, result.error)
+    assert result.limit == "max_iterations"
+    assert result.iterations == model.passes
+
+
+def test_a_loop_stops_at_the_roots_passes_and_says_limit() -> None:
+    model = CountingModel(wants(3))
+    loop = LoopAgent(
+        "loop", [Agent(name="a", model=model, tools=[_work()])], max_iterations=5,
+        limits=Limits(max_iterations=7, salvage=False),
+    )  # fmt: skip
+    result = Runner(loop).run_sync("go")
+    assert model.calls <= 7
+    assert result.outcome == "limit", (result.outcome, result.error)
+    assert result.limit == "max_iterations"
+    assert result.iterations == model.calls
+
+
+def test_no_tool_runs_past_the_roots_max_tool_calls() -> None:
+    tools = CountingTools()
+    steps = [Agent(name=n, model=CountingModel(wants(4)), tools=[tools.wrap(_work())]) for n in ("a", "b")]
+    seq = SequentialAgent("seq", steps, limits=Limits(max_tool_calls=4, salvage=False))
+    result = Runner(seq).run_sync("go")
+    assert tools.runs <= 4, f"{tools.runs} tool runs against max_tool_calls=4"
+    assert result.outcome in ("limit", "final"), (result.outcome, result.error)
+    assert result.tool_calls == tools.runs
+
+
+# ------------------------------------------------------------------ the property (issue 37, item 2)
+
+
+def _root_model(calls: int) -> CountingModel:
+    """The root agent's model: asks its agent tool (``tree``) ``calls`` times, then answers."""
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        made = sum(1 for m in request.messages if m.role == "assistant")
+        if request.tool_choice == "none" or made >= calls:
+            return ModelResponse(parts=(TextPart(text="root done"),), stop_reason="end_turn")
+        return ModelResponse(parts=(ToolCall(name="tree", args={"task": f"go {made}"}),), stop_reason="tool_use")
+
+    return CountingModel(ScriptedModel(reply))
+
+
+@pytest.mark.slow
+@settings(max_examples=int(os.environ.get("LOOPWRIGHT_BUDGET_EXAMPLES", "60")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(
+    tree=workflow_trees(),
+    passes=st.integers(1, 8),
+    tool_calls=st.one_of(st.none(), st.integers(1, 6)),
+    salvage=st.booleans(),
+    as_tool=st.integers(0, 2),
+)
+def test_budgets_hold_over_generated_trees(
+    tree: TreeSpec, passes: int, tool_calls: int | None, salvage: bool, as_tool: int
+) -> None:
+    """Trees of the four workflow kinds, under a root with random limits (a sequence over the
+    tree, or an agent calling it through ``agent_tool`` ``as_tool`` times): the model passes and
+    tool runs, counted inside the models and tools, stay within the root's budgets; no salvage
+    call past one a run; ``result.iterations`` is what was made;
+    a spent budget never ends the root ``failed``."""
+    models: list[CountingModel] = []
+    tools = CountingTools()
+    inner = tree.build(models, tools)
+    limits = Limits(max_iterations=passes, max_tool_calls=tool_calls, salvage=salvage)
+    root: Agent
+    if as_tool:
+        top = _root_model(as_tool)
+        models.append(top)
+        root = Agent(name="root", model=top, tools=[agent_tool(inner, name="tree")], limits=limits)
+    else:
+        root = SequentialAgent("root", [inner], limits=limits)
+    items: list[JsonValue] = [f"item {i}" for i in range(max((s.items for s in tree.walk()), default=0))]
+    result = asyncio.run(Runner(root).run("go", state={"items": items}))
+    made, calls = sum(m.passes for m in models), sum(m.calls for m in models)
+    assert made <= passes, f"{made} model passes (counted in the models) against max_iterations={passes}"
+    assert calls - made <= len(models), "at most one salvage call a run"
+    assert result.iterations == made, (result.iterations, made)
+    if tool_calls is not None:
+        assert tools.runs <= tool_calls, f"{tools.runs} tool runs against max_tool_calls={tool_calls}"
+    if result.outcome == "failed":
+        assert result.error is not None
+        assert "has spent its" not in result.error.message, result.error.message
