@@ -11,7 +11,8 @@ those of issue 7 ("a lean hot path") and issue 38 ("the hot path").
     ``Limits(max_iterations=K+10)`` and otherwise the defaults (the default deadline's timer is
     armed per run). The floor is the same loop written by hand on dicts, building its replies
     per call too. Microseconds per iteration at K = 1 (per run), 10 and 100, both loops
-    interleaved run after run (the order alternating), medians and the ratio of medians.
+    interleaved run after run (the order alternating), medians and the ratio of medians, of the
+    wall time and of each run's CPU time (a loaded machine moves the CPU time least).
     Targets (issue 38): <= 2x the floor per iteration at K = 10 and 100, <= 3x for a K=1 run.
     Figures of record: ../shared/bench-peers/interleave.py (fresh processes), where present.
 (a) engine overhead per loop iteration: a scripted model replies K times with one call of a
@@ -197,15 +198,20 @@ async def floor_run() -> Any:
             messages.append({"role": "tool", "tool_call_id": c["id"], "content": str(r)})
 
 
-async def peers_once(run: Callable[[], Awaitable[Any]], k: int) -> float:
-    """One run of ``run`` on a fresh script position (its own task, as the harness runs it): seconds."""
+async def peers_once(run: Callable[[], Awaitable[Any]], k: int, cpu: list[float] | None = None) -> float:
+    """One run of ``run`` on a fresh script position (its own task, as the harness runs it): its
+    wall seconds (its CPU seconds appended to ``cpu``, if given: the figure a loaded machine
+    moves least)."""
 
     async def one() -> float:
         st = PeersStep(k)
         PEERS_RUN.set(st)
+        cpu_started = time.process_time()
         started = time.perf_counter()
         out = await run()
         elapsed = time.perf_counter() - started
+        if cpu is not None:
+            cpu.append(time.process_time() - cpu_started)
         assert st.model_calls == k + 1 and st.tool_calls == k and PEERS_FINAL in str(out)
         return elapsed
 
@@ -223,6 +229,7 @@ async def peers_overhead(k: int, repeats: int) -> dict[str, Any]:
     per = max(k, 1)
     floor: list[float] = []
     lw: list[float] = []
+    cpu: dict[bool, list[float]] = {True: [], False: []}  # by "is loopwright"
     for _ in range(5):  # warm-up
         await peers_once(floor_run, k)
         await peers_once(lw_run, k)
@@ -230,9 +237,13 @@ async def peers_overhead(k: int, repeats: int) -> dict[str, Any]:
     for i in range(repeats):
         pair = (floor_run, lw_run) if i % 2 == 0 else (lw_run, floor_run)
         for run in pair:
-            (floor if run is floor_run else lw).append(await peers_once(run, k) / per)
+            (floor if run is floor_run else lw).append(await peers_once(run, k, cpu[run is lw_run]) / per)
     f_med, l_med = statistics.median(floor), statistics.median(lw)
+    f_cpu, l_cpu = statistics.median(cpu[False]) / per, statistics.median(cpu[True]) / per
     return {
+        "floor_cpu_median_us": f_cpu * 1e6,
+        "loopwright_cpu_median_us": l_cpu * 1e6,
+        "cpu_ratio_of_medians": ratio(l_cpu, f_cpu),
         "repeats": repeats,
         "floor_median_us": f_med * 1e6,
         "loopwright_median_us": l_med * 1e6,
@@ -251,7 +262,9 @@ def part_p(repeats: int) -> dict[str, Any]:
         unit = "per run      " if k == 1 else "per iteration"
         print(
             f"  K={k:<4} {unit} floor {r['floor_median_us']:6.1f}   loopwright {r['loopwright_median_us']:6.1f}   "
-            f"ratio of medians {r['ratio_of_medians']:4.2f}x, paired median {r['median_paired_ratio']:4.2f}x"
+            f"ratio of medians {r['ratio_of_medians']:4.2f}x, paired median {r['median_paired_ratio']:4.2f}x; "
+            f"CPU {r['floor_cpu_median_us']:5.1f} / {r['loopwright_cpu_median_us']:5.1f}, "
+            f"{r['cpu_ratio_of_medians']:4.2f}x"
         )
     iter_ok = all(out[k]["ratio_of_medians"] <= TARGET_PEERS_RATIO for k in ("K=10", "K=100"))
     short_ok = out["K=1"]["ratio_of_medians"] <= TARGET_PEERS_SHORT
