@@ -1,8 +1,20 @@
 """loopwright against a minimal hand-written asyncio loop doing the same work, side by side.
 
 Every figure is taken for both loops in the same invocation of this script; the targets are
-those of issue 7 ("a lean hot path").
+those of issue 7 ("a lean hot path") and issue 38 ("the hot path").
 
+(p) the peers workload, reported first (issue 38): the workload every peer framework is measured
+    on (the shared bench-peers harness, copied here so this script runs from a clean clone): a
+    model that builds each reply per call, with usage, as a provider adapter does (a validated
+    ``ModelResponse`` of a ``ToolCall`` add(a=i, b=1) with a fresh id, ``Usage`` of 1 in / 1 out
+    token and 1 request); one async no-op tool ``add``; the step kept per run in a ContextVar;
+    ``Limits(max_iterations=K+10)`` and otherwise the defaults (the default deadline's timer is
+    armed per run). The floor is the same loop written by hand on dicts, building its replies
+    per call too. Microseconds per iteration at K = 1 (per run), 10 and 100, both loops
+    interleaved run after run (the order alternating), medians and the ratio of medians, of the
+    wall time and of each run's CPU time (a loaded machine moves the CPU time least).
+    Targets (issue 38): <= 2x the floor per iteration at K = 10 and 100, <= 3x for a K=1 run.
+    Figures of record: ../shared/bench-peers/interleave.py (fresh processes), where present.
 (a) engine overhead per loop iteration: a scripted model replies K times with one call of a
     no-op tool, then with text; K = 10 and 100. Microseconds per iteration (one model call,
     one tool call) for both loops, run after run interleaved (the order alternating, so neither
@@ -45,6 +57,7 @@ those of issue 7 ("a lean hot path").
     functions were made tools once). Target (issue 25): plain functions <= 200 us.
 
 Usage:  python bench/bench_loop.py                       (all parts, about two minutes on 2 cores)
+        python bench/bench_loop.py --only p --repeats 300 (the peers workload alone)
         python bench/bench_loop.py --quick               (30 repeats; 2,000 runs and one round for (b))
         python bench/bench_loop.py --only a,c --repeats 500 --json bench.json
         python bench/bench_loop.py --only b --gc-off       ((b) without the garbage collector)
@@ -55,6 +68,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import gc
 import json
 import os
@@ -79,6 +93,7 @@ from loopwright import (
     TextPart,
     ToolCall,
     ToolResult,
+    Usage,
     tool,
 )
 from loopwright.data.events import trusted
@@ -94,6 +109,171 @@ TARGET_KIB_PER_RUN = 20.0  # (b): resident memory per concurrent run
 TARGET_IMPORT_MS = 150.0  # (d)
 TARGET_SHORT_RATIO = 3.0  # (e): a K=1 run, loopwright over the hand loop (issue 25)
 TARGET_AGENT_US = 200.0  # (f): Agent(...) with plain-function tools (issue 25)
+TARGET_PEERS_RATIO = 2.0  # (p): per iteration at K=10 and K=100, loopwright over the floor (issue 38)
+TARGET_PEERS_SHORT = 3.0  # (p): a K=1 run (issue 38)
+
+
+# ---------------------------------------------------------------- (p) the peers workload
+PEERS_FINAL = "done"
+PEERS_TASK = "Add numbers with the add tool until told to stop."
+
+
+class PeersStep:
+    """One run's script position: model calls 0..K-1 ask for add(a=i, b=1), call K answers."""
+
+    __slots__ = ("k", "model_calls", "tool_calls")
+
+    def __init__(self, k: int) -> None:
+        self.k, self.model_calls, self.tool_calls = k, 0, 0
+
+
+PEERS_RUN: contextvars.ContextVar[PeersStep] = contextvars.ContextVar("bench_peers_run")
+
+
+def peers_next_step() -> tuple[int, bool]:
+    st = PEERS_RUN.get()
+    i = st.model_calls
+    st.model_calls = i + 1
+    return i, i < st.k
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    PEERS_RUN.get().tool_calls += 1
+    return a + b
+
+
+class PeersModel:
+    """The peers harness's model: each reply built per call, validated, with usage, as an
+    adapter builds it from a provider's answer; the step from the run's ContextVar, so one
+    agent serves every run."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        i, is_tool = peers_next_step()
+        usage = Usage(input_tokens=1, output_tokens=1, requests=1)
+        if is_tool:
+            return ModelResponse(
+                parts=(ToolCall(id=f"call_{i}", name="add", args={"a": i, "b": 1}),),
+                stop_reason="tool_use",
+                usage=usage,
+            )
+        return ModelResponse(parts=(TextPart(text=PEERS_FINAL),), stop_reason="end_turn", usage=usage)
+
+
+def peers_runner(k: int) -> Runner:
+    return Runner(Agent(name="bench", model=PeersModel(), tools=[add], limits=Limits(max_iterations=k + 10)))
+
+
+async def floor_add(a: int, b: int) -> int:
+    PEERS_RUN.get().tool_calls += 1
+    return a + b
+
+
+FLOOR_TOOLS: dict[str, HandTool] = {"add": floor_add}
+
+
+async def floor_model(messages: History) -> Reply:
+    i, is_tool = peers_next_step()
+    if is_tool:
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": f"call_{i}", "name": "add", "arguments": {"a": i, "b": 1}}],
+        }
+    return {"role": "assistant", "content": PEERS_FINAL}
+
+
+async def floor_run() -> Any:
+    """The peers harness's floor: the same loop by hand on dicts."""
+    messages: History = [{"role": "user", "content": PEERS_TASK}]
+    while True:
+        msg = await floor_model(messages)
+        messages.append(msg)
+        calls = msg.get("tool_calls")
+        if not calls:
+            return msg["content"]
+        results = await asyncio.gather(*(FLOOR_TOOLS[c["name"]](**c["arguments"]) for c in calls))
+        for c, r in zip(calls, results, strict=True):
+            messages.append({"role": "tool", "tool_call_id": c["id"], "content": str(r)})
+
+
+async def peers_once(run: Callable[[], Awaitable[Any]], k: int, cpu: list[float] | None = None) -> float:
+    """One run of ``run`` on a fresh script position (its own task, as the harness runs it): its
+    wall seconds (its CPU seconds appended to ``cpu``, if given: the figure a loaded machine
+    moves least)."""
+
+    async def one() -> float:
+        st = PeersStep(k)
+        PEERS_RUN.set(st)
+        cpu_started = time.process_time()
+        started = time.perf_counter()
+        out = await run()
+        elapsed = time.perf_counter() - started
+        if cpu is not None:
+            cpu.append(time.process_time() - cpu_started)
+        assert st.model_calls == k + 1 and st.tool_calls == k and PEERS_FINAL in str(out)
+        return elapsed
+
+    return await asyncio.create_task(one())
+
+
+async def peers_overhead(k: int, repeats: int) -> dict[str, Any]:
+    runner = peers_runner(k)
+
+    async def lw_run() -> Any:
+        result = await runner.run(PEERS_TASK)
+        assert result.outcome == "final"
+        return result.output
+
+    per = max(k, 1)
+    floor: list[float] = []
+    lw: list[float] = []
+    cpu: dict[bool, list[float]] = {True: [], False: []}  # by "is loopwright"
+    for _ in range(5):  # warm-up
+        await peers_once(floor_run, k)
+        await peers_once(lw_run, k)
+    gc.collect()
+    for i in range(repeats):
+        pair = (floor_run, lw_run) if i % 2 == 0 else (lw_run, floor_run)
+        for run in pair:
+            (floor if run is floor_run else lw).append(await peers_once(run, k, cpu[run is lw_run]) / per)
+    f_med, l_med = statistics.median(floor), statistics.median(lw)
+    f_cpu, l_cpu = statistics.median(cpu[False]) / per, statistics.median(cpu[True]) / per
+    return {
+        "floor_cpu_median_us": f_cpu * 1e6,
+        "loopwright_cpu_median_us": l_cpu * 1e6,
+        "cpu_ratio_of_medians": ratio(l_cpu, f_cpu),
+        "repeats": repeats,
+        "floor_median_us": f_med * 1e6,
+        "loopwright_median_us": l_med * 1e6,
+        "ratio_of_medians": ratio(l_med, f_med),
+        "median_paired_ratio": statistics.median(ratio(x, y) for x, y in zip(lw, floor, strict=True)),
+    }
+
+
+def part_p(repeats: int) -> dict[str, Any]:
+    print(
+        f"(p) the peers workload (a reply built per call, with usage): {repeats} runs of each, interleaved; median us"
+    )
+    out: dict[str, Any] = {}
+    for k in (1, 10, 100):
+        r = out[f"K={k}"] = asyncio.run(peers_overhead(k, repeats))
+        unit = "per run      " if k == 1 else "per iteration"
+        print(
+            f"  K={k:<4} {unit} floor {r['floor_median_us']:6.1f}   loopwright {r['loopwright_median_us']:6.1f}   "
+            f"ratio of medians {r['ratio_of_medians']:4.2f}x, paired median {r['median_paired_ratio']:4.2f}x; "
+            f"CPU {r['floor_cpu_median_us']:5.1f} / {r['loopwright_cpu_median_us']:5.1f}, "
+            f"{r['cpu_ratio_of_medians']:4.2f}x"
+        )
+    iter_ok = all(out[k]["ratio_of_medians"] <= TARGET_PEERS_RATIO for k in ("K=10", "K=100"))
+    short_ok = out["K=1"]["ratio_of_medians"] <= TARGET_PEERS_SHORT
+    out["target_ratio_met"], out["target_short_met"] = iter_ok, short_ok
+    print(
+        f"  target <= {TARGET_PEERS_RATIO:g}x per iteration at K=10, 100: {verdict(iter_ok)};"
+        f" <= {TARGET_PEERS_SHORT:g}x a K=1 run: {verdict(short_ok)}"
+    )
+    return out
 
 
 # ---------------------------------------------------------------- the hand-written loop
@@ -770,14 +950,14 @@ def part_f(repeats: int) -> dict[str, Any]:
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "--quick", action="store_true", help="30 repeats for (a), (e), (f); 2,000 runs and 1 round for (b)"
+        "--quick", action="store_true", help="30 repeats for (p), (a), (e), (f); 2,000 runs and 1 round for (b)"
     )
     parser.add_argument("--rounds", type=int, help="rounds of the three loops for (b) (default 3, 1 with --quick)")
     parser.add_argument(
-        "--repeats", type=int, help="samples of each loop for (a), (e) and (f) (default 200, 30 with --quick)"
+        "--repeats", type=int, help="samples of each loop for (p), (a), (e) and (f) (default 200, 30 with --quick)"
     )
     parser.add_argument(
-        "--only", default="a,b,c,d,e,f", help="comma-separated parts to run, of a,b,c,d,e,f (default all)"
+        "--only", default="p,a,b,c,d,e,f", help="comma-separated parts to run, of p,a,b,c,d,e,f (default all)"
     )
     parser.add_argument("--batch", type=int, default=10, help="runs per sample for (e) (default 10)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write every figure to PATH as JSON")
@@ -789,8 +969,8 @@ def parse_args() -> argparse.Namespace:
     if args.child:
         return args
     args.parts = {p.strip() for p in args.only.split(",") if p.strip()}
-    if not args.parts or args.parts - set("abcdef"):
-        parser.error(f"--only takes parts among a,b,c,d,e,f, not {args.only!r}")
+    if not args.parts or args.parts - set("pabcdef"):
+        parser.error(f"--only takes parts among p,a,b,c,d,e,f, not {args.only!r}")
     args.repeats = args.repeats if args.repeats is not None else 30 if args.quick else 200
     args.rounds = args.rounds if args.rounds is not None else 1 if args.quick else 3
     if min(args.repeats, args.rounds, args.batch) < 1:
@@ -817,6 +997,7 @@ def main() -> None:
     }
     print(f"python {figures['python']}, {figures['cores']} cores")
     parts: dict[str, Callable[[], dict[str, Any]]] = {
+        "p": lambda: part_p(args.repeats),
         "a": lambda: part_a(args.repeats),
         "b": lambda: part_b(2_000 if args.quick else 10_000, args.rounds, args.gc_off),
         "c": part_c,

@@ -113,6 +113,7 @@ class Run:
         "_held",
         "_in_stage",
         "_loop",
+        "_mark",
         "_overdue",
         "_own",
         "_save",
@@ -168,6 +169,8 @@ class Run:
         """``id()`` of the waiter first in the loop's line when last looked (see _must_yield):
         an id, not the handle, so a run never keeps another task's finished step alive."""
         self._held = 0
+        self._mark: list[bool] | None = None
+        """On a loop that is not asyncio's own: the marker this run last gave the loop (see _probe)."""
         self._timer: asyncio.TimerHandle | None = None
         """The run's one deadline timer (armed at its first step when it has ``timeout_s``)."""
         self._in_stage = False
@@ -540,9 +543,9 @@ class Run:
             loop = self._loop = asyncio.get_running_loop()
             self._yielded = _monotonic()
             if not hasattr(loop, "_ready") or type(loop).time is not _BASE_TIME:
-                loop = self._loop = OTHER_LOOP  # not asyncio's own: yield at every transition
+                loop = self._loop = OTHER_LOOP  # not asyncio's own: a marker tells when the loop has run
         if loop is OTHER_LOOP:
-            return True
+            return self._probe()
         ready = loop._ready
         if ready:
             waiter = ready[0]
@@ -555,6 +558,23 @@ class Run:
             waiter = scheduled[0]
         if id(waiter) != self._waiter:  # (a reused id only makes the run yield sooner)
             self._waiter, self._held = id(waiter), 0
+            return False
+        self._held += 1
+        return self._held >= HOLD
+
+    def _probe(self) -> bool:
+        """The fairness probe on any event loop (uvloop's has no ``_ready`` to look at): the run
+        gives the loop a marker (``call_soon``) and goes on; when the loop has run the marker
+        (a stage suspended, or the run yielded), the loop has run since, and a new marker is
+        given; a marker still waiting ``HOLD`` stages later means the loop has not run, and
+        the run yields. So a waiting task runs within ``HOLD`` + 1 stages, as on asyncio's own
+        loop, and a run that suspends anyway pays no extra round trip of the loop (not a
+        yield at every transition)."""
+        mark = self._mark
+        if mark is None or mark[0]:
+            mark = self._mark = [False]
+            asyncio.get_running_loop().call_soon(mark.__setitem__, 0, True)
+            self._held = 0
             return False
         self._held += 1
         return self._held >= HOLD

@@ -1,0 +1,47 @@
+"""The fairness probe on any event loop (issue 38, item 5): on a loop that is not asyncio's own
+(uvloop), a run that never suspends lets the loop run within ``HOLD`` + 1 stages — not at every
+transition, which made uvloop slower than asyncio's loop per iteration."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import loopwright.loop.run as run_module
+from loopwright import Agent, Limits, Runner, ScriptedModel, ToolCall, tool
+
+uvloop = pytest.importorskip("uvloop")
+
+
+@tool(blocking=False)
+def inline(n: int) -> int:
+    """Returns at once, on the loop."""
+    return n
+
+
+def _yields_of_a_lone_run(factory: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """(yields, transitions) of a run that never suspends, alone on the loop ``factory`` makes."""
+    calls: list[Any] = [[ToolCall(name="inline", args={"n": n})] for n in range(20)]
+    agent = Agent(name="busy", model=ScriptedModel([*calls, "done"]), tools=[inline], limits=Limits(max_iterations=30))
+    monkeypatch.setattr(run_module, "SLICE_S", float("inf"))  # the time-based yield off: yields are the probe's
+    yields = 0
+    sleep = asyncio.sleep
+
+    async def counted(delay: float, result: Any = None) -> Any:
+        nonlocal yields
+        yields += delay == 0
+        return await sleep(delay, result)
+
+    monkeypatch.setattr(asyncio, "sleep", counted)
+    with asyncio.Runner(loop_factory=factory) as runner:
+        result = runner.run(Runner(agent).run("go"))
+    assert result.outcome == "final" and result.output == "done"
+    return yields, len(result.trace) - 1
+
+
+@pytest.mark.parametrize("factory", [asyncio.new_event_loop, uvloop.new_event_loop], ids=["asyncio", "uvloop"])
+def test_a_lone_run_yields_at_most_once_in_hold_plus_one_stages(factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    yields, transitions = _yields_of_a_lone_run(factory, monkeypatch)
+    assert yields <= transitions // (run_module.HOLD + 1) + 1, f"{yields} yields in {transitions} transitions"

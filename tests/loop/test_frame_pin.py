@@ -1,0 +1,112 @@
+"""The hot path's pin (issue 38): the Python frames and calls one run of K=100 iterations enters
+on the peers workload, counted with ``sys.setprofile``, against pinned numbers (the test suite's own row-coverage
+instrument is taken off while counting: users' runs do not have it).
+
+The peers workload (``../shared/bench-peers/``, ``bench/bench_loop.py`` part (p)): a model that
+builds each reply per call, validated, with usage, as a provider adapter does; one async no-op
+tool; the runner reused; the default limits but ``max_iterations``. A count is
+load-independent where a time is not: the run's time-based yield (``SLICE_S`` in
+``engine/loop/run.py``, once a millisecond) is pinned off here, and the collector is off while
+counting, so the count is exact, the same on every run and every machine of one CPython version.
+
+The rule: **a change that must add frames to the hot path raises the pin in the same commit and
+says why** (in the commit message and beside the pin). A change that removes frames lowers the
+pin in the same commit: the test also fails when the count falls more than one frame an
+iteration below the pin, so the pin stays tight and the next addition is seen.
+
+The counts include the workload's own frames (the model's ``complete``, its step, the tool) and
+asyncio's, as the issue's figures do: per iteration = the run's count / K.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import gc
+import sys
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import loopwright.loop.run as run_module
+from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, TextPart, ToolCall, Usage, tool
+
+K = 100
+PIN_FRAMES = 8710
+"""Python frames one K=100 run enters (87.10 an iteration; frames.py, with its yields: 96.5; the floor:
+51). Issue 38's target: <= 60 an iteration."""
+PIN_CALLS = 21316
+"""Python frames and C calls one K=100 run enters (213.16 an iteration; the floor: 98)."""
+
+_STEP: contextvars.ContextVar[list[int]] = contextvars.ContextVar("frame_pin_step")
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+class PeersModel:
+    """The peers harness's model: a reply built per call, with usage."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        step = _STEP.get()
+        i = step[0]
+        step[0] = i + 1
+        usage = Usage(input_tokens=1, output_tokens=1, requests=1)
+        if i < K:
+            call = ToolCall(id=f"call_{i}", name="add", args={"a": i, "b": 1})
+            return ModelResponse(parts=(call,), stop_reason="tool_use", usage=usage)
+        return ModelResponse(parts=(TextPart(text="done"),), stop_reason="end_turn", usage=usage)
+
+
+def count_run() -> Counter[tuple[str, str]]:
+    """Frames ("py", name) and C calls ("C", name) of one K=100 run, after two warm-up runs."""
+    runner = Runner(Agent(name="bench", model=PeersModel(), tools=[add], limits=Limits(max_iterations=K + 10)))
+    counts: Counter[tuple[str, str]] = Counter()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            counts["py", f"{frame.f_code.co_filename.rsplit('/', 2)[-2:]}:{frame.f_code.co_name}"] += 1
+        elif event == "c_call":
+            counts["C", getattr(arg, "__qualname__", str(arg))] += 1
+
+    async def one(counted: bool) -> None:
+        _STEP.set([0])
+        if counted:
+            sys.setprofile(profile)
+        try:
+            result = await runner.run("Add numbers with the add tool until told to stop.")
+        finally:
+            sys.setprofile(None)
+        assert result.outcome == "final" and result.output == "done"
+
+    async def main() -> None:
+        await asyncio.create_task(one(False))
+        await asyncio.create_task(one(False))
+        gc.collect()
+        gc.disable()
+        try:
+            await asyncio.create_task(one(True))
+        finally:
+            gc.enable()
+
+    asyncio.run(main())
+    return counts
+
+
+def test_frames_of_an_iteration_stay_within_the_pin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run_module, "SLICE_S", float("inf"))  # no time-based yield: the count is exact
+    for hook in ("transition", "event", "finish", "start"):  # the suite's row coverage is not the workload's
+        monkeypatch.setattr(run_module.INSTRUMENTS, hook, [])
+    counts = count_run()
+    frames = sum(n for (kind, _), n in counts.items() if kind == "py")
+    calls = sum(counts.values())
+    top = ", ".join(f"{name} {n}" for (kind, name), n in counts.most_common() if kind == "py" and n >= K)
+    figures = f"{frames} frames ({frames / K:.2f} an iteration), {calls} calls ({calls / K:.2f}); per run: {top}"
+    assert frames <= PIN_FRAMES, f"the hot path grew past the pin ({PIN_FRAMES} frames): {figures}"
+    assert calls <= PIN_CALLS, f"the hot path grew past the pin ({PIN_CALLS} calls): {figures}"
+    assert frames > PIN_FRAMES - K, f"frames dropped: lower PIN_FRAMES to {frames} ({figures})"
+    assert calls > PIN_CALLS - 2 * K, f"calls dropped: lower PIN_CALLS to {calls} ({figures})"
