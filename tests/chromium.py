@@ -30,9 +30,12 @@ CHROMIUM_ARGS = [
 ]
 
 
-def playwright_or_skip() -> Any:
-    """playwright's ``sync_playwright``; or skip the test (fail it in CI), saying what is missing."""
-    why = None if dot_available() else "the pages' drawings need Graphviz (apt-get install graphviz)"
+def playwright_or_skip(*, needs_graphviz: bool = True) -> Any:
+    """playwright's ``sync_playwright``; or skip the test (fail it in CI), saying what is missing
+    (Graphviz too, unless ``needs_graphviz=False``: a test of the drawing without it)."""
+    why = None
+    if needs_graphviz and not dot_available():
+        why = "the pages' drawings need Graphviz (apt-get install graphviz)"
     if why is None and not os.access(CHROMIUM, os.X_OK):
         why = f"no Chromium at {CHROMIUM} (apt-get install chromium)"
     try:

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests import ROOT
-from tests.chromium import CHROMIUM, CHROMIUM_ARGS
+from tests.chromium import CHROMIUM, CHROMIUM_ARGS, playwright_or_skip
 from tests.serve_agents import free_port
 
 pytestmark = pytest.mark.browser
@@ -35,16 +35,7 @@ SERVE = (
 def chromium() -> Iterator[Any]:
     """A headless Chromium; skipped loudly without Chromium or playwright (failed in CI). Unlike
     tests/chromium.py's fixture it does not ask for Graphviz: the point is to do without it."""
-    why = None if os.access(CHROMIUM, os.X_OK) else f"no Chromium at {CHROMIUM} (apt-get install chromium)"
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        why = why or "the playwright package is missing (pip install -e '.[dev]')"
-    if why is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"the browser tests must run in CI: {why}")
-        print(f"\nSKIPPED browser test: {why}", file=sys.stderr)
-        pytest.skip(why)
+    sync_playwright = playwright_or_skip(needs_graphviz=False)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
