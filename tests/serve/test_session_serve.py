@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,13 @@ from loopwright.stores.sessions import SQLiteSessions
 from tests.serve_agents import serving
 
 
-def reply(request: ModelRequest) -> ModelResponse:
-    time.sleep(0.3 if request.messages[-1].text == "slow" else 0)
+released = threading.Event()  # the "slow" run answers only once the test has seen its session busy
+
+
+async def reply(request: ModelRequest) -> ModelResponse:
+    deadline = time.monotonic() + 15
+    while request.messages[-1].text == "slow" and not released.is_set() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
     return ModelResponse(parts=(TextPart(text=f"seen {len(request.messages)}"),))
 
 
@@ -44,6 +50,7 @@ def test_a_request_names_the_users_session(tmp_path: Path) -> None:
     db = tmp_path / "app.db"
     served = app([chat], store=f"sqlite:///{db}", auth=user, sessions=SQLiteSessions(db))
     ada, bob = {"x-user": "ada"}, {"x-user": "bob"}
+    released.clear()
     with serving(served) as base, httpx.Client(base_url=base) as c:
         first = c.post("/runs", json={"input": "hello", "session": "s1"}, headers=ada)
         assert first.status_code == 202, first.text
@@ -55,6 +62,7 @@ def test_a_request_names_the_users_session(tmp_path: Path) -> None:
         slow = c.post("/runs", json={"input": "slow", "session": "s2"}, headers=ada).json()["run_id"]
         busy = c.post("/runs", json={"input": "meanwhile", "session": "s2"}, headers=ada)
         assert busy.status_code == 409 and "is held by run" in busy.json()["error"]
+        released.set()
         assert ended(c, slow, ada)["outcome"] == "final"
     saved = asyncio.run(SQLiteSessions(db).load(("chat", "ada", "s1")))
     assert saved is not None and len(saved.messages) == 4
