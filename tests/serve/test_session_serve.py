@@ -17,14 +17,12 @@ from loopwright.serve import app
 from loopwright.stores.sessions import SQLiteSessions
 from tests.serve_agents import serving
 
-
 released = threading.Event()  # the "slow" run answers only once the test has seen its session busy
 
 
 async def reply(request: ModelRequest) -> ModelResponse:
-    deadline = time.monotonic() + 15
-    while request.messages[-1].text == "slow" and not released.is_set() and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
+    if request.messages[-1].text == "slow":
+        await asyncio.to_thread(released.wait, 15)
     return ModelResponse(parts=(TextPart(text=f"seen {len(request.messages)}"),))
 
 
