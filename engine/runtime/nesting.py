@@ -236,37 +236,104 @@ def _no_salvage(rs: RunState) -> None:
 
 class CostUp(Up):
     """The link of a child with a run above it that has a ``max_cost_usd``: its model calls
-    also check that budget (a child of runs without one is a plain :class:`Up`)."""
+    also check that budget (a child of runs without one is a plain :class:`Up`).
 
-    __slots__ = ()
+    Each call **reserves** its estimated cost on every run above with a cap before it is sent,
+    so calls in flight at once (parallel branches, a reply's agent tools) see each other: a call
+    is made only when the spent cost, plus what the calls in flight below that run have reserved,
+    plus its own estimate fits the cap. The reservation stands until the child's next model call
+    or its end (it suspends, is paused, fails or is cancelled: :meth:`end`), when it is released
+    and its real cost, sent up, takes its place. A call whose cost cannot be estimated (the first
+    call of a model without a price, with no call below that run seen yet) is made alone: it
+    reserves all the room left, and is refused while any other call below the capped run is in
+    flight. So, when each model's calls cost no more than the estimate (its last call's cost, the
+    largest call seen above for a first call, at least its input at its price), the tree spends
+    at most its cap; a call dearer than its estimate overshoots by what it costs over it, and
+    the unknown first call, made alone, by what it costs over the room left (nothing is called
+    after it)."""
+
+    __slots__ = ("reserved",)
+
+    def __init__(self, child: RunState, above: tuple[RunState, ...], depth: int, links: tuple[Up, ...] = ()) -> None:
+        super().__init__(child, above, depth, links)
+        self.reserved: Decimal | None = None
+        """What this child's call in flight has reserved on each capped run above (None: no call)."""
 
     def refuses(self, rs: RunState, ctx: Any, last: Any = None) -> bool:
+        self.release(last)
         if rs.usage is not self.sent_usage or rs.tool_calls_made != self.sent_calls:
             self.send(rs)
-        estimate: Decimal | None = None
-        for up in self.above:
-            cap = up.limits.max_cost_usd
-            if cap is None:
-                continue
-            spent = cost_spent(up.usage)
-            if spent < cap:
-                if estimate is None:
-                    estimate = self.estimate(rs, ctx, last)
-                if spent + estimate <= Decimal(str(cap)):
+        own = self.estimate(rs, ctx, last)
+        with _charging:
+            estimate = own if own is not None else _largest_seen(self.above)
+            for up in self.above:
+                cap = up.limits.max_cost_usd
+                if cap is None:
                     continue
-            shown = "an unknown amount: a model without a price" if spent == _UNKNOWN else f"${spent}"
-            more = "" if spent >= cap else f" and this call would cost about ${estimate}"
-            return _refuse(rs, ctx, ErrorInfo(  # (the table's cost-budget row: done, naming it)
-                kind="cost_budget",
-                message=f"run {up.run_id!r} above this run has spent {shown} of its max_cost_usd={cap:g} (with "
-                f"its nested runs){more}; the model call was not made",
-            ))  # fmt: skip
-        return Up.refuses(self, rs, ctx, last)
+                spent, room = cost_spent(up.usage), _ROOMS.get(id(up))
+                held = room.reserved if room is not None else Decimal(0)
+                if spent < cap and (
+                    (estimate is not None and spent + held + estimate <= Decimal(str(cap)))
+                    or (estimate is None and (room is None or not room.calls))  # unknown: made alone
+                ):
+                    continue
+                return _refuse(rs, ctx, ErrorInfo(  # (the table's cost-budget row: done, naming it)
+                    kind="cost_budget", message=_over(up, cap, spent, held, estimate, room),
+                ))  # fmt: skip
+            self.reserve(estimate)
+        if Up.refuses(self, rs, ctx, last):
+            self.release(None)
+            return True
+        return False
+
+    def reserve(self, estimate: Decimal | None) -> None:
+        """Reserve ``estimate`` (None: all the room left) on every capped run above (under the lock)."""
+        amount = estimate
+        if amount is None:
+            amount = Decimal(0)
+            for up in self.above:
+                cap = up.limits.max_cost_usd
+                if cap is not None:
+                    amount = max(amount, Decimal(str(cap)) - cost_spent(up.usage))
+        for up in self.above:
+            if up.limits.max_cost_usd is not None:
+                room = _ROOMS.get(id(up))
+                if room is None:
+                    room = _ROOMS[id(up)] = _Room()
+                room.reserved += amount
+                room.calls += 1
+                room.alone = room.alone or estimate is None
+        self.reserved = amount
+
+    def release(self, last: Any) -> None:
+        """The call in flight (if any) is over: its reservation is released on every run above
+        (its real cost goes up with the child's usage); ``last`` is its reply, whose cost the
+        runs above keep as the largest call seen (a first call's estimate of a model without a price)."""
+        amount = self.reserved
+        if amount is None:
+            return
+        cost = last.usage.cost_usd if last is not None else None
+        with _charging:
+            self.reserved = None
+            for up in self.above:
+                room = _ROOMS.get(id(up))
+                if room is None:
+                    continue
+                room.reserved -= amount
+                room.calls -= 1
+                room.alone = False
+                if cost is not None and (room.largest is None or cost > room.largest):
+                    room.largest = cost
+
+    def end(self, rs: RunState) -> None:
+        self.release(rs.response)
+        Up.end(self, rs)
 
     @staticmethod
-    def estimate(rs: RunState, ctx: Any, last: Any) -> Decimal:
+    def estimate(rs: RunState, ctx: Any, last: Any) -> Decimal | None:
         """What the child's next call will cost (as :func:`~loopwright.runtime.model_choice.call_estimate`:
-        its input at the least, or ``last`` reply's cost, the larger)."""
+        its input at the least, or ``last`` reply's cost, the larger); None: unknown (a model
+        without a price, before its first reply)."""
         from ..models.prices import least_input_cost  # (no import of model_choice: it imports the context)
 
         agent = ctx.agent
@@ -274,19 +341,74 @@ class CostUp(Up):
         name = next((v for a in ("model", "name") if isinstance(v := getattr(model, a, None), str) and v), None)
         least = least_input_cost(name, rs.request) if rs.request is not None else None
         cost = last.usage.cost_usd if last is not None else None
+        if least is None and cost is None:
+            return None
         return max(least or Decimal(0), cost or Decimal(0))
 
-    def cost_room(self) -> Decimal | None:
-        """The least room left in ``max_cost_usd`` of the runs above (None: none has one)."""
+    def cost_room(self, held: bool = True) -> Decimal | None:
+        """The least room left in ``max_cost_usd`` of the runs above, less what calls in flight
+        have reserved there (not with ``held=False``: a child's own cap as it starts or rejoins,
+        which its calls' reservations then keep within the room); None: none has one."""
         least: Decimal | None = None
         for up in self.above:
             cap = up.limits.max_cost_usd
             if cap is not None:
                 spent = cost_spent(up.usage)
+                room = _ROOMS.get(id(up)) if held else None
                 left = Decimal(0) if spent == _UNKNOWN else Decimal(str(cap)) - spent
+                if room is not None:
+                    left -= room.reserved
                 if least is None or left < least:
                     least = left
         return least
+
+
+class _Room:
+    """The calls in flight below a run with a ``max_cost_usd`` (kept while there is one)."""
+
+    __slots__ = ("alone", "calls", "largest", "reserved")
+
+    def __init__(self) -> None:
+        self.reserved = Decimal(0)
+        self.calls = 0
+        self.alone = False
+        self.largest: Decimal | None = None
+
+
+_ROOMS: dict[int, _Room] = {}
+"""By ``id`` of a run with a ``max_cost_usd``: what the calls in flight below it have reserved,
+and the dearest call seen below it (dropped when that run ends, suspends or is paused: :func:`charge`)."""
+
+
+def _largest_seen(above: tuple[RunState, ...]) -> Decimal | None:
+    """The dearest call seen below the runs ``above`` (None: none yet)."""
+    found: Decimal | None = None
+    for up in above:
+        room = _ROOMS.get(id(up))
+        if room is not None and room.largest is not None and (found is None or room.largest > found):
+            found = room.largest
+    return found
+
+
+def _over(up: RunState, cap: float, spent: Decimal, held: Decimal, estimate: Decimal | None, room: _Room | None) -> str:
+    shown = "an unknown amount: a model without a price" if spent == _UNKNOWN else f"${spent}"
+    if spent >= cap:
+        more = ""
+    elif estimate is None:
+        more = (
+            " and this call's cost cannot be estimated (a model without a price, before its first reply), so it is "
+            "made only when no other call below that run is in flight; give the model a price (register_price)"
+        )
+    else:
+        more = f" and this call would cost about ${estimate}"
+        if held:
+            more += f" with ${held} reserved by calls in flight"
+            if room is not None and room.alone:
+                more += " (one of them of unknown cost, made alone)"
+    return (
+        f"run {up.run_id!r} above this run has spent {shown} of its max_cost_usd={cap:g} (with its nested runs)"
+        f"{more}; the model call was not made"
+    )
 
 
 _UNKNOWN = Decimal("Infinity")
@@ -419,7 +541,7 @@ def _by_deadline(rs: RunState, parent: RunState) -> None:
 def _cost_cap(rs: RunState, link_: CostUp, parent: RunState, room: dict[str, Any]) -> None:
     """A new child's ``max_cost_usd``: the least room left above, where smaller than its own
     (into ``room``); none left: it does not start."""
-    cost = link_.cost_room()
+    cost = link_.cost_room(held=False)
     if cost is None:
         return
     if cost <= 0:
@@ -446,6 +568,8 @@ def charge(rs: RunState) -> None:
     up = _UPS.pop(id(rs), None)
     if up is not None:
         up.end(rs)
+    if _ROOMS:  # (a run with a max_cost_usd whose children called models: what it kept of them goes)
+        _ROOMS.pop(id(rs), None)
 
 
 # ------------------------------------------------------------------ a nested run resumed rejoins the runs above
@@ -513,7 +637,7 @@ def _room_over(rs: RunState, link_: Up) -> dict[str, Any]:
     tokens, spent = link_.token_room(), rs.usage.total_tokens
     if tokens is not None and (own.max_total_tokens is None or spent + max(tokens, 0) < own.max_total_tokens):
         room["max_total_tokens"] = spent + max(tokens, 0)
-    cost = link_.cost_room() if isinstance(link_, CostUp) else None
+    cost = link_.cost_room(held=False) if isinstance(link_, CostUp) else None
     if cost is not None and rs.usage.cost_usd is not None:
         mine = rs.usage.cost_usd + max(cost, Decimal(0))
         if own.max_cost_usd is None or mine < Decimal(str(own.max_cost_usd)):

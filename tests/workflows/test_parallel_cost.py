@@ -8,9 +8,12 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, ScriptedModel, TextPart, ToolCall, tool
 from loopwright.data.events import Usage
+from loopwright.runtime import nesting
 from loopwright.testing import CountingModel
 from loopwright.workflows import ParallelAgent
 
@@ -35,12 +38,6 @@ def branch(name: str) -> tuple[Agent, CountingModel]:
     return Agent(name=name, model=model, tools=[look]), model
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="S4 is open: each branch's call is checked against the room above, but calls in flight at once "
-    "reserve nothing, and a first call of a model without a price is estimated at $0 (2 branches spend $0.60, "
-    "8 spend $1.05 against $0.50); it needs a reservation per call in flight (issue 42)",
-)
 @pytest.mark.parametrize("branches", [2, 8])
 def test_parallel_branches_spend_at_most_the_parents_cap(branches: int) -> None:
     made = [branch(f"b{i}") for i in range(branches)]
@@ -50,3 +47,54 @@ def test_parallel_branches_spend_at_most_the_parents_cap(branches: int) -> None:
     assert spent <= Decimal("0.5"), f"{branches} branches spent ${spent} against max_cost_usd=0.50"
     assert result.outcome in ("limit", "salvaged"), (result.outcome, result.error)
     assert result.limit == "max_cost_usd"
+
+
+def priced(name: str, cost: Decimal, wants: int) -> tuple[Agent, CountingModel]:
+    """A branch whose every call costs ``cost`` (reported by the model: no price table entry) and
+    that wants ``wants`` tool calls before it answers."""
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        usage = Usage(input_tokens=10, output_tokens=10, requests=1, cost_usd=cost)
+        made = sum(1 for m in request.messages if m.role == "assistant")
+        if request.tool_choice == "none" or made >= wants:
+            return ModelResponse(parts=(TextPart(text=f"{name} done"),), stop_reason="end_turn", usage=usage)
+        return ModelResponse(parts=(ToolCall(name="look", args={"n": made}),), stop_reason="tool_use", usage=usage)
+
+    model = CountingModel(ScriptedModel(reply))
+    return Agent(name=name, model=model, tools=[look]), model
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    costs=st.lists(st.integers(1, 40), min_size=1, max_size=6),
+    same=st.booleans(),
+    wants=st.integers(0, 6),
+    cap_cents=st.integers(5, 120),
+)
+def test_parallel_branches_never_spend_past_the_cap(costs: list[int], same: bool, wants: int, cap_cents: int) -> None:
+    """The bound (docs/guide/workflows.md, "Cost under parallel children"): each call's estimate
+    is reserved on the capped runs above before it is sent, so the tree spends at most its cap
+    plus what calls cost over their estimates. A branch's call is estimated at its last call's
+    cost, its first at the dearest call seen under the cap (the first of all, whose cost nothing
+    tells, is made alone, with all the room reserved). So with one price for every call the
+    tree spends at most its cap (or, a call dearer than the whole cap, that one call and nothing
+    after it); with branches of different prices, at most one call per branch (its first)
+    costs more than its estimate."""
+    if same:
+        costs = [costs[0]] * len(costs)
+    cap = Decimal(cap_cents) / 100
+    made = [priced(f"b{i}", Decimal(c) / 100, wants) for i, c in enumerate(costs)]
+    tree = ParallelAgent("fan", branches=[a for a, _ in made], limits=Limits(max_cost_usd=float(cap)))
+    result = Runner(tree).run_sync("go")
+    spent = sum((m.cost_usd or Decimal(0) for _, m in made), Decimal(0))
+    prices = [Decimal(c) / 100 for c in costs]
+    if same and prices[0] <= cap:
+        assert spent <= cap, f"branches of {costs[0]} cents a call under a {cap_cents}-cent cap spent ${spent}"
+    elif same:  # a first call dearer than the whole cap: made alone, nothing after it
+        assert spent == prices[0], (costs, cap, spent)
+    else:
+        assert spent < cap + sum(prices), (costs, cap, spent)
+    assert not nesting._ROOMS, "a reservation was left behind"
+    assert result.outcome != "failed", result.error
+    if any(m.calls == 0 for _, m in made):  # a branch refused: the tree ends on its budget
+        assert result.outcome == "limit" and result.limit == "max_cost_usd", (result.outcome, result.limit)
