@@ -25,8 +25,9 @@ A child charges every run above it as it goes, not when it ends, so runs that go
   [request_over_cost_budget]``, outcome ``"limit"``, naming ``max_cost_usd``) when a run above
   has no room for its estimated cost (its input at the least, or the last step's cost); a cost
   that is unknown (a model without a price) stays unknown up the tree and, as for a lone run,
-  spends any cost budget. Only children of runs with a ``max_cost_usd`` check it
-  (:class:`CostUp`): others pay nothing for it.
+  spends any cost budget. Calls in flight at once reserve their estimate on the runs above
+  (:class:`CostUp`, which states the bound). Only children of runs with a ``max_cost_usd`` check
+  it: others pay nothing for it.
 
 Each spend reaches each run above once: what a child sends its parent also went to every run
 above the parent, so it counts as sent by the parent too (a run two levels down is not counted
@@ -397,7 +398,8 @@ def _over(up: RunState, cap: float, spent: Decimal, held: Decimal, estimate: Dec
     elif estimate is None:
         more = (
             " and this call's cost cannot be estimated (a model without a price, before its first reply), so it is "
-            "made only when no other call below that run is in flight; give the model a price (register_price)"
+            "made only when no other call below that run is in flight; give the model a price "
+            "(loopwright.models.register_price)"
         )
     else:
         more = f" and this call would cost about ${estimate}"
