@@ -263,6 +263,8 @@ def _returned(call: ToolCall, value: Any, ctx: RunContext) -> CallOutcome:
         return result(call, value, False)
     if isinstance(value, Pending):
         return _wait(call, "result", value.detail or f"{call.name} is still running")
+    if kind is PendingRequest and value.call_id == call.id:  # (agent_tool: its child waits, the call with it)
+        return value  # type: ignore[no-any-return]
     return value_result(call, value, ctx)
 
 

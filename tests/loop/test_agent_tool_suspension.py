@@ -1,0 +1,96 @@
+"""An ``agent_tool`` child that waits for a person suspends the runs above it, and the top run's
+resume hands the decision down: the child goes on where it stopped, the approved call runs
+exactly once, and the whole tree ends (issue 37). Before, the child's wait ended the call with
+a ToolError ("needs a person's decision, which a nested run cannot wait for")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loopwright import Agent, Limits, Runner, ScriptedModel, ToolCall, approve, deny, tool
+from loopwright.loop.subrun import agent_tool
+from loopwright.stores import SQLiteStore
+from loopwright.testing import CountingModel
+from loopwright.workflows import SequentialAgent
+
+RAN: list[int] = []
+
+
+@tool(requires_confirmation=True)
+async def refund(amount: int) -> str:
+    """Refund an amount (a person approves it)."""
+    RAN.append(amount)
+    return f"refunded {amount}"
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    RAN.clear()
+
+
+def _tree(restarted: bool = False) -> tuple[Agent, CountingModel, CountingModel]:
+    """A desk agent that asks the billing agent (as a tool) to refund 5; billing's refund waits.
+    ``restarted``: the scripts go on from the wait (a new process's models)."""
+    asks = [] if restarted else [[ToolCall(id="r1", name="refund", args={"amount": 5})]]
+    billing_model = CountingModel(ScriptedModel([*asks, "Refund done."]))
+    billing = Agent(name="billing", model=billing_model, tools=[refund], limits=Limits(retry_backoff_s=0))
+    hands = [] if restarted else [[ToolCall(id="d1", name="billing", args={"task": "refund 5"})]]
+    desk_model = CountingModel(ScriptedModel([*hands, "All settled."]))
+    desk = Agent(name="desk", model=desk_model, tools=[agent_tool(billing)], limits=Limits(retry_backoff_s=0))
+    return desk, desk_model, billing_model
+
+
+def test_the_childs_wait_suspends_the_top_run_and_its_resume_runs_the_call_once() -> None:
+    desk, desk_model, billing_model = _tree()
+    runner = Runner(desk)
+    first = runner.run_sync("help")
+    assert first.outcome == "suspended", (first.outcome, first.error, first.output)
+    (asked,) = first.pending
+    assert asked.tool == "billing" and asked.args == {"task": "refund 5"} and asked.kind == "confirmation"
+    assert "agent 'billing'" in asked.detail and 'refund({"amount": 5})' in asked.detail
+    assert RAN == []
+    done = runner.resume_sync(first, {asked.call_id: approve()})
+    assert done.outcome == "final", (done.outcome, done.error)
+    assert done.output == "All settled."
+    assert RAN == [5]  # exactly once
+    assert (desk_model.calls, billing_model.calls) == (2, 2)  # counted inside the models: no call again
+    answered = [p for m in done.run_state.messages for p in m.parts if getattr(p, "call_id", None) == "d1"]
+    assert [a.content for a in answered] == ["Refund done."]
+
+
+def test_a_denial_answers_the_agent_tool_call_and_the_refund_never_runs() -> None:
+    desk, _, billing_model = _tree()
+    runner = Runner(desk)
+    first = runner.run_sync("help")
+    done = runner.resume_sync(first, {first.pending[0].call_id: deny("not today")})
+    assert done.outcome == "final" and done.output == "All settled."
+    assert RAN == []
+    assert billing_model.calls == 1
+
+
+def test_with_a_store_a_new_runner_resumes_the_tree(tmp_path: Path) -> None:
+    """The child's place is kept in the top run's saved state: another runner on the same store
+    (another process, after a restart) resumes it, and the refund runs once."""
+    path = tmp_path / "runs.db"
+    desk, _, _ = _tree()
+    first = Runner(desk, store=SQLiteStore(path)).run_sync("help", run_id="t1")
+    assert first.outcome == "suspended"
+    call_id = first.pending[0].call_id
+    desk2, desk2_model, billing2 = _tree(restarted=True)
+    done = Runner(desk2, store=SQLiteStore(path)).resume_sync("t1", {call_id: approve()})
+    assert done.outcome == "final", (done.outcome, done.error)
+    assert RAN == [5]
+    assert (desk2_model.calls, billing2.calls) == (1, 1)  # each went on from its wait: its last reply only
+
+
+def test_a_workflow_step_whose_agent_tool_waits_suspends_the_workflow() -> None:
+    desk, _, _ = _tree()
+    flow = SequentialAgent("flow", steps=[desk])
+    runner = Runner(flow)
+    first = runner.run_sync("help")
+    assert first.outcome == "suspended", (first.outcome, first.error)
+    done = runner.resume_sync(first, {first.pending[0].call_id: approve()})
+    assert done.outcome == "final", (done.outcome, done.error)
+    assert RAN == [5]
