@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.decisions import Approve
-from ..data.errors import ConfigurationError, ToolError
+from ..data.errors import ConfigurationError, MachineError, ToolError
 from ..data.events import PendingRequest
 from ..data.run_state import RunState, register_slice
 from ..runtime import nesting
@@ -52,16 +52,30 @@ class Nested:
 register_slice(NAME, Nested)
 
 
-def agent_tool(agent: Agent, *, name: str | None = None, description: str | None = None, deps: Any = None) -> Tool:
+def agent_tool(
+    agent: Agent,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    deps: Any = None,
+    unverified: bool = False,
+) -> Tool:
     """A tool that hands a task to ``agent`` and answers with its final text.
 
     ``name`` defaults to the agent's name and ``description`` to its ``description``; the
     model fills one argument, ``task`` (the agent sees nothing else of the conversation).
     ``deps``: the agent's own dependencies; left out, it gets the calling run's ``deps``.
-    A child that waits for a person makes the calling run wait (see the module docstring)."""
+    An agent whose machine :func:`~loopwright.machines.verify` rejects is refused here
+    (:class:`~loopwright.MachineError`, naming the violation) unless ``unverified=True``, as
+    ``Runner`` refuses it. A child that waits for a person makes the calling run wait (see the module docstring)."""
     if not isinstance(agent, Agent):
         raise ConfigurationError(f"agent_tool takes an Agent, got {type(agent).__name__}")
-    runner = Runner(agent)
+    try:
+        runner = Runner(agent, unverified=unverified)
+    except MachineError as exc:  # (the Runner's refusal, with this door's opt-in)
+        raise MachineError(
+            str(exc).replace("Runner(agent, unverified=True)", "agent_tool(agent, unverified=True)")
+        ) from None
     named = name or agent.name
 
     async def run_agent(ctx: ToolContext, task: str) -> str | PendingRequest:

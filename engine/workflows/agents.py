@@ -73,7 +73,7 @@ async def _one(wf: Workflow, index: int, rs: RunState, ctx: RunContext, key: str
     runners = wf.runner_cache(index)
     runner = runners.get(id(store))
     if runner is None or runner.store is not store:
-        runner = runner_for(step.agent, store, runners)
+        runner = runner_for(step.agent, store, runners, wf.unverified)
     base = copy_state(rs.state) if rs.state else {}
     ended = await run_child(runner, rs, ctx, key, rs.input, base)
     if ended.outcome in ANSWERED:
@@ -132,6 +132,7 @@ class SequentialAgent(Workflow):
         description: str = "",
         limits: Limits | None = None,
         output_key: str = "",
+        unverified: bool = False,
     ) -> None:
         items = [as_step(s, name) for s in steps]
         if not items:
@@ -145,7 +146,7 @@ class SequentialAgent(Workflow):
         machine = _machine(name, "sequential", rows, states, items, ref, _same)
         super().__init__(
             name, items, machine, bound=sum(passes_of(s.agent) for s in items), description=description,
-            limits=limits, output_key=output_key,
+            limits=limits, output_key=output_key, unverified=unverified,
         )  # fmt: skip
         ref.append(self)
 
@@ -188,6 +189,7 @@ class LoopAgent(Workflow):
         description: str = "",
         limits: Limits | None = None,
         output_key: str = "",
+        unverified: bool = False,
     ) -> None:
         if max_iterations is None:
             raise MachineError(
@@ -232,7 +234,7 @@ class LoopAgent(Workflow):
             machine.handlers[last] = _until(machine.handlers[last], until)
         super().__init__(
             name, items, machine, bound=max_iterations * sum(passes_of(s.agent) for s in items),
-            description=description, limits=limits, output_key=output_key,
+            description=description, limits=limits, output_key=output_key, unverified=unverified,
         )  # fmt: skip
         object.__setattr__(self, "max_iterations", max_iterations)
         ref.append(self)
@@ -274,6 +276,7 @@ class ParallelAgent(Workflow):
         description: str = "",
         limits: Limits | None = None,
         output_key: str = "",
+        unverified: bool = False,
     ) -> None:
         if on_error not in ("fail", "continue"):
             raise ConfigurationError(f"ParallelAgent {name!r}: on_error must be 'fail' or 'continue', got {on_error!r}")
@@ -305,7 +308,7 @@ class ParallelAgent(Workflow):
         )
         super().__init__(
             name, items, machine, bound=sum(passes_of(s.agent) for s in items), description=description,
-            limits=limits, output_key=output_key,
+            limits=limits, output_key=output_key, unverified=unverified,
         )  # fmt: skip
         object.__setattr__(self, "on_error", on_error)
         ref.append(self)
@@ -334,6 +337,7 @@ class MapAgent(Workflow):
         description: str = "",
         limits: Limits | None = None,
         output_key: str = "",
+        unverified: bool = False,
     ) -> None:
         if not isinstance(agent, Agent):
             raise ConfigurationError(f"MapAgent {name!r}: agent must be an Agent, got {type(agent).__name__}")
@@ -379,7 +383,7 @@ class MapAgent(Workflow):
         )
         super().__init__(
             name, [Step(agent)], machine, bound=max_items * passes_of(agent), description=description,
-            limits=limits, output_key=output_key,
+            limits=limits, output_key=output_key, unverified=unverified,
         )  # fmt: skip
         object.__setattr__(self, "over", over)
         ref.append(self)

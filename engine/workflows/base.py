@@ -207,6 +207,9 @@ class Workflow(Agent):
 
     kind: str = "workflow"
     children: tuple[Step, ...]
+    unverified: bool
+    """Its children may run on machines :func:`~loopwright.machines.verify` rejects (the user
+    opted in, ``unverified=True``: their runners are made so)."""
     output_key: str
     bound: int
     """The most model passes the tree under this workflow can make (its default ``max_iterations``)."""
@@ -221,11 +224,13 @@ class Workflow(Agent):
         description: str = "",
         limits: Limits | None = None,
         output_key: str = "",
+        unverified: bool = False,
     ) -> None:
         check_cycles(name, children)
-        check_verified(name, children)
+        check_verified(name, children, unverified)
         own = object.__setattr__
         own(self, "children", tuple(children))
+        own(self, "unverified", unverified)
         own(self, "output_key", output_key)
         own(self, "bound", bound)
         own(self, "_runners", {})
@@ -279,10 +284,14 @@ def check_cycles(name: str, children: Sequence[Step]) -> None:
         down(step.agent, (name,))
 
 
-def check_verified(name: str, children: Sequence[Step]) -> None:
+def check_verified(name: str, children: Sequence[Step], unverified: bool = False) -> None:
     """A child whose machine :func:`~loopwright.machines.verify` rejects would be refused by the
     Runner that runs it (:mod:`loopwright.loop.runner`): refused here, when the workflow is built,
-    naming it (a workflow child has no opt-in: run such an agent alone, ``Runner(agent, unverified=True)``)."""
+    naming it, unless the workflow is built with ``unverified=True`` (the opt-in: its children's
+    runners are made with it; the loop still ends each run by its ``timeout_s``, on ``cancel`` and
+    at ``Limits.max_transitions``)."""
+    if unverified:
+        return
     for step in children:
         agent = step.agent
         if isinstance(agent, Workflow):
@@ -292,8 +301,9 @@ def check_verified(name: str, children: Sequence[Step]) -> None:
         if not report.ok:
             raise MachineError(
                 f"workflow {name!r}: child {agent.name!r} runs on machine {machine.name!r}, which verify rejects, "
-                f"so a run of it might never end:\n{report}\nFix the machine (each violation above says how); a "
-                "workflow runs only verified children (run such an agent alone with Runner(agent, unverified=True))"
+                f"so a run of it might never end:\n{report}\nFix the machine (each violation above says how), or, "
+                "to run it as it is, opt in: build the workflow with unverified=True (its children's runs still end by "
+                "their timeout_s, on cancel and at Limits.max_transitions)"
             )
 
 

@@ -277,9 +277,10 @@ def fail(rs: RunState, message: str) -> None:
     rs.error = ErrorInfo(kind="workflow", message=message)
 
 
-def runner_for(agent: Agent, store: Any, cache: dict[int, Runner]) -> Runner:
-    """A runner of ``agent`` over ``store`` (kept: a workflow's steps reuse theirs)."""
+def runner_for(agent: Agent, store: Any, cache: dict[int, Runner], unverified: bool = False) -> Runner:
+    """A runner of ``agent`` over ``store`` (kept: a workflow's steps reuse theirs); ``unverified``:
+    the workflow opted in to children on machines ``verify`` rejects."""
     found = cache.get(id(store))
     if found is None or found.store is not store:
-        found = cache[id(store)] = Runner(agent, store=store)
+        found = cache[id(store)] = Runner(agent, store=store, unverified=unverified)
     return found

@@ -54,7 +54,7 @@ async def run_children(
 
     async def one(index: int, key: str, task: Any) -> None:
         step = wf.children[0] if one_agent else wf.children[index]
-        runner = runner_for(step.agent, ctx.store, wf.runner_cache(0 if one_agent else index))
+        runner = runner_for(step.agent, ctx.store, wf.runner_cache(0 if one_agent else index), wf.unverified)
         start = {**copy_state(base), **extra(index)}
         if gate is None:
             ended = await run_child(runner, rs, ctx, key, task, start)
