@@ -34,6 +34,7 @@ from ..features.waiting import SUSPENSIONS
 from ..loop.runner import Runner, verdict
 from ..runtime.agent import Agent
 from ..runtime.context import RunContext
+from ..runtime.nesting import enter_tools, leave_tools, link
 from ..table.budgets import CORE_BUDGETS, Budget
 from ..table.guards import cancel_requested
 from ..table.machine import Handler, LoopMachine, Row
@@ -181,25 +182,36 @@ def state_of(rs: RunState) -> dict[str, JsonValue]:
 
 class WorkflowModel:
     """A workflow's ``model``: a workflow calls none; made the active agent by a transfer, it
-    answers with its final output, running as a run of its own (its own limits bound it)."""
+    answers with its final output: the workflow's ``before_model`` (:meth:`Workflow.transferred`)
+    runs it as a nested run of the run that transferred to it, charging that run's budgets, and
+    answers in the model's place. Called alone (no run above), it runs as a run of its own."""
 
     def __init__(self, workflow: Workflow, name: str) -> None:
         self.workflow = workflow
         self.name = f"workflow:{name}"
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        task = ""
-        for message in reversed(request.messages):
-            if message.role == "user" and message.text:
-                task = message.text
-                break
-        result = await Runner(self.workflow).run(task)
-        if result.outcome not in ("final", "salvaged"):
-            why = result.error.message if result.error is not None else result.outcome
-            text = f"workflow {self.workflow.name!r} did not finish ({result.outcome}): {why}"
-        else:
-            text = result.output if isinstance(result.output, str) else str(result.output)
-        return ModelResponse(parts=(TextPart(text=text),), stop_reason="end_turn")
+        return _answer(self.workflow.name, await Runner(self.workflow).run(_task(request)))
+
+
+def _task(request: ModelRequest) -> str:
+    """The task a transfer hands a workflow: the last user text of the conversation."""
+    for message in reversed(request.messages):
+        if message.role == "user" and message.text:
+            return message.text
+    return ""
+
+
+def _answer(name: str, result: Any) -> ModelResponse:
+    """The workflow's reply in a conversation: its output, or why it did not finish."""
+    if result.outcome not in ("final", "salvaged"):
+        why = result.error.message if result.error is not None else f"out of budget ({result.limit})"
+        return _said(f"workflow {name!r} did not finish ({result.outcome}): {why}")
+    return _said(result.output if isinstance(result.output, str) else str(result.output))
+
+
+def _said(text: str) -> ModelResponse:
+    return ModelResponse(parts=(TextPart(text=text),), stop_reason="end_turn")
 
 
 class Workflow(Agent):
@@ -237,8 +249,23 @@ class Workflow(Agent):
         if limits is None:
             limits = Limits(max_iterations=max(bound, 1))
         super().__init__(
-            name=name, model=WorkflowModel(self, name), description=description, limits=limits, machine=machine
-        )
+            name=name, model=WorkflowModel(self, name), description=description, limits=limits, machine=machine,
+            before_model=self.transferred,
+        )  # fmt: skip
+
+    async def transferred(self, request: ModelRequest, ctx: Any) -> ModelResponse:
+        """A transfer made this workflow the active agent of the run ``ctx`` and its model is
+        called: the workflow runs on the task as a child of that run (:mod:`loopwright.runtime.nesting`:
+        its passes, tool calls, tokens and cost are charged to that run's budgets, and its room
+        caps the workflow's) and its output is the reply."""
+        token = enter_tools(link(ctx.run_state))
+        try:
+            result = await Runner(self, unverified=self.unverified).run(_task(request))
+        except ConfigurationError as exc:  # no room left above: it does not start
+            return _said(f"workflow {self.name!r} did not start: {exc}")
+        finally:
+            leave_tools(token)
+        return _answer(self.name, result)
 
     def replace(self, **changes: Any) -> Agent:
         raise ConfigurationError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -24,8 +25,10 @@ from loopwright import (
     agent_tool,
     tool,
 )
+from loopwright.data.events import Usage
 from loopwright.testing import CountingModel, CountingTools, TreeSpec, workflow_trees
 from loopwright.workflows import LoopAgent, SequentialAgent
+from loopwright.workflows.base import Workflow
 
 
 def wants(passes: int, tool_name: str = "work") -> Any:
@@ -156,3 +159,135 @@ def test_budgets_hold_over_generated_trees(
     if result.outcome == "failed":
         assert result.error is not None
         assert "has spent its" not in result.error.message, result.error.message
+
+
+# ------------------------------------------------------------------ tokens, cost and transfers too
+
+IN, OUT = 7, 5
+"""The tokens every priced leaf reply reports."""
+
+
+def _priced(tree: TreeSpec, cost: Decimal) -> TreeSpec:
+    """``tree`` with every leaf reply priced: ``IN``/``OUT`` tokens and ``cost`` dollars a call
+    (a model that reports its own cost; the counting models add them up inside)."""
+    for spec in tree.walk():
+        spec.script = [
+            r.model_copy(update={"usage": Usage(input_tokens=IN, output_tokens=OUT, requests=1, cost_usd=cost)})
+            for r in spec.script
+        ]
+    return tree
+
+
+def _door_model(door: str, calls: int) -> CountingModel:
+    """The root agent's model: hands the tree a task ``calls`` times (``agent_tool``), or once
+    by a transfer, then answers."""
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        made = sum(1 for m in request.messages if m.role == "assistant")
+        if request.tool_choice == "none" or made >= (calls if door == "tool" else 1):
+            return ModelResponse(parts=(TextPart(text="root done"),), stop_reason="end_turn")
+        if door == "transfer":
+            args: dict[str, JsonValue] = {"agent_name": "tree", "task": "go"}
+            return ModelResponse(parts=(ToolCall(name="transfer_to_agent", args=args),), stop_reason="tool_use")
+        return ModelResponse(parts=(ToolCall(name="tree", args={"task": f"go {made}"}),), stop_reason="tool_use")
+
+    return CountingModel(ScriptedModel(reply))
+
+
+@pytest.mark.slow
+@settings(max_examples=int(os.environ.get("LOOPWRIGHT_BUDGET_EXAMPLES", "60")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(
+    tree=workflow_trees(),
+    door=st.sampled_from(["step", "tool", "transfer"]),
+    calls=st.integers(1, 2),
+    passes=st.integers(1, 8),
+    tool_calls=st.one_of(st.none(), st.integers(1, 6)),
+    tokens=st.one_of(st.none(), st.integers(1, 120)),
+    cap_cents=st.one_of(st.none(), st.integers(1, 40)),
+    price_cents=st.sampled_from([1, 2, 5]),
+    salvage=st.booleans(),
+)
+def test_every_budget_holds_over_generated_trees_through_every_door(
+    tree: TreeSpec,
+    door: str,
+    calls: int,
+    passes: int,
+    tool_calls: int | None,
+    tokens: int | None,
+    cap_cents: int | None,
+    price_cents: int,
+    salvage: bool,
+) -> None:
+    """Trees of the four workflow kinds over priced leaves, reached from the root as a step,
+    through ``agent_tool``, or by a transfer, under random limits on passes, tool calls, tokens
+    and cost; counted inside the models and tools (never from the run's counters):
+
+    - model passes at most ``max_iterations``, tool runs at most ``max_tool_calls``, at most one
+      salvage call a run;
+    - tokens: checked before each call, so at most the cap plus the calls in flight past it
+      (one a leaf at most);
+    - cost: every call reserves its estimate, all calls costing the same: at most the cap (the
+      first call, whose cost nothing tells, is made alone: at most one call's cost when the cap
+      is smaller than a call) — plus, for the salvage calls, one a run;
+    - a spent budget never ends the root ``failed``."""
+    price = Decimal(price_cents) / 100
+    models: list[CountingModel] = []
+    counting = CountingTools()
+    inner = _priced(tree, price).build(models, counting)
+    cap = None if cap_cents is None else Decimal(cap_cents) / 100
+    limits = Limits(
+        max_iterations=passes, max_tool_calls=tool_calls, max_total_tokens=tokens,
+        max_cost_usd=None if cap is None else float(cap), salvage=salvage,
+    )  # fmt: skip
+    root: Agent
+    if door == "step":
+        root = SequentialAgent("root", [inner], limits=limits)
+    else:
+        top = _door_model(door, calls)
+        models.append(top)
+        if door == "tool":
+            root = Agent(name="root", model=top, tools=[agent_tool(inner, name="tree")], limits=limits)
+        else:
+            root = Agent(name="root", model=top, sub_agents=[_named(inner, "tree")], limits=limits)
+    items: list[JsonValue] = [f"item {i}" for i in range(max((s.items for s in tree.walk()), default=0))]
+    result = asyncio.run(Runner(root).run("go", state={"items": items}))
+    made, all_calls = sum(m.passes for m in models), sum(m.calls for m in models)
+    leaves = sum(1 for s in tree.walk() if s.kind == "leaf")
+    assert made <= passes, f"{made} model passes (counted in the models) against max_iterations={passes}"
+    assert all_calls - made <= len(models), "at most one salvage call a run"
+    if tool_calls is not None:
+        assert counting.runs <= tool_calls, f"{counting.runs} tool runs against max_tool_calls={tool_calls}"
+    spent_tokens = sum(m.total_tokens for m in models)
+    if tokens is not None:
+        past = (IN + OUT) * (leaves * max(1, max((s.items for s in tree.walk()), default=0)) + len(models))
+        assert spent_tokens <= tokens + past, f"{spent_tokens} tokens against max_total_tokens={tokens}"
+    if cap is not None:
+        spent = sum((m.cost_usd or Decimal(0) for m in models), Decimal(0))
+        salvages = sum(m.salvages for m in models)
+        assert spent <= max(cap, price) + salvages * price, f"${spent} against max_cost_usd={cap} at ${price} a call"
+    if result.outcome == "failed":
+        assert result.error is not None
+        assert "has spent its" not in result.error.message, result.error.message
+
+
+def _named(agent: Agent, name: str) -> Agent:
+    """``agent`` as the transfer target ``name``: a workflow in a one-step sequence of that name
+    (a workflow is a value: not renamed), a leaf renamed."""
+    if isinstance(agent, Workflow):
+        return SequentialAgent(name, [agent])
+    return agent.replace(name=name)
+
+
+def test_a_transfer_to_a_workflow_charges_the_run_that_transferred() -> None:
+    """Before, a workflow made the active agent by a transfer ran as a run of its own: under a
+    root's max_iterations=2 and max_cost_usd=0.02 its leaf made 4 passes and spent $0.04."""
+    note = ModelResponse(parts=(ToolCall(name="note", args={"text": "x"}),), stop_reason="tool_use")
+    leaf = TreeSpec("n1", script=[note, note, note, ModelResponse(parts=(TextPart(text="fin"),))], max_iterations=4)
+    models: list[CountingModel] = []
+    inner = _priced(TreeSpec("n0", "sequential", [leaf]), Decimal("0.01")).build(models, CountingTools())
+    top = _door_model("transfer", 1)
+    root = Agent(name="root", model=top, sub_agents=[_named(inner, "tree")], limits=Limits(max_iterations=3))
+    result = Runner(root).run_sync("go")
+    assert sum(m.passes for m in [*models, top]) <= 3, [m.passes for m in [*models, top]]
+    assert result.outcome != "failed", result.error
