@@ -98,3 +98,24 @@ def test_parallel_branches_never_spend_past_the_cap(costs: list[int], same: bool
     assert result.outcome != "failed", result.error
     if any(m.calls == 0 for _, m in made):  # a branch refused: the tree ends on its budget
         assert result.outcome == "limit" and result.limit == "max_cost_usd", (result.outcome, result.limit)
+
+
+def test_a_branch_without_a_price_ends_the_tree_limit_not_final_with_an_unknown_cost() -> None:
+    """S4's last case: a branch whose model has no price (its replies report tokens, no cost)
+    spends the cap — its cost is unknown — and the tree ends ``limit`` naming ``max_cost_usd``:
+    its calls past the first are not made, nor any other branch's beside it."""
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        usage = Usage(input_tokens=10, output_tokens=10, requests=1)
+        made = sum(1 for m in request.messages if m.role == "assistant")
+        if request.tool_choice == "none" or made >= 3:
+            return ModelResponse(parts=(TextPart(text="done"),), stop_reason="end_turn", usage=usage)
+        return ModelResponse(parts=(ToolCall(name="look", args={"n": made}),), stop_reason="tool_use", usage=usage)
+
+    unpriced = CountingModel(ScriptedModel(reply))
+    other, other_model = priced("b", Decimal("0.1"), 3)
+    tree = ParallelAgent("fan", branches=[Agent(name="np", model=unpriced, tools=[look]), other],
+                         limits=Limits(max_cost_usd=0.5))  # fmt: skip
+    result = Runner(tree).run_sync("go")
+    assert unpriced.calls + other_model.calls == 1, (unpriced.calls, other_model.calls)
+    assert result.outcome == "limit" and result.limit == "max_cost_usd", (result.outcome, result.limit, result.error)
