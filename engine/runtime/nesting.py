@@ -300,7 +300,7 @@ class CostUp(Up):
             if up.limits.max_cost_usd is not None:
                 room = _ROOMS.get(id(up))
                 if room is None:
-                    room = _ROOMS[id(up)] = _Room()
+                    room = _ROOMS[id(up)] = _Room(up)
                 room.reserved += amount
                 room.calls += 1
                 room.alone = room.alone or estimate is None
@@ -365,11 +365,15 @@ class CostUp(Up):
 
 
 class _Room:
-    """The calls in flight below a run with a ``max_cost_usd`` (kept while there is one)."""
+    """The calls in flight below the run ``run`` with a ``max_cost_usd``, and the dearest call
+    seen below it. It holds ``run``: while the entry lives (by its ``id``) no other run can take
+    that ``id`` — a run that dies without ending (a stage raised what the loop passes on) leaves
+    its entry to itself, never to a run made later."""
 
-    __slots__ = ("alone", "calls", "largest", "reserved")
+    __slots__ = ("alone", "calls", "largest", "reserved", "run")
 
-    def __init__(self) -> None:
+    def __init__(self, run: RunState) -> None:
+        self.run = run
         self.reserved = Decimal(0)
         self.calls = 0
         self.alone = False
