@@ -84,7 +84,7 @@ def test_children_at_once_stop_when_the_parent_has_spent_its_max_cost_usd() -> N
     assert {r.limit for r in seen} == {"max_cost_usd"}
     assert result.cost_usd is not None
     assert result.cost_usd <= Decimal("0.035") + 3 * Decimal("0.01")
-    assert result.cost_usd == sum(r.cost_usd for r in seen)  # each child's spend reached the parent once
+    assert result.cost_usd == sum((r.cost_usd or Decimal(0) for r in seen), Decimal(0))  # each spend reached it once
     refused = [e.error.message for r in seen for e in r.events if isinstance(e, ErrorOccurred)]
     assert len(refused) == 3 and all("of its max_cost_usd=0.035" in m for m in refused)
 
