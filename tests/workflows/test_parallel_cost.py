@@ -15,7 +15,7 @@ from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, Scrip
 from loopwright.data.events import Usage
 from loopwright.runtime import nesting
 from loopwright.testing import CountingModel
-from loopwright.workflows import ParallelAgent
+from loopwright.workflows import MapAgent, ParallelAgent
 
 CALL = Decimal("0.15")
 
@@ -119,3 +119,27 @@ def test_a_branch_without_a_price_ends_the_tree_limit_not_final_with_an_unknown_
     result = Runner(tree).run_sync("go")
     assert unpriced.calls + other_model.calls == 1, (unpriced.calls, other_model.calls)
     assert result.outcome == "limit" and result.limit == "max_cost_usd", (result.outcome, result.limit, result.error)
+
+
+def test_a_call_that_fails_releases_its_reservation() -> None:
+    """A child whose model call raises ends ``failed``; what that call reserved goes back (else
+    the next item would find $0.10 less room and stop a call short), and nothing is left behind."""
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        usage = Usage(input_tokens=10, output_tokens=10, requests=1, cost_usd=Decimal("0.1"))
+        task = str(request.messages[0].text)
+        made = sum(1 for m in request.messages if m.role == "assistant")
+        if "fail" in task and made >= 1:
+            raise RuntimeError("the provider broke")
+        if request.tool_choice == "none" or made >= 3:
+            return ModelResponse(parts=(TextPart(text="done"),), stop_reason="end_turn", usage=usage)
+        return ModelResponse(parts=(ToolCall(name="look", args={"n": made}),), stop_reason="tool_use", usage=usage)
+
+    model = CountingModel(ScriptedModel(reply))
+    worker = Agent(name="worker", model=model, tools=[look], limits=Limits(max_model_retries=0))
+    each = MapAgent("each", worker, over="items", concurrency=1, on_error="continue", limits=Limits(max_cost_usd=0.5))
+    result = Runner(each).run_sync("go", state={"items": ["fail", "ok"]})
+    assert model.calls == 6, model.calls  # 1 (+1 that raised) for "fail", then all 4 of "ok"
+    assert model.cost_usd == Decimal("0.5")
+    assert not nesting._ROOMS
+    assert result.outcome == "final", (result.outcome, result.error)
