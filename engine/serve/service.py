@@ -20,11 +20,12 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
-from ..data.errors import LoopwrightError
+from ..data.errors import LoopwrightError, MachineError
 from ..data.result import RunResult
 from ..durable.codec import rebuild
+from ..features import machine_for
 from ..loop.options import new_run_id
-from ..loop.runner import Runner
+from ..loop.runner import Runner, refusal, verdict
 from ..loop.sessions import SessionRun
 from ..runtime.agent import Agent
 from ..runtime.log import get_logger
@@ -47,6 +48,19 @@ def _session_key(runner: Runner, agent: str, user: str | None, session: str) -> 
 _log = get_logger()
 
 
+def refuse_unverified(agents: Iterable[Agent]) -> None:
+    """Refuse (MachineError, the Runner's message) an agent whose machine
+    :func:`~loopwright.machines.verify` rejects: a server runs only bounded machines unless
+    opted in (``app(..., unverified=True)``, ``loopwright serve --unverified``)."""
+    for agent in agents:
+        machine = machine_for(agent)
+        if not (report := verdict(machine)).ok:
+            raise MachineError(
+                refusal(machine, report, agent.name)
+                + "; to serve it: loopwright.serve.app(..., unverified=True) or loopwright serve --unverified"
+            )
+
+
 class Service:
     """Runs of ``agents`` on ``store`` (see the module docstring). ``buffer``: events a client
     may fall behind before it is dropped; ``streams``: the bounds of what clients hold (bytes
@@ -60,6 +74,7 @@ class Service:
         buffer: int = 1000,
         sessions: Any = None,
         streams: StreamPool | None = None,
+        unverified: bool = False,
     ) -> None:
         self.store = store
         self.buffer = buffer
@@ -69,7 +84,9 @@ class Service:
         for agent in agents:
             if agent.name in self.runners:
                 raise ServeError(500, f"two agents are named {agent.name!r}; give each served agent its own name")
-            self.runners[agent.name] = Runner(agent, store=store, observers=[self], sessions=sessions)
+            self.runners[agent.name] = Runner(
+                agent, store=store, observers=[self], sessions=sessions, unverified=unverified
+            )
         self.hubs: dict[str, Hub] = {}
         self.live: dict[str, str] = {}
         """Runs with a leg in progress in this process: their agent, by run id."""
