@@ -121,7 +121,10 @@ def run_command(args: Any) -> int:
     print(
         f"loopwright serve: {', '.join(a.name for a in agents)} on http://{where}:{args.port}/{open_door}", flush=True
     )
-    uvicorn.run(server_app, host=args.host, port=args.port, log_level="warning")
+    from ..serve.server import Server
+
+    # (loopwright's uvicorn server: its event streams end with a "shutdown" event when it stops)
+    Server(uvicorn.Config(server_app, host=args.host, port=args.port, log_level="warning")).run()
     return 0
 
 

@@ -7,7 +7,8 @@ followed, decided, cancelled), :mod:`~loopwright.serve.hub` (one run's events fa
 its clients, each with a bounded buffer), :mod:`~loopwright.serve.agui` (events as AG-UI
 events), :mod:`~loopwright.serve.http` (the routes, the auth hook, SSE),
 :mod:`~loopwright.serve.guard` (the front door: Host, Origin, JSON bodies, body size, bearer
-tokens); ``static/``: the dev UI. Deploying it: ``docs/guide/deploying.md``.
+tokens), :mod:`~loopwright.serve.server` (uvicorn's server, which ends the event streams
+with a ``shutdown`` event before it stops); ``static/``: the dev UI. Deploying it: ``docs/guide/deploying.md``.
 """
 
 from __future__ import annotations
@@ -23,4 +24,12 @@ def app(*args: Any, **kwargs: Any) -> Any:
     return make(*args, **kwargs)
 
 
-__all__ = ["app"]
+def __getattr__(name: str) -> Any:
+    if name == "Server":  # (imported on first use: it needs uvicorn)
+        from .server import Server
+
+        return Server
+    raise AttributeError(f"module 'loopwright.serve' has no attribute {name!r}")
+
+
+__all__ = ["Server", "app"]

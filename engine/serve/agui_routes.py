@@ -37,8 +37,8 @@ from .agui import (
     user_thread,
 )
 from .decisions import DecisionIn, ServeError, pending_of
-from .hub import BUSY
-from .web import SSE_HEADERS, App, after_of, busy_frame, dropped_frame, json_body, pieces
+from .hub import BUSY, END, SHUTDOWN
+from .web import SSE_HEADERS, App, after_of, busy_frame, dropped_frame, end_frame, json_body, pieces, shutdown_frame
 
 
 class AguiMessage(BaseModel):
@@ -193,6 +193,19 @@ async def _ended(
     return saved
 
 
+def _told(got: str, run_id: str, last: int) -> str:
+    """The frame that tells an AG-UI client ``got`` (busy, ping, dropped, end, shutdown)."""
+    if got == BUSY:
+        return busy_frame()
+    if got == "dropped":
+        return dropped_frame(run_id, last)
+    if got == END:
+        return end_frame(run_id, last, agui=True)
+    if got == SHUTDOWN:
+        return shutdown_frame(run_id, last, agui=True)
+    return ": ping\n\n"
+
+
 def _last_user_text(messages: list[AguiMessage]) -> str:
     for message in reversed(messages):
         if message.role == "user":
@@ -221,9 +234,5 @@ async def _agui(app: App, run_id: str, after: int, thread: str, *, leg_only: boo
                 yield piece
             if leg_only and done:
                 return
-        elif got == BUSY:
-            yield busy_frame()
-        elif got == "ping":
-            yield ": ping\n\n"
-        elif got == "dropped":
-            yield dropped_frame(run_id, last)
+        else:
+            yield _told(got, run_id, last)

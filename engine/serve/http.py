@@ -26,7 +26,6 @@ a POST from a foreign ``Origin`` 403, a body not sent as ``application/json`` 41
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -53,9 +52,21 @@ from ..workflows.stored import composites_of, stored_children
 from .agui_routes import agui, agui_input
 from .decisions import DecisionIn, ServeError
 from .guard import MAX_BODY_BYTES, FrontDoor, check_hosts
-from .hub import BUSY, END, StreamPool
+from .hub import BUSY, END, SHUTDOWN, StreamPool
 from .service import Service, refuse_unverified
-from .web import SSE_HEADERS, App, Auth, TracePage, after_of, busy_frame, dropped_frame, json_body, pieces
+from .web import (
+    SSE_HEADERS,
+    App,
+    Auth,
+    TracePage,
+    after_of,
+    busy_frame,
+    dropped_frame,
+    end_frame,
+    json_body,
+    pieces,
+    shutdown_frame,
+)
 
 
 class _Body(BaseModel):
@@ -232,7 +243,9 @@ async def _sse(app: App, run_id: str, after: int) -> AsyncIterator[str]:
         elif got == "dropped":
             yield dropped_frame(run_id, last)
         elif got == END:
-            yield f"event: end\ndata: {json.dumps({'run_id': run_id, 'last_event_id': last})}\n\n"
+            yield end_frame(run_id, last)
+        elif got == SHUTDOWN:
+            yield shutdown_frame(run_id, last)
 
 
 async def ui_page(app: App, request: Request) -> Response:
@@ -312,6 +325,11 @@ class _Lazy:
         if self.app is None:
             raise RuntimeError("the app has not started yet")
         return self.app.service
+
+    def shutting_down(self) -> None:
+        """The server is shutting down: end the event streams saying so (:class:`loopwright.serve.Server`)."""
+        if self.app is not None:
+            self.app.service.shutting_down()
 
     async def close(self) -> None:
         if self.app is not None:

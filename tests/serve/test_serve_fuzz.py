@@ -215,13 +215,15 @@ def _send(served: Served, request: dict[str, Any]) -> tuple[httpx.Response, byte
     headers = dict(request["headers"])
     if request["host"] is not None:
         headers["host"] = request["host"]
-    with httpx.Client(base_url=served.base, timeout=30) as client:
-        with client.stream(
+    with (
+        httpx.Client(base_url=served.base, timeout=30) as client,
+        client.stream(
             request["method"], request["path"], headers=headers, params=request["params"], content=request["body"]
-        ) as response:
-            if response.headers.get("content-type", "").startswith("text/event-stream"):
-                return response, b""
-            return response, response.read()
+        ) as response,
+    ):
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            return response, b""
+        return response, response.read()
 
 
 def check_answer(served: Served, request: dict[str, Any]) -> None:
