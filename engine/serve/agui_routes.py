@@ -220,6 +220,7 @@ def _last_user_text(messages: list[AguiMessage]) -> str:
 async def _agui(app: App, run_id: str, after: int, thread: str, *, leg_only: bool = False) -> AsyncIterator[str]:
     mapper = AguiMapper(thread)
     last = after
+    told = False  # the last AG-UI event sent said how the run ended (RUN_FINISHED, RUN_ERROR)
     async for got in app.service.follow(run_id, after):
         if isinstance(got, list):
             frames = []
@@ -230,9 +231,10 @@ async def _agui(app: App, run_id: str, after: int, thread: str, *, leg_only: boo
                 last = max(last, item.seq)
                 frames += [f"id: {item.seq}\ndata: {json.dumps(out)}\n\n" for out in mapped]
                 done = done or any(out["type"] in ("RUN_FINISHED", "RUN_ERROR") for out in mapped)
+                told = (bool(mapped) and mapped[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")) or (told and not mapped)
             for piece in pieces(frames):
                 yield piece
             if leg_only and done:
                 return
-        else:
+        elif not (got == END and told):  # (AG-UI clients take no event after RUN_FINISHED: it says so)
             yield _told(got, run_id, last)
