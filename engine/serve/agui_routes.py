@@ -231,7 +231,8 @@ async def _agui(app: App, run_id: str, after: int, thread: str, *, leg_only: boo
                 last = max(last, item.seq)
                 frames += [f"id: {item.seq}\ndata: {json.dumps(out)}\n\n" for out in mapped]
                 done = done or any(out["type"] in ("RUN_FINISHED", "RUN_ERROR") for out in mapped)
-                told = (bool(mapped) and mapped[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")) or (told and not mapped)
+                if mapped:
+                    told = mapped[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")
             for piece in pieces(frames):
                 yield piece
             if leg_only and done:
