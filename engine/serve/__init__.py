@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..data.exports import lazy_exports as _lazy_exports
+
 
 def app(*args: Any, **kwargs: Any) -> Any:
     """The ASGI app: see :func:`loopwright.serve.http.app` (imported here on first use, so
@@ -24,12 +26,7 @@ def app(*args: Any, **kwargs: Any) -> Any:
     return make(*args, **kwargs)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "Server":  # (imported on first use: it needs uvicorn)
-        from .server import Server
-
-        return Server
-    raise AttributeError(f"module 'loopwright.serve' has no attribute {name!r}")
-
+__getattr__, __dir__ = _lazy_exports(__name__, {"Server": ".server"})
+"""``Server`` is imported on first use (it needs uvicorn)."""
 
 __all__ = ["Server", "app"]
