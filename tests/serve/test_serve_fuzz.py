@@ -162,6 +162,12 @@ BODIES: st.SearchStrategy[bytes | None] = st.one_of(
         ]
     ),
 )
+HEADER_NAMES = st.sampled_from(
+    ["accept", "accept-encoding", "cookie", "authorization", "x-forwarded-for", "x-forwarded-host", "expect", "range"]
+) | st.from_regex(r"\Ax-[a-z0-9-]{1,20}\Z")
+HEADER_VALUES = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=60).map(str.strip)
+HEADERS = st.dictionaries(HEADER_NAMES, HEADER_VALUES, max_size=3)
+"""Other headers, any printable value (``x-user`` stays the auth hook's)."""
 METHODS = st.sampled_from(["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"])
 QUERY = st.dictionaries(
     st.sampled_from(["agent", "outcome", "since", "until", "limit", "after", "x"]) | TEXT,
@@ -195,8 +201,12 @@ def requests(draw: st.DrawFn, served: Served) -> dict[str, Any]:
         headers["origin"] = origin
     if draw(st.booleans()):
         headers["last-event-id"] = draw(st.sampled_from(["0", "-5", "999999999999999999999", "x"]) | TEXT)
+    headers.update(draw(HEADERS))
     host = draw(st.sampled_from([None, "evil.example", "localhost"]))
     ascii_headers = {k: v for k, v in headers.items() if v.isascii() and v.isprintable()}
+    headers.pop("x-user", None)
+    if user is not None:
+        headers["x-user"] = user
     return {
         "method": method,
         "path": path,
@@ -204,6 +214,7 @@ def requests(draw: st.DrawFn, served: Served) -> dict[str, Any]:
         "host": host,
         "params": draw(QUERY),
         "body": draw(BODIES),
+        "chunked": draw(st.booleans()),
     }
 
 
@@ -218,12 +229,20 @@ def _send(served: Served, request: dict[str, Any]) -> tuple[httpx.Response, byte
     with (
         httpx.Client(base_url=served.base, timeout=30) as client,
         client.stream(
-            request["method"], request["path"], headers=headers, params=request["params"], content=request["body"]
+            request["method"], request["path"], headers=headers, params=request["params"], content=_content(request)
         ) as response,
     ):
         if response.headers.get("content-type", "").startswith("text/event-stream"):
             return response, b""
         return response, response.read()
+
+
+def _content(request: dict[str, Any]) -> Any:
+    """The body as given, or (``chunked``) sent in pieces without a Content-Length."""
+    body = request["body"]
+    if not request.get("chunked") or body is None:
+        return body
+    return iter([body[i : i + 1000] for i in range(0, len(body), 1000)] or [b""])
 
 
 def check_answer(served: Served, request: dict[str, Any]) -> None:
