@@ -1,7 +1,8 @@
 """``loopwright serve module:agent [more...] --store URL --port 8000``: the agents behind HTTP
 (:mod:`loopwright.serve`) with the dev UI at ``/`` and each run's trace page at
 ``/runs/{id}/trace``; ``--sessions URL`` keeps users' sessions there (``POST /runs`` with a
-``session``: :func:`loopwright.serve.app`'s ``sessions=``). Needs the ``serve`` extra
+``session``: :func:`loopwright.serve.app`'s ``sessions=``). An agent whose machine ``verify``
+rejects is refused (exit 2) unless given ``--unverified``. Needs the ``serve`` extra
 (``pip install 'loopwright[serve]'``).
 
 The front door (:mod:`loopwright.serve.guard`): ``--auth module:function`` or ``--token-env
@@ -36,6 +37,12 @@ def add_command(sub: Any) -> None:
         "--sessions",
         metavar="URL",
         help="keep users' sessions here (sqlite:///sessions.db, postgresql://...): POST /runs may name a session",
+    )
+    command.add_argument(
+        "--unverified",
+        action="store_true",
+        help="serve an agent whose machine verify rejects (a run still ends by its timeout_s, on cancel and "
+        "at Limits.max_transitions); without it such an agent is refused",
     )
     door = command.add_argument_group("the front door (docs/guide/deploying.md)")
     door.add_argument(
@@ -99,6 +106,7 @@ def run_command(args: Any) -> int:
             allowed_hosts=args.allowed_host,
             cors_origins=args.allowed_origin,
             max_body_bytes=args.max_body_bytes,
+            unverified=args.unverified,
             **options,
         )
         import uvicorn
@@ -113,7 +121,10 @@ def run_command(args: Any) -> int:
     print(
         f"loopwright serve: {', '.join(a.name for a in agents)} on http://{where}:{args.port}/{open_door}", flush=True
     )
-    uvicorn.run(server_app, host=args.host, port=args.port, log_level="warning")
+    from ..serve.server import Server
+
+    # (loopwright's uvicorn server: its event streams end with a "shutdown" event when it stops)
+    Server(uvicorn.Config(server_app, host=args.host, port=args.port, log_level="warning")).run()
     return 0
 
 

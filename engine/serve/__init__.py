@@ -7,12 +7,15 @@ followed, decided, cancelled), :mod:`~loopwright.serve.hub` (one run's events fa
 its clients, each with a bounded buffer), :mod:`~loopwright.serve.agui` (events as AG-UI
 events), :mod:`~loopwright.serve.http` (the routes, the auth hook, SSE),
 :mod:`~loopwright.serve.guard` (the front door: Host, Origin, JSON bodies, body size, bearer
-tokens); ``static/``: the dev UI. Deploying it: ``docs/guide/deploying.md``.
+tokens), :mod:`~loopwright.serve.server` (uvicorn's server, which ends the event streams
+with a ``shutdown`` event before it stops); ``static/``: the dev UI. Deploying it: ``docs/guide/deploying.md``.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from ..data.exports import lazy_exports as _lazy_exports
 
 
 def app(*args: Any, **kwargs: Any) -> Any:
@@ -23,4 +26,7 @@ def app(*args: Any, **kwargs: Any) -> Any:
     return make(*args, **kwargs)
 
 
-__all__ = ["app"]
+__getattr__, __dir__ = _lazy_exports(__name__, {"Server": ".server"})
+"""``Server`` is imported on first use (it needs uvicorn)."""
+
+__all__ = ["Server", "app"]

@@ -37,8 +37,8 @@ from .agui import (
     user_thread,
 )
 from .decisions import DecisionIn, ServeError, pending_of
-from .hub import BUSY
-from .web import SSE_HEADERS, App, after_of, busy_frame, dropped_frame, json_body, pieces
+from .hub import BUSY, END, SHUTDOWN
+from .web import SSE_HEADERS, App, after_of, busy_frame, dropped_frame, end_frame, json_body, pieces, shutdown_frame
 
 
 class AguiMessage(BaseModel):
@@ -193,6 +193,19 @@ async def _ended(
     return saved
 
 
+def _told(got: str, run_id: str, last: int) -> str:
+    """The frame that tells an AG-UI client ``got`` (busy, ping, dropped, end, shutdown)."""
+    if got == BUSY:
+        return busy_frame()
+    if got == "dropped":
+        return dropped_frame(run_id, last)
+    if got == END:
+        return end_frame(run_id, last, agui=True)
+    if got == SHUTDOWN:
+        return shutdown_frame(run_id, last, agui=True)
+    return ": ping\n\n"
+
+
 def _last_user_text(messages: list[AguiMessage]) -> str:
     for message in reversed(messages):
         if message.role == "user":
@@ -207,6 +220,7 @@ def _last_user_text(messages: list[AguiMessage]) -> str:
 async def _agui(app: App, run_id: str, after: int, thread: str, *, leg_only: bool = False) -> AsyncIterator[str]:
     mapper = AguiMapper(thread)
     last = after
+    told = False  # the last AG-UI event sent said how the run ended (RUN_FINISHED, RUN_ERROR)
     async for got in app.service.follow(run_id, after):
         if isinstance(got, list):
             frames = []
@@ -217,13 +231,11 @@ async def _agui(app: App, run_id: str, after: int, thread: str, *, leg_only: boo
                 last = max(last, item.seq)
                 frames += [f"id: {item.seq}\ndata: {json.dumps(out)}\n\n" for out in mapped]
                 done = done or any(out["type"] in ("RUN_FINISHED", "RUN_ERROR") for out in mapped)
+                if mapped:
+                    told = mapped[-1]["type"] in ("RUN_FINISHED", "RUN_ERROR")
             for piece in pieces(frames):
                 yield piece
             if leg_only and done:
                 return
-        elif got == BUSY:
-            yield busy_frame()
-        elif got == "ping":
-            yield ": ping\n\n"
-        elif got == "dropped":
-            yield dropped_frame(run_id, last)
+        elif not (got == END and told):  # (AG-UI clients take no event after RUN_FINISHED: it says so)
+            yield _told(got, run_id, last)

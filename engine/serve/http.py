@@ -26,7 +26,6 @@ a POST from a foreign ``Origin`` 403, a body not sent as ``application/json`` 41
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -53,9 +52,21 @@ from ..workflows.stored import composites_of, stored_children
 from .agui_routes import agui, agui_input
 from .decisions import DecisionIn, ServeError
 from .guard import MAX_BODY_BYTES, FrontDoor, check_hosts
-from .hub import BUSY, END, StreamPool
-from .service import Service
-from .web import SSE_HEADERS, App, Auth, TracePage, after_of, busy_frame, dropped_frame, json_body, pieces
+from .hub import BUSY, END, SHUTDOWN, StreamPool
+from .service import Service, refuse_unverified
+from .web import (
+    SSE_HEADERS,
+    App,
+    Auth,
+    TracePage,
+    after_of,
+    busy_frame,
+    dropped_frame,
+    end_frame,
+    json_body,
+    pieces,
+    shutdown_frame,
+)
 
 
 class _Body(BaseModel):
@@ -232,7 +243,9 @@ async def _sse(app: App, run_id: str, after: int) -> AsyncIterator[str]:
         elif got == "dropped":
             yield dropped_frame(run_id, last)
         elif got == END:
-            yield f"event: end\ndata: {json.dumps({'run_id': run_id, 'last_event_id': last})}\n\n"
+            yield end_frame(run_id, last)
+        elif got == SHUTDOWN:
+            yield shutdown_frame(run_id, last)
 
 
 async def ui_page(app: App, request: Request) -> Response:
@@ -275,10 +288,12 @@ class _Lazy:
         buffer: int,
         sessions: Any = None,
         streams: dict[str, int] | None = None,
+        unverified: bool = False,
     ) -> None:
         self.agents, self.store, self.auth, self.trace_page, self.buffer = agents, store, auth, trace_page, buffer
         self.sessions = sessions
         self.streams = streams or {}
+        self.unverified = unverified
         self.app: App | None = None
         self._lock = asyncio.Lock()
 
@@ -293,7 +308,14 @@ class _Lazy:
 
                     store = await open_store(store)
                 pool = StreamPool(limit=self.buffer, **self.streams)
-                service = Service(self.agents, store, buffer=self.buffer, sessions=self.sessions, streams=pool)
+                service = Service(
+                    self.agents,
+                    store,
+                    buffer=self.buffer,
+                    sessions=self.sessions,
+                    streams=pool,
+                    unverified=self.unverified,
+                )
                 self.app = App(service, self.auth, self.trace_page)
         return self.app
 
@@ -304,12 +326,31 @@ class _Lazy:
             raise RuntimeError("the app has not started yet")
         return self.app.service
 
+    def shutting_down(self) -> None:
+        """The server is shutting down: end the event streams saying so (:class:`loopwright.serve.Server`)."""
+        if self.app is not None:
+            self.app.service.shutting_down()
+
     async def close(self) -> None:
         if self.app is not None:
             await self.app.service.close()
             if isinstance(self.store, str):
                 await self.app.service.store.close()
             self.app = None
+
+
+def _served(agents: Agent | Sequence[Agent], unverified: bool) -> list[Agent]:
+    """``app()``'s agents as a list (ConfigurationError: none, or not an Agent; MachineError: a
+    machine verify rejects, unless ``unverified``)."""
+    served = [agents] if isinstance(agents, Agent) else list(agents)
+    if not served:
+        raise ConfigurationError("serve.app() needs at least one Agent")
+    for a in served:
+        if not isinstance(a, Agent):
+            raise ConfigurationError(f"serve.app() takes Agents, got {type(a).__name__}")
+    if not unverified:
+        refuse_unverified(served)
+    return served
 
 
 def app(
@@ -327,6 +368,7 @@ def app(
     buffer_bytes: int = 2**20,
     max_buffered_bytes: int = 64 * 2**20,
     max_streams: int = 1000,
+    unverified: bool = False,
 ) -> Starlette:
     """An ASGI app serving ``agents`` (see the module docstring for its routes).
 
@@ -352,13 +394,12 @@ def app(
     (default 1 MiB) before it is dropped, as past ``buffer`` events; ``max_buffered_bytes``: all
     clients' buffers together (default 64 MiB; the client whose event would pass it is dropped);
     ``max_streams``: streams open at once (default 1000; 503 past it). Clients that never read
-    hold at most ``max_buffered_bytes`` between them (:class:`~loopwright.serve.hub.StreamPool`)."""
-    served = [agents] if isinstance(agents, Agent) else list(agents)
-    if not served:
-        raise ConfigurationError("serve.app() needs at least one Agent")
-    for a in served:
-        if not isinstance(a, Agent):
-            raise ConfigurationError(f"serve.app() takes Agents, got {type(a).__name__}")
+    hold at most ``max_buffered_bytes`` between them (:class:`~loopwright.serve.hub.StreamPool`).
+
+    An agent whose machine :func:`~loopwright.machines.verify` rejects is refused here
+    (MachineError, naming the violation) unless ``unverified=True``: its runs then still end by
+    their ``timeout_s``, on cancel and at ``Limits.max_transitions`` (``Runner(agent, unverified=True)``)."""
+    served = _served(agents, unverified)
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ConfigurationError(
             f"serve.app(max_body_bytes=) takes a whole number of bytes >= 1, got {max_body_bytes!r}"
@@ -373,7 +414,7 @@ def app(
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"serve.app({name}=) takes a whole number >= 1, got {value!r}")
-    lazy = _Lazy(served, store, auth, trace_page, buffer, sessions, streams)
+    lazy = _Lazy(served, store, auth, trace_page, buffer, sessions, streams, unverified)
 
     @asynccontextmanager
     async def lifespan(starlette: Starlette) -> AsyncIterator[None]:

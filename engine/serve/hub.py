@@ -20,6 +20,8 @@ from .decisions import ServeError
 END = "end"
 """The item a hub gives its subscribers when the run has ended (no event follows)."""
 BUSY = "busy"
+SHUTDOWN = "shutdown"
+"""What a stream yields last when the server is shutting down (:class:`loopwright.serve.Server`)."""
 """What a stream gets instead of events when as many streams are open as may be (then it ends)."""
 
 
@@ -74,7 +76,7 @@ class StreamPool:
 class Subscriber:
     """One client's buffer: :meth:`batch` waits for what arrived since the last batch."""
 
-    __slots__ = ("_ready", "bytes", "closed", "dropped", "ended", "pool", "queue")
+    __slots__ = ("_ready", "bytes", "closed", "dropped", "ended", "pool", "queue", "stopped")
 
     def __init__(self, pool: StreamPool) -> None:
         self.queue: deque[Item] = deque()
@@ -84,6 +86,8 @@ class Subscriber:
         self.dropped = False
         """The client fell too far behind: its buffer was emptied, it gets no more."""
         self.ended = False
+        self.stopped = False
+        """The server is shutting down: the client gets what it has buffered, then ``shutdown``."""
         self.closed = False
         self._ready = asyncio.Event()
         pool.open += 1
@@ -119,9 +123,14 @@ class Subscriber:
         self.ended = True
         self._ready.set()
 
+    def stop(self) -> None:
+        """The server is shutting down: wake the client's stream, which then ends saying so."""
+        self.stopped = True
+        self._ready.set()
+
     async def batch(self, idle_s: float) -> list[Item]:
         """The events buffered since the last call (waiting up to ``idle_s`` s for one)."""
-        if not self.queue and not self.dropped and not self.ended:
+        if not self.queue and not self.dropped and not self.ended and not self.stopped:
             try:
                 await asyncio.wait_for(self._ready.wait(), idle_s)
             except TimeoutError:

@@ -20,11 +20,12 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
-from ..data.errors import LoopwrightError
+from ..data.errors import LoopwrightError, MachineError
 from ..data.result import RunResult
 from ..durable.codec import rebuild
+from ..features import machine_for
 from ..loop.options import new_run_id
-from ..loop.runner import Runner
+from ..loop.runner import Runner, refusal, verdict
 from ..loop.sessions import SessionRun
 from ..runtime.agent import Agent
 from ..runtime.log import get_logger
@@ -32,7 +33,7 @@ from ..stores.base import RunStore, SavedRun
 from ..stores.session_base import SessionBusy
 from .agui import Threads
 from .decisions import ENDED, DecisionIn, ServeError, decisions_for, not_waiting, pending_of
-from .hub import BUSY, END, Hub, Item, StreamPool, Subscriber
+from .hub import BUSY, END, SHUTDOWN, Hub, Item, StreamPool, Subscriber
 
 
 def _session_key(runner: Runner, agent: str, user: str | None, session: str) -> tuple[str, str, str]:
@@ -45,6 +46,19 @@ def _session_key(runner: Runner, agent: str, user: str | None, session: str) -> 
 
 
 _log = get_logger()
+
+
+def refuse_unverified(agents: Iterable[Agent]) -> None:
+    """Refuse (MachineError, the Runner's message) an agent whose machine
+    :func:`~loopwright.machines.verify` rejects: a server runs only bounded machines unless
+    opted in (``app(..., unverified=True)``, ``loopwright serve --unverified``)."""
+    for agent in agents:
+        machine = machine_for(agent)
+        if not (report := verdict(machine)).ok:
+            raise MachineError(
+                refusal(machine, report, agent.name)
+                + "; to serve it: loopwright.serve.app(..., unverified=True) or loopwright serve --unverified"
+            )
 
 
 class Service:
@@ -60,6 +74,7 @@ class Service:
         buffer: int = 1000,
         sessions: Any = None,
         streams: StreamPool | None = None,
+        unverified: bool = False,
     ) -> None:
         self.store = store
         self.buffer = buffer
@@ -69,7 +84,9 @@ class Service:
         for agent in agents:
             if agent.name in self.runners:
                 raise ServeError(500, f"two agents are named {agent.name!r}; give each served agent its own name")
-            self.runners[agent.name] = Runner(agent, store=store, observers=[self], sessions=sessions)
+            self.runners[agent.name] = Runner(
+                agent, store=store, observers=[self], sessions=sessions, unverified=unverified
+            )
         self.hubs: dict[str, Hub] = {}
         self.live: dict[str, str] = {}
         """Runs with a leg in progress in this process: their agent, by run id."""
@@ -78,6 +95,8 @@ class Service:
         self.paused: set[str] = set()
         """Runs paused in this process (``Runner.pause``: the store has no outcome for them)."""
         self._busy: set[str] = set()
+        self.stopping = False
+        """The server is shutting down (:meth:`shutting_down`): streams end saying so."""
         """Runs being decided, cancelled or resumed right now (a second request is refused)."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self.threads = Threads()
@@ -168,6 +187,14 @@ class Service:
         hub = self.hubs.get(run_id)
         if hub is not None and not hub.subscribers and not hub.running:
             del self.hubs[run_id]
+
+    def shutting_down(self) -> None:
+        """The server is shutting down: every stream following a run here ends with ``"shutdown"``
+        (after what it has buffered), so none holds the server or just closes."""
+        self.stopping = True
+        for hub in self.hubs.values():
+            for sub in hub.subscribers:
+                sub.stop()
 
     async def close(self, grace_s: float = 5.0) -> None:
         """Stop the legs in progress here: each is paused at its next transition (the store keeps
@@ -283,7 +310,8 @@ class Service:
         """The run's events after seq ``after``, in order, in batches as they happen: first what
         the store and the leg in progress hold, then what arrived since the last batch. Ends
         after the run ends (``"end"``); yields ``"dropped"`` (then stops) when this client fell
-        too far behind, ``"ping"`` when idle for ``heartbeat`` seconds, ``"busy"`` (then stops)
+        too far behind, ``"shutdown"`` (then stops) when the server is shutting down,
+        ``"ping"`` when idle for ``heartbeat`` seconds, ``"busy"`` (then stops)
         when as many streams are open as may be."""
         hub = self._hub(run_id)
         sub, history = hub.subscribe(self.streams)
@@ -299,6 +327,9 @@ class Service:
                 yield first
             if not hub.running and any(item.type == "run_finished" for item in merged):
                 yield END
+                return
+            if self.stopping:
+                yield SHUTDOWN
                 return
             async for live in self._live(sub, last, heartbeat):
                 yield live
@@ -321,6 +352,9 @@ class Service:
                 yield fresh
             if sub.ended and not sub.queue:
                 yield END
+                return
+            if sub.stopped:
+                yield SHUTDOWN
                 return
 
     # ------------------------------------------------------------------ steering a run

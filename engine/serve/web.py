@@ -155,3 +155,22 @@ def dropped_frame(run_id: str, last: int) -> str:
         f"(GET /runs/{run_id}/events with the header Last-Event-ID: {last})"
     )
     return f"event: dropped\ndata: {json.dumps({'message': message, 'last_event_id': last})}\n\n"
+
+
+def end_frame(run_id: str, last: int, *, agui: bool = False) -> str:
+    """The stream's last event once the run has ended (AG-UI: as a ``CUSTOM`` event named ``end``)."""
+    return _named("end", {"run_id": run_id, "last_event_id": last}, agui)
+
+
+def shutdown_frame(run_id: str, last: int, *, agui: bool = False) -> str:
+    """The stream's last event when the server is shutting down: where to resume."""
+    message = (
+        f"the server is shutting down; the run {run_id} goes on where it stopped on the next server: follow it "
+        f"there from Last-Event-ID: {last} (GET /runs/{run_id}/events with the header Last-Event-ID: {last})"
+    )
+    return _named("shutdown", {"message": message, "last_event_id": last}, agui)
+
+
+def _named(name: str, data: dict[str, Any], agui: bool) -> str:
+    body = {"type": "CUSTOM", "name": name, "value": data} if agui else data
+    return f"event: {name}\ndata: {json.dumps(body)}\n\n"

@@ -92,6 +92,7 @@ def _check_seq(c: _Checker, events: list[Event]) -> None:
 def _check_path(c: _Checker, trace: list[str], events: list[Event], machine: LoopMachine) -> None:
     rows = {(r.source, r.dest, r.label) for r in machine.rows}
     rows |= {(r.source, r.dest, r.label) for r in map(abort_row, machine.states) if r.source not in machine.terminals}
+    rows |= _engine_rows(machine)
     steps = [(e.source, e.state, e.guard) for e in events if isinstance(e, StateEntered)]
     for step in steps:
         if step not in rows:
@@ -104,6 +105,18 @@ def _check_path(c: _Checker, trace: list[str], events: list[Event], machine: Loo
     expected = [s[1] for s in steps] if resumed else [machine.initial, *[s[1] for s in steps]]
     if (trace[-len(expected) :] if resumed and expected else trace) != expected:
         c.fail("the trace is a path of the machine", "the state_entered events do not match the trace")
+
+
+ENGINE_STOPPED = "engine_stopped"
+"""The guard of the engine's own rows (:func:`loopwright.loop.run.engine_stopped`): the run
+ended at ``Limits.max_transitions``, past ``timeout_s`` or on a cancellation the table did not answer."""
+
+
+def _engine_rows(machine: LoopMachine) -> set[tuple[str, str, str]]:
+    """The engine's rows: any non-terminal state into ``done`` or ``cancelled`` (those the machine
+    has) through ``engine_stopped`` (without them it ends the run by the abort row)."""
+    ends = [t for t in ("done", "cancelled") if t in machine.terminals]
+    return {(s, t, ENGINE_STOPPED) for s in machine.states if s not in machine.terminals for t in ends}
 
 
 def _check_terminal_ends(c: _Checker, trace: list[str], machine: LoopMachine) -> None:
