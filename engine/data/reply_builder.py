@@ -133,7 +133,13 @@ def build_usage(**counts: int | Decimal | None) -> Usage:
     if len(values) != len(_USAGE_DEFAULTS):
         unknown = ", ".join(sorted(set(counts) - set(_USAGE_DEFAULTS)))
         raise TypeError(f"build_usage got {unknown}: a Usage has {', '.join(_USAGE_DEFAULTS)}")
-    return _made(Usage, values, _shared(frozenset(counts)))  # type: ignore[no-any-return]
+    names = frozenset(counts)
+    obj = new_object(Usage)  # (_made's body: a usage is built per reply)
+    set_dict(obj, values)
+    set_fields_set(obj, _SETS.get(names) or _shared(names))
+    set_extra(obj, None)
+    set_private(obj, None)
+    return obj  # type: ignore[no-any-return]
 
 
 def build_reply(

@@ -271,7 +271,7 @@ class Run:
             raise exc
         return self._answerable(exc), False
 
-    async def steps(self, to_end: bool) -> Row | None:  # noqa: C901, PLR0912 (the hot path, inlined on purpose: see below)
+    async def steps(self, to_end: bool) -> Row | None:  # noqa: C901, PLR0912, PLR0915 (the hot path, inlined on purpose: see below)
         """Do the current stage's work, then take one transition; with ``to_end``, go on until
         a terminal or waiting state (or ``Runner.pause``) — the first step always runs: a
         resumed run starts in its waiting state, and its first step resumes it. The last row
@@ -284,6 +284,7 @@ class Run:
         rs, ctx = self.state, self.ctx
         handlers, terminals, stops, choosers = self._handlers, self._terminals, self._stops, self.machine.choosers
         cap, seen = rs.limits.max_transitions, len(rs.trace)  # the engine's own bound: see _bounded
+        observers, own = self.runner.observers, self._own
         row: Row | None = None
         while True:
             stage = rs.stage
@@ -322,7 +323,28 @@ class Run:
                 row = self._abort(stage, "stage", raised)
             if rs.cancel_requested or rs.deadline_hit or seen >= cap:
                 row = self._bounded(row)  # (rare: the engine's own bounds, whatever the machine)
-            self._take(row)
+            dest = row.dest
+            if (
+                row.bounded_by is None
+                and not row.records_limit
+                and dest not in stops
+                and not ctx.watchers
+                and not INSTRUMENTS.transition
+                and not observers.transition
+                and own is None
+            ):  # _take's quiet case (and the log's transition), without their two frames
+                rs.stage = dest
+                rs.trace.append(dest)
+                rs.seq += 1
+                log = ctx.log
+                if rs.iteration == log.iteration and rs.active_agent == log.agent:
+                    log.entries.append(row)  # (EventLog.transition's usual case)
+                    log.stage = dest
+                    log.times.append(_clock())
+                else:
+                    log.transition(row, rs.iteration, rs.active_agent)
+            else:
+                self._take(row)
             seen += 1
             flush = self._save(row) if self._save is not None else None
             if flush is not None or cancelled_from_outside:
