@@ -97,6 +97,7 @@ def main() -> None:
     parser.add_argument("--a", default=".", help="build A (a tree made with --tree; '.': as installed)")
     parser.add_argument("--b", default=".", help="build B")
     parser.add_argument("--pairs", type=int, default=6)
+    parser.add_argument("--ks", default="10,100", help="the K of each comparison (K=1: a short run's fixed cost)")
     parser.add_argument("--runs", type=int, default=200, help="timed runs a process (K=10; K=100 a tenth)")
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the event loop of both")
     parser.add_argument(
@@ -114,8 +115,8 @@ def main() -> None:
         make_tree(args.tree[1], Path(args.tree[0]))
         return
     print(f"load average {os.getloadavg()}, loop {args.loop}")
-    for k in (10, 100):
-        runs = args.runs if k == 10 else max(args.runs // 10, 5)
+    for k in (int(k) for k in args.ks.split(",")):
+        runs = args.runs if k <= 10 else max(args.runs // 10, 5)
         pairs = []
         for i in range(args.pairs):
             a, b = ("a", args.a, args.a_env), ("b", args.b, args.b_env)

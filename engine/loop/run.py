@@ -37,6 +37,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from ..data import limits as _limits
 from ..data.errors import NoTransitionError
 from ..data.events import ErrorInfo, LimitReached, Paused, RunFinished, RunStarted
 from ..data.result import RunResult
@@ -171,8 +172,9 @@ class Run:
         self._held = 0
         self._mark: list[bool] | None = None
         """On a loop that is not asyncio's own: the marker this run last gave the loop (see _probe)."""
-        self._timer: asyncio.TimerHandle | None = None
-        """The run's one deadline timer (armed at its first step when it has ``timeout_s``)."""
+        self._timer: asyncio.TimerHandle | _Deadline | None = None
+        """The run's one deadline (armed at its first step when it has ``timeout_s``): a place in the
+        loop's shared watch, or for a deadline under ``COARSE_FROM_S`` away a timer of its own."""
         self._in_stage = False
         self._timed_out = False
         """The deadline timer cancelled the stage in progress (the runner takes it back)."""
@@ -602,13 +604,22 @@ class Run:
         return self._held >= HOLD
 
     def _arm_deadline(self) -> None:
-        """One timer per run (not one per stage): when ``timeout_s`` runs out it marks the
-        deadline and cancels the stage in progress, which the table then ends."""
+        """One deadline per run (not one per stage): when ``timeout_s`` runs out it marks the
+        deadline and cancels the stage in progress, which the table then ends. The step loop
+        itself notes a deadline passed at each step boundary (the clock read once a step); this
+        is for a stage stuck in an await. A deadline ``COARSE_FROM_S`` or more away joins the
+        loop's shared watch (:func:`loopwright.data.limits.watch`, the per-call bounds' own: no
+        timer armed and cancelled per run, at most ``TICK_S`` late); a nearer one gets a timer."""
         rs = self.state
         if self._timer is not None or rs.deadline_hit or rs.deadline is None:
             return
+        left = rs.deadline - _clock()
+        if left >= _limits.COARSE_FROM_S and self.task is not None:
+            deadline = self._timer = _limits.watch(left, _Deadline)
+            deadline.run = self
+            return
         loop = asyncio.get_running_loop()
-        self._timer = loop.call_at(loop.time() + (rs.deadline - _clock()), self._deadline_passed)
+        self._timer = loop.call_at(loop.time() + left, self._deadline_passed)
 
     def _check_deadline(self, task: asyncio.Task[Any] | None) -> None:
         """After a stage: take back a deadline cancellation the stage swallowed; note a
@@ -663,6 +674,23 @@ class Run:
             task.uncancel()  # our own runner.cancel(): end normally
             return True
         return False
+
+
+class _Deadline(_limits.Watched):
+    """A run's deadline in the loop's shared watch: past it, the watch's tick calls
+    :meth:`Run._deadline_passed` (not a cancellation of its own)."""
+
+    __slots__ = ("run",)
+    run: Run
+
+    def fire(self) -> None:
+        self.cancel()
+        self.run._deadline_passed()
+
+    def cancel(self) -> None:
+        shared = self.shared
+        if shared is not None:
+            shared.live.discard(self)
 
 
 def engine_stopped(rs: RunState) -> bool:
