@@ -150,11 +150,14 @@ class Run:
         own = self._own = Observers(EventSink(sink)) if sink is not None else None
         if INSTRUMENTS.start or runner.observers.start:  # observers that watch this run alone
             own = self._own = runner.observers.start_run(self, INSTRUMENTS.start_run(self, own))
-        watching = [o for o in (INSTRUMENTS, runner.observers, own) if o is not None and o.event]
+        watchers = []  # (a loop, not comprehensions: each would be a frame of every run's set-up)
+        for o in (INSTRUMENTS, runner.observers, own):
+            if o is not None and o.event:
+                watchers.append(_watcher(o))
         self.ctx = RunContext(
             runner.tree,
             rs,
-            watchers=[_watcher(o) for o in watching],
+            watchers=watchers,
             stream_deltas=stream_deltas,
             features=machine.features,
             hooks=machine.hooks,
