@@ -46,7 +46,7 @@ class SharedFieldsSet(set[str]):
 
     add = discard = remove = pop = clear = update = _shared
     difference_update = intersection_update = symmetric_difference_update = _shared
-    __ior__ = __iand__ = __isub__ = __ixor__ = _shared  # type: ignore[assignment]
+    __ior__ = __iand__ = __isub__ = __ixor__ = _shared
 
     def __copy__(self) -> set[str]:
         return set(self)
@@ -99,7 +99,7 @@ def build_text(text: str) -> TextPart:
     set_fields_set(obj, _TEXT_SET)
     set_extra(obj, None)
     set_private(obj, None)
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
 def build_call(id: str | None, name: str, args: dict[str, Any]) -> ToolCall:
@@ -114,7 +114,7 @@ def build_call(id: str | None, name: str, args: dict[str, Any]) -> ToolCall:
         set_fields_set(obj, _CALL_SET)
     set_extra(obj, None)
     set_private(obj, None)
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
 def build_thought(**fields: Any) -> ThoughtPart:
@@ -139,7 +139,7 @@ def build_usage(**counts: int | Decimal | None) -> Usage:
     set_fields_set(obj, _SETS.get(names) or _shared(names))
     set_extra(obj, None)
     set_private(obj, None)
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
 def build_reply(
@@ -167,4 +167,4 @@ def build_reply(
     set_fields_set(obj, _REPLY_SETS[model is not None, bool(details)])
     set_extra(obj, None)
     set_private(obj, None)
-    return obj  # type: ignore[no-any-return]
+    return obj
