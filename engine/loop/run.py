@@ -50,7 +50,7 @@ from ..runtime.context import RunContext
 from ..runtime.observers import INSTRUMENTS, EventSink, Observers
 from ..table.machine import LoopMachine, Row, abort_row
 
-from loopwright.states import Handler  # isort: skip
+from loopwright.states import Handler, decide  # isort: skip
 
 _clock = time.time
 _monotonic = time.monotonic
@@ -310,9 +310,11 @@ class Run:
                     await asyncio.sleep(0)
                     self._yielded, self._waiter = _monotonic(), 0
                 self._in_stage = True
-                waits = handlers[stage](rs, ctx)
-                if waits is not None:
-                    await waits
+                handler = handlers[stage]
+                if handler is not decide:  # (decide does no work: its rows choose; no frame for it)
+                    waits = handler(rs, ctx)
+                    if waits is not None:
+                        await waits
             except BaseException as exc:  # a stage never stops the loop (see _caught)
                 raised, cancelled_from_outside = self._caught(stage, exc, task)
             finally:

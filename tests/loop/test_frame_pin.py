@@ -38,8 +38,8 @@ from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, tool
 from loopwright.models import build_call, build_reply, build_text, build_usage
 
 K = 100
-PIN_FRAMES = 7100
-"""Python frames one K=100 run enters (71.00 an iteration; the floor: 51). Issue 38's target: <= 60.
+PIN_FRAMES = 6797
+"""Python frames one K=100 run enters (67.97 an iteration; the floor: 51). Issue 38's target: <= 60.
 
 History (an iteration): 87.10 with validated replies (``ModelResponse(...)``, ``Usage(...)``,
 ``ToolCall(...)`` per call: three pydantic ``__init__``, two ``__instancecheck__``, three fields
@@ -50,9 +50,11 @@ watches transitions; tests/loop/test_fused_transitions.py proves the runs the sa
 ``build_usage`` in one frame; 71.09 with ``is_storable`` looking at scalar items in its loop (not
 a frame each: a call's two int arguments); 71.02 with the run's deadline in the loop's shared watch
 (no timer armed and cancelled: a run's fixed cost, not an iteration's); 71.00 without the two list
-comprehensions of ``Run.__init__``."""
-PIN_CALLS = 19434
-"""Python frames and C calls one K=100 run enters (194.34 an iteration; the floor: 98). History:
+comprehensions of ``Run.__init__``; 67.97 with no frame for ``decide`` (it does no work), and
+``postprocess`` making the assistant turn in its own frame and not entering ``kept`` for a reply
+built with ``build_reply`` (its fields sets are shared already)."""
+PIN_CALLS = 19030
+"""Python frames and C calls one K=100 run enters (190.30 an iteration; the floor: 98). History:
 213.16 with validated replies, 206.50 with ``build_reply``, 198.42 with the quiet transition,
 196.40 with ``build_usage`` in one frame, 194.40 with ``is_storable``'s scalars in its loop."""
 
