@@ -98,6 +98,14 @@ from loopwright import (
 )
 from loopwright.data.events import trusted
 
+try:
+    from loopwright.models import build_call, build_reply, build_text, build_usage
+except ImportError:  # (a build from before the fast constructor: bench_paired.py's base)
+    build_call = build_reply = build_text = build_usage = None  # type: ignore[assignment]
+VALIDATED_REPLIES = os.environ.get("PEERS_VALIDATED") == "1" or build_reply is None
+"""(p)'s model builds its replies validated (``PEERS_VALIDATED=1``, the shared harness's way) rather
+than with the fast constructor adapters use (``loopwright.models.build_reply``)."""
+
 Reply = dict[str, Any]
 History = list[Reply]
 HandModel = Callable[[History], Awaitable[Reply]]
@@ -151,14 +159,19 @@ class PeersModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         i, is_tool = peers_next_step()
-        usage = Usage(input_tokens=1, output_tokens=1, requests=1)
+        if VALIDATED_REPLIES:
+            usage = Usage(input_tokens=1, output_tokens=1, requests=1)
+            if is_tool:
+                return ModelResponse(
+                    parts=(ToolCall(id=f"call_{i}", name="add", args={"a": i, "b": 1}),),
+                    stop_reason="tool_use",
+                    usage=usage,
+                )
+            return ModelResponse(parts=(TextPart(text=PEERS_FINAL),), stop_reason="end_turn", usage=usage)
+        usage = build_usage(input_tokens=1, output_tokens=1, requests=1)  # (the fast constructor adapters use)
         if is_tool:
-            return ModelResponse(
-                parts=(ToolCall(id=f"call_{i}", name="add", args={"a": i, "b": 1}),),
-                stop_reason="tool_use",
-                usage=usage,
-            )
-        return ModelResponse(parts=(TextPart(text=PEERS_FINAL),), stop_reason="end_turn", usage=usage)
+            return build_reply((build_call(f"call_{i}", "add", {"a": i, "b": 1}),), usage, "tool_use")
+        return build_reply((build_text(PEERS_FINAL),), usage, "end_turn")
 
 
 def peers_runner(k: int) -> Runner:

@@ -11,6 +11,7 @@ then::
 
     python bench/bench_paired.py --a /tmp/base --b .          # "." is the working tree, as installed
     python bench/bench_paired.py --a /tmp/base --b . --pairs 10 --runs 300 --loop uvloop
+    python bench/bench_paired.py --a . --a-env PEERS_VALIDATED=1 --b .   # validated replies vs build_reply
 
 The change B is kept only where it buys >= 5% an iteration (issue 38).
 """
@@ -81,8 +82,8 @@ def child(k: int, runs: int, loop: str) -> dict[str, float]:
     return out
 
 
-def spawn(build: str, k: int, runs: int, loop: str) -> dict[str, float]:
-    env = dict(os.environ)
+def spawn(build: str, k: int, runs: int, loop: str, extra: list[str] | None = None) -> dict[str, float]:
+    env = dict(os.environ, **dict(item.split("=", 1) for item in extra or ()))
     if build != ".":
         env["PYTHONPATH"] = str(Path(build).resolve())
     out = subprocess.run([sys.executable, __file__, "--child", str(k), str(runs), loop], env=env, check=True,
@@ -96,8 +97,15 @@ def main() -> None:
     parser.add_argument("--a", default=".", help="build A (a tree made with --tree; '.': as installed)")
     parser.add_argument("--b", default=".", help="build B")
     parser.add_argument("--pairs", type=int, default=6)
+    parser.add_argument("--ks", default="10,100", help="the K of each comparison (K=1: a short run's fixed cost)")
     parser.add_argument("--runs", type=int, default=200, help="timed runs a process (K=10; K=100 a tenth)")
     parser.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the event loop of both")
+    parser.add_argument(
+        "--a-env", action="append", metavar="KEY=VALUE", help="an environment variable of A's processes"
+    )
+    parser.add_argument(
+        "--b-env", action="append", metavar="KEY=VALUE", help="an environment variable of B's processes"
+    )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -107,12 +115,13 @@ def main() -> None:
         make_tree(args.tree[1], Path(args.tree[0]))
         return
     print(f"load average {os.getloadavg()}, loop {args.loop}")
-    for k in (10, 100):
-        runs = args.runs if k == 10 else max(args.runs // 10, 5)
+    for k in (int(k) for k in args.ks.split(",")):
+        runs = args.runs if k <= 10 else max(args.runs // 10, 5)
         pairs = []
         for i in range(args.pairs):
-            order = (("a", args.a), ("b", args.b)) if i % 2 == 0 else (("b", args.b), ("a", args.a))
-            got = {name: spawn(build, k, runs, args.loop) for name, build in order}
+            a, b = ("a", args.a, args.a_env), ("b", args.b, args.b_env)
+            order = (a, b) if i % 2 == 0 else (b, a)
+            got = {name: spawn(build, k, runs, args.loop, env) for name, build, env in order}
             pairs.append(got)
         for key in ("cpu_us_per_iter", "median_us_per_iter", "best_us_per_iter"):
             a = [p["a"][key] for p in pairs]

@@ -13,10 +13,13 @@ and the continuation's text is appended to ``text``.
 
 from __future__ import annotations
 
-from loopwright.data.events import ZERO_USAGE, ErrorInfo, ErrorOccurred, Message, TextPart, ToolCall, kept, trusted
+from loopwright.data.build import all_fields, new_object, set_dict, set_extra, set_fields_set, set_private
+from loopwright.data.events import ZERO_USAGE, ErrorInfo, ErrorOccurred, Message, TextPart, ToolCall, kept
 from loopwright.data.run_state import RunState
 from loopwright.runtime.context import RunContext
 from loopwright.table.guards import TRUNCATED
+
+_MESSAGE_FIELDS = all_fields(Message)
 
 
 def postprocess(rs: RunState, ctx: RunContext) -> None:
@@ -25,10 +28,16 @@ def postprocess(rs: RunState, ctx: RunContext) -> None:
         return
     for process in ctx.response_hooks:
         response = rs.response = process(response=response, rs=rs, ctx=ctx)
-    kept(response)
+    if type(response.__pydantic_fields_set__) is set:  # (kept already: a reply built with build_reply)
+        kept(response)
     if response.usage is not ZERO_USAGE:  # (a reply that reports no usage adds none)
         rs.usage = rs.usage + response.usage
-    rs.messages.append(trusted(Message, role="assistant", parts=response.parts, agent=rs.active_agent))
+    turn = new_object(Message)  # (trusted(Message, ...) written out: once an iteration)
+    set_dict(turn, {"role": "assistant", "parts": response.parts, "agent": rs.active_agent})
+    set_fields_set(turn, _MESSAGE_FIELDS)
+    set_extra(turn, None)
+    set_private(turn, None)
+    rs.messages.append(turn)
     parts = response.parts
     if len(parts) == 1:  # the usual reply: one part (no generator for it)
         text = parts[0].text if type(parts[0]) is TextPart else ""

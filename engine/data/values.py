@@ -61,7 +61,7 @@ def storable(value: Any) -> Any:
     return _storable(value, MAX_DEPTH)
 
 
-def is_storable(value: Any, depth: int = MAX_DEPTH) -> bool:
+def is_storable(value: Any, depth: int = MAX_DEPTH) -> bool:  # noqa: C901, PLR0912 (scalars written out: the hot path)
     """Whether :func:`storable` keeps ``value`` as it is (False: it must be cleaned, or it is
     refused); a look at each item, nothing built."""
     kind = type(value)
@@ -78,8 +78,17 @@ def is_storable(value: Any, depth: int = MAX_DEPTH) -> bool:
                 if type(key) is str and not key.isascii() and _SURROGATE.search(key) is not None:
                     return False
             value = value.values()
-        for item in value:  # noqa: SIM110 (a loop: all() would add a generator's frame per container)
-            if not is_storable(item, depth - 1):
+        for item in value:  # (a loop: all() would add a generator's frame per container)
+            kind = type(item)
+            if kind is int:  # (the scalars' cases written out: no frame per item)
+                if item.bit_length() > INT_BITS:
+                    return False
+            elif kind is str:
+                if not item.isascii() and _SURROGATE.search(item) is not None:
+                    return False
+            elif kind is float or kind is bool or item is None:
+                continue
+            elif not is_storable(item, depth - 1):
                 return False
         return True
     return kind is not tuple  # float, bool, None (and a tuple: storable makes it a list)

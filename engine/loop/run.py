@@ -37,6 +37,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from ..data import limits as _limits
 from ..data.errors import NoTransitionError
 from ..data.events import ErrorInfo, LimitReached, Paused, RunFinished, RunStarted
 from ..data.result import RunResult
@@ -49,7 +50,7 @@ from ..runtime.context import RunContext
 from ..runtime.observers import INSTRUMENTS, EventSink, Observers
 from ..table.machine import LoopMachine, Row, abort_row
 
-from loopwright.states import Handler  # isort: skip
+from loopwright.states import Handler, decide  # isort: skip
 
 _clock = time.time
 _monotonic = time.monotonic
@@ -149,11 +150,14 @@ class Run:
         own = self._own = Observers(EventSink(sink)) if sink is not None else None
         if INSTRUMENTS.start or runner.observers.start:  # observers that watch this run alone
             own = self._own = runner.observers.start_run(self, INSTRUMENTS.start_run(self, own))
-        watching = [o for o in (INSTRUMENTS, runner.observers, own) if o is not None and o.event]
+        watchers = []  # (a loop, not comprehensions: each would be a frame of every run's set-up)
+        for o in (INSTRUMENTS, runner.observers, own):
+            if o is not None and o.event:
+                watchers.append(_watcher(o))
         self.ctx = RunContext(
             runner.tree,
             rs,
-            watchers=[_watcher(o) for o in watching],
+            watchers=watchers,
             stream_deltas=stream_deltas,
             features=machine.features,
             hooks=machine.hooks,
@@ -171,8 +175,9 @@ class Run:
         self._held = 0
         self._mark: list[bool] | None = None
         """On a loop that is not asyncio's own: the marker this run last gave the loop (see _probe)."""
-        self._timer: asyncio.TimerHandle | None = None
-        """The run's one deadline timer (armed at its first step when it has ``timeout_s``)."""
+        self._timer: asyncio.TimerHandle | _Deadline | None = None
+        """The run's one deadline (armed at its first step when it has ``timeout_s``): a place in the
+        loop's shared watch, or for a deadline under ``COARSE_FROM_S`` away a timer of its own."""
         self._in_stage = False
         self._timed_out = False
         """The deadline timer cancelled the stage in progress (the runner takes it back)."""
@@ -271,7 +276,7 @@ class Run:
             raise exc
         return self._answerable(exc), False
 
-    async def steps(self, to_end: bool) -> Row | None:  # noqa: C901, PLR0912 (the hot path, inlined on purpose: see below)
+    async def steps(self, to_end: bool) -> Row | None:  # noqa: C901, PLR0912, PLR0915 (the hot path, inlined on purpose: see below)
         """Do the current stage's work, then take one transition; with ``to_end``, go on until
         a terminal or waiting state (or ``Runner.pause``) — the first step always runs: a
         resumed run starts in its waiting state, and its first step resumes it. The last row
@@ -284,6 +289,7 @@ class Run:
         rs, ctx = self.state, self.ctx
         handlers, terminals, stops, choosers = self._handlers, self._terminals, self._stops, self.machine.choosers
         cap, seen = rs.limits.max_transitions, len(rs.trace)  # the engine's own bound: see _bounded
+        observers, own = self.runner.observers, self._own
         row: Row | None = None
         while True:
             stage = rs.stage
@@ -304,9 +310,11 @@ class Run:
                     await asyncio.sleep(0)
                     self._yielded, self._waiter = _monotonic(), 0
                 self._in_stage = True
-                waits = handlers[stage](rs, ctx)
-                if waits is not None:
-                    await waits
+                handler = handlers[stage]
+                if handler is not decide:  # (decide does no work: its rows choose; no frame for it)
+                    waits = handler(rs, ctx)
+                    if waits is not None:
+                        await waits
             except BaseException as exc:  # a stage never stops the loop (see _caught)
                 raised, cancelled_from_outside = self._caught(stage, exc, task)
             finally:
@@ -322,7 +330,28 @@ class Run:
                 row = self._abort(stage, "stage", raised)
             if rs.cancel_requested or rs.deadline_hit or seen >= cap:
                 row = self._bounded(row)  # (rare: the engine's own bounds, whatever the machine)
-            self._take(row)
+            dest = row.dest
+            if (
+                row.bounded_by is None
+                and not row.records_limit
+                and dest not in stops
+                and not ctx.watchers
+                and not INSTRUMENTS.transition
+                and not observers.transition
+                and own is None
+            ):  # _take's quiet case (and the log's transition), without their two frames
+                rs.stage = dest
+                rs.trace.append(dest)
+                rs.seq += 1
+                log = ctx.log
+                if rs.iteration == log.iteration and rs.active_agent == log.agent:
+                    log.entries.append(row)  # (EventLog.transition's usual case)
+                    log.stage = dest
+                    log.times.append(_clock())
+                else:
+                    log.transition(row, rs.iteration, rs.active_agent)
+            else:
+                self._take(row)
             seen += 1
             flush = self._save(row) if self._save is not None else None
             if flush is not None or cancelled_from_outside:
@@ -580,13 +609,22 @@ class Run:
         return self._held >= HOLD
 
     def _arm_deadline(self) -> None:
-        """One timer per run (not one per stage): when ``timeout_s`` runs out it marks the
-        deadline and cancels the stage in progress, which the table then ends."""
+        """One deadline per run (not one per stage): when ``timeout_s`` runs out it marks the
+        deadline and cancels the stage in progress, which the table then ends. The step loop
+        itself notes a deadline passed at each step boundary (the clock read once a step); this
+        is for a stage stuck in an await. A deadline ``COARSE_FROM_S`` or more away joins the
+        loop's shared watch (:func:`loopwright.data.limits.watch`, the per-call bounds' own: no
+        timer armed and cancelled per run, at most ``TICK_S`` late); a nearer one gets a timer."""
         rs = self.state
         if self._timer is not None or rs.deadline_hit or rs.deadline is None:
             return
+        left = rs.deadline - _clock()
+        if left >= _limits.COARSE_FROM_S and self.task is not None:
+            deadline = self._timer = _limits.watch(left, _Deadline)
+            deadline.run = self
+            return
         loop = asyncio.get_running_loop()
-        self._timer = loop.call_at(loop.time() + (rs.deadline - _clock()), self._deadline_passed)
+        self._timer = loop.call_at(loop.time() + left, self._deadline_passed)
 
     def _check_deadline(self, task: asyncio.Task[Any] | None) -> None:
         """After a stage: take back a deadline cancellation the stage swallowed; note a
@@ -641,6 +679,23 @@ class Run:
             task.uncancel()  # our own runner.cancel(): end normally
             return True
         return False
+
+
+class _Deadline(_limits.Watched):
+    """A run's deadline in the loop's shared watch: past it, the watch's tick calls
+    :meth:`Run._deadline_passed` (not a cancellation of its own)."""
+
+    __slots__ = ("run",)
+    run: Run
+
+    def fire(self) -> None:
+        self.cancel()
+        self.run._deadline_passed()
+
+    def cancel(self) -> None:
+        shared = self.shared
+        if shared is not None:
+            shared.live.discard(self)
 
 
 def engine_stopped(rs: RunState) -> bool:

@@ -2,7 +2,10 @@
 
 One package per provider: :mod:`loopwright.models.anthropic`, :mod:`loopwright.models.openai`,
 :mod:`loopwright.models.gemini`. The other modules here (``base``, ``scripted``, ``clients``,
-``http_errors``, ``prices``, ``spec``) are private: what the adapters share.
+``http_errors``, ``prices``, ``spec``) are private: what the adapters share. ``build_reply`` and
+its kin (``build_text``, ``build_thought``, ``build_call``, ``build_usage``) are the fast
+constructor adapters use for replies they make from an SDK's typed objects: the same pydantic
+objects, not validated again (``docs/guide/running.md``, "Performance").
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ _EXPORTS = {
     "ScriptedModel": ".scripted",
     "StreamDelta": ".base",
     "StreamingModel": ".base",
+    "build_call": "..data.reply_builder",
+    "build_reply": "..data.reply_builder",
+    "build_text": "..data.reply_builder",
+    "build_thought": "..data.reply_builder",
+    "build_usage": "..data.reply_builder",
     "register_price": ".prices",
 }
 
@@ -30,6 +38,11 @@ __all__ = [
     "ScriptedModel",
     "StreamDelta",
     "StreamingModel",
+    "build_call",
+    "build_reply",
+    "build_text",
+    "build_thought",
+    "build_usage",
     "cost_of",
     "model_from_spec",
     "model_with_key",
@@ -38,6 +51,11 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from ..data.reply_builder import build_call as build_call
+    from ..data.reply_builder import build_reply as build_reply
+    from ..data.reply_builder import build_text as build_text
+    from ..data.reply_builder import build_thought as build_thought
+    from ..data.reply_builder import build_usage as build_usage
     from .base import Model as Model
     from .base import StreamDelta as StreamDelta
     from .base import StreamingModel as StreamingModel

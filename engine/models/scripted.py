@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeAlias
 
 from ..data.errors import ConfigurationError, ScriptExhaustedError
-from ..data.events import ModelRequest, ModelResponse, TextPart, ToolCall, Usage
+from ..data.events import ModelRequest, ModelResponse, ToolCall, Usage
+from ..data.reply_builder import build_reply, build_text
 from ..data.values import ValueTooLarge, storable_reply
 
 ScriptItem: TypeAlias = str | Sequence[ToolCall] | ModelResponse | BaseException
@@ -31,9 +32,9 @@ def to_response(item: object, position: int | None = None) -> ModelResponse | Ba
     if isinstance(item, ModelResponse):
         return _cleaned(item, where)
     if isinstance(item, str):
-        return _cleaned(ModelResponse(parts=(TextPart(text=item),), stop_reason="end_turn", usage=_ONE_REQUEST), where)
+        return _cleaned(build_reply((build_text(item),), _ONE_REQUEST, "end_turn"), where)  # (the fast constructor)
     if isinstance(item, list | tuple) and item and all(isinstance(c, ToolCall) for c in item):
-        return _cleaned(ModelResponse(parts=tuple(item), stop_reason="tool_use", usage=_ONE_REQUEST), where)
+        return _cleaned(build_reply(tuple(item), _ONE_REQUEST, "tool_use"), where)
     raise ConfigurationError(
         f"ScriptedModel cannot use {item!r}{where}: a script item is a str (a text reply), a "
         "non-empty list of ToolCall (a tool-use reply), a ModelResponse, or an exception to raise"

@@ -3,11 +3,14 @@ on the peers workload, counted with ``sys.setprofile``, against pinned numbers (
 instrument is taken off while counting: users' runs do not have it).
 
 The peers workload (``../shared/bench-peers/``, ``bench/bench_loop.py`` part (p)): a model that
-builds each reply per call, validated, with usage, as a provider adapter does; one async no-op
+builds each reply per call, with usage, as a provider adapter does (with the fast constructor
+adapters use, ``loopwright.models.build_reply``: the same pydantic objects, not validated again); one async no-op
 tool; the runner reused; the default limits but ``max_iterations``. A count is
 load-independent where a time is not: the run's time-based yield (``SLICE_S`` in
-``engine/loop/run.py``, once a millisecond) is pinned off here, and the collector is off while
-counting, so the count is exact, the same on every run and every machine of one CPython version.
+``engine/loop/run.py``, once a millisecond) and the shared watch's tick (``TICK_S`` in
+``engine/data/limits.py``, which a loaded machine's slow profiled run would meet) are pinned off
+here, and the collector is off while counting, so the count is exact, the same on every run and
+every machine of one CPython version.
 
 The rule: **a change that must add frames to the hot path raises the pin in the same commit and
 says why** (in the commit message and beside the pin). A change that removes frames lowers the
@@ -29,15 +32,31 @@ from typing import Any
 
 import pytest
 
+import loopwright.data.limits as limits
 import loopwright.loop.run as run_module
-from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, TextPart, ToolCall, Usage, tool
+from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, tool
+from loopwright.models import build_call, build_reply, build_text, build_usage
 
 K = 100
-PIN_FRAMES = 8710
-"""Python frames one K=100 run enters (87.10 an iteration; frames.py, with its yields: 96.5; the floor:
-51). Issue 38's target: <= 60 an iteration."""
-PIN_CALLS = 21316
-"""Python frames and C calls one K=100 run enters (213.16 an iteration; the floor: 98)."""
+PIN_FRAMES = 6797
+"""Python frames one K=100 run enters (67.97 an iteration; the floor: 51). Issue 38's target: <= 60.
+
+History (an iteration): 87.10 with validated replies (``ModelResponse(...)``, ``Usage(...)``,
+``ToolCall(...)`` per call: three pydantic ``__init__``, two ``__instancecheck__``, three fields
+sets shared later by ``kept``); 83.19 with ``build_reply`` (issue 38, item 6); 75.11 with the quiet
+transition written out in ``Run.steps`` (``Run._take`` and ``EventLog.transition`` not entered for
+the four rows an iteration that are not bounded, record no limit and enter no stop, while nothing
+watches transitions; tests/loop/test_fused_transitions.py proves the runs the same); 73.09 with
+``build_usage`` in one frame; 71.09 with ``is_storable`` looking at scalar items in its loop (not
+a frame each: a call's two int arguments); 71.02 with the run's deadline in the loop's shared watch
+(no timer armed and cancelled: a run's fixed cost, not an iteration's); 71.00 without the two list
+comprehensions of ``Run.__init__``; 67.97 with no frame for ``decide`` (it does no work), and
+``postprocess`` making the assistant turn in its own frame and not entering ``kept`` for a reply
+built with ``build_reply`` (its fields sets are shared already)."""
+PIN_CALLS = 19030
+"""Python frames and C calls one K=100 run enters (190.30 an iteration; the floor: 98). History:
+213.16 with validated replies, 206.50 with ``build_reply``, 198.42 with the quiet transition,
+196.40 with ``build_usage`` in one frame, 194.40 with ``is_storable``'s scalars in its loop."""
 
 _STEP: contextvars.ContextVar[list[int]] = contextvars.ContextVar("frame_pin_step")
 
@@ -49,17 +68,16 @@ async def add(a: int, b: int) -> int:
 
 
 class PeersModel:
-    """The peers harness's model: a reply built per call, with usage."""
+    """The peers harness's model: a reply built per call, with usage, as an adapter builds it."""
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         step = _STEP.get()
         i = step[0]
         step[0] = i + 1
-        usage = Usage(input_tokens=1, output_tokens=1, requests=1)
+        usage = build_usage(input_tokens=1, output_tokens=1, requests=1)
         if i < K:
-            call = ToolCall(id=f"call_{i}", name="add", args={"a": i, "b": 1})
-            return ModelResponse(parts=(call,), stop_reason="tool_use", usage=usage)
-        return ModelResponse(parts=(TextPart(text="done"),), stop_reason="end_turn", usage=usage)
+            return build_reply((build_call(f"call_{i}", "add", {"a": i, "b": 1}),), usage, "tool_use")
+        return build_reply((build_text("done"),), usage, "end_turn")
 
 
 def count_run() -> Counter[tuple[str, str]]:
@@ -99,6 +117,7 @@ def count_run() -> Counter[tuple[str, str]]:
 
 def test_frames_of_an_iteration_stay_within_the_pin(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(run_module, "SLICE_S", float("inf"))  # no time-based yield: the count is exact
+    monkeypatch.setattr(limits, "TICK_S", 3600.0)  # nor the shared watch's tick (a run slower than 0.25 s)
     for hook in ("transition", "event", "finish", "start"):  # the suite's row coverage is not the workload's
         monkeypatch.setattr(run_module.INSTRUMENTS, hook, [])
     counts = count_run()
