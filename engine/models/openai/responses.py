@@ -9,6 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ...data.errors import ModelError
 from ...data.events import (
     DocumentPart,
     ImagePart,
@@ -34,8 +35,26 @@ from .shared import (
     response_of,
     result_text,
     schema_format,
+    strict_function,
     tool_params,
 )
+
+CLIENT_TOOLS = {
+    "computer_call": "computer use (computer_call)",
+    "local_shell_call": "the local shell tool (local_shell_call)",
+    "shell_call": "the shell tool (shell_call)",
+    "apply_patch_call": "apply_patch (apply_patch_call)",
+    "custom_tool_call": "a custom tool (custom_tool_call)",
+    "mcp_approval_request": "a remote MCP server's approval request (mcp_approval_request)",
+}
+"""Output items of built-in tools the client must execute, and how an error names them."""
+HOSTED = frozenset(
+    {"web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call", "mcp_call"}
+)
+"""Hosted tools' items: sent back with their ``status`` (the API's input types require it)."""
+MARKS = frozenset({"reply", "phase", "namespace"})
+"""Kinds of ``ProviderPart`` that are marks on a neighbour, never sent as items themselves:
+``phase`` (of the assistant message whose text follows), ``namespace`` (of a function call)."""
 
 
 def responses_input(history: Sequence[Message]) -> list[dict[str, Any]]:
@@ -55,27 +74,59 @@ def responses_input(history: Sequence[Message]) -> list[dict[str, Any]]:
 
 
 def _assistant_items(parts: list[Any]) -> list[dict[str, Any]]:
-    """An assistant turn as items: its text runs as messages, its calls and its own items in order."""
+    """An assistant turn as items: its text runs as messages (with their ``phase``), its calls
+    (with their ``namespace``) and its own items in order."""
     items: list[dict[str, Any]] = []
     text: list[str] = []
+    phase: Any = None
+    spaces = {
+        p.block.get("call_id"): p.block.get("namespace")
+        for p in parts
+        if type(p) is ProviderPart and p.provider == PROVIDER and p.kind == "namespace"
+    }
+
+    def flush() -> None:
+        nonlocal phase
+        if text:
+            message: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
+            if phase is not None:
+                message["phase"] = phase
+            items.append(message)
+            text.clear()
+        phase = None
+
     for part in parts:
         kind = type(part)
         if kind is TextPart:
             if part.text.strip():
                 text.append(part.text)
             continue
-        if text:
-            items.append({"role": "assistant", "content": "".join(text)})
-            text = []
-        if kind is ToolCall:
-            items.append(
-                {"type": "function_call", "call_id": part.id, "name": part.name, "arguments": json.dumps(part.args)}
-            )
-        elif kind is ProviderPart and part.provider == PROVIDER and part.kind != "reply":
-            items.append(dict(part.block))
-    if text:
-        items.append({"role": "assistant", "content": "".join(text)})
+        if kind is ProviderPart and part.provider == PROVIDER and part.kind == "phase":
+            flush()
+            phase = part.block.get("phase")
+            continue
+        flush()
+        item = _call_item(part, spaces) if kind is ToolCall else _own_item(part)
+        if item is not None:
+            items.append(item)
+    flush()
     return items
+
+
+def _call_item(part: ToolCall, spaces: dict[Any, Any]) -> dict[str, Any]:
+    call = {"type": "function_call", "call_id": part.id, "name": part.name, "arguments": json.dumps(part.args)}
+    if spaces.get(part.id):
+        call["namespace"] = spaces[part.id]
+    return call
+
+
+def _own_item(part: Any) -> dict[str, Any] | None:
+    """An OpenAI item kept in the history, as it is sent back (None: not sent)."""
+    if type(part) is not ProviderPart or part.provider != PROVIDER or part.kind in MARKS:
+        return None
+    if part.kind == "reasoning" and not part.block.get("encrypted_content"):
+        return None  # a reasoning item without its content cannot be sent back statelessly (store=False)
+    return dict(part.block)
 
 
 def _function_output(result: ToolResult) -> dict[str, Any]:
@@ -111,7 +162,9 @@ def _input_block(part: Any) -> dict[str, Any] | None:
 
 
 def responses_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    return [{"type": "function", **function(t), "strict": False} for t in tools]
+    """The tools as Responses functions; a strict tool's with ``strict: true`` and its schema closed."""
+    return [{"type": "function", **strict_function(t)} if t.strict else {"type": "function", **function(t),
+             "strict": False} for t in tools]  # fmt: skip
 
 
 def responses_params(request: Any) -> dict[str, Any]:
@@ -143,25 +196,56 @@ def from_responses(reply: dict[str, Any]) -> ModelResponse:
     for item in reply["output"]:
         kind = item.get("type")
         if kind == "message":
-            for block in item.get("content") or ():
-                if block.get("type") == "output_text":
-                    parts.append(TextPart(text=block.get("text") or ""))
-                elif block.get("type") == "refusal":
-                    parts.append(TextPart(text=block.get("refusal") or ""))
-                    refused = True
+            refused = _message(item, parts) or refused
         elif kind == "function_call":
             args = parse_args(item.get("arguments"), item.get("name", ""), cut=cut)
             if args is not None:
                 parts.append(ToolCall(id=item["call_id"], name=item["name"], args=args))
                 calls = True
+                if item.get("namespace"):
+                    block = {"call_id": item["call_id"], "namespace": item["namespace"]}
+                    parts.append(ProviderPart(provider=PROVIDER, kind="namespace", block=block))
+        elif kind in CLIENT_TOOLS:
+            raise _client_tool(item)
         else:  # reasoning items, server tools' items: kept and sent back as they are
-            block = {k: v for k, v in item.items() if v is not None and k != "status"}
+            block = {k: v for k, v in item.items() if v is not None and (k != "status" or kind in HOSTED)}
             parts.append(ProviderPart(provider=PROVIDER, kind=str(kind), block=block, text=_summary(item)))
     stop: StopReason = "max_tokens" if cut else "refusal" if refused else "tool_use" if calls else "end_turn"
     details: dict[str, Any] = {"id": reply.get("id")}
     if reason:
         details["incomplete"] = reason
+    usage = reply.get("usage") or {}
+    thinking = (usage.get("output_tokens_details") or {}).get("reasoning_tokens")
+    if thinking:
+        details["reasoning_tokens"] = thinking
     return response_of(reply, parts, stop, details, tokens=("input", "output"))
+
+
+def _message(item: dict[str, Any], parts: list[Any]) -> bool:
+    """A message item's text (after its ``phase``, kept to be sent back) added to ``parts``;
+    whether it refused."""
+    refused = False
+    if item.get("phase"):
+        parts.append(ProviderPart(provider=PROVIDER, kind="phase", block={"phase": item["phase"]}))
+    for block in item.get("content") or ():
+        if block.get("type") == "output_text":
+            parts.append(TextPart(text=block.get("text") or ""))
+        elif block.get("type") == "refusal":
+            parts.append(TextPart(text=block.get("refusal") or ""))
+            refused = True
+    return refused
+
+
+def _client_tool(item: dict[str, Any]) -> ModelError:
+    """The error for a built-in tool the client must execute: loopwright does not run it."""
+    name = item.get("name") or item.get("server_label") or (item.get("action") or {}).get("type") or ""
+    shown = f"{CLIENT_TOOLS[item['type']]}{f' {name!r}' if name else ''}"
+    return ModelError(
+        f"the model asked to run {shown}, a built-in tool the client executes; loopwright does not run it, so "
+        "the run cannot go on. Leave that tool out of OpenAIModel(..., tools=[...]), or give the agent a "
+        "@tool function that does the work instead",
+        retryable=False,
+    )
 
 
 def responses_delta(event: Any) -> tuple[str, bool] | None:
