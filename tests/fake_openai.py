@@ -285,6 +285,11 @@ class _Handler(FakeHandler):
         chat = self.path.endswith("/chat/completions")
         if chat and "reasoning_required" in fake.quirks and _lacks_reasoning(body):
             return self._error(Error(400, DEEPSEEK_400))
+        lost = None if chat else _unresolvable(body)
+        if lost is not None:
+            return self._error(Error(404, f"Item with id '{lost}' not found. Items are not persisted when `store` is "
+                                     "set to false. Try again with `store` set to true, or remove this item from "
+                                     "your input."))  # fmt: skip
         reply = fake.script.pop(0)
         if isinstance(reply, Error):
             return self._error(reply)
@@ -296,7 +301,7 @@ class _Handler(FakeHandler):
             reply, cut = reply.reply, reply.events
         elif isinstance(reply, StreamFail):
             reply, fail = reply.reply, reply
-        reply = as_chat(reply) if chat else as_responses(reply)
+        reply = as_chat(reply) if chat else _as_asked(as_responses(reply), body)
         quirks = fake.quirks if chat else set()
         unknown = quirks - QUIRKS
         assert not unknown, f"no such quirk(s) {unknown}; the fake knows {sorted(QUIRKS)}"
@@ -326,6 +331,26 @@ class _Handler(FakeHandler):
 
 
 FakeOpenAI.handler = _Handler
+
+
+def _unresolvable(body: dict[str, Any]) -> str | None:
+    """The id of a reasoning item sent back without its encrypted content to a stateless
+    (``store=False``) Responses request: the API cannot find it."""
+    if body.get("store") is not False:
+        return None
+    for item in body.get("input") or ():
+        if isinstance(item, dict) and item.get("type") == "reasoning" and not item.get("encrypted_content"):
+            return str(item.get("id"))
+    return None
+
+
+def _as_asked(reply: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """A Responses reply as the request asked: reasoning items carry their encrypted content
+    only when ``include`` names ``reasoning.encrypted_content``."""
+    if "reasoning.encrypted_content" in (body.get("include") or ()):
+        return reply
+    output = [{k: v for k, v in item.items() if k != "encrypted_content"} for item in reply["output"]]
+    return {**reply, "output": output}
 
 
 def _lacks_reasoning(body: dict[str, Any]) -> bool:

@@ -1,0 +1,178 @@
+"""OpenAIModel (Responses API) against tests/fake_openai.py over real HTTP: reasoning recognised by
+what the API returns (not the model's name), client-executed built-in tools refused by name,
+usage details read, ``phase``/``namespace``/``status`` kept on replay, server-side conversation
+options refused, the token budget checked before sending."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import openai
+import pytest
+
+from loopwright import (
+    Agent,
+    ConfigurationError,
+    Limits,
+    Message,
+    ModelRequest,
+    Runner,
+    TextPart,
+    TokenBudgetError,
+    tool,
+)
+from loopwright.models.openai import OpenAIModel
+from tests.fake_openai import FakeOpenAI, function_call, reasoning, response, text
+
+
+@tool
+def weather(city: str) -> str:
+    """Weather in a city."""
+    return f"sunny in {city}"
+
+
+def model(fake: FakeOpenAI, name: str = "my-azure-deployment", **kw: Any) -> OpenAIModel:
+    url = fake.base_url
+    return OpenAIModel(name, base_url=url, client=lambda: openai.AsyncOpenAI(base_url=url, api_key="k"), **kw)
+
+
+def run(m: OpenAIModel, **limits: Any) -> Any:
+    a = Agent(name="a", model=m, tools=[weather], limits=Limits(max_model_retries=0, retry_backoff_s=0, **limits))
+    return asyncio.run(Runner(a).run("Weather in Paris?"))
+
+
+def ask(text_: str = "hi") -> ModelRequest:
+    return ModelRequest(messages=[Message(role="user", parts=(TextPart(text=text_),))])
+
+
+@pytest.mark.parametrize("name", ["my-azure-deployment", "gpt-oss-120b"])
+def test_a_reasoning_model_is_known_by_its_replies_not_its_name(name: str) -> None:
+    script = [
+        response(reasoning("Think first."), function_call("call_1", "weather", {"city": "Paris"})),
+        response(reasoning("Then again."), function_call("call_2", "weather", {"city": "Lyon"})),
+        response(text("Sunny in both.")),
+    ]
+    with FakeOpenAI(script=script) as fake:
+        result = run(model(fake, name))
+    assert result.outcome == "final", result.error  # the API answers 404 to an rs_ item it cannot find
+    first, second, third = fake.requests
+    assert "include" not in first  # nothing said it reasons yet
+    assert second["include"] == ["reasoning.encrypted_content"]  # its reply did
+    assert not [i for i in second["input"] if i.get("type") == "reasoning"]  # no content: it cannot go back
+    kept = [i for i in third["input"] if i.get("type") == "reasoning"]
+    assert [i["encrypted_content"] for i in kept] == ["enc=="]
+
+
+def test_the_reasoning_option_asks_for_the_encrypted_content_from_the_first_call() -> None:
+    with FakeOpenAI(script=[response(text("hi"))]) as fake:
+        asyncio.run(model(fake, reasoning={"effort": "low"}).complete(ask()))
+    assert fake.requests[0]["include"] == ["reasoning.encrypted_content"]
+
+
+@pytest.mark.parametrize(
+    ("item", "named"),
+    [
+        (
+            {
+                "type": "computer_call",
+                "id": "cu_1",
+                "call_id": "c1",
+                "action": {"type": "click", "x": 1, "y": 2},
+                "pending_safety_checks": [],
+                "status": "completed",
+            },
+            "computer_call",
+        ),
+        (
+            {
+                "type": "shell_call",
+                "id": "sh_1",
+                "call_id": "c2",
+                "action": {"commands": ["ls"]},
+                "status": "completed",
+            },
+            "shell_call",
+        ),
+        (
+            {
+                "type": "apply_patch_call",
+                "id": "ap_1",
+                "call_id": "c3",
+                "operation": {"type": "create_file", "path": "a.py", "diff": "+x"},
+                "status": "completed",
+            },
+            "apply_patch_call",
+        ),
+        (
+            {"type": "custom_tool_call", "id": "ct_1", "call_id": "c4", "name": "grammar_tool", "input": "x"},
+            "custom_tool_call) 'grammar_tool'",
+        ),
+        (
+            {
+                "type": "mcp_approval_request",
+                "id": "mr_1",
+                "name": "delete",
+                "server_label": "deepwiki",
+                "arguments": "{}",
+            },
+            "mcp_approval_request) 'delete'",
+        ),
+    ],
+)
+def test_a_client_executed_built_in_tool_ends_the_run_naming_it(item: dict[str, Any], named: str) -> None:
+    with FakeOpenAI(script=[response(item)]) as fake:
+        result = run(model(fake))
+    assert result.outcome == "failed"
+    assert named in str(result.error) and "built-in tool the client executes" in str(result.error)
+
+
+def test_usage_details_are_read() -> None:
+    reply = response(text("hi"), usage={"input_tokens": 100, "cached_tokens": 30, "output_tokens": 20})
+    reply["usage"]["input_tokens_details"]["cache_write_tokens"] = 50
+    reply["usage"]["output_tokens_details"]["reasoning_tokens"] = 12
+    with FakeOpenAI(script=[reply]) as fake:
+        got = asyncio.run(model(fake).complete(ask()))
+    assert (got.usage.input_tokens, got.usage.cache_read_tokens, got.usage.cache_creation_tokens) == (20, 30, 50)
+    assert got.usage.output_tokens == 20 and got.details["reasoning_tokens"] == 12
+
+
+def test_phase_namespace_and_hosted_status_go_back_as_they_came() -> None:
+    said = {**text("Checking the weather."), "phase": "commentary"}
+    call = {**function_call("call_1", "weather", {"city": "Paris"}), "namespace": "tools"}
+    search = {"type": "web_search_call", "id": "ws_1", "status": "completed",
+              "action": {"type": "search", "query": "paris weather"}}  # fmt: skip
+    script = [response(said, search, call), response({**text("Sunny."), "phase": "final_answer"})]
+    with FakeOpenAI(script=script) as fake:
+        result = run(model(fake, "gpt-5.5"))
+    assert result.outcome == "final", result.error
+    sent = fake.requests[1]["input"]
+    message = next(i for i in sent if i.get("role") == "assistant")
+    assert message == {"role": "assistant", "content": "Checking the weather.", "phase": "commentary"}
+    assert next(i for i in sent if i.get("type") == "function_call")["namespace"] == "tools"
+    assert next(i for i in sent if i.get("type") == "web_search_call")["status"] == "completed"
+    assert not [i for i in sent if i.get("type") in ("phase", "namespace")]  # marks are never items
+
+
+@pytest.mark.parametrize("option", ["previous_response_id", "conversation"])
+def test_server_side_conversation_options_are_refused_saying_why(option: str) -> None:
+    with pytest.raises(ConfigurationError, match=f"{option}: loopwright sends the whole conversation"):
+        OpenAIModel("gpt-5.5", **{option: "resp_1"})
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_a_request_over_the_token_budget_is_refused_before_it_is_sent(api: str) -> None:
+    with FakeOpenAI(script=[response(text("never"))]) as fake:
+        m = model(fake, api=api)
+        request = ModelRequest(messages=[Message(role="user", parts=(TextPart(text="x" * 4000),))], tokens_left=100)
+        with pytest.raises(TokenBudgetError, match="left of max_total_tokens; it was not sent"):
+            asyncio.run(m.complete(request))
+    assert fake.requests == []
+
+
+def test_a_run_over_its_token_budget_ends_on_it_without_sending() -> None:
+    with FakeOpenAI(script=[response(text("never"))]) as fake:
+        a = Agent(name="a", model=model(fake), limits=Limits(max_total_tokens=50, salvage=False))
+        result = asyncio.run(Runner(a).run("x" * 2000))
+    assert (result.outcome, result.limit) == ("limit", "max_total_tokens")
+    assert fake.requests == []
