@@ -169,12 +169,15 @@ def as_chat(reply: dict[str, Any]) -> dict[str, Any]:
     texts: list[str] = []
     refusals: list[str] = []
     calls: list[dict[str, Any]] = []
+    thoughts: list[str] = []
     for item in reply["output"]:
         if item["type"] == "message":
             for part in item["content"]:
                 (texts if part["type"] == "output_text" else refusals).append(part.get("text") or part["refusal"])
         elif item["type"] == "function_call":
             calls.append(chat_call(item["call_id"], item["name"], item["arguments"]))
+        elif item["type"] == "reasoning":
+            thoughts.extend(s["text"] for s in item["summary"])
     reason = (reply.get("incomplete_details") or {}).get("reason")
     finish = {"max_output_tokens": "length", "content_filter": "content_filter"}.get(reason or "")
     usage = reply["usage"]
@@ -189,6 +192,7 @@ def as_chat(reply: dict[str, Any]) -> dict[str, Any]:
             "cached_tokens": usage["input_tokens_details"]["cached_tokens"],
         },
         model=reply["model"],
+        reasoning="".join(thoughts) or None,
     )
 
 
