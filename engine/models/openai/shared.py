@@ -280,10 +280,11 @@ def estimated(response: ModelResponse, params: dict[str, Any]) -> ModelResponse:
     estimated locally (the request's input, the reply's text, thoughts and arguments, four
     characters a token) so ``max_total_tokens`` and ``max_cost_usd`` still count it; its
     ``details["usage_estimated"]`` says so (in the ``model_responded`` event)."""
-    said = sum(
-        len(p.text) if type(p) is TextPart or type(p) is ThoughtPart else len(json.dumps(p.args)) + len(p.name)
-        for p in response.parts
-        if type(p) in (TextPart, ThoughtPart, ToolCall)
-    )
+    said = 0
+    for p in response.parts:
+        if isinstance(p, TextPart | ThoughtPart):
+            said += len(p.text)
+        elif isinstance(p, ToolCall):
+            said += len(json.dumps(p.args)) + len(p.name)
     usage = Usage(input_tokens=estimate_input(params), output_tokens=max(said // 4, 1), requests=1)
     return response.model_copy(update={"usage": usage, "details": {**response.details, "usage_estimated": True}})

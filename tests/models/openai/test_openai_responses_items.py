@@ -176,3 +176,28 @@ def test_a_run_over_its_token_budget_ends_on_it_without_sending() -> None:
         result = asyncio.run(Runner(a).run("x" * 2000))
     assert (result.outcome, result.limit) == ("limit", "max_total_tokens")
     assert fake.requests == []
+
+
+def test_foreign_thoughts_and_items_are_never_sent_to_the_responses_api() -> None:
+    """Claude's signed thinking, Gemini's thoughts and signatures, a Chat server's reasoning."""
+    from loopwright import ProviderPart, ThoughtPart, ToolCall, ToolResult
+
+    history = [
+        Message(role="user", parts=(TextPart(text="Weather in Paris?"),)),
+        Message(
+            role="assistant",
+            parts=(
+                ThoughtPart(text="claude thinks", signature="sig-claude"),
+                ThoughtPart(text="gemini thinks"),
+                ProviderPart(provider="gemini", kind="thought_signature", block={"signature": "c2ln"}),
+                ProviderPart(provider="openai_chat", kind="reasoning", block={"reasoning_content": "chat thinks"}),
+                ToolCall(id="toolu_1", name="weather", args={"city": "Paris"}),
+            ),
+        ),
+        Message(role="user", parts=(ToolResult(call_id="toolu_1", name="weather", content="sunny"),)),
+    ]
+    with FakeOpenAI(script=[response(text("Sunny."))]) as fake:
+        asyncio.run(model(fake, "gpt-5.5").complete(ModelRequest(messages=history)))
+    sent = fake.requests[0]["input"]
+    assert [i.get("type") or i.get("role") for i in sent] == ["user", "function_call", "function_call_output"]
+    assert "thinks" not in str(sent) and "c2ln" not in str(sent)
