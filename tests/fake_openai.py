@@ -15,7 +15,8 @@ whole in one chunk: Gemini's OpenAI endpoint), ``"index_zero"`` (every streamed 
 ``id``: vLLM #18412, LiteLLM #11407), ``"object_arguments"`` (``arguments`` as a JSON object, not
 a string), ``"no_usage"`` (no usage at all, ``stream_options`` ignored), ``"reasoning_required"``
 (DeepSeek's thinking mode: a request whose assistant turn with tool calls lacks its
-``reasoning_content`` is refused with DeepSeek's 400).
+``reasoning_content`` is refused with DeepSeek's 400), ``"name_every_chunk"`` (the function's
+name repeated on every argument piece, as some proxies stream it).
 
 Script items: a Responses reply (:func:`response`), a Chat reply (:func:`completion`), either of
 them sent to the other route is converted (:func:`as_chat` / :func:`as_responses`), so one script
@@ -267,7 +268,7 @@ class FakeOpenAI(Served):
 
 
 QUIRKS = frozenset({"no_index", "index_zero", "one_delta", "no_ids", "object_arguments", "no_usage",
-                    "reasoning_required"})  # fmt: skip
+                    "reasoning_required", "name_every_chunk"})  # fmt: skip
 DEEPSEEK_400 = "The `reasoning_content` in the thinking mode must be passed back to the API."
 
 
@@ -485,8 +486,9 @@ def chat_chunks(  # noqa: C901, PLR0912
             if "id" in call:
                 head["id"] = call["id"]
             yield chunk({"tool_calls": [head]})
+            name = {"name": call["function"]["name"]} if "name_every_chunk" in quirks else {}
             for piece in _chunks(call["function"]["arguments"]):
-                yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+                yield chunk({"tool_calls": [{"index": index, "function": {**name, "arguments": piece}}]})
     yield chunk({}, choice["finish_reason"])
     if usage and reply.get("usage"):
         yield {**base, "choices": [], "usage": reply["usage"]}

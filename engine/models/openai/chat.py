@@ -187,8 +187,9 @@ class ChatAssembler:
     Tool-call pieces are joined by ``index`` as OpenAI sends them, and as other servers do too: a
     piece without an ``index`` (Gemini's OpenAI endpoint) continues the last call; a piece with a
     new ``id``, or a name after the call has arguments (Ollama sends each call whole, every one at
-    ``index`` 0), starts a new call; several calls may come in one delta; ``arguments`` may be an
-    object (taken whole)."""
+    ``index`` 0), starts a new call; a name repeated on every piece of one call (with its id, or
+    before its arguments are whole) does not; several calls may come in one delta; ``arguments``
+    may be an object (taken whole)."""
 
     __slots__ = ("by_index", "calls", "content", "finish", "id", "model", "reasoning", "reasoning_field", "refusal",
                  "usage")  # fmt: skip
@@ -257,7 +258,8 @@ class ChatAssembler:
         else:
             call = self.calls[-1] if self.calls and not isinstance(index, int) else None
         if call is not None and (
-            (call_id and call["id"] and call_id != call["id"]) or (name and call["name"] and call["arguments"])
+            (call_id and call["id"] and call_id != call["id"])
+            or (name and call["name"] and not (call_id and call_id == call["id"]) and _whole(call["arguments"]))
         ):
             call = None  # a new call at a known index (or without one)
         if call is None:
@@ -266,7 +268,8 @@ class ChatAssembler:
             if isinstance(index, int):
                 self.by_index[index] = len(self.calls) - 1
         call["id"] = call_id or call["id"]
-        call["name"] += name
+        if name != call["name"]:  # (a name repeated on every piece is said once)
+            call["name"] += name
         if isinstance(arguments, dict):  # an object, not a string: taken whole
             arguments = json.dumps(arguments)
         if arguments:
@@ -301,3 +304,14 @@ class ChatAssembler:
             "choices": [{"index": 0, "message": message, "finish_reason": self.finish}],
             "usage": self.usage,
         }
+
+
+def _whole(pieces: list[str]) -> bool:
+    """The argument pieces so far make a whole JSON value (a call that is complete)."""
+    if not pieces:
+        return False
+    try:
+        json.loads("".join(pieces))
+    except ValueError:
+        return False
+    return True

@@ -61,7 +61,7 @@ def ran(result: RunResult) -> list[tuple[str, Any]]:
 TWO_CALLS = completion(None, chat_call("call_a", "double", {"d": "1"}), chat_call("call_b", "double", {"d": "2"}))
 
 
-@pytest.mark.parametrize("quirk", ["no_index", "index_zero", "one_delta"])
+@pytest.mark.parametrize("quirk", ["no_index", "index_zero", "one_delta", "name_every_chunk"])
 @pytest.mark.parametrize("streaming", [True, False])
 def test_two_parallel_calls_stay_two_whatever_their_index(quirk: str, streaming: bool) -> None:
     with FakeOpenAI(script=[TWO_CALLS, completion("11 and 22")], quirks={quirk}) as fake:
