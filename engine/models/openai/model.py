@@ -46,7 +46,7 @@ from .chat import ChatAssembler, chat_params, from_chat
 from .errors import MISSING_KEY, model_error, stream_failed
 from .options import CURRENT, KNOWN_MODELS, checked_options, is_reasoning
 from .options import SAMPLING as SAMPLING  # (its public home was here)
-from .responses import from_responses, responses_delta, responses_params
+from .responses import custom_tools, from_responses, responses_delta, responses_params
 from .shared import PROVIDER, check_budget, drop_nulls, estimated, usable
 
 __all__ = ["CURRENT", "KNOWN_MODELS", "Client", "ClientFactory", "OpenAIModel"]
@@ -176,8 +176,12 @@ class OpenAIModel(SdkModel[Client]):
         grown = False
         while True:
             response = None
-            once = self._responses if self.api == "responses" else self._chat
-            async for item in once(client, params, deltas=deltas, where=where):
+            if self.api == "responses":
+                custom = custom_tools(request.tools) if request.tools else frozenset()
+                calls = self._responses(client, params, deltas=deltas, where=where, custom=custom)
+            else:
+                calls = self._chat(client, params, deltas=deltas, where=where)
+            async for item in calls:
                 if isinstance(item, ModelResponse):
                     response = item
                 else:
@@ -201,13 +205,13 @@ class OpenAIModel(SdkModel[Client]):
             grown = True
 
     async def _responses(
-        self, client: Client, params: dict[str, Any], *, deltas: bool, where: str
+        self, client: Client, params: dict[str, Any], *, deltas: bool, where: str, custom: frozenset[str]
     ) -> AsyncIterator[StreamDelta | ModelResponse]:
         try:
             model, body = _split(params)
             if not deltas:
                 reply = await client.responses.create(model=model, extra_body=body)
-                yield self._from_responses(reply.to_dict())
+                yield self._from_responses(reply.to_dict(), custom)
                 return
             final: dict[str, Any] | None = None
             stream = await client.responses.create(model=model, stream=True, extra_body=body)
@@ -235,10 +239,10 @@ class OpenAIModel(SdkModel[Client]):
                 "reply was discarded",
                 retryable=True,
             )
-        yield self._from_responses(final)
+        yield self._from_responses(final, custom)
 
-    def _from_responses(self, reply: dict[str, Any]) -> ModelResponse:
-        response = from_responses(reply)
+    def _from_responses(self, reply: dict[str, Any], custom: frozenset[str]) -> ModelResponse:
+        response = from_responses(reply, custom)
         if not self._reasons and any(
             type(p) is ProviderPart and p.kind == "reasoning" and not p.block.get("encrypted_content")
             for p in response.parts

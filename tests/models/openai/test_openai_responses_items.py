@@ -201,3 +201,23 @@ def test_foreign_thoughts_and_items_are_never_sent_to_the_responses_api() -> Non
     sent = fake.requests[0]["input"]
     assert [i.get("type") or i.get("role") for i in sent] == ["user", "function_call", "function_call_output"]
     assert "thinks" not in str(sent) and "c2ln" not in str(sent)
+
+
+@tool(provider={"openai": {"type": "custom"}})
+def run_sql(input: str) -> str:
+    """Run one SQL statement."""
+    return f"ran {input}"
+
+
+def test_a_custom_tool_runs_through_the_agent_s_tool_and_goes_back_as_custom_items() -> None:
+    call = {"type": "custom_tool_call", "id": "ct_1", "call_id": "call_c1", "name": "run_sql",
+            "input": "SELECT 1"}  # fmt: skip
+    with FakeOpenAI(script=[response(call), response(text("One row."))]) as fake:
+        a = Agent(name="a", model=model(fake, "gpt-5.5"), tools=[run_sql], limits=Limits(max_model_retries=0))
+        result = asyncio.run(Runner(a).run("Count."))
+    assert result.outcome == "final", result.error
+    assert fake.requests[0]["tools"] == [{"name": "run_sql", "description": "Run one SQL statement.", "type": "custom"}]
+    sent = fake.requests[1]["input"]
+    assert {"type": "custom_tool_call", "call_id": "call_c1", "name": "run_sql", "input": "SELECT 1"} in sent
+    assert {"type": "custom_tool_call_output", "call_id": "call_c1", "output": "ran SELECT 1"} in sent
+    assert not [i for i in sent if i.get("type") in ("function_call", "function_call_output", "custom_call")]
