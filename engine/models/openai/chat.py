@@ -175,7 +175,10 @@ def from_chat(reply: dict[str, Any], *, keep_reasoning: bool = False) -> ModelRe
     stop: StopReason = "refusal" if refused and not cut else _FINISH.get(finish, "end_turn")
     if stop == "end_turn" and calls:
         stop = "tool_use"  # some servers say "stop" for a reply with tool calls
-    details = {"id": reply.get("id"), "finish_reason": finish}
+    details: dict[str, Any] = {"id": reply.get("id"), "finish_reason": finish}
+    thinking = ((reply.get("usage") or {}).get("completion_tokens_details") or {}).get("reasoning_tokens")
+    if thinking:
+        details["reasoning_tokens"] = thinking
     return response_of(reply, parts, stop, details, tokens=("prompt", "completion"))
 
 

@@ -143,6 +143,23 @@ def test_a_server_without_usage_gets_an_estimate_that_says_so_and_budgets_fire()
     assert result.limit == "max_total_tokens"
 
 
+def test_max_cost_usd_fires_on_estimated_usage() -> None:
+    url_model = "gpt-5.5"  # a priced model behind an OpenAI-compatible proxy that sends no usage
+    calls = completion(
+        None, chat_call("c1", "double", {"d": "1"}), chat_call("c2", "double", {"d": "2"}), model="gpt-5.5"
+    )
+    script = [calls, calls, calls, completion("done", model="gpt-5.5")]
+    with FakeOpenAI(script=script, quirks={"no_usage"}) as fake:
+        url = fake.base_url
+        m = OpenAIModel(
+            url_model, api="chat", base_url=url, client=lambda: openai.AsyncOpenAI(base_url=url, api_key="k")
+        )
+        result, events = streamed(agent(m, max_cost_usd=0.0005, salvage=False))
+    priced = [e.response.usage.cost_usd for e in events if e.type == "model_responded"]
+    assert priced and all(c is not None and c > 0 for c in priced)
+    assert (result.outcome, result.limit) == ("limit", "max_cost_usd")
+
+
 def test_usage_a_server_does_send_is_not_marked_estimated() -> None:
     with FakeOpenAI(script=[completion("hi")]) as fake:
         result, events = streamed(agent(model(fake)))
@@ -211,3 +228,13 @@ def test_send_reasoning_is_for_the_chat_api() -> None:
         OpenAIModel("gpt-5.5", send_reasoning=True)
     with pytest.raises(ConfigurationError, match="send_reasoning must be True or False"):
         OpenAIModel("m", api="chat", base_url="http://x/v1", send_reasoning="yes")  # type: ignore[arg-type]
+
+
+def test_a_chat_server_s_reasoning_tokens_are_read() -> None:
+    reply = completion("hi")
+    reply["usage"]["completion_tokens_details"] = {"reasoning_tokens": 7}
+    with FakeOpenAI(script=[reply]) as fake:
+        response = asyncio.run(
+            model(fake).complete(ModelRequest(messages=[Message(role="user", parts=(TextPart(text="hi"),))]))
+        )
+    assert response.details["reasoning_tokens"] == 7
