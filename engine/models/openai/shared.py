@@ -149,7 +149,7 @@ def strict_schema(schema: Any) -> Any:
         return [strict_schema(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: strict_schema(v) for k, v in schema.items()}
+    out = {k: strict_schema(v) for k, v in schema.items() if not (k == "default" and v is None)}  # (as the SDK does)
     properties = out.get("properties")
     if out.get("type") == "object" or isinstance(properties, dict):
         out["additionalProperties"] = False
