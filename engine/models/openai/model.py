@@ -43,10 +43,11 @@ from ...data.events import ModelRequest, ModelResponse, ProviderPart
 from ..base import StreamDelta
 from ..sdk import SdkModel
 from .chat import ChatAssembler, chat_params, from_chat
+from .client_tools import handlers
 from .errors import MISSING_KEY, model_error, stream_failed
 from .options import CURRENT, KNOWN_MODELS, checked_options, is_reasoning
 from .options import SAMPLING as SAMPLING  # (its public home was here)
-from .responses import custom_tools, from_responses, responses_delta, responses_params
+from .responses import from_responses, responses_delta, responses_params
 from .shared import PROVIDER, check_budget, drop_nulls, estimated, usable
 
 __all__ = ["CURRENT", "KNOWN_MODELS", "Client", "ClientFactory", "OpenAIModel"]
@@ -177,8 +178,8 @@ class OpenAIModel(SdkModel[Client]):
         while True:
             response = None
             if self.api == "responses":
-                custom = custom_tools(request.tools) if request.tools else frozenset()
-                calls = self._responses(client, params, deltas=deltas, where=where, custom=custom)
+                handled = handlers(request.tools) if request.tools else {}
+                calls = self._responses(client, params, deltas=deltas, where=where, handled=handled)
             else:
                 calls = self._chat(client, params, deltas=deltas, where=where)
             async for item in calls:
@@ -205,13 +206,13 @@ class OpenAIModel(SdkModel[Client]):
             grown = True
 
     async def _responses(
-        self, client: Client, params: dict[str, Any], *, deltas: bool, where: str, custom: frozenset[str]
+        self, client: Client, params: dict[str, Any], *, deltas: bool, where: str, handled: dict[str, str]
     ) -> AsyncIterator[StreamDelta | ModelResponse]:
         try:
             model, body = _split(params)
             if not deltas:
                 reply = await client.responses.create(model=model, extra_body=body)
-                yield self._from_responses(reply.to_dict(), custom)
+                yield self._from_responses(reply.to_dict(), handled)
                 return
             final: dict[str, Any] | None = None
             stream = await client.responses.create(model=model, stream=True, extra_body=body)
@@ -239,10 +240,10 @@ class OpenAIModel(SdkModel[Client]):
                 "reply was discarded",
                 retryable=True,
             )
-        yield self._from_responses(final, custom)
+        yield self._from_responses(final, handled)
 
-    def _from_responses(self, reply: dict[str, Any], custom: frozenset[str]) -> ModelResponse:
-        response = from_responses(reply, custom)
+    def _from_responses(self, reply: dict[str, Any], handled: dict[str, str]) -> ModelResponse:
+        response = from_responses(reply, handled)
         if not self._reasons and any(
             type(p) is ProviderPart and p.kind == "reasoning" and not p.block.get("encrypted_content")
             for p in response.parts

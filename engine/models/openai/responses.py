@@ -9,7 +9,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ...data.errors import ModelError
 from ...data.events import (
     DocumentPart,
     ImagePart,
@@ -23,6 +22,7 @@ from ...data.events import (
     ToolResult,
     ToolSpec,
 )
+from .client_tools import CLIENT_TOOLS, MARK, call_parts, client_calls, client_output, definition
 from .shared import (
     PROVIDER,
     data_url,
@@ -39,55 +39,32 @@ from .shared import (
     tool_params,
 )
 
-CLIENT_TOOLS = {
-    "computer_call": "computer use (computer_call)",
-    "local_shell_call": "the local shell tool (local_shell_call)",
-    "shell_call": "the shell tool (shell_call)",
-    "apply_patch_call": "apply_patch (apply_patch_call)",
-    "custom_tool_call": "a custom tool (custom_tool_call)",
-    "mcp_approval_request": "a remote MCP server's approval request (mcp_approval_request)",
-}
-"""Output items of built-in tools the client must execute, and how an error names them."""
 HOSTED = frozenset(
     {"web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call", "mcp_call"}
 )
 """Hosted tools' items: sent back with their ``status`` (the API's input types require it)."""
-MARKS = frozenset({"reply", "phase", "namespace", "custom_call"})
+MARKS = frozenset({"reply", "phase", "namespace", MARK})
 """Kinds of ``ProviderPart`` that are marks on a neighbour, never sent as items themselves:
 ``phase`` (of the assistant message whose text follows), ``namespace`` (of a function call),
-``custom_call`` (a call of a custom tool: sent back as ``custom_tool_call``)."""
+``client_call`` (a call of a client-executed tool: its item is sent back, :mod:`.client_tools`)."""
 
 
 def responses_input(history: Sequence[Message]) -> list[dict[str, Any]]:
     """The conversation as Responses ``input`` items."""
     items: list[dict[str, Any]] = []
-    custom = _custom_calls(history)
+    client = client_calls(history)
     for role, parts in history_turns(history):
         if role == "user":
             results = [p for p in parts if type(p) is ToolResult]
             for result in results:
-                if result.call_id in custom:
-                    output = {"call_id": result.call_id, "output": result_text(result.content)}
-                    items.append({"type": "custom_tool_call_output", **output})
-                else:
-                    items.append(_function_output(result))
+                item = client.get(result.call_id)
+                items.append(_function_output(result) if item is None else client_output(item, result))
             content = [block for p in parts if type(p) is not ToolResult and (block := _input_block(p)) is not None]
             if content:
                 items.append({"role": "user", "content": content})
             continue
         items += _assistant_items(parts)
     return items
-
-
-def _custom_calls(history: Sequence[Message]) -> frozenset[Any]:
-    """The ids of the calls of custom tools in the history (their ``custom_call`` marks)."""
-    return frozenset(
-        p.block.get("call_id")
-        for m in history
-        if m.role == "assistant"
-        for p in m.parts
-        if type(p) is ProviderPart and p.provider == PROVIDER and p.kind == "custom_call"
-    )
 
 
 def _assistant_items(parts: list[Any]) -> list[dict[str, Any]]:
@@ -101,7 +78,11 @@ def _assistant_items(parts: list[Any]) -> list[dict[str, Any]]:
         for p in parts
         if type(p) is ProviderPart and p.provider == PROVIDER and p.kind == "namespace"
     }
-    custom = {p.block.get("call_id") for p in parts if type(p) is ProviderPart and p.kind == "custom_call"}
+    client = {
+        p.block.get("call_id"): p.block.get("item")
+        for p in parts
+        if type(p) is ProviderPart and p.provider == PROVIDER and p.kind == MARK
+    }
 
     def flush() -> None:
         nonlocal phase
@@ -124,16 +105,16 @@ def _assistant_items(parts: list[Any]) -> list[dict[str, Any]]:
             phase = part.block.get("phase")
             continue
         flush()
-        item = _call_item(part, spaces, custom) if kind is ToolCall else _own_item(part)
+        item = _call_item(part, spaces, client) if kind is ToolCall else _own_item(part)
         if item is not None:
             items.append(item)
     flush()
     return items
 
 
-def _call_item(part: ToolCall, spaces: dict[Any, Any], custom: set[Any]) -> dict[str, Any]:
-    if part.id in custom:
-        return {"type": "custom_tool_call", "call_id": part.id, "name": part.name, "input": part.args.get("input", "")}
+def _call_item(part: ToolCall, spaces: dict[Any, Any], client: dict[Any, Any]) -> dict[str, Any]:
+    if isinstance(client.get(part.id), dict):
+        return dict(client[part.id])  # a client-executed tool's call: its item as it came
     call = {"type": "function_call", "call_id": part.id, "name": part.name, "arguments": json.dumps(part.args)}
     if spaces.get(part.id):
         call["namespace"] = spaces[part.id]
@@ -184,21 +165,16 @@ def _input_block(part: Any) -> dict[str, Any] | None:
 def responses_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     """The tools as Responses functions; a strict tool's with ``strict: true`` and its schema
     closed; ``ToolSpec.provider["openai"]`` merged in (with a ``type``: a tool OpenAI defines,
-    e.g. ``{"type": "custom"}``, sent with the tool's name and description instead of a schema)."""
+    sent as :func:`.client_tools.definition` makes it)."""
     out: list[dict[str, Any]] = []
     for t in tools:
         extra = t.provider.get(PROVIDER) or {}
         if "type" in extra:
-            out.append({"name": t.name, "description": t.description, **extra})
+            out.append(definition(t, extra))
             continue
         declared = strict_function(t) if t.strict else {**function(t), "strict": False}
         out.append({"type": "function", **declared, **extra})
     return out
-
-
-def custom_tools(tools: Sequence[ToolSpec]) -> frozenset[str]:
-    """The names of the request's custom tools (``provider={"openai": {"type": "custom"}}``)."""
-    return frozenset(t.name for t in tools if (t.provider.get(PROVIDER) or {}).get("type") == "custom")
 
 
 def responses_params(request: Any) -> dict[str, Any]:
@@ -218,10 +194,10 @@ def _summary(item: dict[str, Any]) -> str:
     return "\n\n".join(s.get("text", "") for s in item.get("summary") or () if isinstance(s, dict))
 
 
-def from_responses(reply: dict[str, Any], custom: frozenset[str] = frozenset()) -> ModelResponse:
-    """A Responses API reply (as JSON) as a ModelResponse. A call of one of the request's
-    ``custom`` tools is a :class:`ToolCall` of that tool with its free-form text as ``input``; a
-    built-in tool the client would execute ends the call with an error naming it."""
+def from_responses(reply: dict[str, Any], handled: dict[str, str] | None = None) -> ModelResponse:
+    """A Responses API reply (as JSON) as a ModelResponse. A built-in tool the client executes
+    is a call of the agent tool that ``handled`` names for it (:func:`.client_tools.handlers`),
+    else the call ends with an error naming it."""
     if not isinstance(reply, dict) or "output" not in reply:
         raise not_a_reply("Responses API", reply)
     reason = (reply.get("incomplete_details") or {}).get("reason")
@@ -233,12 +209,10 @@ def from_responses(reply: dict[str, Any], custom: frozenset[str] = frozenset()) 
         kind = item.get("type")
         if kind == "message":
             refused = _message(item, parts) or refused
-        elif kind == "function_call" or (kind == "custom_tool_call" and item.get("name") in custom):
-            made = _call_parts(item, cut=cut)
+        elif kind == "function_call" or kind in CLIENT_TOOLS:
+            made = _call_parts(item, cut=cut) if kind == "function_call" else call_parts(item, handled or {})
             parts += made
             calls = calls or bool(made)
-        elif kind in CLIENT_TOOLS:
-            raise _client_tool(item)
         else:  # reasoning items, server tools' items: kept and sent back as they are
             block = {k: v for k, v in item.items() if v is not None and (k != "status" or kind in HOSTED)}
             parts.append(ProviderPart(provider=PROVIDER, kind=str(kind), block=block, text=_summary(item)))
@@ -254,13 +228,8 @@ def from_responses(reply: dict[str, Any], custom: frozenset[str] = frozenset()) 
 
 
 def _call_parts(item: dict[str, Any], *, cut: bool) -> list[ToolCall | ProviderPart]:
-    """A function call (with its ``namespace`` mark) or a custom tool's call (with its
-    ``custom_call`` mark: its free-form text is the ``input`` argument); none for a call cut
-    mid-arguments."""
+    """A function call (with its ``namespace`` mark); none for a call cut mid-arguments."""
     call_id = item["call_id"]
-    if item["type"] == "custom_tool_call":
-        mark = ProviderPart(provider=PROVIDER, kind="custom_call", block={"call_id": call_id})
-        return [ToolCall(id=call_id, name=item["name"], args={"input": item.get("input") or ""}), mark]
     args = parse_args(item.get("arguments"), item.get("name", ""), cut=cut)
     if args is None:
         return []
@@ -284,19 +253,6 @@ def _message(item: dict[str, Any], parts: list[Any]) -> bool:
             parts.append(TextPart(text=block.get("refusal") or ""))
             refused = True
     return refused
-
-
-def _client_tool(item: dict[str, Any]) -> ModelError:
-    """The error for a built-in tool the client must execute: loopwright does not run it."""
-    name = item.get("name") or item.get("server_label") or (item.get("action") or {}).get("type") or ""
-    shown = f"{CLIENT_TOOLS[item['type']]}{f' {name!r}' if name else ''}"
-    return ModelError(
-        f"the model asked to run {shown}, a built-in tool the client executes; loopwright does not run it, so "
-        "the run cannot go on. Leave that tool out of OpenAIModel(..., tools=[...]), or give the agent a "
-        "@tool function that does the work instead (a custom tool: @tool(provider={'openai': {'type': "
-        "'custom'}}) taking input: str)",
-        retryable=False,
-    )
 
 
 def responses_delta(event: Any) -> tuple[str, bool] | None:

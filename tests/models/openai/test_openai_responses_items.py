@@ -125,6 +125,7 @@ def test_a_client_executed_built_in_tool_ends_the_run_naming_it(item: dict[str, 
         result = run(model(fake))
     assert result.outcome == "failed"
     assert named in str(result.error) and "built-in tool the client executes" in str(result.error)
+    assert "the agent has no tool defined as it" in str(result.error)
 
 
 def test_usage_details_are_read() -> None:
@@ -218,6 +219,67 @@ def test_a_custom_tool_runs_through_the_agent_s_tool_and_goes_back_as_custom_ite
     assert result.outcome == "final", result.error
     assert fake.requests[0]["tools"] == [{"name": "run_sql", "description": "Run one SQL statement.", "type": "custom"}]
     sent = fake.requests[1]["input"]
-    assert {"type": "custom_tool_call", "call_id": "call_c1", "name": "run_sql", "input": "SELECT 1"} in sent
+    assert call in sent  # the call's item goes back as it came
     assert {"type": "custom_tool_call_output", "call_id": "call_c1", "output": "ran SELECT 1"} in sent
-    assert not [i for i in sent if i.get("type") in ("function_call", "function_call_output", "custom_call")]
+    assert not [i for i in sent if i.get("type") in ("function_call", "function_call_output", "client_call")]
+
+
+@tool(provider={"openai": {"type": "shell"}})
+def shell(action: dict[str, Any]) -> str:
+    """Run shell commands."""
+    return f"ran {' && '.join(action['commands'])}"
+
+
+@tool(provider={"openai": {"type": "apply_patch"}})
+def apply_patch(operation: dict[str, Any]) -> str:
+    """Apply a patch."""
+    raise ValueError(f"cannot write {operation['path']}")
+
+
+@tool(provider={"openai": {"type": "computer_use_preview", "display_width": 1024, "display_height": 768,
+                           "environment": "browser"}})  # fmt: skip
+def computer(action: dict[str, Any], pending_safety_checks: list[Any] | None = None) -> Any:
+    """Use the computer."""
+    from loopwright import ImagePart
+
+    return ImagePart(media_type="image/png", data="iVBORw0KGgo=") if action["type"] == "screenshot" else "no image"
+
+
+SHELL = {"type": "shell_call", "id": "sh_1", "call_id": "call_s1", "action": {"commands": ["ls", "pwd"]},
+         "status": "completed"}  # fmt: skip
+PATCH = {"type": "apply_patch_call", "id": "ap_1", "call_id": "call_p1", "status": "completed",
+         "operation": {"type": "create_file", "path": "a.py", "diff": "+x"}}  # fmt: skip
+LOOK = {"type": "computer_call", "id": "cu_1", "call_id": "call_k1", "action": {"type": "screenshot"},
+        "pending_safety_checks": [], "status": "completed"}  # fmt: skip
+
+
+def test_client_executed_tools_run_through_the_agent_s_tools_defined_as_them() -> None:
+    script = [response(SHELL, PATCH, LOOK), response(text("Done."))]
+    with FakeOpenAI(script=script) as fake:
+        a = Agent(name="a", model=model(fake, "gpt-5.5"), tools=[shell, apply_patch, computer],
+                  limits=Limits(max_model_retries=0))  # fmt: skip
+        result = asyncio.run(Runner(a).run("Go."))
+    assert result.outcome == "final", result.error
+    assert fake.requests[0]["tools"] == [
+        {"type": "shell"},
+        {"type": "apply_patch"},
+        {"type": "computer_use_preview", "display_width": 1024, "display_height": 768, "environment": "browser"},
+    ]
+    sent = fake.requests[1]["input"]
+    assert SHELL in sent and PATCH in sent and LOOK in sent
+    outputs = {i["type"]: i for i in sent if i.get("type", "").endswith("_output")}
+    assert outputs["shell_call_output"] == {"type": "shell_call_output", "call_id": "call_s1", "output": [
+        {"stdout": "ran ls && pwd", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]}  # fmt: skip
+    patched = outputs["apply_patch_call_output"]
+    assert patched["status"] == "failed" and "cannot write a.py" in patched["output"]
+    assert outputs["computer_call_output"]["output"] == {
+        "type": "computer_screenshot", "image_url": "data:image/png;base64,iVBORw0KGgo="}  # fmt: skip
+
+
+def test_a_computer_tool_that_returns_no_screenshot_is_named() -> None:
+    click = {**LOOK, "action": {"type": "click", "x": 1, "y": 2}}
+    with FakeOpenAI(script=[response(click), response(text("never"))]) as fake:
+        a = Agent(name="a", model=model(fake, "gpt-5.5"), tools=[computer], limits=Limits(max_model_retries=0))
+        result = asyncio.run(Runner(a).run("Click."))
+    assert result.outcome == "failed"
+    assert "without a screenshot: return an ImagePart" in str(result.error)
