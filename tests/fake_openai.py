@@ -8,6 +8,16 @@ deltas with tool-call argument pieces by index, a usage chunk when ``stream_opti
 ``[DONE]``), and real error bodies, status codes and ``x-request-id`` / ``retry-after`` headers.
 The SDK is real; only the server is ours.
 
+Quirks (``FakeOpenAI(quirks={...})``, Chat Completions only) make the server send what other
+OpenAI-compatible servers really send: ``"no_index"`` (streamed tool calls without ``index``, each
+whole in one chunk: Gemini's OpenAI endpoint), ``"index_zero"`` (every streamed call at ``index``
+0: Ollama, #15457), ``"one_delta"`` (several calls in one delta), ``"no_ids"`` (calls without an
+``id``: vLLM #18412, LiteLLM #11407), ``"object_arguments"`` (``arguments`` as a JSON object, not
+a string), ``"no_usage"`` (no usage at all, ``stream_options`` ignored), ``"reasoning_required"``
+(DeepSeek's thinking mode: a request whose assistant turn with tool calls lacks its
+``reasoning_content`` is refused with DeepSeek's 400), ``"name_every_chunk"`` (the function's
+name repeated on every argument piece, as some proxies stream it).
+
 Script items: a Responses reply (:func:`response`), a Chat reply (:func:`completion`), either of
 them sent to the other route is converted (:func:`as_chat` / :func:`as_responses`), so one script
 serves both APIs; :class:`Error` (an HTTP error with its ``Retry-After``), :class:`Cut` (a stream
@@ -17,10 +27,11 @@ records every request body, its headers and its path.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tests.fake_http import FakeHandler, Raw, Served
@@ -115,10 +126,14 @@ def completion(
     refusal: str | None = None,
     usage: dict[str, int] | None = None,
     model: str = "gpt-test",
+    reasoning: str | None = None,
 ) -> dict[str, Any]:
-    """A Chat Completions reply body; ``calls`` from :func:`chat_call`."""
+    """A Chat Completions reply body; ``calls`` from :func:`chat_call`; ``reasoning``: the
+    server's ``reasoning_content`` (DeepSeek, vLLM)."""
     numbers = {"input_tokens": 10, "output_tokens": 5, "cached_tokens": 0, **(usage or {})}
     message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": refusal}
+    if reasoning is not None:
+        message["reasoning_content"] = reasoning
     if calls:
         message["tool_calls"] = list(calls)
     return {
@@ -155,12 +170,15 @@ def as_chat(reply: dict[str, Any]) -> dict[str, Any]:
     texts: list[str] = []
     refusals: list[str] = []
     calls: list[dict[str, Any]] = []
+    thoughts: list[str] = []
     for item in reply["output"]:
         if item["type"] == "message":
             for part in item["content"]:
                 (texts if part["type"] == "output_text" else refusals).append(part.get("text") or part["refusal"])
         elif item["type"] == "function_call":
             calls.append(chat_call(item["call_id"], item["name"], item["arguments"]))
+        elif item["type"] == "reasoning":
+            thoughts.extend(s["text"] for s in item["summary"])
     reason = (reply.get("incomplete_details") or {}).get("reason")
     finish = {"max_output_tokens": "length", "content_filter": "content_filter"}.get(reason or "")
     usage = reply["usage"]
@@ -175,6 +193,7 @@ def as_chat(reply: dict[str, Any]) -> dict[str, Any]:
             "cached_tokens": usage["input_tokens_details"]["cached_tokens"],
         },
         model=reply["model"],
+        reasoning="".join(thoughts) or None,
     )
 
 
@@ -245,6 +264,12 @@ class FakeOpenAI(Served):
     ``/v1``) for the SDK."""
 
     base_path = "/v1"
+    quirks: set[str] = field(default_factory=set)
+
+
+QUIRKS = frozenset({"no_index", "index_zero", "one_delta", "no_ids", "object_arguments", "no_usage",
+                    "reasoning_required", "name_every_chunk"})  # fmt: skip
+DEEPSEEK_400 = "The `reasoning_content` in the thinking mode must be passed back to the API."
 
 
 class _Handler(FakeHandler):
@@ -253,7 +278,7 @@ class _Handler(FakeHandler):
     disable_nagle_algorithm = True  # headers and body go in separate writes: no 40 ms delayed-ACK stall
     id_header = "x-request-id"
 
-    def do_POST(self) -> None:  # noqa: C901
+    def do_POST(self) -> None:  # noqa: C901, PLR0912
         fake: FakeOpenAI = self.server.fake
         body = self.read_request()
         if self.path not in ("/v1/responses", "/v1/chat/completions"):
@@ -262,24 +287,36 @@ class _Handler(FakeHandler):
             return self._error(Error(401, "You didn't provide an API key.", code="invalid_api_key"))
         if not fake.script:
             return self._error(Error(500, "the test's script has no reply left", kind="server_error"))
+        chat = self.path.endswith("/chat/completions")
+        if chat and "reasoning_required" in fake.quirks and _lacks_reasoning(body):
+            return self._error(Error(400, DEEPSEEK_400))
+        lost = None if chat else _unresolvable(body)
+        if lost is not None:
+            return self._error(Error(404, f"Item with id '{lost}' not found. Items are not persisted when `store` is "
+                                     "set to false. Try again with `store` set to true, or remove this item from "
+                                     "your input."))  # fmt: skip
         reply = fake.script.pop(0)
         if isinstance(reply, Error):
             return self._error(reply)
         if isinstance(reply, Raw):
             return self._raw(reply)
-        chat = self.path.endswith("/chat/completions")
         cut = None
         fail = None
         if isinstance(reply, Cut):
             reply, cut = reply.reply, reply.events
         elif isinstance(reply, StreamFail):
             reply, fail = reply.reply, reply
-        reply = as_chat(reply) if chat else as_responses(reply)
+        reply = as_chat(reply) if chat else _as_asked(as_responses(reply), body)
+        quirks = fake.quirks if chat else set()
+        unknown = quirks - QUIRKS
+        assert not unknown, f"no such quirk(s) {unknown}; the fake knows {sorted(QUIRKS)}"
+        if quirks:
+            reply = _quirky(reply, quirks)
         if not body.get("stream"):
             return self._json(200, reply)
         if chat:
-            usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            events = [(None, chunk) for chunk in chat_chunks(reply, usage)] + [(None, "[DONE]")]
+            usage = bool((body.get("stream_options") or {}).get("include_usage")) and "no_usage" not in quirks
+            events = [(None, chunk) for chunk in chat_chunks(reply, usage, quirks)] + [(None, "[DONE]")]
         else:
             events = list(response_events(reply))
         if fail is not None:
@@ -299,6 +336,48 @@ class _Handler(FakeHandler):
 
 
 FakeOpenAI.handler = _Handler
+
+
+def _unresolvable(body: dict[str, Any]) -> str | None:
+    """The id of a reasoning item sent back without its encrypted content to a stateless
+    (``store=False``) Responses request: the API cannot find it."""
+    if body.get("store") is not False:
+        return None
+    for item in body.get("input") or ():
+        if isinstance(item, dict) and item.get("type") == "reasoning" and not item.get("encrypted_content"):
+            return str(item.get("id"))
+    return None
+
+
+def _as_asked(reply: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """A Responses reply as the request asked: reasoning items carry their encrypted content
+    only when ``include`` names ``reasoning.encrypted_content``."""
+    if "reasoning.encrypted_content" in (body.get("include") or ()):
+        return reply
+    output = [{k: v for k, v in item.items() if k != "encrypted_content"} for item in reply["output"]]
+    return {**reply, "output": output}
+
+
+def _lacks_reasoning(body: dict[str, Any]) -> bool:
+    """A Chat request with an assistant turn that asked for tools but carries no reasoning."""
+    return any(
+        m.get("role") == "assistant" and m.get("tool_calls") and not m.get("reasoning_content")
+        for m in body.get("messages") or ()
+    )
+
+
+def _quirky(reply: dict[str, Any], quirks: set[str]) -> dict[str, Any]:
+    """A whole Chat reply as a quirky server sends it (the streamed shapes: :func:`chat_chunks`)."""
+    reply = json.loads(json.dumps(reply))
+    if "no_usage" in quirks:
+        reply.pop("usage", None)
+    for call in reply["choices"][0]["message"].get("tool_calls") or ():
+        if "no_ids" in quirks:
+            del call["id"]
+        if "object_arguments" in quirks:
+            with contextlib.suppress(ValueError):  # (not JSON: sent as the text it is)
+                call["function"]["arguments"] = json.loads(call["function"]["arguments"])
+    return reply
 
 
 # ---------------------------------------------------------------- streams
@@ -368,8 +447,11 @@ def response_events(reply: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]
     yield event(final, response=reply)
 
 
-def chat_chunks(reply: dict[str, Any], usage: bool) -> Iterator[dict[str, Any]]:
-    """The ``chat.completion.chunk`` objects Chat Completions streams for ``reply``."""
+def chat_chunks(  # noqa: C901, PLR0912
+    reply: dict[str, Any], usage: bool, quirks: set[str] | frozenset[str] = frozenset()
+) -> Iterator[dict[str, Any]]:
+    """The ``chat.completion.chunk`` objects Chat Completions streams for ``reply`` (as the
+    ``quirks`` server streams them)."""
     choice = reply["choices"][0]
     message = choice["message"]
     base = {"id": reply["id"], "object": "chat.completion.chunk", "created": reply["created"], "model": reply["model"]}
@@ -378,16 +460,35 @@ def chat_chunks(reply: dict[str, Any], usage: bool) -> Iterator[dict[str, Any]]:
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
 
     yield chunk({"role": "assistant", "content": ""})
+    for piece in _chunks(message.get("reasoning_content") or "") if message.get("reasoning_content") else ():
+        yield chunk({"reasoning_content": piece})
     for piece in _chunks(message.get("content") or "") if message.get("content") else ():
         yield chunk({"content": piece})
     if message.get("refusal"):
         yield chunk({"refusal": message["refusal"]})
-    for index, call in enumerate(message.get("tool_calls") or ()):
-        head = {"index": index, "id": call["id"], "type": "function",
-                "function": {"name": call["function"]["name"], "arguments": ""}}  # fmt: skip
-        yield chunk({"tool_calls": [head]})
-        for piece in _chunks(call["function"]["arguments"]):
-            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    calls = message.get("tool_calls") or ()
+    whole = quirks & {"no_index", "index_zero", "one_delta", "object_arguments"}
+    if whole:  # each call whole in one piece (Ollama, Gemini's endpoint), or all of them in one delta
+        pieces = []
+        for index, call in enumerate(calls):
+            piece = {"type": "function", "function": dict(call["function"])}
+            if "id" in call:
+                piece["id"] = call["id"]
+            if "no_index" not in quirks:
+                piece["index"] = 0 if "index_zero" in quirks else index
+            pieces.append(piece)
+        for group in [pieces] if "one_delta" in quirks else [[p] for p in pieces]:
+            if group:
+                yield chunk({"tool_calls": group})
+    else:
+        for index, call in enumerate(calls):
+            head = {"index": index, "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+            if "id" in call:
+                head["id"] = call["id"]
+            yield chunk({"tool_calls": [head]})
+            name = {"name": call["function"]["name"]} if "name_every_chunk" in quirks else {}
+            for piece in _chunks(call["function"]["arguments"]):
+                yield chunk({"tool_calls": [{"index": index, "function": {**name, "arguments": piece}}]})
     yield chunk({}, choice["finish_reason"])
-    if usage:
+    if usage and reply.get("usage"):
         yield {**base, "choices": [], "usage": reply["usage"]}

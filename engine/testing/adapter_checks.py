@@ -12,13 +12,13 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from ..data.errors import ContextWindowError, ModelError
-from ..data.events import Message, ModelRequest, ModelResponse, TextPart, ToolCall, ToolResult, ToolSpec
+from ..data.events import Message, ModelRequest, ModelResponded, ModelResponse, TextPart, ToolCall, ToolResult, ToolSpec
 from ..data.limits import Limits
 from ..loop.runner import Runner
 from ..models.base import Model, StreamDelta
 from ..runtime.agent import Agent
 from ..runtime.tools import tool
-from .adapter_harness import AdapterHarness, Call, Failure, Reply
+from .adapter_harness import QUIRKS, AdapterHarness, Call, Failure, NotApplicable, Reply
 
 # ------------------------------------------------------------------ the agent the checks run
 
@@ -259,6 +259,108 @@ async def check_ids_unique(h: AdapterHarness) -> None:
         raise _fail(h, "ids_unique", f"the results went back under {answered!r}, the calls are {ids!r}")
 
 
+# ------------------------------------------------------------------ server quirks
+
+
+def _applies(h: AdapterHarness, check: str, quirk: str) -> None:
+    """Raise :class:`NotApplicable` when the harness's server cannot send ``quirk``."""
+    cannot_send = getattr(h, "cannot_send", None)
+    if not callable(cannot_send):
+        raise NotApplicable(f"{check}: {h.name}'s harness scripts no server quirks (it has no cannot_send)")
+    why = cannot_send(quirk)
+    if why is not None:
+        raise NotApplicable(f"{check}: {QUIRKS[quirk]} cannot occur on {h.name}: {why}")
+
+
+async def _streamed_run(h: AdapterHarness, text: str, **limits: Any) -> tuple[Any, list[Any]]:
+    stream = Runner(_agent(h.make_model(), **limits)).stream(text)
+    events = [event async for event in stream]
+    return stream.result, events
+
+
+async def _two_calls_run(h: AdapterHarness, check: str, quirk: str, *, streamed: bool) -> None:
+    """Two calls in one reply sent with ``quirk``: both run, each answered once, the run ends final."""
+    h.clear()
+    calls = (Call("call_q1", "lookup", {"q": "a"}), Call("call_q2", "lookup", {"q": "b"}))
+    h.script(Reply(calls=calls, quirks=(quirk,)), Reply(text="done"))
+    how = "streamed" if streamed else "whole"
+    if streamed:
+        result, _ = await _streamed_run(h, "Find a and b.")
+    else:
+        result = await Runner(_agent(h.make_model())).run("Find a and b.")
+    if result.outcome != "final" or result.output != "done":
+        raise _fail(h, check, f"({how}) the run ended {result.outcome!r} ({result.error})")
+    contents = [r.content for r in _results(result.messages)]
+    if contents != ["found a", "found b"]:
+        raise _fail(h, check, f"({how}) the tools answered {contents!r}, not ['found a', 'found b']")
+    ids = [c.id for c in _calls(result.messages)]
+    if len(ids) != 2 or len(set(ids)) != 2 or not all(ids):
+        raise _fail(h, check, f"({how}) the calls' ids in the history are {ids!r}")
+    answered = h.answered_ids(h.requests()[1])
+    if len(answered) != 2:
+        raise _fail(h, check, f"({how}) the next request answered {answered!r}, not both calls")
+
+
+async def check_calls_without_index(h: AdapterHarness) -> None:
+    """Two streamed calls without an index, or both at index 0, stay two calls that both run."""
+    _applies(h, "calls_without_index", "calls_without_index")
+    await _two_calls_run(h, "calls_without_index", "calls_without_index", streamed=True)
+    _applies(h, "calls_without_index", "calls_at_one_index")
+    await _two_calls_run(h, "calls_without_index", "calls_at_one_index", streamed=True)
+
+
+async def check_calls_without_ids(h: AdapterHarness) -> None:
+    """Calls without an id get ids of their own (unique in the run); both run and are answered."""
+    _applies(h, "calls_without_ids", "calls_without_ids")
+    for streamed in (True, False):
+        await _two_calls_run(h, "calls_without_ids", "calls_without_ids", streamed=streamed)
+
+
+async def check_object_arguments(h: AdapterHarness) -> None:
+    """Arguments given as a JSON object (not a string) are the call's arguments."""
+    _applies(h, "object_arguments", "object_arguments")
+    for streamed in (True, False):
+        await _two_calls_run(h, "object_arguments", "object_arguments", streamed=streamed)
+
+
+async def check_no_usage(h: AdapterHarness) -> None:
+    """A reply without usage gets an estimate that says so (``details["usage_estimated"]``), so a
+    run's ``max_total_tokens`` still counts it and fires."""
+    _applies(h, "no_usage", "no_usage")
+    h.clear()
+    h.script(Reply(text="An answer without usage.", quirks=("no_usage",)))
+    result, events = await _streamed_run(h, "Hello.")
+    replies = [e.response for e in events if isinstance(e, ModelResponded)]
+    if result.outcome != "final" or not replies:
+        raise _fail(h, "no_usage", f"the run ended {result.outcome!r} ({result.error})")
+    usage = replies[0].usage
+    if not usage.input_tokens or not usage.output_tokens or replies[0].details.get("usage_estimated") is not True:
+        raise _fail(h, "no_usage", f"a reply without usage came out with {usage!r}, {replies[0].details!r}")
+    h.clear()
+    looping = Reply(calls=(Call("call_n1", "lookup", {"q": "n"}),), quirks=("no_usage",))
+    h.script(looping, Reply(calls=(Call("call_n2", "lookup", {"q": "m"}),), quirks=("no_usage",)),
+             Reply(text="never", quirks=("no_usage",)))  # fmt: skip
+    result, _ = await _streamed_run(h, "Hello.", max_total_tokens=2 * usage.input_tokens, salvage=False)
+    if result.limit != "max_total_tokens":
+        raise _fail(h, "no_usage", f"max_total_tokens did not fire on estimated usage: {result.outcome!r}")
+
+
+async def check_reasoning_returned(h: AdapterHarness) -> None:
+    """Reasoning sent with a tool call comes back on the next request (a server that requires
+    it refuses the request otherwise), and the tool loop completes."""
+    _applies(h, "reasoning_required", "reasoning_required")
+    h.clear()
+    first = Reply(calls=(Call("call_r1", "lookup", {"q": "r"}),), reasoning="I should look r up.",
+                  quirks=("reasoning_required",))  # fmt: skip
+    h.script(first, Reply(text="It is r.", quirks=("reasoning_required",)))
+    result = await Runner(_agent(h.make_model())).run("Find r.")
+    if result.outcome != "final" or result.output != "It is r.":
+        raise _fail(h, "reasoning_returned", f"the run ended {result.outcome!r} ({result.error})")
+    returned = h.returned_reasoning(h.requests()[1])  # type: ignore[attr-defined]
+    if returned != ["I should look r up."]:
+        raise _fail(h, "reasoning_returned", f"the next request carried back {returned!r}")
+
+
 CHECKS: dict[str, Callable[[AdapterHarness], Coroutine[Any, Any, None]]] = {
     "tool_round_trip": check_tool_round_trip,
     "parallel_calls_in_order": check_parallel_calls_in_order,
@@ -269,17 +371,24 @@ CHECKS: dict[str, Callable[[AdapterHarness], Coroutine[Any, Any, None]]] = {
     "usage_summed": check_usage_summed,
     "request_not_mutated": check_request_not_mutated,
     "ids_unique": check_ids_unique,
+    "calls_without_index": check_calls_without_index,
+    "calls_without_ids": check_calls_without_ids,
+    "object_arguments": check_object_arguments,
+    "no_usage": check_no_usage,
+    "reasoning_returned": check_reasoning_returned,
 }
 """Every check, by name, in the order :func:`check_adapter` runs them."""
 
 
-async def check_adapter(harness: AdapterHarness, *, skip: Sequence[str] = ()) -> None:
+async def check_adapter(harness: AdapterHarness, *, skip: Sequence[str] = ()) -> dict[str, str]:
     """Run every check (but those named in ``skip``); raise one AssertionError listing each
-    that failed."""
+    that failed. Returns the checks that did not apply (a quirk the harness's API cannot send),
+    each with why."""
     unknown = sorted(set(skip) - set(CHECKS))
     if unknown:
         raise ValueError(f"no such check(s) {unknown}; the checks are {', '.join(CHECKS)}")
     failures: list[str] = []
+    not_applicable: dict[str, str] = {}
     for name, check in CHECKS.items():
         if name in skip:
             continue
@@ -287,5 +396,8 @@ async def check_adapter(harness: AdapterHarness, *, skip: Sequence[str] = ()) ->
             await check(harness)
         except AssertionError as exc:
             failures.append(str(exc))
+        except NotApplicable as exc:
+            not_applicable[name] = str(exc)
     if failures:
         raise AssertionError("\n".join(failures))
+    return not_applicable

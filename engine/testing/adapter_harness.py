@@ -1,6 +1,12 @@
 """What a harness for the adapter conformance kit (:mod:`.adapter_kit`) is: the
 :class:`AdapterHarness` protocol, the neutral :class:`Reply`, :class:`Call` and :class:`Failure`
 values it scripts its fake server with, and :func:`dead_port` for the server that is down.
+
+Server quirks (:data:`QUIRKS`): a :class:`Reply` may ask its fake server to send it the way some
+real server does (``Reply(..., quirks=("calls_without_ids",))``). A harness that scripts quirks
+has two more methods (:class:`QuirkHarness`): ``cannot_send(quirk)`` (None when its server sends
+that quirk; else why the quirk cannot occur on its API, which the kit reports as the case not
+applying, never as a pass) and ``returned_reasoning(body)`` (the reasoning a request carries back).
 """
 
 from __future__ import annotations
@@ -22,13 +28,34 @@ class Call:
     args: dict[str, Any] = field(default_factory=dict)
 
 
+QUIRKS: dict[str, str] = {
+    "calls_without_index": "streamed tool calls without an index (Gemini's OpenAI endpoint)",
+    "calls_at_one_index": "every streamed tool call at the same index (Ollama)",
+    "calls_without_ids": "tool calls without an id (vLLM, LiteLLM; the Gemini API)",
+    "object_arguments": "tool call arguments as a JSON object, not a string",
+    "no_usage": "a reply without usage (a server that ignores stream_options)",
+    "reasoning_required": "reasoning sent with a tool call that the next request must carry back, or the server "
+    "refuses it (DeepSeek's reasoning_content, OpenAI's reasoning items, Claude's signed thinking, Gemini's "
+    "thought signatures)",
+}
+"""The server quirks a :class:`Reply` may ask for, each with what real servers send it."""
+
+
+class NotApplicable(Exception):
+    """A check's quirk cannot occur on the harness's API: the check does not apply (its message
+    says why); pytest reports it as skipped, :func:`~.adapter_checks.check_adapter` lists it."""
+
+
 @dataclass(frozen=True)
 class Reply:
     """A reply for the fake server to send, in no wire format: the harness translates it.
 
     ``input_tokens`` counts the input that was not read from a cache, ``cached_tokens`` what
     was (a protocol whose input count includes the cached part adds them up); ``cut``: the
-    reply was cut by the output limit (``max_tokens`` / ``length`` / ``incomplete``)."""
+    reply was cut by the output limit (``max_tokens`` / ``length`` / ``incomplete``);
+    ``reasoning``: reasoning sent with the reply, in the form the API has for it (a thought and
+    its signature, an encrypted item, ``reasoning_content``), which ``returned_reasoning`` reads
+    back as this same text; ``quirks``: names of :data:`QUIRKS` the server sends it with."""
 
     text: str = ""
     calls: tuple[Call, ...] = ()
@@ -36,6 +63,8 @@ class Reply:
     input_tokens: int = 10
     cached_tokens: int = 0
     output_tokens: int = 5
+    reasoning: str = ""
+    quirks: tuple[str, ...] = ()
 
     @property
     def usage(self) -> Usage:
@@ -99,3 +128,18 @@ def dead_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     return port
+
+
+@runtime_checkable
+class QuirkHarness(AdapterHarness, Protocol):
+    """A harness whose fake server can send replies the way other servers do (:data:`QUIRKS`)."""
+
+    def cannot_send(self, quirk: str) -> str | None:
+        """None when the server sends ``quirk``; else why it cannot occur on this API (shown
+        when the kit's case for it does not apply)."""
+        ...
+
+    def returned_reasoning(self, body: dict[str, Any]) -> list[str]:
+        """The reasoning a request body carries back (each as the ``Reply.reasoning`` text it
+        was sent as), in order."""
+        ...

@@ -14,9 +14,9 @@ from loopwright import ModelError, ModelRequest, ModelResponse, ToolCall
 from loopwright.models.openai import OpenAIModel
 from loopwright.testing import adapter_kit
 from loopwright.testing.adapter_kit import AdapterConformance, AdapterHarness, check_adapter
-from tests.adapter_harnesses import ClaudeHarness, OpenAIHarness
+from tests.adapter_harnesses import ClaudeHarness, OpenAIHarness, QuirkyGeminiHarness
 from tests.fake_claude import FakeClaude
-from tests.fake_gemini import FakeGemini, GeminiHarness
+from tests.fake_gemini import FakeGemini
 from tests.fake_openai import FakeOpenAI
 
 
@@ -55,7 +55,7 @@ class TestGeminiConforms(_SlowProperty):
     @pytest.fixture
     def harness(self) -> Iterator[AdapterHarness]:
         with FakeGemini() as fake:
-            yield GeminiHarness(fake)
+            yield QuirkyGeminiHarness(fake)
 
 
 # ---------------------------------------------------------------- planted faults
@@ -118,3 +118,40 @@ def test_every_check_has_its_pytest_test() -> None:
 def test_check_adapter_names_an_unknown_skip() -> None:
     with pytest.raises(ValueError, match="no such check"):
         asyncio.run(check_adapter(object(), skip=["nope"]))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- server quirks
+
+
+def test_a_chat_model_that_does_not_send_reasoning_back_fails_the_kit() -> None:
+    with FakeOpenAI() as fake:
+        harness = OpenAIHarness(fake, "chat", send_reasoning=False)
+        with pytest.raises(
+            AssertionError, match=r"fails reasoning_returned: the run ended 'failed'.*reasoning_content"
+        ):
+            asyncio.run(adapter_kit.CHECKS["reasoning_returned"](harness))
+
+
+def test_a_quirk_an_api_cannot_send_is_not_applicable_saying_why() -> None:
+    with (
+        FakeClaude() as fake,
+        pytest.raises(adapter_kit.NotApplicable, match="cannot occur on AnthropicModel: every reply carries usage"),
+    ):
+        asyncio.run(adapter_kit.CHECKS["no_usage"](ClaudeHarness(fake)))
+
+
+class _Plain(OpenAIHarness):
+    cannot_send = None  # type: ignore[assignment]  # a harness written before the quirks
+
+
+def test_a_harness_without_quirks_says_so_rather_than_passing() -> None:
+    with FakeOpenAI() as fake, pytest.raises(adapter_kit.NotApplicable, match="scripts no server quirks"):
+        asyncio.run(adapter_kit.CHECKS["calls_without_ids"](_Plain(fake, "chat")))
+
+
+@pytest.mark.slow
+def test_check_adapter_returns_the_cases_that_do_not_apply() -> None:
+    with FakeOpenAI() as fake:
+        skipped = asyncio.run(check_adapter(OpenAIHarness(fake, "responses")))
+    assert sorted(skipped) == ["calls_without_ids", "calls_without_index", "no_usage", "object_arguments"]
+    assert "function_call arguments are always a JSON string" in skipped["object_arguments"]

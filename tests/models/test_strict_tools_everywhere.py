@@ -1,5 +1,6 @@
 """``Agent(strict_tools=True)`` reaches every tool a request carries (a toolset's, and those
-``prepare_tools`` returns), seen in the request body over HTTP."""
+``prepare_tools`` returns), seen in the request body over HTTP; ``@tool(strict=True)`` sends
+``strict: true`` on Claude and on both OpenAI APIs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 from typing import Any
 
 import anthropic
+import pytest
 
 from loopwright import Agent, AnthropicModel, Limits, Runner, RunResult, tool
 from tests.fake_claude import FakeClaude, message, text
@@ -79,3 +81,60 @@ def test_without_strict_tools_nothing_is_made_strict() -> None:
     with FakeClaude(script=[message(text("ok"))]) as fake:
         assert asyncio.run(go(fake)).outcome == "final"
     assert all("strict" not in t for t in fake.requests[0]["tools"])
+
+
+# ---------------------------------------------------------------- OpenAI: both APIs
+
+
+@tool(strict=True)
+def forecast(city: str, days: int = 1) -> str:
+    """Forecast for a city."""
+    return f"{city}: {days} day(s) of sun"
+
+
+def openai_run(api: str, tools: list[Any], script: list[Any], **kw: Any) -> tuple[RunResult, list[dict[str, Any]]]:
+    import openai
+
+    from loopwright.models.openai import OpenAIModel
+    from tests.fake_openai import FakeOpenAI
+
+    with FakeOpenAI(script=script) as fake:
+        url = fake.base_url
+        model = OpenAIModel("gpt-5.5", api=api, client=lambda: openai.AsyncOpenAI(base_url=url, api_key="k"))  # type: ignore[arg-type]
+        agent = Agent(name="a", model=model, tools=tools, limits=Limits(max_model_retries=0), **kw)
+        result = asyncio.run(Runner(agent).run("go"))
+    return result, fake.requests
+
+
+def openai_tools(api: str, body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["function"]["name"]: t["function"] for t in body["tools"]} if api == "chat" else {
+        t["name"]: t for t in body["tools"]}  # fmt: skip
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_a_strict_tool_is_sent_strict_on_both_openai_apis(api: str) -> None:
+    from tests.fake_openai import function_call, response, text
+
+    script = [response(function_call("call_1", "forecast", {"city": "Paris", "days": None})), response(text("ok"))]
+    result, bodies = openai_run(api, [forecast, loose], script)
+    assert result.outcome == "final", result.error
+    tools = openai_tools(api, bodies[0])
+    strict = tools["forecast"]
+    assert strict["strict"] is True
+    assert strict["parameters"]["additionalProperties"] is False
+    assert sorted(strict["parameters"]["required"]) == ["city", "days"]  # strict mode wants every property
+    assert {"type": "null"} in strict["parameters"]["properties"]["days"]["anyOf"]
+    assert tools["loose"].get("strict") in (None, False)
+    # the null strict mode made the model send for the optional argument is dropped: the default applies
+    answered = [p.content for m in result.messages for p in m.parts if p.type == "tool_result"]
+    assert answered == ["Paris: 1 day(s) of sun"]
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_strict_tools_on_the_agent_reach_openai(api: str) -> None:
+    from tests.fake_openai import response, text
+
+    _, bodies = openai_run(api, [weather, loose], [response(text("ok"))], strict_tools=True)
+    tools = openai_tools(api, bodies[0])
+    assert tools["weather"]["strict"] is True and tools["weather"]["parameters"]["additionalProperties"] is False
+    assert tools["loose"].get("strict") in (None, False)

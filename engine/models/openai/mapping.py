@@ -14,8 +14,17 @@ History rules (both APIs):
   ``ProviderPart(provider="openai", kind="reasoning")`` and sent back in place, so a reasoning
   model keeps its chain of thought across tool calls without server-side storage. Other
   output items loopwright does not interpret are kept and sent back the same way.
+- Responses: a reasoning item that came without its ``encrypted_content`` is not sent back (a
+  stateless request cannot resolve its ``rs_`` id); an assistant message's ``phase``, a call's
+  ``namespace`` and a custom tool's call are kept as marks (``ProviderPart`` kinds ``phase``,
+  ``namespace``, ``custom_call``) and restored on replay; hosted tools' items keep their ``status``.
 - Chat: a server's ``reasoning_content`` / ``reasoning`` (vLLM, Ollama, DeepSeek) becomes a
-  :class:`ThoughtPart` (shown, not sent back).
+  :class:`ThoughtPart` (shown); with ``send_reasoning`` it is also kept as
+  ``ProviderPart(provider="openai_chat")`` and sent back on the turns that asked for tools.
+  Other providers' thoughts are never sent to either API.
+- Chat replies are taken as OpenAI-compatible servers send them (:class:`.chat.ChatAssembler`):
+  calls without ``index`` or ``id``, arguments as objects; arguments that are not JSON become
+  a call the tool's validation answers with an error (:data:`.shared.NOT_JSON`).
 - Structured output: the instruction ``structured_output`` adds for an ``output_type`` is also
   sent as the API's native JSON schema (``text.format`` / ``response_format``).
 

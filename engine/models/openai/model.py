@@ -39,15 +39,16 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal, TypeAlias
 
 from ...data.errors import ConfigurationError, ModelError
-from ...data.events import ModelRequest, ModelResponse
+from ...data.events import ModelRequest, ModelResponse, ProviderPart
 from ..base import StreamDelta
 from ..sdk import SdkModel
 from .chat import ChatAssembler, chat_params, from_chat
+from .client_tools import handlers
 from .errors import MISSING_KEY, model_error, stream_failed
 from .options import CURRENT, KNOWN_MODELS, checked_options, is_reasoning
 from .options import SAMPLING as SAMPLING  # (its public home was here)
 from .responses import from_responses, responses_delta, responses_params
-from .shared import usable
+from .shared import PROVIDER, check_budget, drop_nulls, estimated, usable
 
 __all__ = ["CURRENT", "KNOWN_MODELS", "Client", "ClientFactory", "OpenAIModel"]
 
@@ -60,7 +61,8 @@ class OpenAIModel(SdkModel[Client]):
     """A loopwright model backed by the OpenAI API or an OpenAI-compatible server.
 
     ``OpenAIModel(model="gpt-5.5", max_tokens=None, *, api="responses", base_url=None,
-    client=None, parallel_tool_calls=None, max_retries=0, **request_options)``:
+    client=None, parallel_tool_calls=None, max_retries=0, send_reasoning=False,
+    **request_options)``:
 
     - ``max_tokens``: the output budget of one reply (``max_output_tokens`` /
       ``max_completion_tokens``; default: the server's own limit).
@@ -73,6 +75,9 @@ class OpenAIModel(SdkModel[Client]):
     - ``parallel_tool_calls``: ``False`` asks for at most one tool call a reply.
     - ``max_retries``: the SDK's own retries (default 0: ``Limits.max_model_retries`` is the one
       retry budget, visible in the trace).
+    - ``send_reasoning`` (``api="chat"``): send the server's reasoning back on the assistant turns
+      that asked for tools, under the field it came in (``reasoning_content`` or ``reasoning``):
+      DeepSeek's and Kimi's thinking modes refuse a tool loop without it.
     - ``request_options``: other ``responses.create`` / ``chat.completions.create`` arguments
       (``reasoning``, ``temperature``, ``service_tier``, ``tools`` for OpenAI's hosted tools...);
       unknown names, and sampling options on reasoning models, are refused here with the valid
@@ -89,6 +94,7 @@ class OpenAIModel(SdkModel[Client]):
         client: Client | ClientFactory | None = None,
         parallel_tool_calls: bool | None = None,
         max_retries: int = 0,
+        send_reasoning: bool = False,
         **request_options: Any,
     ) -> None:
         if not isinstance(model, str) or not model:
@@ -99,13 +105,22 @@ class OpenAIModel(SdkModel[Client]):
             raise ConfigurationError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
         if parallel_tool_calls not in (None, True, False):
             raise ConfigurationError(f"parallel_tool_calls must be True, False or None, got {parallel_tool_calls!r}")
+        if send_reasoning not in (True, False):
+            raise ConfigurationError(f"send_reasoning must be True or False, got {send_reasoning!r}")
+        if send_reasoning and api != "chat":
+            raise ConfigurationError(
+                "send_reasoning=True is for api='chat' (DeepSeek, Kimi and other OpenAI-compatible servers); the "
+                "Responses API's reasoning items are always sent back"
+            )
         self.model = model
         self.api: Api = api
+        self.send_reasoning = send_reasoning
         self.max_tokens = max_tokens
         self.base_url = base_url
         self.parallel_tool_calls = parallel_tool_calls
         self.max_retries = max_retries
         self.reasoning = is_reasoning(model)
+        self._reasons = self.reasoning  # asks for reasoning.encrypted_content; learnt from replies too
         self._init_clients(client)
         custom = base_url is not None or (
             client is not None and "api.openai.com" not in str(getattr(client, "base_url", ""))
@@ -155,18 +170,26 @@ class OpenAIModel(SdkModel[Client]):
 
     async def _call(self, request: ModelRequest, *, deltas: bool) -> AsyncIterator[StreamDelta | ModelResponse]:
         params = self.params(request)
+        if request.tokens_left is not None:  # refused before it is sent if it cannot fit
+            check_budget(params, request.tokens_left)
         client = await self.client()
         where = str(client.base_url).rstrip("/")
         grown = False
         while True:
             response = None
-            once = self._responses if self.api == "responses" else self._chat
-            async for item in once(client, params, deltas=deltas, where=where):
+            if self.api == "responses":
+                handled = handlers(request.tools) if request.tools else {}
+                calls = self._responses(client, params, deltas=deltas, where=where, handled=handled)
+            else:
+                calls = self._chat(client, params, deltas=deltas, where=where)
+            async for item in calls:
                 if isinstance(item, ModelResponse):
                     response = item
                 else:
                     yield item
             assert response is not None
+            if request.tools:
+                response = drop_nulls(response, request.tools)
             if response.stop_reason != "max_tokens" or usable(response):
                 yield response
                 return
@@ -183,13 +206,13 @@ class OpenAIModel(SdkModel[Client]):
             grown = True
 
     async def _responses(
-        self, client: Client, params: dict[str, Any], *, deltas: bool, where: str
+        self, client: Client, params: dict[str, Any], *, deltas: bool, where: str, handled: dict[str, str]
     ) -> AsyncIterator[StreamDelta | ModelResponse]:
         try:
             model, body = _split(params)
             if not deltas:
                 reply = await client.responses.create(model=model, extra_body=body)
-                yield from_responses(reply.to_dict())
+                yield self._from_responses(reply.to_dict(), handled)
                 return
             final: dict[str, Any] | None = None
             stream = await client.responses.create(model=model, stream=True, extra_body=body)
@@ -217,7 +240,16 @@ class OpenAIModel(SdkModel[Client]):
                 "reply was discarded",
                 retryable=True,
             )
-        yield from_responses(final)
+        yield self._from_responses(final, handled)
+
+    def _from_responses(self, reply: dict[str, Any], handled: dict[str, str]) -> ModelResponse:
+        response = from_responses(reply, handled)
+        if not self._reasons and any(
+            type(p) is ProviderPart and p.kind == "reasoning" and not p.block.get("encrypted_content")
+            for p in response.parts
+        ):
+            self._reasons = True  # the API says it reasons (whatever its name): ask for its content from now on
+        return response
 
     async def _chat(
         self, client: Client, params: dict[str, Any], *, deltas: bool, where: str
@@ -225,8 +257,8 @@ class OpenAIModel(SdkModel[Client]):
         try:
             model, body = _split(params)
             if not deltas:
-                reply = await client.chat.completions.create(model=model, messages=(), extra_body=body)
-                yield from_chat(reply.to_dict())
+                reply = (await client.chat.completions.create(model=model, messages=(), extra_body=body)).to_dict()
+                yield self._from_chat(reply, params)
                 return
             assembler = ChatAssembler()
             body["stream_options"] = {"include_usage": True}
@@ -243,7 +275,11 @@ class OpenAIModel(SdkModel[Client]):
             raise
         except Exception as exc:
             raise model_error(exc, where) from exc
-        yield from_chat(final)
+        yield self._from_chat(final, params)
+
+    def _from_chat(self, reply: dict[str, Any], params: dict[str, Any]) -> ModelResponse:
+        response = from_chat(reply, keep_reasoning=self.send_reasoning)
+        return response if reply.get("usage") else estimated(response, params)
 
     # ------------------------------------------------------------------ request mapping
 
@@ -256,11 +292,13 @@ class OpenAIModel(SdkModel[Client]):
         params: dict[str, Any] = {"model": self.model}
         if responses:
             params["store"] = False
-            if self.reasoning:
+            if self._reasons or "reasoning" in options or _reasoned(request):
                 params["include"] = ["reasoning.encrypted_content"]
         if self.max_tokens is not None:
             params[self._limit_key] = self.max_tokens
-        params.update(responses_params(request) if responses else chat_params(request))
+        params.update(
+            responses_params(request) if responses else chat_params(request, send_reasoning=self.send_reasoning)
+        )
         for key, value in options.items():
             if key == "tools":  # hosted tools given as options, then the agent's own
                 params["tools"] = [*value, *params.get("tools", ())]
@@ -276,6 +314,16 @@ class OpenAIModel(SdkModel[Client]):
         shown = f", api={self.api!r}" if self.api != "responses" else ""
         at = f", base_url={self.base_url!r}" if self.base_url else ""
         return f"OpenAIModel({self.model!r}{shown}{at})"
+
+
+def _reasoned(request: ModelRequest) -> bool:
+    """The history holds an OpenAI reasoning item: the model reasons, whatever its name."""
+    return any(
+        type(p) is ProviderPart and p.provider == PROVIDER and p.kind == "reasoning"
+        for m in request.messages
+        if m.role == "assistant"
+        for p in m.parts
+    )
 
 
 def _split(params: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -76,8 +76,22 @@ def is_reasoning(model: str) -> bool:
     return bool(_REASONING.match(model)) and "chat" not in model
 
 
+SERVER_STATE = ("previous_response_id", "conversation")
+"""Responses options that make the server hold the conversation: refused, since loopwright sends
+the whole history itself (both at once would put the context on the server twice)."""
+
+
 def checked_options(options: dict[str, Any], where: str, *, api: str, model: str, reasoning: bool) -> dict[str, Any]:
-    """``options`` with unknown names, and sampling options a reasoning model refuses, refused."""
+    """``options`` with unknown names, sampling options a reasoning model refuses, and the
+    server-side conversation options (:data:`SERVER_STATE`), refused."""
+    stateful = sorted(name for name in options if name in SERVER_STATE)
+    if stateful:
+        raise ConfigurationError(
+            f"{where} got {', '.join(stateful)}: loopwright sends the whole conversation with every request "
+            "(store=False, reasoning items carried back), so a server-side conversation would hold the context "
+            "twice and be billed twice; leave it out (a run's history is its state: save and resume it with "
+            "a store)"
+        )
     valid = _SDK_PARAMS[api] - _OWNED[api]
     unknown = sorted(set(options) - valid)
     if unknown:

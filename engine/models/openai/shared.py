@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ...data.errors import ModelError
+from ...data.errors import ModelError, TokenBudgetError
 from ...data.events import (
     Instruction,
     Message,
@@ -117,21 +117,73 @@ def history_turns(history: Sequence[Message]) -> list[tuple[str, list[Any]]]:
     return turns
 
 
-def parse_args(arguments: str | None, name: str, *, cut: bool) -> dict[str, Any] | None:
-    """A tool call's arguments; None for a call cut mid-arguments (dropped)."""
+NOT_JSON = "arguments_not_json"
+"""The one argument of a call whose arguments were not JSON (their text as its value): no tool
+takes it, so the tool's validation answers the call with an error the model reads and can
+correct (a retry of ``@tool(retries=N)``, charged to ``Limits.max_tool_retries``), instead of the
+same request being sent again."""
+
+
+def parse_args(arguments: Any, name: str, *, cut: bool) -> dict[str, Any] | None:
+    """A tool call's arguments (JSON text, or an object as some servers send them); None for a
+    call cut mid-arguments (dropped); ``{NOT_JSON: text}`` for arguments that are not a JSON
+    object (see :data:`NOT_JSON`)."""
+    if isinstance(arguments, dict):
+        return dict(arguments)
     try:
         args = json.loads(arguments or "{}")
-    except ValueError:
+    except (ValueError, TypeError):
         if cut:
             return None
-        raise ModelError(
-            f"the model called {name!r} with arguments that are not JSON ({(arguments or '')[:120]!r}); "
-            "the call was not run",
-            retryable=True,
-        ) from None
+        return {NOT_JSON: str(arguments)[:2000]}
     if not isinstance(args, dict):
-        raise ModelError(f"the model called {name!r} with arguments that are not a JSON object", retryable=True)
+        return {NOT_JSON: str(arguments)[:2000]}
     return args
+
+
+def strict_schema(schema: Any) -> Any:
+    """``schema`` as OpenAI's strict mode takes it: every object closed
+    (``additionalProperties: false``) with every property required, those that were optional
+    made nullable (their ``null`` is dropped again from the arguments, :func:`drop_nulls`)."""
+    if isinstance(schema, list):
+        return [strict_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: strict_schema(v) for k, v in schema.items() if not (k == "default" and v is None)}  # (as the SDK does)
+    properties = out.get("properties")
+    if out.get("type") == "object" or isinstance(properties, dict):
+        out["additionalProperties"] = False
+        if isinstance(properties, dict):
+            required = set(schema.get("required") or ())
+            out["properties"] = {
+                k: v if k in required else {"anyOf": [v, {"type": "null"}]} for k, v in properties.items()
+            }
+            out["required"] = list(properties)
+    return out
+
+
+def strict_function(tool: ToolSpec) -> dict[str, Any]:
+    """A strict tool as a function declaration: its schema closed, ``strict: true``."""
+    return {**function(tool), "parameters": strict_schema(tool.input_schema), "strict": True}
+
+
+def drop_nulls(response: ModelResponse, tools: Sequence[ToolSpec]) -> ModelResponse:
+    """The nulls strict mode made the model send for a strict tool's optional arguments, dropped
+    (the tool's defaults apply, as when the model leaves them out)."""
+    optional = {
+        t.name: set(t.input_schema.get("properties") or {}) - set(t.input_schema.get("required") or ())
+        for t in tools
+        if t.strict
+    }
+    if not optional or not any(type(p) is ToolCall and p.name in optional for p in response.parts):
+        return response
+    parts = tuple(
+        p.model_copy(update={"args": {k: v for k, v in p.args.items() if v is not None or k not in optional[p.name]}})
+        if type(p) is ToolCall and p.name in optional
+        else p
+        for p in response.parts
+    )
+    return response.model_copy(update={"parts": parts})
 
 
 def not_a_reply(api: str, reply: Any) -> ModelError:
@@ -154,18 +206,22 @@ def response_of(
     """A reply (as JSON) as a ModelResponse: its ``parts``, ``stop`` and ``details``, its model, and
     its usage, read by the names of its input and output token counts (``tokens``: ``("input",
     "output")`` in the Responses API, ``("prompt", "completion")`` in Chat; the cached part of
-    the input is ``<input>_tokens_details.cached_tokens`` in both)."""
+    the input is ``<input>_tokens_details.cached_tokens`` in both, the part written to the cache
+    ``cache_write_tokens``)."""
     usage = reply.get("usage") or {}
     prompt, output = tokens
-    cached = (usage.get(f"{prompt}_tokens_details") or {}).get("cached_tokens") or 0
+    split = usage.get(f"{prompt}_tokens_details") or {}
+    cached = split.get("cached_tokens") or 0
+    written = split.get("cache_write_tokens") or 0
     return ModelResponse(
         parts=tuple(parts),
         stop_reason=stop,
         model=reply.get("model"),
         usage=Usage(
-            input_tokens=max((usage.get(f"{prompt}_tokens") or 0) - cached, 0),
+            input_tokens=max((usage.get(f"{prompt}_tokens") or 0) - cached - written, 0),
             output_tokens=usage.get(f"{output}_tokens") or 0,
             cache_read_tokens=cached,
+            cache_creation_tokens=written,
             requests=1,
         ),
         details=details,
@@ -180,3 +236,55 @@ def usable(response: ModelResponse) -> bool:
 def field_of(value: Any, name: str) -> Any:
     """A field of a reply piece given as JSON or as the SDK's object."""
     return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+
+IMAGE_TOKENS = 1600
+"""What an image counts for in a local estimate (a large image at high detail is about this)."""
+_MEDIA = ("image_url", "input_image", "file", "input_file")
+
+
+def estimate_input(params: dict[str, Any]) -> int:
+    """A local, deliberately generous estimate of a request's input tokens: about four characters
+    of its JSON (instructions, messages or input, tools) a token, an image or file
+    :data:`IMAGE_TOKENS`."""
+    media = 0
+
+    def strip(value: Any) -> Any:
+        nonlocal media
+        if isinstance(value, dict):
+            if value.get("type") in _MEDIA:
+                media += 1
+                return None
+            return {k: strip(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    body = strip({k: params.get(k) for k in ("instructions", "input", "messages", "tools")})
+    return len(json.dumps(body, separators=(",", ":"), default=str)) // 4 + media * IMAGE_TOKENS
+
+
+def check_budget(params: dict[str, Any], left: int) -> None:
+    """Refuse, before sending, a request larger than what is left of ``max_total_tokens``."""
+    estimate = estimate_input(params)
+    if estimate > left:
+        raise TokenBudgetError(
+            f"the request holds about {estimate} input tokens (a local estimate: 4 characters a token), more than "
+            f"the {max(left, 0)} left of max_total_tokens; it was not sent. Raise max_total_tokens, or keep tool "
+            "results and history smaller"
+        )
+
+
+def estimated(response: ModelResponse, params: dict[str, Any]) -> ModelResponse:
+    """A reply whose server sent no usage (it ignores ``stream_options``), with its usage
+    estimated locally (the request's input, the reply's text, thoughts and arguments, four
+    characters a token) so ``max_total_tokens`` and ``max_cost_usd`` still count it; its
+    ``details["usage_estimated"]`` says so (in the ``model_responded`` event)."""
+    said = 0
+    for p in response.parts:
+        if isinstance(p, TextPart | ThoughtPart):
+            said += len(p.text)
+        elif isinstance(p, ToolCall):
+            said += len(json.dumps(p.args)) + len(p.name)
+    usage = Usage(input_tokens=estimate_input(params), output_tokens=max(said // 4, 1), requests=1)
+    return response.model_copy(update={"usage": usage, "details": {**response.details, "usage_estimated": True}})
