@@ -136,11 +136,18 @@ def histories(draw: Any) -> list[Message]:
 CLAUDE_BLOCKS = frozenset({"text", "tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"})
 
 
+THINKING = ("thinking", "redacted_thinking")
+
+
 def claude_refusals(params: dict[str, Any]) -> list[str]:
     messages = params["messages"]
     out: list[str] = []
     if not messages or messages[0]["role"] != "user" or messages[-1]["role"] != "user":
         out.append("the conversation must start and end with a user message")
+    assistant = [m for m in messages if m["role"] == "assistant"]
+    last = assistant[-1]["content"] if assistant else []
+    if "thinking" in params and any(b["type"] == "tool_use" for b in last) and last[0]["type"] not in THINKING:
+        out.append("When `thinking` is enabled, a final `assistant` message must start with a thinking block")
     for n, message in enumerate(messages):
         if n and messages[n - 1]["role"] == message["role"]:
             out.append(f"messages.{n}: roles must alternate")
@@ -284,6 +291,9 @@ def _quiet(make: Any) -> Any:
 
 ADAPTERS: dict[str, Any] = {
     "claude": lambda: AnthropicModel("claude-sonnet-5-5"),
+    "claude-thinking": lambda: AnthropicModel(
+        "claude-sonnet-4-5", max_tokens=8192, thinking={"type": "enabled", "budget_tokens": 2048}
+    ),
     "responses": lambda: OpenAIModel("gpt-5", api="responses"),
     "chat": lambda: OpenAIModel("gpt-5", api="chat"),
     GEMINI_3: lambda: GeminiModel(GEMINI_3, api_key="k"),
@@ -299,7 +309,7 @@ def refusals(adapter: str, history: list[Message]) -> list[str]:
         contents, _ = model.params(request)
         return gemini_refusals(model.model, contents)
     params = model.params(request)
-    if adapter == "claude":
+    if adapter.startswith("claude"):
         return claude_refusals(params)
     return responses_refusals(params) if adapter == "responses" else chat_refusals(params)
 

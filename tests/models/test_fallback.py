@@ -360,3 +360,38 @@ def test_gemini_falls_back_to_another_gemini_model_without_its_signatures() -> N
     sent = str(last)
     assert "cHJvLTE=" not in sent and "cHJvLTI=" not in sent  # base64 of pro-1, pro-2: the other model's
     assert fake.paths[-1].endswith("gemini-3-flash-preview:generateContent")
+
+
+def test_gemini_falls_back_into_claude_with_thinking_in_the_middle_of_a_tool_loop() -> None:
+    """Claude with thinking on refuses a last tool turn that does not start with its thinking
+    (the Claude fake says so as the API does): the request after another provider's tool turn
+    goes without ``thinking``; Gemini's thoughts and signatures are not sent to Claude."""
+    import anthropic
+
+    from loopwright.models.anthropic import AnthropicModel
+    from tests.fake_claude import FakeClaude, message
+    from tests.fake_claude import text as claude_text
+    from tests.fake_gemini import Error, FakeGemini, call, reply, text
+
+    with FakeClaude() as claude, FakeGemini() as gemini:
+        gemini.script += [
+            reply(text("Gemini ponders.", thought=True), call("lookup", {"q": "z"}, signature=b"gem-sig")),
+            Error(503, "overloaded"),
+        ]
+        claude.script += [message(claude_text("It is z."))]
+        client = anthropic.AsyncAnthropic(base_url=claude.base_url, api_key="k")
+        thinking = {"type": "enabled", "budget_tokens": 2048}
+        a = Agent(
+            name="a",
+            model=_gemini(gemini, "gemini-3-flash-preview"),
+            fallback_models=[AnthropicModel("claude-sonnet-4-5", client=client, max_tokens=8192, thinking=thinking)],
+            tools=[lookup],
+            limits=Limits(max_model_retries=0, retry_backoff_s=0),
+        )
+        result = run(a, "Find z.")
+    assert result.outcome == "final", result.error
+    assert result.output == "It is z."
+    (sent,) = claude.requests
+    assert "thinking" not in sent
+    assert [b["type"] for b in sent["messages"][1]["content"]] == ["tool_use"]
+    assert "Gemini ponders" not in str(sent) and base64.b64encode(b"gem-sig").decode() not in str(sent)
