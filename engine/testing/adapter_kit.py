@@ -23,7 +23,11 @@ then checks, through the real :class:`~loopwright.Runner` where a run is involve
 - ``request_not_mutated``: ``complete`` leaves the request as it was, and the same request
   makes the same body twice;
 - ``ids_unique``: a reply that repeats a call id still gets each call run and answered once,
-  under ids unique in the run, and what the server receives matches.
+  under ids unique in the run, and what the server receives matches;
+- ``foreign_thought_signatures``: a tool turn another provider made (a fallback in the middle of
+  a tool loop), holding another model's thought signature and another provider's reasoning,
+  replays here: the server accepts the request (a Gemini 3 server wants a signature on the call),
+  the call is answered, and neither the signature nor the reasoning is sent.
 
 The kit is three modules: :mod:`.adapter_harness` (the harness protocol and the values it
 scripts), :mod:`.adapter_checks` (the checks and :func:`check_adapter`) and this one (the pytest
@@ -45,9 +49,13 @@ Two ways to run it::
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, ClassVar
 
+from ..data.errors import ModelError
+from ..data.events import Message, ModelRequest, ProviderPart, TextPart, ToolCall, ToolResult, ToolSpec
 from .adapter_checks import (
     CHECKS,
     check_adapter,
@@ -182,6 +190,49 @@ class AdapterConformance:
     def test_ids_unique(self, harness: AdapterHarness) -> None:
         self._maybe_skip("ids_unique")
         _run_known(self.known_failures.get("ids_unique"), check_ids_unique, harness)
+
+    def test_foreign_thought_signatures(self, harness: AdapterHarness) -> None:
+        self._maybe_skip("foreign_thought_signatures")
+        _run_known(self.known_failures.get("foreign_thought_signatures"), check_foreign_thought_signatures, harness)
+
+
+FOREIGN = "kit-foreign-signature"
+"""The marker of what another provider (or another model) left in the history: never sent."""
+
+
+async def check_foreign_thought_signatures(h: AdapterHarness) -> None:
+    """A tool turn another provider made replays on this one without its signatures and reasoning."""
+    h.clear()
+    signature = base64.b64encode(FOREIGN.encode()).decode()
+    made_elsewhere = (
+        ProviderPart(provider="gemini", kind="thought_signature", block={"signature": signature, "model": "gemini-0"}),
+        ProviderPart(provider="elsewhere", kind="reasoning", block={"type": "reasoning", "encrypted_content": FOREIGN}),
+        ToolCall(id="call_f1", name="lookup", args={"q": "f"}),
+    )
+    history = [
+        Message(role="user", parts=(TextPart(text="Find f."),)),
+        Message(role="assistant", parts=made_elsewhere),
+        Message(role="user", parts=(ToolResult(call_id="call_f1", name="lookup", content="found f"),)),
+    ]
+    spec = ToolSpec(name="lookup", description="Look something up.", input_schema={"type": "object"})
+    h.script(Reply(text="It is f."))
+    model = h.make_model()
+    try:
+        response = await model.complete(ModelRequest(messages=history, tools=(spec,)))
+    except ModelError as exc:
+        raise AssertionError(f"{h.name} fails foreign_thought_signatures: the server refused it: {exc}") from None
+    finally:
+        close = getattr(model, "aclose", None)
+        if close is not None:
+            await close()
+    (body,) = h.requests()
+    sent = json.dumps(body, default=str)
+    if FOREIGN in sent or signature in sent or signature.rstrip("=") in sent:
+        raise AssertionError(
+            f"{h.name} fails foreign_thought_signatures: another model's signature or reasoning was sent"
+        )
+    if h.answered_ids(body) != ["call_f1"] or response.text != "It is f.":
+        raise AssertionError(f"{h.name} fails foreign_thought_signatures: the call went as {h.answered_ids(body)!r}")
 
 
 def _names() -> Iterator[str]:  # every check has its test (tests/models/test_adapter_kit.py asserts it)

@@ -215,8 +215,8 @@ def function_response(part: ToolResult, *, multimodal: bool = True) -> tuple[dic
     ``{"$ref": "<name>"}`` and sent as a ``function_response.parts`` blob of that
     ``display_name`` (Gemini 3), or as an inline part after the responses."""
     key = "error" if part.is_error else "result"
-    content = part.content
-    items = content if isinstance(content, list) else [content]
+    content: Any = part.content
+    items: list[Any] = content if isinstance(content, list) else [content]
     blobs: list[dict[str, Any]] = []
     if any(_is_media(i) for i in items):
         plain: list[Any] = []
@@ -236,8 +236,7 @@ def function_response(part: ToolResult, *, multimodal: bool = True) -> tuple[dic
     if multimodal:
         response["parts"] = blobs
         return {"function_response": response}, []
-    after = [{k: v for k, v in blob.items()} for blob in blobs]
-    return {"function_response": response}, [_unnamed(b) for b in after]
+    return {"function_response": response}, [_unnamed(b) for b in blobs]
 
 
 def _is_media(item: Any) -> bool:
