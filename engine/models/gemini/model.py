@@ -23,9 +23,16 @@ model to continue in a user turn. A cut that left nothing usable (all thinking) 
 once, once, with twice ``max_output_tokens``; without a ``max_output_tokens`` to raise, or when
 that is cut empty too, the call fails saying what to change.
 
-Blocks: a prompt the API blocks, or a reply withheld on a policy (``SAFETY``, ``RECITATION``...)
-with nothing in it, fails the call (not retryable) naming the reason and the categories; a
-withheld reply that holds text ends with ``stop_reason="refusal"``.
+Finish reasons: every ``FinishReason`` of the SDK is a cut (``MAX_TOKENS``, ``CONTINUATION``), a
+policy block, a retryable error or an error that is not (:mod:`.replies` holds the tables), never
+an empty answer. A prompt the API blocks, or a reply withheld on a policy (``SAFETY``,
+``RECITATION``...) with nothing in it, fails the call (not retryable) naming the reason and the
+categories; a withheld reply that holds text ends with ``stop_reason="refusal"``.
+
+Tool choice: ``tool_choice`` (an option or a model setting) takes Gemini's modes, ``VALIDATED``
+and ``allowed_function_names`` included (:func:`.mapping.tool_config`). Explicit caching:
+:meth:`GeminiModel.create_cache` puts the instruction, tools and tool config in the cache, and
+requests naming it leave them out (the API refuses them beside ``cached_content``).
 
 Clients: as :class:`~loopwright.AnthropicModel`: without ``client`` (or with a factory) one
 ``genai.Client`` is made per event loop and closed with it (or by ``await model.aclose()``); a
