@@ -326,6 +326,10 @@ def refusal(fake: FakeClaude, body: dict[str, Any]) -> str | None:
                 "This model does not support assistant message prefill. The conversation must end with a user message."
             )
     thinking = body.get("thinking") or {}
+    if thinking.get("type") in ("enabled", "adaptive") and (refused := _thinking_first(messages)):
+        return refused
+    if (refused := _tool_pairing(messages)) is not None:
+        return refused
     if _FIVE.search(body.get("model", "")) and "budget_tokens" in thinking:
         return "thinking.budget_tokens is not supported on this model; use thinking.type 'adaptive'"
     if "claude-sonnet-5-5" in body.get("model", "") and thinking.get("type") == "disabled":
@@ -333,6 +337,52 @@ def refusal(fake: FakeClaude, body: dict[str, Any]) -> str | None:
     if not body.get("stream") and body.get("max_tokens", 0) > NONSTREAMING_MAX_TOKENS:
         return "Streaming is required for operations that may take longer than 10 minutes (max_tokens is too large)"
     return tools_refusal(body.get("tools") or []) or _files_refusal(fake, body)
+
+
+def _thinking_first(messages: list[dict[str, Any]]) -> str | None:
+    """With thinking on, the last assistant turn that asked for tools must start with thinking."""
+    last = next((n for n in range(len(messages) - 1, -1, -1) if messages[n]["role"] == "assistant"), None)
+    if last is None:
+        return None
+    content = messages[last]["content"]
+    blocks = content if isinstance(content, list) else [{"type": "text"}]
+    if not any(b.get("type") == "tool_use" for b in blocks) or blocks[0].get("type") in _THINKING:
+        return None
+    return (
+        f"messages.{last}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+        f"`{blocks[0].get('type')}`. When `thinking` is enabled, a final `assistant` message must start with a "
+        "thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you "
+        "include thinking blocks from previous turns. To avoid this requirement, disable `thinking`."
+    )
+
+
+_THINKING = ("thinking", "redacted_thinking")
+
+
+def _tool_pairing(messages: list[dict[str, Any]]) -> str | None:
+    """Each ``tool_use`` answered by a ``tool_result`` in the next message, and each result
+    answering a ``tool_use`` of the message before."""
+    for n, message in enumerate(messages):
+        content = message["content"] if isinstance(message["content"], list) else []
+        uses = [b["id"] for b in content if b.get("type") == "tool_use"]
+        after = messages[n + 1]["content"] if n + 1 < len(messages) else []
+        answered = {b.get("tool_use_id") for b in after if isinstance(b, dict) and b.get("type") == "tool_result"}
+        missing = [u for u in uses if u not in answered]
+        if missing and n + 1 < len(messages):
+            return (
+                f"messages.{n + 1}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                f"{', '.join(missing)}. Each `tool_use` block must have a corresponding `tool_result` block in the "
+                "next message."
+            )
+        before = messages[n - 1]["content"] if n and isinstance(messages[n - 1]["content"], list) else []
+        asked = {b.get("id") for b in before if b.get("type") == "tool_use"}
+        stray = [b["tool_use_id"] for b in content if b.get("type") == "tool_result" and b["tool_use_id"] not in asked]
+        if stray:
+            return (
+                f"messages.{n}.content: unexpected `tool_use_id` found in `tool_result` blocks: {stray[0]}. Each "
+                "`tool_result` block must have a corresponding `tool_use` block in the previous message."
+            )
+    return None
 
 
 _CLIENT_TOOL_NAMES = {"bash": "bash", "memory": "memory", "computer": "computer"}

@@ -23,7 +23,7 @@ import re
 import socket
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tests.fake_http import FakeHandler, Raw, Served
@@ -134,6 +134,11 @@ class FakeGemini(Served):
 
     signature_apart: bool = False
     """Stream a text part's signature in a chunk of its own (empty text), as the API may."""
+    signed: dict[str, str] = field(default_factory=dict)
+    """Each thought signature the fake sent (base64, as on the wire), and the model that sent it:
+    a signature sent back to another model is refused, as the API refuses it."""
+    caches: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The explicit caches made through ``POST /v1beta/cachedContents``, by name (their bodies)."""
 
     def streamed(self) -> list[bool]:
         """Per request: was it the streaming route."""
@@ -141,6 +146,19 @@ class FakeGemini(Served):
 
 
 _ROUTE = re.compile(r"^/(?:v1|v1beta)/models/([^/:]+):(generateContent|streamGenerateContent)(\?alt=sse)?$")
+_CACHES = re.compile(r"^/(?:v1|v1beta)/cachedContents$")
+PLACEHOLDER = "skip_thought_signature_validator"
+"""The signature Google documents for function calls the model did not make."""
+MISSING_SIGNATURE = (
+    "Function call is missing a thought_signature in functionCall parts. This is required for tools to work "
+    "correctly, and missing thought_signature may lead to degraded model performance. Additional data, function "
+    "call `default_api:{name}` , position {position}. Please refer to https://ai.google.dev/gemini-api/docs/"
+    "thought-signatures for more details."
+)
+CACHE_BESIDE = (
+    "CachedContent can not be used with GenerateContent request setting system_instruction, tools or tool_config."
+    "\n\nProposed fix: move those values to CachedContent from GenerateContent request."
+)
 
 
 class _Handler(FakeHandler):
@@ -164,18 +182,25 @@ class _Handler(FakeHandler):
         fake: FakeGemini = self.server.fake
         body = self.read_request()
         self._quick_ack()
+        if not self.headers.get("x-goog-api-key"):
+            return self._json(403, Error(403, "Method doesn't allow unregistered callers.").body())
+        if _CACHES.match(self.path.split("?")[0]):
+            return self._cache(fake, body)
         route = _ROUTE.match(self.path)
         if route is None:
             return self._json(404, Error(404, f"no route for {self.path}").body())
-        if not self.headers.get("x-goog-api-key"):
-            return self._json(403, Error(403, "Method doesn't allow unregistered callers.").body())
-        refused = refusal(body)
+        refused = refusal(body) or model_refusal(fake, route.group(1), body)
         if refused:
-            return self._json(400, Error(400, refused).body())
+            status = 403 if refused.startswith("CachedContent not found") else 400
+            return self._json(status, Error(status, refused).body())
         if not fake.script:
             return self._json(500, Error(500, "the test's script has no reply left").body())
-        item = fake.script.pop(0)
-        stream = route.group(2) == "streamGenerateContent"
+        return self._answer(fake, fake.script.pop(0), route.group(1), route.group(2) == "streamGenerateContent")
+
+    def _answer(self, fake: FakeGemini, item: Any, model: str, stream: bool) -> None:
+        """Send the scripted ``item`` (its signatures recorded as ``model``'s)."""
+        if isinstance(item, dict):
+            _record_signatures(fake, model, item)
         if isinstance(item, Error):
             headers = {"retry-after": item.retry_after} if item.retry_after is not None else {}
             return self._json(item.status, item.body(), headers)
@@ -187,8 +212,22 @@ class _Handler(FakeHandler):
             return self._sse((None, c) for c in chunks(item, fake.signature_apart))
         return self._json(200, item)
 
+    def _cache(self, fake: FakeGemini, body: dict[str, Any]) -> None:
+        """``caches.create``: the cache is kept by name (its body), its resource answered."""
+        name = f"cachedContents/cache{len(fake.caches) + 1}"
+        fake.caches[name] = body
+        usage = {"totalTokenCount": 4096}
+        return self._json(200, {"name": name, "model": body.get("model"), "usageMetadata": usage})
+
 
 FakeGemini.handler = _Handler
+
+
+def _record_signatures(fake: FakeGemini, model: str, body: dict[str, Any]) -> None:
+    for candidate in body.get("candidates") or ():
+        for part in (candidate.get("content") or {}).get("parts") or ():
+            if "thoughtSignature" in part:
+                fake.signed[part["thoughtSignature"]] = model
 
 
 def chunks(body: dict[str, Any], signature_apart: bool = False) -> Iterator[dict[str, Any]]:
@@ -247,6 +286,65 @@ def refusal(body: dict[str, Any]) -> str | None:
                     "call parts of the function call turn."
                 )
     return None
+
+
+def gemini_3(model: str) -> bool:
+    """A Gemini 3 (or later) model id: the one that checks thought signatures."""
+    found = re.match(r"gemini-(\d+)", model.removeprefix("models/"))
+    return found is not None and int(found.group(1)) >= 3
+
+
+def model_refusal(fake: FakeGemini, model: str, body: dict[str, Any]) -> str | None:
+    """What the API would refuse in ``body`` sent to ``model`` (beyond :func:`refusal`): a step of
+    the current turn whose first function call is unsigned (Gemini 3); a signature another model
+    made; ``cachedContent`` beside an instruction, tools or a tool config, or one never made;
+    media inside function responses (before Gemini 3); a tool config that names no declared
+    function."""
+    return _signature_refusal(fake, model, body.get("contents") or []) or _config_refusal(fake, body)
+
+
+def _signature_refusal(fake: FakeGemini, model: str, contents: list[dict[str, Any]]) -> str | None:
+    for part in (p for c in contents for p in c.get("parts") or []):
+        made_by = fake.signed.get(part.get("thoughtSignature", ""))
+        if made_by is not None and made_by != model:
+            return "Corrupted thought signature."
+        if part.get("functionResponse", {}).get("parts") and not gemini_3(model):
+            return "Multimodal function responses are not supported by this model."
+    if not gemini_3(model):
+        return None
+    standard = [n for n, c in enumerate(contents) if c["role"] == "user" and _plain_user(c)]
+    for content in contents[standard[-1] if standard else 0 :]:
+        calls = [(n, p) for n, p in enumerate(content.get("parts") or []) if "functionCall" in p]
+        if content["role"] == "model" and calls and not calls[0][1].get("thoughtSignature"):
+            n, first = calls[0]
+            return MISSING_SIGNATURE.format(name=first["functionCall"]["name"], position=n + 1)
+    return None
+
+
+def _config_refusal(fake: FakeGemini, body: dict[str, Any]) -> str | None:
+    cached = body.get("cachedContent")
+    if cached is not None:
+        if {"systemInstruction", "tools", "toolConfig"} & body.keys():
+            return CACHE_BESIDE
+        if cached not in fake.caches:
+            return f"CachedContent not found (or permission denied): {cached}"
+    config = (body.get("toolConfig") or {}).get("functionCallingConfig") or {}
+    allowed = config.get("allowedFunctionNames")
+    if not allowed:
+        return None
+    tools = body.get("tools") or fake.caches.get(cached or "", {}).get("tools") or []
+    declared = {d["name"] for t in tools for d in t.get("functionDeclarations") or []}
+    if config.get("mode") not in ("ANY", "VALIDATED"):
+        return "allowed_function_names is only allowed when function calling mode is ANY or VALIDATED."
+    if set(allowed) - declared:
+        return f"Function {sorted(set(allowed) - declared)[0]} in allowed_function_names is not declared."
+    return None
+
+
+def _plain_user(content: dict[str, Any]) -> bool:
+    """A user turn that is not only function responses (it starts a new turn)."""
+    parts = content.get("parts") or []
+    return any("functionResponse" not in p for p in parts)
 
 
 # ------------------------------------------------------------------ the harness

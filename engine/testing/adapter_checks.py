@@ -6,13 +6,24 @@ real :class:`~loopwright.Runner` where a run is involved), :data:`CHECKS` by nam
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from ..data.errors import ContextWindowError, ModelError
-from ..data.events import Message, ModelRequest, ModelResponded, ModelResponse, TextPart, ToolCall, ToolResult, ToolSpec
+from ..data.events import (
+    Message,
+    ModelRequest,
+    ModelResponded,
+    ModelResponse,
+    ProviderPart,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+)
 from ..data.limits import Limits
 from ..loop.runner import Runner
 from ..models.base import Model, StreamDelta
@@ -361,6 +372,45 @@ async def check_reasoning_returned(h: AdapterHarness) -> None:
         raise _fail(h, "reasoning_returned", f"the next request carried back {returned!r}")
 
 
+FOREIGN = "kit-foreign-signature"
+"""The marker of what another provider (or another model) left in the history: never sent."""
+
+
+async def check_foreign_thought_signatures(h: AdapterHarness) -> None:
+    """A tool turn another provider made replays on this one without its signatures and reasoning."""
+    h.clear()
+    signature = base64.b64encode(FOREIGN.encode()).decode()
+    made_elsewhere = (
+        ProviderPart(provider="gemini", kind="thought_signature", block={"signature": signature, "model": "gemini-0"}),
+        ProviderPart(provider="elsewhere", kind="reasoning", block={"type": "reasoning", "encrypted_content": FOREIGN}),
+        ToolCall(id="call_f1", name="lookup", args={"q": "f"}),
+    )
+    history = [
+        Message(role="user", parts=(TextPart(text="Find f."),)),
+        Message(role="assistant", parts=made_elsewhere),
+        Message(role="user", parts=(ToolResult(call_id="call_f1", name="lookup", content="found f"),)),
+    ]
+    spec = ToolSpec(name="lookup", description="Look something up.", input_schema={"type": "object"})
+    h.script(Reply(text="It is f."))
+    model = h.make_model()
+    try:
+        response = await model.complete(ModelRequest(messages=history, tools=(spec,)))
+    except ModelError as exc:
+        raise AssertionError(f"{h.name} fails foreign_thought_signatures: the server refused it: {exc}") from None
+    finally:
+        close = getattr(model, "aclose", None)
+        if close is not None:
+            await close()
+    (body,) = h.requests()
+    sent = json.dumps(body, default=str)
+    if FOREIGN in sent or signature in sent or signature.rstrip("=") in sent:
+        raise AssertionError(
+            f"{h.name} fails foreign_thought_signatures: another model's signature or reasoning was sent"
+        )
+    if h.answered_ids(body) != ["call_f1"] or response.text != "It is f.":
+        raise AssertionError(f"{h.name} fails foreign_thought_signatures: the call went as {h.answered_ids(body)!r}")
+
+
 CHECKS: dict[str, Callable[[AdapterHarness], Coroutine[Any, Any, None]]] = {
     "tool_round_trip": check_tool_round_trip,
     "parallel_calls_in_order": check_parallel_calls_in_order,
@@ -371,6 +421,7 @@ CHECKS: dict[str, Callable[[AdapterHarness], Coroutine[Any, Any, None]]] = {
     "usage_summed": check_usage_summed,
     "request_not_mutated": check_request_not_mutated,
     "ids_unique": check_ids_unique,
+    "foreign_thought_signatures": check_foreign_thought_signatures,
     "calls_without_index": check_calls_without_index,
     "calls_without_ids": check_calls_without_ids,
     "object_arguments": check_object_arguments,

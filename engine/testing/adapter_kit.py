@@ -23,7 +23,11 @@ then checks, through the real :class:`~loopwright.Runner` where a run is involve
 - ``request_not_mutated``: ``complete`` leaves the request as it was, and the same request
   makes the same body twice;
 - ``ids_unique``: a reply that repeats a call id still gets each call run and answered once,
-  under ids unique in the run, and what the server receives matches.
+  under ids unique in the run, and what the server receives matches;
+- ``foreign_thought_signatures``: a tool turn another provider made (a fallback in the middle of
+  a tool loop), holding another model's thought signature and another provider's reasoning,
+  replays here: the server accepts the request (a Gemini 3 server wants a signature on the call),
+  the call is answered, and neither the signature nor the reasoning is sent.
 
 Server quirks (:data:`QUIRKS`: what OpenAI-compatible and other servers really send), one case
 each, for harnesses that script them (:class:`QuirkHarness`); where a quirk cannot occur on the
@@ -222,6 +226,10 @@ class AdapterConformance:
     def test_reasoning_returned(self, harness: AdapterHarness) -> None:
         self._maybe_skip("reasoning_returned")
         _run_known(self.known_failures.get("reasoning_returned"), CHECKS["reasoning_returned"], harness)
+
+    def test_foreign_thought_signatures(self, harness: AdapterHarness) -> None:
+        self._maybe_skip("foreign_thought_signatures")
+        _run_known(self.known_failures.get("foreign_thought_signatures"), CHECKS["foreign_thought_signatures"], harness)
 
 
 def _names() -> Iterator[str]:  # every check has its test (tests/models/test_adapter_kit.py asserts it)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -271,3 +272,126 @@ def test_a_saved_run_on_a_fallback_the_agent_no_longer_has_fails_with_the_reason
 
     with pytest.raises(ResumeError, match="fallback model 2 of agent 'a'"):
         current_model(loaded, Ctx())  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- across providers, over HTTP
+
+
+@tool
+def lookup(q: str) -> str:
+    """Look something up."""
+    return f"found {q}"
+
+
+def _gemini(fake: Any, name: str) -> Any:
+    import warnings
+
+    from loopwright.models.gemini import GeminiModel
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return GeminiModel(name, api_key="test-key", base_url=fake.base_url)
+
+
+def test_claude_falls_back_into_gemini_3_in_the_middle_of_a_tool_loop() -> None:
+    """The issue's acceptance: Claude calls a tool (with signed thinking), then fails for good;
+    Gemini 3 takes the current turn, whose call it did not make. The Gemini fake refuses unsigned
+    calls as the API does (400 "Function call is missing a thought_signature"): the call goes
+    with Google's placeholder signature and Claude's thinking stays with Claude."""
+    import anthropic
+
+    from loopwright.models.anthropic import AnthropicModel
+    from tests.fake_claude import Error, FakeClaude, message, thinking, tool_use
+    from tests.fake_gemini import PLACEHOLDER, FakeGemini, reply, text
+
+    with FakeClaude() as claude, FakeGemini() as gemini:
+        claude.script += [
+            message(
+                thinking("I should look x up.", "c2lnLWNsYXVkZQ=="),
+                tool_use("toolu_1", "lookup", {"q": "x"}),
+                stop_reason="tool_use",
+            ),
+            Error(529, "overloaded_error", "Overloaded"),
+        ]
+        gemini.script += [reply(text("It is x."))]
+        first = AnthropicModel(
+            "claude-sonnet-5-5", client=anthropic.AsyncAnthropic(base_url=claude.base_url, api_key="k")
+        )
+        a = Agent(
+            name="a",
+            model=first,
+            fallback_models=[_gemini(gemini, "gemini-3-flash-preview")],
+            tools=[lookup],
+            limits=Limits(max_model_retries=0, retry_backoff_s=0),
+        )
+        result = run(a, "Find x.")
+    assert result.outcome == "final", result.error
+    assert result.output == "It is x."
+    (sent,) = gemini.requests
+    model_turn = sent["contents"][1]
+    assert model_turn["role"] == "model"
+    (call_part,) = [p for p in model_turn["parts"] if "functionCall" in p]
+    assert call_part["functionCall"]["name"] == "lookup"
+    assert base64.b64decode(call_part["thoughtSignature"]).decode() == PLACEHOLDER
+    assert "I should look x up." not in str(sent)  # Claude's thinking is not Gemini's
+
+
+def test_gemini_falls_back_to_another_gemini_model_without_its_signatures() -> None:
+    """A signature one Gemini model made is refused by another ("Corrupted thought signature."):
+    it is dropped, and the call gets the placeholder on Gemini 3."""
+    from tests.fake_gemini import Error, FakeGemini, call, reply, text
+
+    with FakeGemini() as fake:
+        fake.script += [
+            reply(text("Thinking", thought=True, signature=b"pro-1"), call("lookup", {"q": "y"}, signature=b"pro-2")),
+            Error(503, "overloaded"),
+            reply(text("It is y.")),
+        ]
+        a = Agent(
+            name="a",
+            model=_gemini(fake, "gemini-3-pro-preview"),
+            fallback_models=[_gemini(fake, "gemini-3-flash-preview")],
+            tools=[lookup],
+            limits=Limits(max_model_retries=0, retry_backoff_s=0),
+        )
+        result = run(a, "Find y.")
+    assert result.outcome == "final", result.error
+    last = fake.requests[-1]
+    sent = str(last)
+    assert "cHJvLTE=" not in sent and "cHJvLTI=" not in sent  # base64 of pro-1, pro-2: the other model's
+    assert fake.paths[-1].endswith("gemini-3-flash-preview:generateContent")
+
+
+def test_gemini_falls_back_into_claude_with_thinking_in_the_middle_of_a_tool_loop() -> None:
+    """Claude with thinking on refuses a last tool turn that does not start with its thinking
+    (the Claude fake says so as the API does): the request after another provider's tool turn
+    goes without ``thinking``; Gemini's thoughts and signatures are not sent to Claude."""
+    import anthropic
+
+    from loopwright.models.anthropic import AnthropicModel
+    from tests.fake_claude import FakeClaude, message
+    from tests.fake_claude import text as claude_text
+    from tests.fake_gemini import Error, FakeGemini, call, reply, text
+
+    with FakeClaude() as claude, FakeGemini() as gemini:
+        gemini.script += [
+            reply(text("Gemini ponders.", thought=True), call("lookup", {"q": "z"}, signature=b"gem-sig")),
+            Error(503, "overloaded"),
+        ]
+        claude.script += [message(claude_text("It is z."))]
+        client = anthropic.AsyncAnthropic(base_url=claude.base_url, api_key="k")
+        thinking = {"type": "enabled", "budget_tokens": 2048}
+        a = Agent(
+            name="a",
+            model=_gemini(gemini, "gemini-3-flash-preview"),
+            fallback_models=[AnthropicModel("claude-sonnet-4-5", client=client, max_tokens=8192, thinking=thinking)],
+            tools=[lookup],
+            limits=Limits(max_model_retries=0, retry_backoff_s=0),
+        )
+        result = run(a, "Find z.")
+    assert result.outcome == "final", result.error
+    assert result.output == "It is z."
+    (sent,) = claude.requests
+    assert "thinking" not in sent
+    assert [b["type"] for b in sent["messages"][1]["content"]] == ["tool_use"]
+    assert "Gemini ponders" not in str(sent) and base64.b64encode(b"gem-sig").decode() not in str(sent)

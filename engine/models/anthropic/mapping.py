@@ -14,6 +14,11 @@ History rules:
   request repeats the one before it as its prefix (and the cache keeps working).
 - A reply the API paused (``pause_turn``, a long server tool turn) goes back last, unchanged, as
   the API asks.
+- Cross-provider history: thinking goes back only as Claude made it (signed ``thinking``,
+  ``redacted_thinking``); other providers' thoughts, reasoning items and signatures are not sent.
+  With thinking on, the API wants the last assistant turn of a tool loop to start with Claude's
+  thinking: when another provider made that turn (a fallback in the middle of a tool loop), the
+  request goes without ``thinking`` (:func:`foreign_tool_turn`), as the API advises.
 - Caching (``cache`` given): the last static instruction and the last block of the history carry
   ``cache_control`` (a moving breakpoint: each request reads what the one before wrote);
   dynamic instructions travel after the cached prefix, at the end of the last user turn.
@@ -142,6 +147,16 @@ def _end_with_assistant(merged: list[dict[str, Any]], ask: bool) -> None:
     last = merged[-1]["content"][-1]
     if last["type"] == "text":  # never blank (see to_block), so never empty once stripped
         last["text"] = last["text"].rstrip()
+
+
+def foreign_tool_turn(messages: list[dict[str, Any]]) -> bool:
+    """The last assistant turn asked for tools without Claude's thinking before them (another
+    provider made it, or thinking was off): with thinking on, the API refuses such a request
+    ("a final `assistant` message must start with a thinking block")."""
+    last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)
+    if last is None or not any(b.get("type") == "tool_use" for b in last["content"]):
+        return False
+    return last["content"][0].get("type") not in ("thinking", "redacted_thinking")
 
 
 def mark_history(messages: list[dict[str, Any]], ttl: str) -> None:

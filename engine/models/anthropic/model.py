@@ -63,6 +63,7 @@ from .facts import CURRENT, SAMPLING, facts_for
 from .mapping import (
     add_dynamic,
     estimate_tokens,
+    foreign_tool_turn,
     last_container,
     mark_history,
     to_messages,
@@ -341,8 +342,7 @@ class AnthropicModel(SdkModel[Client]):
                 params["tool_choice"] = choice
         if request.output_schema is not None and self.facts.structured_outputs:
             self._output_format(params, request.output_schema)
-        if "container" not in params and (container := last_container(request.messages)):
-            params["container"] = container
+        _from_history(params, request, messages)
         return params
 
     def _output_format(self, params: dict[str, Any], schema: dict[str, Any]) -> None:
@@ -377,6 +377,20 @@ class AnthropicModel(SdkModel[Client]):
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def _from_history(params: dict[str, Any], request: ModelRequest, messages: list[dict[str, Any]]) -> None:
+    """What the history decides: the code-execution container to reuse, and thinking left out of
+    a request whose last tool turn another provider made (the API refuses thinking on without
+    Claude's thinking at the start of that turn)."""
+    if "container" not in params and (container := last_container(request.messages)):
+        params["container"] = container
+    if not foreign_tool_turn(messages):
+        return
+    params.pop("thinking", None)
+    extra = params.get("extra_body")
+    if isinstance(extra, dict) and "thinking" in extra:
+        params["extra_body"] = {k: v for k, v in extra.items() if k != "thinking"}
 
 
 def _check_flags(parallel_tool_calls: object, preflight: object) -> None:

@@ -23,9 +23,16 @@ model to continue in a user turn. A cut that left nothing usable (all thinking) 
 once, once, with twice ``max_output_tokens``; without a ``max_output_tokens`` to raise, or when
 that is cut empty too, the call fails saying what to change.
 
-Blocks: a prompt the API blocks, or a reply withheld on a policy (``SAFETY``, ``RECITATION``...)
-with nothing in it, fails the call (not retryable) naming the reason and the categories; a
-withheld reply that holds text ends with ``stop_reason="refusal"``.
+Finish reasons: every ``FinishReason`` of the SDK is a cut (``MAX_TOKENS``, ``CONTINUATION``), a
+policy block, a retryable error or an error that is not (:mod:`.replies` holds the tables), never
+an empty answer. A prompt the API blocks, or a reply withheld on a policy (``SAFETY``,
+``RECITATION``...) with nothing in it, fails the call (not retryable) naming the reason and the
+categories; a withheld reply that holds text ends with ``stop_reason="refusal"``.
+
+Tool choice: ``tool_choice`` (an option or a model setting) takes Gemini's modes, ``VALIDATED``
+and ``allowed_function_names`` included (:func:`.mapping.tool_config`). Explicit caching:
+:meth:`GeminiModel.create_cache` puts the instruction, tools and tool config in the cache, and
+requests naming it leave them out (the API refuses them beside ``cached_content``).
 
 Clients: as :class:`~loopwright.AnthropicModel`: without ``client`` (or with a factory) one
 ``genai.Client`` is made per event loop and closed with it (or by ``await model.aclose()``); a
@@ -54,11 +61,11 @@ except ImportError as _missing:  # pragma: no cover - the extra is in loopwright
 from pydantic import ValidationError
 
 from ...data.errors import ConfigurationError, ModelError, TokenBudgetError
-from ...data.events import ModelRequest, ModelResponse
+from ...data.events import Instruction, ModelRequest, ModelResponse
 from ..base import StreamDelta
 from ..sdk import SdkModel
 from .errors import api_error, transport_error, unreadable
-from .mapping import native_schema, to_contents, tool_config
+from .mapping import gemini_major, native_schema, to_contents, tool_config
 from .options import OPTIONS as OPTIONS  # (its public home was here)
 from .options import checked_options
 from .replies import Assembly, blocked_prompt, finish_name, read_parts, to_response, usable_parts
@@ -140,6 +147,7 @@ class GeminiModel(SdkModel[Any]):
         self.base_url = base_url
         self.native_output = native_output
         self.options = self._checked(options, "GeminiModel(...)")
+        self._caches: dict[str, dict[str, str]] = {}
         self._init_clients(client)
 
     # ------------------------------------------------------------------ options
@@ -226,7 +234,7 @@ class GeminiModel(SdkModel[Any]):
             raise
         except Exception as exc:
             raise self._failure(exc) from None
-        yield assembly.response(self.model)
+        yield assembly.response(self.model, self.model)
 
     def _failure(self, exc: Exception) -> ModelError:
         if isinstance(exc, genai_errors.APIError):
@@ -244,7 +252,7 @@ class GeminiModel(SdkModel[Any]):
         candidate = reply.candidates[0]
         raw = (candidate.content.parts if candidate.content else None) or ()
         return to_response(
-            read_parts(raw),
+            read_parts(raw, self.model),
             finish_name(candidate.finish_reason),
             reply.usage_metadata,
             model=reply.model_version or self.model,
@@ -261,7 +269,7 @@ class GeminiModel(SdkModel[Any]):
         options = self.options
         if request.settings:
             options = {**options, **self._checked(dict(request.settings), "the agent's model_settings")}
-        config: dict[str, Any] = {k: v for k, v in options.items() if k != "tools"}
+        config: dict[str, Any] = {k: v for k, v in options.items() if k not in ("tools", "tool_choice")}
         config["automatic_function_calling"] = {"disable": True}
         config["http_options"] = _NO_SDK_RETRIES
         system = [i.text for i in request.instructions if i.text]
@@ -274,7 +282,8 @@ class GeminiModel(SdkModel[Any]):
                 for t in request.tools
             ]
             tools.append({"function_declarations": declarations})
-            choice = tool_config(request.tool_choice)
+            chosen = request.tool_choice if request.tool_choice is not None else options.get("tool_choice")
+            choice = tool_config(chosen, [t.name for t in request.tools])
             if choice is not None:
                 config["tool_config"] = choice
         if tools:
@@ -284,13 +293,92 @@ class GeminiModel(SdkModel[Any]):
             if schema is not None and (not request.tools or _takes_schema_with_tools(self.model)):
                 config["response_mime_type"] = "application/json"
                 config["response_json_schema"] = schema
-        return to_contents(request.messages), config
+        if config.get("cached_content"):
+            config = self._cached(config)
+        return to_contents(request.messages, self.model), config
+
+    # ------------------------------------------------------------------ explicit caching
+
+    def _cached(self, config: dict[str, Any]) -> dict[str, Any]:
+        """A request that reads an explicit cache: the API refuses ``system_instruction``,
+        ``tools`` and ``tool_config`` beside ``cached_content`` (they must be in the cache). A
+        cache :meth:`create_cache` made holds this request's: they are left out. Otherwise the
+        request is refused before it is sent, saying what to do."""
+        name = str(config["cached_content"])
+        beside = {k: config[k] for k in _CACHE_OWNED if k in config}
+        if not beside:
+            return config
+        held = self._caches.get(name)
+        if held is None:
+            raise ModelError(
+                f"cached_content={name!r} cannot be sent beside the agent's {', '.join(sorted(beside))}: the Gemini "
+                "API takes them only inside the cache (it answers 400). Make the cache with them: "
+                "name = await model.create_cache(instruction=..., tools=[...], contents=[...]) and give "
+                "cached_content=name, or leave cached_content out",
+                retryable=False,
+            )
+        changed = sorted(k for k in set(beside) | set(held) if _fingerprint(beside.get(k)) != held.get(k))
+        if changed:
+            raise ModelError(
+                f"cached_content={name!r} holds other {', '.join(changed)} than this request has (an instruction "
+                "or tool set changed since create_cache made it, e.g. a dynamic instruction or a feature's tool); the "
+                "Gemini API takes them only inside the cache. Make a new cache with create_cache for these, or leave "
+                "cached_content out",
+                retryable=False,
+            )
+        return {k: v for k, v in config.items() if k not in _CACHE_OWNED}
+
+    async def create_cache(
+        self,
+        *,
+        instruction: str | None = None,
+        tools: Any = (),
+        tool_choice: Any = None,
+        contents: Any = (),
+        ttl: str | None = None,
+        display_name: str | None = None,
+    ) -> str:
+        """Create an explicit cache (``client.caches.create``) holding the agent's ``instruction``,
+        its ``tools`` (loopwright tools or ``ToolSpec``) and ``tool_choice``, and ``contents``
+        (strings, or Gemini ``Content`` dicts); its name, for ``cached_content=``. Requests that
+        give that name leave the instruction, tools and tool config out (the cache holds them);
+        a request whose instruction or tools differ is refused, saying so."""
+        specs = [getattr(t, "spec", t) for t in tools]
+        probe = ModelRequest(
+            instructions=tuple(Instruction(text=instruction) for _ in [0] if instruction),
+            messages=[],
+            tools=tuple(specs),
+            settings={"tool_choice": tool_choice} if tool_choice is not None else {},
+        )
+        _, config = self.params(probe)
+        held = {k: config[k] for k in _CACHE_OWNED if k in config}
+        cache_config: dict[str, Any] = {**held, "contents": list(contents) or None}
+        if ttl is not None:
+            cache_config["ttl"] = ttl
+        if display_name is not None:
+            cache_config["display_name"] = display_name
+        cache_config["http_options"] = _NO_SDK_RETRIES
+        client = await self.client()
+        try:
+            made = await client.caches.create(model=self.model, config=cache_config)
+        except Exception as exc:
+            raise self._failure(exc) from None
+        name = str(made.name)
+        self._caches[name] = {k: _fingerprint(v) for k, v in held.items()}
+        return name
 
     def __repr__(self) -> str:
         return f"GeminiModel({self.model!r})"
 
 
 # ------------------------------------------------------------------ helpers
+
+_CACHE_OWNED = ("system_instruction", "tools", "tool_config")
+"""What the Gemini API takes only inside an explicit cache when a request gives ``cached_content``."""
+
+
+def _fingerprint(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 _TRANSPORT = frozenset({"HTTPError", "TransportError", "ClientError", "ServerDisconnectedError"})
@@ -306,9 +394,7 @@ def _transport(exc: BaseException) -> bool:
 
 def _takes_schema_with_tools(model: str) -> bool:
     """Gemini 3 and later take a response schema beside function declarations."""
-    bare = model.removeprefix("models/").removeprefix("gemini-")
-    major = bare.split(".", 1)[0].split("-", 1)[0]
-    return major.isdigit() and int(major) >= 3
+    return gemini_major(model) >= 3
 
 
 IMAGE_TOKENS = 1_600

@@ -12,6 +12,7 @@ from google.genai import types as genai_types
 from pydantic import BaseModel
 
 from ...data.errors import ConfigurationError
+from .mapping import check_tool_choice
 
 _OWNED = frozenset({"system_instruction", "tool_config", "automatic_function_calling", "http_options"})
 """Config fields loopwright sets itself from the agent and the request."""
@@ -20,7 +21,7 @@ _REFUSED = {
     "should_return_http_response": "loopwright reads the parsed reply",
 }
 _CONFIG_FIELDS = frozenset(genai_types.GenerateContentConfig.model_fields)
-OPTIONS = frozenset((_CONFIG_FIELDS - _OWNED - set(_REFUSED)) | {"parallel_tool_calls"})
+OPTIONS = frozenset((_CONFIG_FIELDS - _OWNED - set(_REFUSED)) | {"parallel_tool_calls", "tool_choice"})
 """Names ``GeminiModel(**options)`` and an agent's ``model_settings`` may use."""
 
 
@@ -50,6 +51,8 @@ def checked_options(options: dict[str, Any], where: str) -> dict[str, Any]:
             "the instructions"
         )
     options = {k: v for k, v in options.items() if k != "parallel_tool_calls"}
+    if "tool_choice" in options:
+        options["tool_choice"] = check_tool_choice(options["tool_choice"], where)
     for key in ("response_schema", "response_json_schema"):
         value = options.get(key)
         if isinstance(value, type) and issubclass(value, BaseModel):

@@ -24,17 +24,54 @@ BLOCKED = frozenset(
         "LANGUAGE",
         "IMAGE_PROHIBITED_CONTENT",
         "IMAGE_RECITATION",
+        "MODEL_ARMOR",
+        "ESCALATION",
     }
 )
-"""Finish reasons that mean the API stopped (or withheld) the reply on a policy."""
+"""Finish reasons that mean the API stopped (or withheld) the reply on a policy: text it let
+through ends the step as a refusal; nothing at all fails the call (not retryable)."""
+ENDED = frozenset({"STOP"})
+"""The model finished (an empty reply is retried: it would end the run with no answer)."""
+CUT = frozenset({"MAX_TOKENS", "CONTINUATION"})
+"""The reply was cut by a token limit: kept, and the model is asked to continue."""
+RETRIED: dict[str, str] = {
+    "FINISH_REASON_UNSPECIFIED": "the API gave no reason for ending the reply",
+    "OTHER": "the API stopped the reply for a reason it did not say",
+    "MALFORMED_FUNCTION_CALL": "the model produced a function call the Gemini API could not read",
+    "UNEXPECTED_TOOL_CALL": "the model called a function that is not declared or not allowed here",
+    "MALFORMED_RESPONSE": "the model's reply was malformed",
+    "TOO_MANY_TOOL_CALLS": (
+        "the model made too many calls to the API's own tools in one request (its server-side tool loop stopped "
+        "before an answer); if it persists, give fewer built-in tools or a narrower task"
+    ),
+    "IMAGE_OTHER": "the image generation stopped for a reason the API did not say",
+    "NO_IMAGE": "the model was expected to generate an image but did not",
+}
+"""Finish reasons a new attempt may get past: the call fails retryable, naming the reason."""
+FAILED: dict[str, str] = {
+    "MISSING_THOUGHT_SIGNATURE": (
+        "the request lacks a thought signature the model needs; the history was edited or comes from another "
+        "model without its signatures. Keep the ProviderPart(kind='thought_signature') parts in the history"
+    ),
+    "PUP_LIMITED_DISABLED": (
+        "the account is limited or disabled for violations of Google's Prohibited Use Policy; see the Google AI "
+        "Studio console"
+    ),
+}
+"""Finish reasons the same request cannot get past: the call fails, not retryable."""
+FINISH_REASONS = frozenset(ENDED | CUT | BLOCKED | set(RETRIED) | set(FAILED))
+"""Every finish reason this code knows (a test holds it to the SDK's ``FinishReason``)."""
 
 
 def _b64(value: bytes) -> str:
     return base64.b64encode(value).decode("ascii")
 
 
-def read_parts(raw_parts: Sequence[Any]) -> list[TextPart | ThoughtPart | ToolCall | ProviderPart]:
-    """SDK parts (by attribute) as loopwright parts, each signature in a ProviderPart before its part."""
+def read_parts(
+    raw_parts: Sequence[Any], model: str | None = None
+) -> list[TextPart | ThoughtPart | ToolCall | ProviderPart]:
+    """SDK parts (by attribute) as loopwright parts, each signature in a ProviderPart before its
+    part (naming ``model``, the model that made it, when given)."""
     parts: list[TextPart | ThoughtPart | ToolCall | ProviderPart] = []
     for raw in raw_parts:
         signature = getattr(raw, "thought_signature", None)
@@ -47,6 +84,8 @@ def read_parts(raw_parts: Sequence[Any]) -> list[TextPart | ThoughtPart | ToolCa
             block: dict[str, Any] = {"signature": _b64(signature)}
             if alone:
                 block["alone"] = True
+            if model:
+                block["model"] = model.removeprefix("models/")
             parts.append(ProviderPart(provider=PROVIDER, kind=SIGNATURE, block=block))
         if call is not None:
             call_id = call.id or f"{LOCAL_ID}{new_call_id()}"
@@ -112,13 +151,13 @@ def to_response(
     if thoughts:
         details["thoughts_tokens"] = thoughts
     stop: StopReason | None
-    if finish == "MAX_TOKENS":
+    why = f": {finish_message}" if finish_message else ""
+    if finish in CUT:
         stop = "max_tokens"
     elif finish in BLOCKED:
         blocked = blocked_categories(safety)
         if not usable_parts(parts):
             shown = f" ({', '.join(blocked)})" if blocked else ""
-            why = f": {finish_message}" if finish_message else ""
             raise ModelError(
                 f"the Gemini API withheld the reply: finish_reason {finish}{shown}{why}. Rephrase the request, or "
                 "change safety_settings where the policy allows it",
@@ -126,15 +165,24 @@ def to_response(
             )
         details["blocked"] = blocked
         stop = "refusal"
-    elif finish == "MALFORMED_FUNCTION_CALL" or finish == "UNEXPECTED_TOOL_CALL":
-        why = f": {finish_message}" if finish_message else ""
+    elif finish in RETRIED:
+        raise ModelError(f"{RETRIED[finish]} (finish_reason {finish}{why}); a retry usually helps", retryable=True)
+    elif finish in FAILED:
+        raise ModelError(f"{FAILED[finish]} (finish_reason {finish}{why})", retryable=False)
+    elif finish is not None and finish not in ENDED:
         raise ModelError(
-            f"the model produced a function call the Gemini API could not read (finish_reason {finish}{why}); "
-            "a retry usually helps",
+            f"the Gemini API ended the reply with finish_reason {finish}{why}, which this version of loopwright does "
+            "not know (it would have ended the run with an empty answer); upgrade loopwright",
             retryable=True,
         )
     elif any(type(p) is ToolCall for p in parts):
         stop = "tool_use"
+    elif not usable_parts(parts):
+        raise ModelError(
+            f"the Gemini API answered with an empty reply (finish_reason {finish}{why}: no text and no function call); "
+            "a retry usually helps",
+            retryable=True,
+        )
     else:
         stop = "end_turn"
     return ModelResponse(parts=tuple(parts), stop_reason=stop, model=model, usage=usage, details=details)
@@ -220,7 +268,7 @@ class Assembly:
         merge_chunk(self.parts, raw)
         return raw
 
-    def response(self, model: str) -> ModelResponse:
+    def response(self, model: str, made_by: str | None = None) -> ModelResponse:
         last, candidate = self.last, self.candidate
         if last is None:
             raise ModelError("the reply stream held no chunks (a proxy or gateway may have answered)", retryable=True)
@@ -232,7 +280,7 @@ class Assembly:
                 retryable=True,
             )
         return to_response(
-            read_parts(self.parts),
+            read_parts(self.parts, made_by),
             finish_name(self.finish),
             self.usage,
             model=last.model_version or model,

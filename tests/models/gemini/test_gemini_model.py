@@ -22,7 +22,7 @@ from loopwright.data.events import Instruction, TextPart, ToolSpec
 from loopwright.features.structured_output import instruction_for
 from loopwright.models.base import StreamDelta
 from loopwright.models.gemini import GeminiModel
-from loopwright.models.gemini.mapping import CONTINUE, STRUCTURED_PREFIX
+from loopwright.models.gemini.mapping import CONTINUE, PLACEHOLDER, STRUCTURED_PREFIX
 from tests.fake_gemini import MODEL, FakeGemini, GeminiHarness, call, reply, text
 
 
@@ -128,7 +128,11 @@ def test_a_tool_round_trip_through_a_runner(fake: FakeGemini, streamed: bool) ->
         "role": "model",
         "parts": [
             {"text": "Let me check."},
-            {"functionCall": {"id": "fc_1", "name": "weather", "args": {"city": "Paris"}}},
+            {
+                "functionCall": {"id": "fc_1", "name": "weather", "args": {"city": "Paris"}},
+                # the fake's Gemini 3 did not sign its call: it gets Google's placeholder, as the API requires
+                "thoughtSignature": base64.b64encode(PLACEHOLDER).decode(),
+            },
         ],
     }
     assert second["contents"][2] == {
@@ -264,6 +268,7 @@ def test_thought_signatures_go_back_byte_for_byte(signatures: list[bytes], strea
         ("I should look it up", None, thought_sig),
         (None, "weather", call_sig),
         ("Sunny. And Rome?", None, text_sig),
+        (None, "weather", PLACEHOLDER),  # the scripted call the model left unsigned (Gemini 3 always signs)
     ]
     assert model_turns[0]["parts"][0]["thought"] is True
     assert fake.requests[1]["contents"][1] == model_turns[0]  # the same bytes in every later request
