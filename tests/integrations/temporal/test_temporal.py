@@ -1,0 +1,96 @@
+"""Runs as Temporal workflows on a real dev server: the loop is the workflow, each stage's work an
+activity; the same RunResult as ``Runner.run``, approvals resumed once, replay checked."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopwright import Runner, RunResult, approve
+
+pytestmark = pytest.mark.temporal
+
+if not os.environ.get("CI"):
+    pytest.importorskip("temporalio", reason="pip install -e '.[dev]' for the Temporal tests")
+
+from temporalio.client import Client
+
+from loopwright.integrations.temporal import TemporalRunner
+from tests.integrations.temporal import app
+
+
+def _id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def on_worker(target: str, agent: Any, body: Callable[[TemporalRunner], Awaitable[Any]], **options: Any) -> Any:
+    """``body(runner)`` with a worker of ``agent`` running in this process, on its own task queue."""
+
+    async def main() -> Any:
+        client = await Client.connect(target)
+        runner = TemporalRunner(agent, client=client, task_queue=f"q-{_id()}", **options)
+        async with runner.worker():
+            return await body(runner)
+
+    return asyncio.run(main())
+
+
+def _log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("LOOPWRIGHT_TEST_LOG", str(log))
+    return log
+
+
+def _labels(log: Path) -> list[str]:
+    return [line.split("\t")[0] for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_a_three_call_run_ends_as_runner_run_does(
+    temporal: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = _log(tmp_path, monkeypatch)
+    run_id = _id()
+
+    async def body(runner: TemporalRunner) -> RunResult:
+        return await runner.run("go", run_id=run_id)
+
+    result = on_worker(temporal, app.three(), body)
+    on_temporal = _labels(log)
+    reference = Runner(app.three()).run_sync("go", run_id=run_id)
+    assert result.outcome == reference.outcome == "final"
+    assert result.output == reference.output == "all done"
+    assert result.trace == reference.trace
+    assert result.messages == reference.messages
+    assert [e.type for e in result.events] == [e.type for e in reference.events]
+    assert on_temporal == ["a", "b", "c"]  # each call ran once
+    assert {line.split("\t")[1] for line in log.read_text().splitlines()} == {f"{run_id}:c{i}" for i in range(3)}
+
+
+def test_an_approval_suspends_and_a_resume_runs_the_call_once(
+    temporal: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loopwright import ResumeError
+
+    log = _log(tmp_path, monkeypatch)
+    run_id = _id()
+
+    async def body(runner: TemporalRunner) -> tuple[RunResult, dict[str, Any], RunResult, str]:
+        suspended = await runner.run("pay", run_id=run_id)
+        state = await runner.state(run_id)
+        done = await runner.resume(run_id, {"p1": approve()})
+        with pytest.raises(ResumeError) as refused:
+            await runner.resume(run_id, {"p1": approve()})
+        return suspended, state, done, str(refused.value)
+
+    suspended, state, done, refused = on_worker(temporal, app.payer(), body)
+    assert suspended.outcome == "suspended" and [p.call_id for p in suspended.pending] == ["p1"]
+    assert state["stopped"] and state["stage"] == suspended.run_state.stage and state["pending"][0]["call_id"] == "p1"
+    assert _labels(log) == ["pay 500"]
+    assert done.outcome == "final" and done.output == "paid"
+    assert "not waiting" in refused or "completed" in refused
