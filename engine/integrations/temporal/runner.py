@@ -105,7 +105,9 @@ class TemporalRunner:
             )
         except Exception as exc:
             if type(exc).__name__ == "WorkflowAlreadyStartedError":
-                raise ConfigurationError(f"run id {run_id!r} has been used on this Temporal namespace; use a new one")
+                raise ConfigurationError(
+                    f"run id {run_id!r} has been used on this Temporal namespace; use a new one"
+                ) from exc
             raise
         return run_id
 

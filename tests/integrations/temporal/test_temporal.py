@@ -14,15 +14,15 @@ import pytest
 
 from loopwright import Runner, RunResult, approve
 
-pytestmark = pytest.mark.temporal
-
 if not os.environ.get("CI"):
     pytest.importorskip("temporalio", reason="pip install -e '.[dev]' for the Temporal tests")
 
-from temporalio.client import Client
+from temporalio.client import Client  # noqa: E402
 
-from loopwright.integrations.temporal import TemporalRunner
-from tests.integrations.temporal import app
+from loopwright.integrations.temporal import TemporalRunner  # noqa: E402
+from tests.integrations.temporal import app  # noqa: E402
+
+pytestmark = pytest.mark.temporal
 
 
 def _id() -> str:
