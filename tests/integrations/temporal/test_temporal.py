@@ -17,10 +17,10 @@ from loopwright import Runner, RunResult, approve
 if not os.environ.get("CI"):
     pytest.importorskip("temporalio", reason="pip install -e '.[dev]' for the Temporal tests")
 
-from temporalio.client import Client  # noqa: E402
+from temporalio.client import Client
 
-from loopwright.integrations.temporal import TemporalRunner  # noqa: E402
-from tests.integrations.temporal import app  # noqa: E402
+from loopwright.integrations.temporal import TemporalRunner
+from tests.integrations.temporal import app
 
 pytestmark = pytest.mark.temporal
 
