@@ -3,6 +3,7 @@ resume, pause, cancel, query) and the worker's (:meth:`TemporalRunner.worker`)."
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -184,7 +185,23 @@ class TemporalRunner:
             if before is not None:
                 HOSTS[self.agent.name] = before
         if found.replay_failure is not None:
-            raise ReplayDivergence(
-                f"run {history.workflow_id!r} does not replay on agent {self.agent.name!r}'s machine "
-                f"{self.host.runner.machine.name!r}: {found.replay_failure}"
-            ) from found.replay_failure
+            raise ReplayDivergence(self._diverged(history.workflow_id, str(found.replay_failure))) from (
+                found.replay_failure
+            )
+
+    def _diverged(self, run_id: str, failure: str) -> str:
+        """Why a replay failed, the states named (activity ids are ``<transitions>.<state>``)."""
+        core = re.search(r"Nondeterminism error: ([^\"]*)", failure)
+        said = core.group(1) if core else failure
+        where = re.search(r"'(\d+)\.([^'.]+)[^']*' does not match [^']*'(\d+)\.([^'.]+)", said)
+        states = (
+            f"after {where.group(1)} states the recorded run went to state {where.group(2)!r}, where the machine "
+            f"now chooses {where.group(4)!r}; "
+            if where
+            else ""
+        )
+        return (
+            f"run {run_id!r} does not replay on agent {self.agent.name!r}'s machine {self.host.runner.machine.name!r}: "
+            f"{states}{said}. Runs recorded on the old machine must finish on workers that still run it (a new "
+            "task queue for the new machine), or be reset"
+        )

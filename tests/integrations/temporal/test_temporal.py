@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 
 from loopwright import Runner, RunResult, approve
+from loopwright.extend import Extension, Rule
 
 if not os.environ.get("CI"):
     pytest.importorskip("temporalio", reason="pip install -e '.[dev]' for the Temporal tests")
 
 from temporalio.client import Client
 
-from loopwright.integrations.temporal import TemporalRunner
+from loopwright.integrations.temporal import ReplayDivergence, TemporalRunner
 from tests.integrations.temporal import app
 
 pytestmark = pytest.mark.temporal
@@ -94,3 +95,38 @@ def test_an_approval_suspends_and_a_resume_runs_the_call_once(
     assert _labels(log) == ["pay 500"]
     assert done.outcome == "final" and done.output == "paid"
     assert "not waiting" in refused or "completed" in refused
+
+
+def _always(rs: Any) -> bool:
+    return True
+
+
+SKIP_ACT = Extension(
+    name="skip_act",
+    rows_before={("postprocess", "act"): [Rule("postprocess", "decide", "_always")]},
+    guards={"_always": _always},
+)
+"""A row added to the machine: after postprocess, straight to decide (the recorded run went to act)."""
+
+
+def test_replay_of_a_recorded_history_passes_and_fails_by_name_after_a_row_is_added(temporal: str) -> None:
+    run_id = _id()
+
+    async def body(runner: TemporalRunner) -> tuple[RunResult, Any]:
+        result = await runner.run("go", run_id=run_id)
+        await runner.replay(run_id)  # the current code replays its own history
+        return result, await runner.client.get_workflow_handle(run_id).fetch_history()
+
+    result, history = on_worker(temporal, app.three("replayed"), body)
+    assert result.outcome == "final"
+
+    async def changed() -> str:
+        agent = app.three("replayed").replace(extensions=[SKIP_ACT])
+        runner = TemporalRunner(agent, client=await Client.connect(temporal), unverified=True)
+        await runner.replay_history(history)  # the same history, unchanged code: passes
+        return "replayed"
+
+    with pytest.raises(ReplayDivergence) as diverged:
+        asyncio.run(changed())
+    said = str(diverged.value)
+    assert run_id in said and "went to state 'act', where the machine now chooses 'decide'" in said, said
