@@ -120,7 +120,12 @@ def worker_main(argv: Sequence[str]) -> int:
     except (LoopwrightError, RuntimeError, OSError) as exc:
         print(f"{prog}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    return 0
+    # The worker has shut down (its runs handed back to the server). temporalio's core threads may
+    # still call into Python while the interpreter finalizes (a fatal PyGILState_Release, exit
+    # -6): leave without finalizing, the output flushed.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def run_main(argv: Sequence[str]) -> int:

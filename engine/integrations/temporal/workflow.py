@@ -26,7 +26,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError, TimeoutType
 
 with workflow.unsafe.imports_passed_through():
     from ...durable.codec import run_result_json
@@ -152,6 +152,9 @@ class RunWorkflow:
                 self.cancel = True  # the stage in progress was cut short: it runs again, cancelled
             except ActivityError as exc:
                 cause = exc.cause
+                if isinstance(cause, CancelledError):  # (Temporal's cancel reached the activity first)
+                    self.cancel = True
+                    continue
                 if isinstance(cause, TimeoutError) and cause.type == TimeoutType.HEARTBEAT:
                     details = cause.last_heartbeat_details
                     if details:
@@ -174,7 +177,7 @@ class RunWorkflow:
             "stage": rs.stage,
             "outcome": rs.outcome,
             "trace": list(rs.trace),
-            "pending": [p.model_dump(mode="json") for p in run.result.pending],
+            "pending": [p.model_dump(mode="json") for p in run.result.pending] if self.stopped else [],
             "stopped": self.stopped,
             "paused": self.paused,
         }

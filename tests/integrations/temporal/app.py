@@ -80,3 +80,5 @@ killable = three("killable", "first", "hold-second", "third")
 """``module:agent`` for the kill test's worker: its second call waits for the gate."""
 pipeline_agent = pipeline()
 """``module:agent`` for the workflow agent's kill test: the right branch waits for the gate."""
+plain = three("plain")
+"""``module:agent`` for the CLI test: three calls, then a text."""

@@ -130,3 +130,56 @@ def test_replay_of_a_recorded_history_passes_and_fails_by_name_after_a_row_is_ad
         asyncio.run(changed())
     said = str(diverged.value)
     assert run_id in said and "went to state 'act', where the machine now chooses 'decide'" in said, said
+
+
+def _gated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv("LOOPWRIGHT_TEST_GATE", str(gate))
+    return gate
+
+
+async def _at(path: Path) -> None:
+    while not await asyncio.to_thread(path.exists):  # noqa: ASYNC110 (the tool writes it: a gate, not a timing)
+        await asyncio.sleep(0.02)
+
+
+def test_cancel_ends_the_run_cancelled_with_its_result(
+    temporal: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = _gated(tmp_path, monkeypatch)
+    log = _log(tmp_path, monkeypatch)
+    run_id = _id()
+
+    async def body(runner: TemporalRunner) -> tuple[dict[str, Any], RunResult]:
+        await runner.start("go", run_id=run_id)
+        await _at(gate / "at-hold-x")
+        state = await runner.state(run_id)
+        await runner.cancel(run_id)
+        return state, await runner.result(run_id)
+
+    state, result = on_worker(temporal, app.three("cancelled", "first", "hold-x", "third"), body)
+    assert state["stage"] == "act" and not state["stopped"]  # the query: its place in the machine
+    assert result.outcome == "cancelled" and result.trace[-1] == "cancelled"
+    assert _labels(log) == ["first", "hold-x"]
+
+
+def test_pause_stops_the_run_between_stages_and_resume_goes_on(
+    temporal: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = _gated(tmp_path, monkeypatch)
+    run_id = _id()
+
+    async def body(runner: TemporalRunner) -> tuple[RunResult, dict[str, Any], RunResult]:
+        await runner.start("go", run_id=run_id)
+        await _at(gate / "at-hold-p")
+        await runner.pause(run_id)
+        (gate / "go").write_text("")
+        paused = await runner.result(run_id)
+        state = await runner.state(run_id)
+        return paused, state, await runner.resume(run_id)
+
+    paused, state, done = on_worker(temporal, app.three("pausing", "hold-p", "b", "c"), body)
+    assert paused.outcome == "paused" and state["paused"] and state["stage"] == paused.run_state.stage
+    assert done.outcome == "final" and done.output == "all done"
+    assert done.trace == Runner(app.three("pausing", "hold-p", "b", "c")).run_sync("go").trace
