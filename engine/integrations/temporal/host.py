@@ -22,6 +22,10 @@ class Host:
     store: RunStore | None = None
     """Where a workflow agent's children are checkpointed (without: a lost stage runs its children again)."""
 
+    local: frozenset[str] = frozenset()
+    """The stages run as local activities (on the workflow's worker, recorded without a round
+    trip to the server): the core's bookkeeping stages, which call no model and no tool."""
+
     @property
     def has_children(self) -> bool:
         """The agent's tree holds a workflow agent (its stages run nested runs)."""

@@ -21,6 +21,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from ...data.errors import ConfigurationError, ResumeError
 from ...data.result import RunResult
+from ...data.stage import Stage
 from ...durable.codec import decisions_message, run_result_from_json
 from ...loop.runner import Runner
 from ...runtime.agent import Agent
@@ -29,6 +30,10 @@ from .activities import stage_activities
 from .host import Host
 from .names import DECIDE, HOSTS, PAUSE, QUEUE, STATE, WAIT, WORKFLOW, ReplayDivergence
 from .workflow import RunWorkflow
+
+LOCAL = frozenset({Stage.START, Stage.PREPROCESS, Stage.POSTPROCESS, Stage.DECIDE})
+"""The core's stages that call no model and no tool: local activities (``reason``, ``act``,
+``salvage`` and every feature's own state are activities of their own, seen by any worker)."""
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
@@ -70,7 +75,10 @@ class TemporalRunner:
         self.agent = agent
         self.client = client
         self.task_queue = task_queue
-        self.host = Host(runner, heartbeat_s=heartbeat_s, activity_timeout_s=activity_timeout_s, store=store)
+        local = frozenset(LOCAL & set(runner.machine.states)) - runner.machine.waiting
+        self.host = Host(
+            runner, heartbeat_s=heartbeat_s, activity_timeout_s=activity_timeout_s, store=store, local=local
+        )
         HOSTS[agent.name] = self.host
 
     # ------------------------------------------------------------------ the worker
@@ -185,23 +193,42 @@ class TemporalRunner:
             if before is not None:
                 HOSTS[self.agent.name] = before
         if found.replay_failure is not None:
-            raise ReplayDivergence(self._diverged(history.workflow_id, str(found.replay_failure))) from (
-                found.replay_failure
-            )
+            said = str(found.replay_failure)
+            raise ReplayDivergence(self._diverged(history, said)) from found.replay_failure
 
-    def _diverged(self, run_id: str, failure: str) -> str:
+    def _diverged(self, history: Any, failure: str) -> str:
         """Why a replay failed, the states named (activity ids are ``<transitions>.<state>``)."""
         core = re.search(r"Nondeterminism error: ([^\"]*)", failure)
         said = core.group(1) if core else failure
         where = re.search(r"'(\d+)\.([^'.]+)[^']*' does not match [^']*'(\d+)\.([^'.]+)", said)
-        states = (
-            f"after {where.group(1)} states the recorded run went to state {where.group(2)!r}, where the machine "
-            f"now chooses {where.group(4)!r}; "
-            if where
-            else ""
-        )
+        if where:
+            states = (
+                f"after {where.group(1)} states the recorded run went to state {where.group(2)!r}, where the "
+                f"machine now chooses {where.group(4)!r}; "
+            )
+        else:
+            recorded = _recorded_stage(history, said)
+            states = (
+                f"after {recorded[0]} states the recorded run went to state {recorded[1]!r}, which the machine "
+                "no longer chooses there; "
+                if recorded
+                else ""
+            )
         return (
-            f"run {run_id!r} does not replay on agent {self.agent.name!r}'s machine {self.host.runner.machine.name!r}: "
-            f"{states}{said}. Runs recorded on the old machine must finish on workers that still run it (a new "
-            "task queue for the new machine), or be reset"
+            f"run {history.workflow_id!r} does not replay on agent {self.agent.name!r}'s machine "
+            f"{self.host.runner.machine.name!r}: {states}{said}. Runs recorded on the old machine must finish on "
+            "workers that still run it (a new task queue for the new machine), or be reset"
         )
+
+
+def _recorded_stage(history: Any, said: str) -> tuple[str, str] | None:
+    """The recorded stage of the history event a replay failure names (``HistoryEvent(id: N``)."""
+    found = re.search(r"HistoryEvent\(id: (\d+)", said)
+    if found is None:
+        return None
+    event_id = int(found.group(1))
+    for event in history.events:
+        if event.event_id == event_id and event.HasField("activity_task_scheduled_event_attributes"):
+            n, _, stage = event.activity_task_scheduled_event_attributes.activity_id.partition(".")
+            return n, stage.partition(".")[0]
+    return None

@@ -138,15 +138,26 @@ class RunWorkflow:
                 "cancel": self.cancel,
                 "kept": kept,
             }
+            activity_id = f"{len(rs.trace)}.{stage}" + (f".{attempt}" if attempt > 1 else "")
             try:
-                out: dict[str, Any] = await workflow.execute_activity(
-                    activity_name(stage),
-                    args,
-                    activity_id=f"{len(rs.trace)}.{stage}" + (f".{attempt}" if attempt > 1 else ""),
-                    start_to_close_timeout=timedelta(seconds=timeout),
-                    heartbeat_timeout=timedelta(seconds=host.heartbeat_s),
-                    retry_policy=ONCE,
-                )
+                out: dict[str, Any]
+                if stage in host.local:
+                    out = await workflow.execute_local_activity(
+                        activity_name(stage),
+                        args,
+                        activity_id=activity_id,
+                        start_to_close_timeout=timedelta(seconds=timeout),
+                        retry_policy=ONCE,
+                    )
+                else:
+                    out = await workflow.execute_activity(
+                        activity_name(stage),
+                        args,
+                        activity_id=activity_id,
+                        start_to_close_timeout=timedelta(seconds=timeout),
+                        heartbeat_timeout=timedelta(seconds=host.heartbeat_s),
+                        retry_policy=ONCE,
+                    )
                 return out
             except asyncio.CancelledError:
                 self.cancel = True  # the stage in progress was cut short: it runs again, cancelled
