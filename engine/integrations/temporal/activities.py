@@ -1,5 +1,5 @@
-"""A Temporal run's activities: each stage's work (``loopwright.reason``: the model call,
-``loopwright.act``: the turn's tool calls, ...) on a run state handed in by the workflow, and
+"""A Temporal run's activities: each stage's work (``loopwright:reason``: the model call,
+``loopwright:act``: the turn's tool calls, ...) on a run state handed in by the workflow, and
 what the stage added handed back: the state's head (no history), how many messages of the
 history it kept, the messages it added, its events. The workflow folds that into its state
 (:func:`fold`) and lets the machine choose the next row.
@@ -156,7 +156,7 @@ async def run_stage(stage: str, args: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def stage_activities(host: Host) -> list[Callable[..., Any]]:
-    """An activity for each working state of ``host``'s machine (``loopwright.<state>``)."""
+    """An activity for each working state of ``host``'s machine (``loopwright:<state>``)."""
     machine = host.runner.machine
     return [_activity(stage) for stage in machine.states if stage not in machine.terminals]
 

@@ -17,18 +17,18 @@ except ImportError as _missing:  # pragma: no cover - exercised only without the
 if TYPE_CHECKING:
     from .host import Host
 
-WORKFLOW = "loopwright.run"
+WORKFLOW = "loopwright:run"
 """The workflow type of every run (its input names the agent)."""
-ACTIVITY = "loopwright.{stage}"
-"""Each stage's work is an activity of this type (``loopwright.reason``: a model call,
-``loopwright.act``: the turn's tool calls)."""
-WAIT = "loopwright.wait"
+ACTIVITY = "loopwright:{stage}"
+"""Each stage's work is an activity of this type (``loopwright:reason``: a model call,
+``loopwright:act``: the turn's tool calls)."""
+WAIT = "loopwright:wait"
 """The update that returns the run's result once it stops (suspended, paused or ended)."""
-DECIDE = "loopwright.decide"
+DECIDE = "loopwright:decide"
 """The update that hands a suspended run its decisions (or a paused run its go-ahead)."""
-PAUSE = "loopwright.pause"
+PAUSE = "loopwright:pause"
 """The signal that pauses a run at its next transition."""
-STATE = "loopwright.state"
+STATE = "loopwright:state"
 """The query: the run's state and its place in the machine."""
 QUEUE = "loopwright"
 """The default task queue."""

@@ -2,10 +2,10 @@
 
 ::
 
-    workflow "loopwright.run" (run id = workflow id)
+    workflow "loopwright:run" (run id = workflow id)
       while the run is not terminal:
-        waiting?  stopped; decisions = update "loopwright.decide"  (waits in the workflow)
-        out = activity "loopwright.<stage>"(state, decisions)        a stage's work: I/O here only
+        waiting?  stopped; decisions = update "loopwright:decide"  (waits in the workflow)
+        out = activity "loopwright:<stage>"(state, decisions)        a stage's work: I/O here only
         state = fold(state, out)                                     what the stage added
         row = machine.choose(stage, state)                           guards read the recorded state
         take(row)                                                    the same transition on every replay
@@ -46,7 +46,7 @@ class RunWorkflow:
         self.run: Run | None = None
         self.decisions: dict[str, Any] | None = None
         self.stopped = False
-        """The run waits (suspended or paused) or has ended: ``loopwright.wait`` returns."""
+        """The run waits (suspended or paused) or has ended: ``loopwright:wait`` returns."""
         self.stops = 0
         """How many times the run stopped or had decisions refused (a decide waits for the next)."""
         self.rejected: str | None = None
@@ -91,7 +91,7 @@ class RunWorkflow:
         self.stops += 1
 
     async def _wait(self) -> dict[str, Any]:
-        """A suspended run waits here for ``loopwright.decide`` (or a cancel); past the agent's
+        """A suspended run waits here for ``loopwright:decide`` (or a cancel); past the agent's
         ``wait_timeout_s`` it goes on without decisions (its calls are denied, timed out)."""
         assert self.run is not None
         self._stop()
@@ -107,7 +107,7 @@ class RunWorkflow:
         return decisions
 
     async def _pause(self) -> None:
-        """``loopwright.pause``: stop between two stages until a decide without decisions."""
+        """``loopwright:pause``: stop between two stages until a decide without decisions."""
         assert self.run is not None
         rs = self.run.state
         self.pausing, self.paused = False, True
