@@ -137,10 +137,8 @@ def run_main(argv: Sequence[str]) -> int:
         return 2
 
     async def one() -> Any:
-        from ..loop.options import new_run_id
-
         runner = await _runner(args, agent)
-        return await runner.run(args.input, run_id=args.run_id or new_run_id())
+        return await runner.run(args.input, run_id=args.run_id)
 
     try:
         result = asyncio.run(one())

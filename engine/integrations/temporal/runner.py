@@ -23,6 +23,7 @@ from ...data.errors import ConfigurationError, ResumeError
 from ...data.result import RunResult
 from ...data.stage import Stage
 from ...durable.codec import decisions_message, run_result_from_json
+from ...loop.options import new_run_id
 from ...loop.runner import Runner
 from ...runtime.agent import Agent
 from ...stores.base import RunStore
@@ -93,14 +94,16 @@ class TemporalRunner:
             workflows=[RunWorkflow],
             activities=stage_activities(self.host),
             workflow_runner=workflow_runner(),
+            workflow_failure_exception_types=[ConfigurationError],  # (an agent this worker lacks: the run fails)
             **options,
         )
 
     # ------------------------------------------------------------------ runs
 
-    async def start(self, input: str, *, run_id: str, state: Mapping[str, Any] | None = None) -> str:
-        """Start a run (a workflow with id ``run_id``); returns the run id. A run id that ran
-        before is refused (ConfigurationError): run ids name one run."""
+    async def start(self, input: str, *, run_id: str | None = None, state: Mapping[str, Any] | None = None) -> str:
+        """Start a run (a workflow with id ``run_id``; default: a new id); returns the run id. A
+        run id that ran before is refused (ConfigurationError): run ids name one run."""
+        run_id = run_id or new_run_id()
         if not isinstance(input, str):
             raise ConfigurationError(f"the user input must be a str, got {type(input).__name__}")
         args = {"agent": self.agent.name, "input": input, "state": dict(state) if state else None}
@@ -120,9 +123,9 @@ class TemporalRunner:
             raise
         return run_id
 
-    async def run(self, input: str, *, run_id: str, state: Mapping[str, Any] | None = None) -> RunResult:
+    async def run(self, input: str, *, run_id: str | None = None, state: Mapping[str, Any] | None = None) -> RunResult:
         """Run the agent on ``input`` until it ends or waits (suspended: :meth:`resume` it); its RunResult."""
-        await self.start(input, run_id=run_id, state=state)
+        run_id = await self.start(input, run_id=run_id, state=state)
         return await self.result(run_id)
 
     async def result(self, run_id: str) -> RunResult:

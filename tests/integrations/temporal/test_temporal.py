@@ -183,3 +183,22 @@ def test_pause_stops_the_run_between_stages_and_resume_goes_on(
     assert paused.outcome == "paused" and state["paused"] and state["stage"] == paused.run_state.stage
     assert done.outcome == "final" and done.output == "all done"
     assert done.trace == Runner(app.three("pausing", "hold-p", "b", "c")).run_sync("go").trace
+
+
+def test_a_run_of_an_agent_the_worker_lacks_fails_naming_it(temporal: str) -> None:
+    from temporalio.client import WorkflowFailureError
+
+    from loopwright.integrations.temporal import WORKFLOW
+
+    run_id = _id()
+
+    async def body(runner: TemporalRunner) -> str:
+        await runner.client.start_workflow(
+            WORKFLOW, {"agent": "nobody", "input": "hi"}, id=run_id, task_queue=runner.task_queue
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await runner.result(run_id)
+        return str(failed.value.cause)
+
+    said = on_worker(temporal, app.three("present"), body)
+    assert "no agent named 'nobody'" in said and "present" in said, said
