@@ -3,6 +3,8 @@ resume, pause, cancel, query) and the worker's (:meth:`TemporalRunner.worker`)."
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -131,10 +133,19 @@ class TemporalRunner:
     async def result(self, run_id: str) -> RunResult:
         """The run's result once it stops (ended, suspended or paused), from any process."""
         handle = self._handle(run_id)
+        stopped = asyncio.ensure_future(handle.execute_update(WAIT, result_type=str))
+        ended = asyncio.ensure_future(self._ended(handle))  # (a run that fails never answers the update)
         try:
-            return run_result_from_json(await handle.execute_update(WAIT, result_type=str))
-        except (WorkflowUpdateFailedError, RPCError):
-            return await self._ended(handle)
+            await asyncio.wait({stopped, ended}, return_when=asyncio.FIRST_COMPLETED)
+            if stopped.done() and stopped.exception() is None:
+                return run_result_from_json(stopped.result())
+            return await ended
+        finally:
+            for waiting in (stopped, ended):
+                if not waiting.done():
+                    waiting.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):  # (its own error: not ours)
+                        await waiting
 
     async def resume(self, run_id: str, decisions: Mapping[str, Any] | None = None) -> RunResult:
         """Hand a suspended run its ``decisions`` (``{call_id: approve()}``...), or let a paused

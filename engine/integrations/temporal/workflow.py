@@ -193,7 +193,7 @@ class RunWorkflow:
             "paused": self.paused,
         }
 
-    @workflow.update(name=WAIT)
+    @workflow.update(name=WAIT, unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON)
     async def wait(self) -> str:
         """The run's result once it stops: suspended, paused or ended."""
         await workflow.wait_condition(lambda: self.stopped)
