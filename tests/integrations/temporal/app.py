@@ -82,3 +82,17 @@ pipeline_agent = pipeline()
 """``module:agent`` for the workflow agent's kill test: the right branch waits for the gate."""
 plain = three("plain")
 """``module:agent`` for the CLI test: three calls, then a text."""
+
+
+def mixed_agent() -> Agent:
+    """One reply of three calls at once, two instant and one that waits for the gate, then a text."""
+    labels = ("quick-a", "quick-b", "hold-c")
+    script: list[Any] = [
+        [ToolCall(id=f"m-{label}", name="work", args={"label": label}) for label in labels],
+        "all done",
+    ]
+    return Agent(name="mixed", model=by_turn(script), tools=[work], limits=LIMITS)
+
+
+mixed = mixed_agent()
+"""``module:agent`` for the kill test inside one stage: killed while ``hold-c`` waits, the quick calls done."""

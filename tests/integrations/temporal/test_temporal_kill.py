@@ -69,11 +69,24 @@ def _wait_for(path: Path, worker: Worker, timeout_s: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+async def _kept(handle: Any, client: Client, count: int) -> None:
+    """Until the server holds a heartbeat of the stage in flight with ``count`` kept results."""
+    while True:
+        described = await handle.describe()
+        for pending in described.raw_description.pending_activities:
+            if pending.heartbeat_details.payloads:
+                (kept,) = await client.data_converter.decode(pending.heartbeat_details.payloads)
+                if len(kept) >= count:
+                    return
+        await asyncio.sleep(0.05)
+
+
 def _killed_and_replaced(
-    temporal: str, tmp_path: Path, agent_name: str, agent: Any, hold: str, *extra: str
+    temporal: str, tmp_path: Path, agent_name: str, agent: Any, hold: str, *extra: str, kept: int = 0
 ) -> tuple[RunResult, Counter[str]]:
     """Start a run of ``agent`` on a worker subprocess; kill it (-9) while the call ``hold``
-    waits; start another; the run's result and how many times each call ran."""
+    waits (and the server holds ``kept`` results of the stage in flight); start another; the
+    run's result and how many times each call ran."""
     gate = tmp_path / "gate"
     gate.mkdir()
     log = tmp_path / "calls.log"
@@ -90,6 +103,8 @@ def _killed_and_replaced(
             runner = TemporalRunner(agent, client=client, task_queue=queue)
             await runner.start("go", run_id=run_id)
             await asyncio.to_thread(_wait_for, gate / f"at-{hold}", first)
+            if kept:
+                await asyncio.wait_for(_kept(client.get_workflow_handle(run_id), client, kept), 60)
             first.kill()
             (gate / "go").write_text("")
             second = Worker(temporal, queue, agent_name, env, *extra)
@@ -126,3 +141,12 @@ def test_a_workflow_agent_with_a_parallel_branch_survives_a_worker_kill(temporal
     assert result.usage == reference.usage  # budgets counted across the tree, as on Runner
     assert ran["first"] == 1 and ran["left"] == 1 and ran["last"] == 1
     assert 1 <= ran["hold-right"] <= 2
+
+
+def test_calls_that_completed_in_the_stage_in_flight_are_not_run_again(temporal: str, tmp_path: Path) -> None:
+    result, ran = _killed_and_replaced(temporal, tmp_path, "mixed", app.mixed, "hold-c", kept=2)
+    reference = Runner(app.mixed_agent()).run_sync("go")
+    assert result.outcome == reference.outcome == "final"
+    assert result.trace == reference.trace and result.messages == reference.messages
+    assert ran["quick-a"] == 1 and ran["quick-b"] == 1  # kept by the heartbeat, answered from it
+    assert 1 <= ran["hold-c"] <= 2
