@@ -23,7 +23,7 @@ from temporalio.client import Client
 from loopwright.integrations.temporal import ReplayDivergence, TemporalRunner
 from tests.integrations.temporal import app
 
-pytestmark = pytest.mark.temporal
+pytestmark = [pytest.mark.temporal, pytest.mark.slow]  # (a dev server: out of the fast subset)
 
 
 def _id() -> str:
@@ -202,3 +202,17 @@ def test_a_run_of_an_agent_the_worker_lacks_fails_naming_it(temporal: str) -> No
 
     said = on_worker(temporal, app.three("present"), body)
     assert "no agent named 'nobody'" in said and "present" in said, said
+
+
+def test_bad_arguments_say_what_to_pass_instead() -> None:
+    from loopwright import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match=r"client= takes a temporalio.client.Client, got str"):
+        TemporalRunner(app.three(), client="localhost:7233")  # type: ignore[arg-type]
+
+    async def zero_heartbeat() -> None:
+        client = await Client.connect("127.0.0.1:1", lazy=True)
+        TemporalRunner(app.three(), client=client, heartbeat_s=0)
+
+    with pytest.raises(ConfigurationError, match="heartbeat_s must be more than 0"):
+        asyncio.run(zero_heartbeat())
