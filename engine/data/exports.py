@@ -34,6 +34,7 @@ PUBLIC = (
     "loopwright.demo",
     "loopwright.integrations.mcp",
     "loopwright.integrations.dbos",
+    "loopwright.integrations.temporal",
     "loopwright.integrations.otel",
 )
 """Every public module. README, docs and examples import only these (a test checks it)."""

@@ -1,0 +1,48 @@
+"""Runs on Temporal (public; the temporal extra): each run a workflow, each stage's work (a model
+call, a turn's tool calls) an activity. The modules inside are private."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...data.exports import lazy_exports as _lazy_exports
+
+_EXPORTS = {
+    "DECIDE": ".names",
+    "PAUSE": ".names",
+    "QUEUE": ".names",
+    "ReplayDivergence": ".names",
+    "RunWorkflow": ".workflow",
+    "STATE": ".names",
+    "TemporalRunner": ".runner",
+    "WAIT": ".names",
+    "WORKFLOW": ".names",
+    "workflow_runner": ".runner",
+}
+
+__all__ = [
+    "DECIDE",
+    "PAUSE",
+    "QUEUE",
+    "STATE",
+    "WAIT",
+    "WORKFLOW",
+    "ReplayDivergence",
+    "RunWorkflow",
+    "TemporalRunner",
+    "workflow_runner",
+]
+
+if TYPE_CHECKING:
+    from .names import DECIDE as DECIDE
+    from .names import PAUSE as PAUSE
+    from .names import QUEUE as QUEUE
+    from .names import STATE as STATE
+    from .names import WAIT as WAIT
+    from .names import WORKFLOW as WORKFLOW
+    from .names import ReplayDivergence as ReplayDivergence
+    from .runner import TemporalRunner as TemporalRunner
+    from .runner import workflow_runner as workflow_runner
+    from .workflow import RunWorkflow as RunWorkflow
+
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)

@@ -1,0 +1,206 @@
+"""A Temporal run's activities: each stage's work (``loopwright:reason``: the model call,
+``loopwright:act``: the turn's tool calls, ...) on a run state handed in by the workflow, and
+what the stage added handed back: the state's head (no history), how many messages of the
+history it kept, the messages it added, its events. The workflow folds that into its state
+(:func:`fold`) and lets the machine choose the next row.
+
+While a stage runs, its activity heartbeats with the results of the calls that completed, so
+that when its worker dies (no heartbeat for ``heartbeat_s``) the workflow schedules the stage
+again with them: a completed call is answered from them, not run again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from temporalio import activity
+
+from ...data.errors import ResumeError
+from ...data.events import ErrorInfo, Message, ToolCall, ToolResult
+from ...data.run_state import RunState
+from ...data.stage import Stage
+from ...durable.codec import (
+    decisions_from_message,
+    event_json,
+    head_json,
+    load_event,
+    load_message,
+    load_result,
+    message_json,
+    result_text,
+)
+from ...loop.runner import Run, Runner
+from ...table.machine import Row, abort_row
+from .host import Followed, Host
+from .names import ReplayDivergence, activity_name, host_for
+
+
+def messages_kept(before: list[Message], after: list[Message]) -> int:
+    """How many messages of ``before`` begin ``after`` (all, unless the stage rewrote the history)."""
+    n = len(before)
+    if len(after) >= n and after[:n] == before:
+        return n
+    kept = 0
+    for old, new in zip(before, after, strict=False):
+        if old is not new and old != new:
+            break
+        kept += 1
+    return kept
+
+
+async def _work(handler: Any, rs: RunState, ctx: Any) -> None:
+    """A stage's work (a handler may be a plain function), cut short by the run's deadline."""
+    waits = handler(rs, ctx)
+    if waits is None:
+        return
+    if rs.deadline is None:
+        await waits
+        return
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout_at(loop.time() + (rs.deadline - time.time())):
+            await waits
+    except TimeoutError:
+        rs.deadline_hit = True
+
+
+def _resume(run: Run, decisions: Mapping[str, Any] | None) -> str | None:
+    """A waiting run's decisions through the features' resume hooks; why they were refused (None: taken)."""
+    if decisions is None:
+        return None
+    rs = run.state
+    try:
+        for hook in run.machine.hooks("resume"):
+            hook(rs=rs, ctx=run.ctx, decisions=decisions_from_message(decisions))
+    except ResumeError as exc:
+        return str(exc)
+    run.runner.adopt(rs)
+    rs.outcome = None
+    return None
+
+
+async def _beat(every_s: float, results: dict[str, str]) -> None:
+    """Heartbeat every ``every_s`` seconds with the results kept so far (also when none are)."""
+    while True:
+        activity.heartbeat(results)
+        await asyncio.sleep(every_s)
+
+
+def _gate(kept: dict[str, ToolResult]) -> Callable[[ToolCall, RunState, Any], ToolResult | None]:
+    """A call whose result an earlier attempt kept is answered with it (after the features' gates)."""
+
+    def kept_result(call: ToolCall, rs: RunState, ctx: Any) -> ToolResult | None:
+        return kept.pop(call.id, None)
+
+    return kept_result
+
+
+async def run_stage(stage: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    """One stage's work on the run state ``args["state"]`` (the workflow's, as JSON)."""
+    host = host_for(args["agent"])
+    runner = host.runner
+    rs = RunState.from_json(args["state"])
+    runner.adopt(rs)
+    run = runner.attach(rs)
+    ctx, log = run.ctx, run.ctx.log
+    if host.has_children and host.store is not None:
+        ctx.store = Followed(host.store)
+    results: dict[str, str] = dict(args.get("kept") or {})
+    if results:
+        ctx.gates = (*ctx.gates, _gate({k: load_result(v) for k, v in results.items()}))
+
+    async def keep(call: ToolCall, answered: ToolResult, _ctx: Any) -> None:
+        results[call.id] = result_text(answered)
+        activity.heartbeat(results)
+
+    ctx.on_result = keep
+    before = list(rs.messages)
+    if stage == Stage.REASON and rs.request is None:  # (the request is not saved: preprocess builds it again)
+        attempt = rs.attempt
+        await _work(runner.handler(Stage.PREPROCESS), rs, ctx)
+        rs.attempt = attempt
+    start, at = len(log.entries), (log.stage, log.iteration, log.agent)
+    rejected = _resume(run, args.get("decisions"))
+    if rejected is not None:
+        return {"stage": stage, "rejected": rejected}
+    cancel = bool(args.get("cancel"))
+    if cancel:
+        rs.cancel_requested = True
+    raised: str | None = None
+    beating = asyncio.ensure_future(_beat(max(0.05, host.heartbeat_s / 3), results))
+    try:
+        if not cancel or stage in run.machine.waiting:  # (a waiting state's handler settles its calls)
+            await _work(runner.handler(stage), rs, ctx)
+    except Exception as exc:
+        raised = f"{type(exc).__name__}: {exc}"
+    finally:
+        beating.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beating
+    if rs.deadline is not None and not rs.deadline_hit and time.time() >= rs.deadline:
+        rs.deadline_hit = True
+    keep_n = messages_kept(before, rs.messages)
+    records, _ = log.records(start, at)
+    return {
+        "stage": stage,
+        "head": head_json(rs).decode(),
+        "keep": keep_n,
+        "messages": [message_json(m) for m in rs.messages[keep_n:]],
+        "events": [event_json(r) for r in records],
+        "raised": raised,
+    }
+
+
+def stage_activities(host: Host) -> list[Callable[..., Any]]:
+    """An activity for each working state of ``host``'s machine (``loopwright:<state>``)."""
+    machine = host.runner.machine
+    return [_activity(stage) for stage in machine.states if stage not in machine.terminals]
+
+
+def _activity(stage: str) -> Callable[..., Any]:
+    async def stage_work(args: dict[str, Any]) -> dict[str, Any]:
+        return await run_stage(stage, args)
+
+    stage_work.__name__ = stage_work.__qualname__ = f"stage_{stage}"
+    return activity.defn(name=activity_name(stage))(stage_work)
+
+
+# ------------------------------------------------------------------ the workflow's side
+
+
+def fold(rs: RunState, out: Mapping[str, Any]) -> RunState:
+    """The run state after a stage's activity, from the state before it: the head it returned,
+    the messages it kept and those it added; the trace is the workflow's own."""
+    keep = out["keep"]
+    if keep > len(rs.messages):
+        raise ReplayDivergence(
+            f"the recorded stage {out['stage']!r} kept {keep} messages of a history of {len(rs.messages)}: "
+            "the recorded activities do not follow one another"
+        )
+    new = RunState.from_json(out["head"])
+    new.messages = [*rs.messages[:keep], *(load_message(m) for m in out["messages"])]
+    new.trace = rs.trace
+    return new
+
+
+def adopt(runner: Runner, run: Run, out: Mapping[str, Any]) -> Run:
+    """The workflow's run after a stage's activity: its state folded, the stage's events added."""
+    rs = fold(run.state, out)
+    runner.adopt(rs)
+    new = runner.attach(rs)
+    new.ctx.log = log = run.ctx.log
+    for recorded in out["events"]:
+        log.add(load_event(recorded))
+    return new
+
+
+def row_after(run: Run, stage: str, out: Mapping[str, Any]) -> Row:
+    """The row out of ``stage`` given the activity's output (pure: the machine's guards)."""
+    if out.get("raised") is not None:
+        run.state.error = ErrorInfo(kind="stage", message=f"stage {stage!r} raised {out['raised']}")
+        return abort_row(stage)
+    return run.choose()
