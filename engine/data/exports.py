@@ -35,6 +35,7 @@ PUBLIC = (
     "loopwright.integrations.mcp",
     "loopwright.integrations.dbos",
     "loopwright.integrations.otel",
+    "loopwright.integrations.a2a",
 )
 """Every public module. README, docs and examples import only these (a test checks it)."""
 
