@@ -168,7 +168,8 @@ class RunExecutor(AgentExecutor):
         try:
             if decisions is None:
                 after = 0
-                await event_queue.enqueue_event(self._new_task(context, run_id, context_id))
+                if context.current_task is None:  # (the SDK makes it from the message, as a rule)
+                    await event_queue.enqueue_event(self._new_task(context, run_id, context_id))
                 await service.start(
                     self.agent,
                     context.get_user_input(),

@@ -41,8 +41,9 @@ from ...stores.base import SavedRun
 USER = "a2a"
 """Whom the runs started over A2A belong to in the service (the store keeps it beside the run)."""
 
-CONTEXT_KEY = "temp:a2a.context_id"
-"""Where a run started over A2A keeps its task's ``context_id`` (its state; ``temp:``: never in a session)."""
+CONTEXT_KEY = "a2a.context_id"
+"""Where a run started over A2A keeps its task's ``context_id`` (its state; with sessions the
+session keeps it too: it is the session's id)."""
 
 ANSWER = "answer"
 """The id and name of the artifact holding the run's answer."""
