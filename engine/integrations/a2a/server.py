@@ -28,7 +28,7 @@ except ImportError as exc:  # the extra is missing
     raise ImportError("loopwright.integrations.a2a needs the A2A SDK: pip install 'loopwright[a2a]'") from exc
 from a2a.server.agent_execution import AgentExecutor, RequestContext, SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
-from a2a.server.events.event_queue_v2 import EventQueue
+from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import TaskUpdater
