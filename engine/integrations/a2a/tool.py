@@ -7,6 +7,7 @@ error result the model reads, never a crash of the run.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import uuid
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 from ...data.errors import ConfigurationError, LoopwrightError
 from ...runtime.tool_context import ToolContext
 from ...runtime.tools import Tool
+
+MISSING = "a2a_tool needs the A2A SDK: pip install 'loopwright[a2a]'"
 
 
 class A2AToolError(LoopwrightError, RuntimeError):
@@ -64,12 +67,10 @@ def answer_of(url: str, response: Any) -> str:
 
 async def ask(url: str, text: str, timeout_s: float) -> str:
     """Send ``text`` to the A2A agent at ``url`` and wait (at most ``timeout_s``) for its answer."""
-    try:
-        import httpx
-        from a2a.client import ClientConfig, create_client
-        from a2a.types import Message, Part, Role, SendMessageRequest
-    except ImportError:  # pragma: no cover - the extra is missing
-        raise ConfigurationError("a2a_tool needs the A2A SDK: pip install 'loopwright[a2a]'") from None
+    import httpx
+    from a2a.client import ClientConfig, create_client
+    from a2a.types import Message, Part, Role, SendMessageRequest
+
     message = Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=[Part(text=text)])
     last: Any = None
     try:
@@ -95,6 +96,8 @@ def a2a_tool(url: str, *, name: str, description: str | None = None, timeout_s: 
     ``Limits.tool_timeout_s``)."""
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise ConfigurationError(f"a2a_tool() takes the remote agent's http(s) URL, got {url!r}")
+    if importlib.util.find_spec("a2a") is None:
+        raise ConfigurationError(MISSING)
 
     async def call(ctx: ToolContext[Any], request: str) -> str:
         """Send a request to the remote agent.

@@ -19,6 +19,7 @@ from a2a.helpers.proto_helpers import get_data_parts, new_data_part
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
@@ -198,6 +199,50 @@ def test_an_approval_waits_in_input_required_and_one_decision_completes_it(tmp_p
 
         asyncio.run(go())
     assert RAN == ["C3"]
+
+
+def test_a_waiting_task_takes_decisions_only(tmp_path: Path) -> None:
+    """A text message (or malformed decisions) in a waiting task is refused and changes nothing."""
+    db = tmp_path / "runs.db"
+    RAN.clear()
+    with serving_at(app_on(db)) as url:
+
+        async def go() -> None:
+            async with client_of(url) as client:
+                task = await send(client, text_message("refund K2"))
+                before = await asyncio.to_thread(stored, db, task.id)
+                with pytest.raises(A2AError, match="waits for decisions"):
+                    await send(client, text_message("yes please", task_id=task.id, context_id=task.context_id))
+                bad = Message(
+                    message_id=uuid.uuid4().hex,
+                    role=Role.ROLE_USER,
+                    task_id=task.id,
+                    context_id=task.context_id,
+                    parts=[new_data_part({"decisions": [{"call_id": pending(task)[0]["call_id"], "action": "maybe"}]})],
+                )
+                with pytest.raises(A2AError, match="'approve', 'deny' or 'value'"):
+                    await send(client, bad)
+                assert await asyncio.to_thread(stored, db, task.id) == before
+                still = await client.get_task(GetTaskRequest(id=task.id))
+                assert still.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+        asyncio.run(go())
+    assert RAN == []
+
+
+def test_list_tasks_gives_the_agents_tasks(tmp_path: Path) -> None:
+    with serving_at(app_on(tmp_path / "runs.db")) as url:
+
+        async def go() -> tuple[Task, Task, set[str], set[str]]:
+            async with client_of(url) as client:
+                one = await send(client, text_message("look up L1"))
+                two = await send(client, text_message("refund L2"))
+                listed = await client.list_tasks(ListTasksRequest())
+                in_context = await client.list_tasks(ListTasksRequest(context_id=one.context_id))
+                return one, two, {t.id for t in listed.tasks}, {t.id for t in in_context.tasks}
+
+        one, two, listed, in_context = asyncio.run(go())
+    assert listed == {one.id, two.id} and in_context == {one.id}
 
 
 def test_a_denied_call_does_not_run(tmp_path: Path) -> None:

@@ -4,6 +4,10 @@ waits for an approval, a port nobody listens on, and a server that answers garba
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +22,9 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from loopwright import Agent, ModelResponse, Runner, ScriptedModel, TextPart, ToolCall
+from loopwright import Agent, Limits, ModelResponse, Runner, ScriptedModel, TextPart, ToolCall
 from loopwright.integrations.a2a import a2a_app, a2a_tool
+from tests import ROOT
 from tests.integrations.a2a.conftest import serving_at
 from tests.integrations.a2a.test_a2a_server import support
 from tests.serve_agents import free_port
@@ -42,7 +47,7 @@ class Pricing(AgentExecutor):
         raise NotImplementedError
 
 
-def pricing_app(url: str) -> Starlette:
+def pricing_app(url: str, executor: AgentExecutor | None = None) -> Starlette:
     card = AgentCard(
         name="pricing",
         description="Prices things.",
@@ -53,11 +58,25 @@ def pricing_app(url: str) -> Starlette:
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id="price", name="price", description="Prices a thing.", tags=["price"])],
     )
-    handler = DefaultRequestHandler(agent_executor=Pricing(), task_store=InMemoryTaskStore(), agent_card=card)
+    handler = DefaultRequestHandler(
+        agent_executor=executor or Pricing(), task_store=InMemoryTaskStore(), agent_card=card
+    )
     return Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/")])
 
 
-def caller(remote: Any, request: str) -> Agent:
+RELEASE = threading.Event()
+"""Lets the stuck remote answer (the test sets it when done, so the server stops at once)."""
+
+
+class Stuck(Pricing):
+    """A remote that does not answer until RELEASE is set."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        await asyncio.to_thread(RELEASE.wait, 30)
+        await super().execute(context, event_queue)
+
+
+def caller(remote: Any, request: str, **limits: Any) -> Agent:
     """An agent that calls ``remote`` once with ``request`` and answers with what it got back."""
 
     def reply(req: Any) -> Any:
@@ -68,7 +87,7 @@ def caller(remote: Any, request: str) -> Agent:
             return ModelResponse(parts=(TextPart(text=text),), stop_reason="end_turn")
         return ModelResponse(parts=(ToolCall(name=remote.name, args={"request": request}),), stop_reason="tool_use")
 
-    return Agent(name="caller", model=ScriptedModel(reply), tools=[remote])
+    return Agent(name="caller", model=ScriptedModel(reply), tools=[remote], limits=Limits(**limits))
 
 
 def test_a2a_tool_gets_the_answer_of_an_agent_served_by_the_sdk() -> None:
@@ -106,6 +125,30 @@ def test_a_remote_answering_garbage_is_an_error_result_naming_the_url() -> None:
     assert result.outcome == "final"
     assert result.output is not None and result.output.startswith("ERROR ")
     assert f"the A2A agent at {url} could not be reached or answered badly" in result.output
+
+
+def test_the_call_is_bounded_by_the_runs_tool_timeout() -> None:
+    RELEASE.clear()
+    try:
+        with serving_at(lambda url: pricing_app(url, Stuck())) as url:
+            agent = caller(a2a_tool(url, name="pricing"), "a kettle", tool_timeout_s=0.5)
+            result = Runner(agent).run_sync("price a kettle")
+            RELEASE.set()
+    finally:
+        RELEASE.set()
+    assert result.outcome == "final"
+    assert result.output is not None and result.output.startswith("ERROR ") and "0.5" in result.output, result.output
+
+
+def test_without_the_extra_a2a_says_what_to_install() -> None:
+    hide = "import sys; sys.modules['a2a'] = None; "
+    app = hide + "from loopwright.integrations.a2a import a2a_app"
+    done = subprocess.run([sys.executable, "-c", app], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode != 0 and "pip install 'loopwright[a2a]'" in done.stderr
+    tool = hide + "import importlib.util as u; u.find_spec = lambda name: None; "
+    tool += "from loopwright.integrations.a2a import a2a_tool; a2a_tool('http://x/', name='x')"
+    done = subprocess.run([sys.executable, "-c", tool], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode != 0 and "pip install 'loopwright[a2a]'" in done.stderr
 
 
 def test_a2a_tool_refuses_a_url_that_is_not_http() -> None:
