@@ -301,6 +301,27 @@ def test_cancel_ends_a_waiting_task_and_its_run(tmp_path: Path) -> None:
     assert RAN == []
 
 
+def test_cancel_after_a_restart_ends_the_run_too(tmp_path: Path) -> None:
+    """On a new server the SDK writes CANCELED to the task store itself: the store cancels the run."""
+    db = tmp_path / "runs.db"
+    RAN.clear()
+
+    async def wait(url: str) -> Task:
+        async with client_of(url) as client:
+            return await send(client, text_message("refund M1"))
+
+    async def cancel(url: str, task: Task) -> Task:
+        async with client_of(url) as client:
+            return await client.cancel_task(CancelTaskRequest(id=task.id))
+
+    with serving_at(app_on(db)) as url:
+        task = asyncio.run(wait(url))
+    with serving_at(app_on(db)) as url:
+        cancelled = asyncio.run(cancel(url, task))
+    assert cancelled.status.state == TaskState.TASK_STATE_CANCELED
+    assert stored(db, task.id)[1] == "cancelled" and RAN == []
+
+
 def test_unknown_tasks_are_json_rpc_errors(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     with serving_at(app_on(db)) as url:
