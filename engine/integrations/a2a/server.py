@@ -114,11 +114,13 @@ class DecisionGate(SimpleRequestContextBuilder):
     ) -> RequestContext:
         message = params.message if params is not None else None
         if message is not None and task_id:
-            decided = await self._check_decisions(task_id, message)
-            built = await super().build(context, params, task_id, context_id, task)
-            self.deciding.add(task_id)
-            self.taken[task_id] = decided
-            return built
+            self.taken[task_id] = await self._check_decisions(task_id, message)  # (holds the task: ``deciding``)
+            try:
+                return await super().build(context, params, task_id, context_id, task)
+            except BaseException:
+                self.deciding.discard(task_id)
+                self.taken.pop(task_id, None)
+                raise
         if message is not None and not "".join(get_text_parts(message.parts)).strip():
             raise InvalidParamsError(message="the message has no text: send a text part with what the agent should do")
         return await super().build(context, params, task_id, context_id, task)
@@ -146,6 +148,9 @@ class DecisionGate(SimpleRequestContextBuilder):
             decisions_for(task_id, pending_of(rebuild(saved)), decided)
         except ServeError as exc:
             raise _invalid(exc) from None
+        if task_id in self.deciding:  # (decided meanwhile: checked again after the awaits above)
+            raise UnsupportedOperationError(message=f"task {task_id!r} is being decided now; its calls run once")
+        self.deciding.add(task_id)
         return decided
 
 

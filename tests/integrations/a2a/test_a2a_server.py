@@ -201,6 +201,25 @@ def test_an_approval_waits_in_input_required_and_one_decision_completes_it(tmp_p
     assert RAN == ["C3"]
 
 
+def test_two_decisions_at_once_run_the_call_once(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    RAN.clear()
+    with serving_at(app_on(db)) as url:
+
+        async def go() -> list[Any]:
+            async with client_of(url) as client, client_of(url) as other:
+                task = await send(client, text_message("refund N1"))
+                call = pending(task)[0]["call_id"]
+                both = [send(client, decision(task, call)), send(other, decision(task, call))]
+                return list(await asyncio.gather(*both, return_exceptions=True))
+
+        got = asyncio.run(go())
+    done = [g for g in got if isinstance(g, Task)]
+    refused = [g for g in got if isinstance(g, A2AError)]
+    assert len(done) == 1 and len(refused) == 1, got
+    assert done[0].status.state == TaskState.TASK_STATE_COMPLETED and RAN == ["N1"]
+
+
 def test_a_waiting_task_takes_decisions_only(tmp_path: Path) -> None:
     """A text message (or malformed decisions) in a waiting task is refused and changes nothing."""
     db = tmp_path / "runs.db"
