@@ -29,7 +29,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError
 
-from loopwright import Agent, ModelRequest, ModelResponse, ScriptedModel, TextPart, ToolCall, Usage, tool
+from loopwright import Agent, ModelError, ModelRequest, ModelResponse, ScriptedModel, TextPart, ToolCall, Usage, tool
 from loopwright.integrations.a2a import a2a_app
 from loopwright.stores import SQLiteStore
 from loopwright.stores.sessions import SQLiteSessions
@@ -262,6 +262,22 @@ def test_list_tasks_gives_the_agents_tasks(tmp_path: Path) -> None:
 
         one, two, listed, in_context = asyncio.run(go())
     assert listed == {one.id, two.id} and in_context == {one.id}
+
+
+def test_a_run_that_fails_is_a_failed_task_saying_why(tmp_path: Path) -> None:
+    def down(request: ModelRequest) -> ModelResponse:
+        raise ModelError("the model is down", retryable=False)
+
+    broken = Agent(name="broken", model=ScriptedModel(down))
+    with serving_at(lambda url: a2a_app(broken, store=f"sqlite:///{tmp_path / 'runs.db'}", url=url)) as url:
+
+        async def go() -> Task:
+            async with client_of(url) as client:
+                return await send(client, text_message("anything"))
+
+        task = asyncio.run(go())
+    assert task.status.state == TaskState.TASK_STATE_FAILED and not task.artifacts
+    assert "the model is down" in " ".join(p.text for p in task.status.message.parts)
 
 
 def test_a_denied_call_does_not_run(tmp_path: Path) -> None:
