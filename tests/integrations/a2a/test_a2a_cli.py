@@ -15,7 +15,7 @@ import pytest
 from a2a.types import TaskState
 
 from tests import ROOT
-from tests.integrations.a2a.test_a2a_server import answer, client_of, send, text_message
+from tests.integrations.a2a.test_a2a_server import answer, client_of, decision, pending, send, text_message
 from tests.serve_agents import free_port
 
 pytestmark = pytest.mark.slow
@@ -55,16 +55,20 @@ def test_serve_mounts_the_a2a_agent_beside_the_http_api(tmp_path: Path) -> None:
 
         async def go() -> str:
             async with client_of(f"{base}/a2a/") as client:
-                task = await send(client, text_message("look up H8"))
+                task = await send(client, text_message("refund H8"))
+                assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+                task = await send(client, decision(task, pending(task)[0]["call_id"]))
                 assert task.status.state == TaskState.TASK_STATE_COMPLETED
-                assert answer(task) == "done: order H8: shipped"
+                assert answer(task) == "done: refunded H8"
                 return task.id
 
         task_id = asyncio.run(go())
         run = httpx.get(f"{base}/runs/{task_id}").json()  # the task is a run of the HTTP API too
-        assert (run["outcome"], run["output"]) == ("final", "done: order H8: shipped")
+        assert (run["outcome"], run["output"]) == ("final", "done: refunded H8")
         trace = httpx.get(f"{base}/runs/{task_id}/trace")
         assert trace.status_code == 200 and task_id[:12] in trace.text
+        for shown in ("refund H8", "suspended", "resumed", "refunded H8"):  # what docs/guide/a2a.md says it shows
+            assert shown in trace.text, shown
     finally:
         server.terminate()
         server.wait(timeout=20)
