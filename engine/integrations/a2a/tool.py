@@ -7,7 +7,6 @@ error result the model reads, never a crash of the run.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import uuid
 from typing import Any
@@ -96,8 +95,10 @@ def a2a_tool(url: str, *, name: str, description: str | None = None, timeout_s: 
     ``Limits.tool_timeout_s``)."""
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise ConfigurationError(f"a2a_tool() takes the remote agent's http(s) URL, got {url!r}")
-    if importlib.util.find_spec("a2a") is None:
-        raise ConfigurationError(MISSING)
+    try:
+        import a2a.client  # noqa: F401  (the SDK the calls use: missing, say what to install now)
+    except ImportError:
+        raise ConfigurationError(MISSING) from None
 
     async def call(ctx: ToolContext[Any], request: str) -> str:
         """Send a request to the remote agent.
