@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 try:
-    from a2a.helpers.proto_helpers import get_text_parts
+    from a2a.helpers.proto_helpers import get_text_parts, new_text_part
 except ImportError as exc:  # the extra is missing
     raise ImportError("loopwright.integrations.a2a needs the A2A SDK: pip install 'loopwright[a2a]'") from exc
 from a2a.server.agent_execution import AgentExecutor, RequestContext, SimpleRequestContextBuilder
@@ -189,13 +189,13 @@ class RunExecutor(AgentExecutor):
             await updater.start_work()
             await _leg(service, run_id, after)
         except ServeError as exc:
-            await updater.failed(updater.new_agent_message([_text(exc.message)]))
+            await updater.failed(updater.new_agent_message([new_text_part(exc.message)]))
             return
         finally:
             self.gate.deciding.discard(run_id)
         saved = await service.store.load(run_id)
         if saved is None:  # (the run failed before its first checkpoint)
-            await updater.failed(updater.new_agent_message([_text("the run failed before it started")]))
+            await updater.failed(updater.new_agent_message([new_text_part("the run failed before it started")]))
             return
         await _report(updater, task_of(saved))
 
@@ -207,12 +207,6 @@ class RunExecutor(AgentExecutor):
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         await cancel_run(await self._service(), str(context.task_id))
-
-
-def _text(text: str) -> Any:
-    from a2a.helpers.proto_helpers import new_text_part
-
-    return new_text_part(text)
 
 
 async def _report(updater: TaskUpdater, task: Task) -> None:
