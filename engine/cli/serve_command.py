@@ -44,6 +44,13 @@ def add_command(sub: Any) -> None:
         help="serve an agent whose machine verify rejects (a run still ends by its timeout_s, on cancel and "
         "at Limits.max_transitions); without it such an agent is refused",
     )
+    command.add_argument(
+        "--a2a",
+        metavar="module:agent",
+        help="also serve this Agent over A2A at /a2a/ (its card: /a2a/.well-known/agent-card.json; "
+        "pip install 'loopwright[a2a]'; docs/guide/a2a.md)",
+    )
+    command.add_argument("--a2a-url", metavar="URL", help="the A2A URL the card names (default: http://HOST:PORT/a2a/)")
     door = command.add_argument_group("the front door (docs/guide/deploying.md)")
     door.add_argument(
         "--auth",
@@ -109,8 +116,13 @@ def run_command(args: Any) -> int:
             unverified=args.unverified,
             **options,
         )
+        if args.a2a:
+            server_app = _with_a2a(server_app, args, auth, options.get("sessions"))
         import uvicorn
-    except ImportError:
+    except ImportError as exc:
+        if "a2a" in str(exc):
+            print(f"loopwright serve: {exc}", file=sys.stderr)
+            return 2
         print("loopwright serve: Starlette and uvicorn are missing: pip install 'loopwright[serve]'", file=sys.stderr)
         return 2
     except (LookupError, ConfigurationError) as exc:
@@ -151,6 +163,34 @@ def _auth(args: Any) -> Any:
             "--insecure-no-auth if something in front of the server (a proxy, a firewall) does that job"
         )
     return auth
+
+
+def _with_a2a(http_app: Any, args: Any, auth: Any, sessions: Any) -> Any:
+    """The HTTP app with ``--a2a``'s agent mounted beside it at ``/a2a`` (the same store)."""
+    if auth is not None:
+        raise ConfigurationError(
+            "--a2a has no auth hook: serve it without --auth/--token-env, on a loopback address behind a proxy "
+            "that authenticates A2A clients (docs/guide/a2a.md)"
+        )
+    from contextlib import AsyncExitStack, asynccontextmanager
+
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from ..integrations.a2a import a2a_app
+
+    where = f"[{args.host}]" if ":" in args.host else args.host
+    url = args.a2a_url or f"http://{where}:{args.port}/a2a/"
+    a2a = a2a_app(_agent(args.a2a), store=args.store, url=url, sessions=sessions)
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        async with AsyncExitStack() as stack:
+            for inner in (http_app, a2a):
+                await stack.enter_async_context(inner.router.lifespan_context(inner))
+            yield
+
+    return Starlette(routes=[Mount("/a2a", app=a2a), Mount("/", app=http_app)], lifespan=lifespan)
 
 
 def dev_app(agents: list[Agent], *, store: Any, ui: bool = True, **options: Any) -> Any:

@@ -36,6 +36,7 @@ PUBLIC = (
     "loopwright.integrations.dbos",
     "loopwright.integrations.temporal",
     "loopwright.integrations.otel",
+    "loopwright.integrations.a2a",
 )
 """Every public module. README, docs and examples import only these (a test checks it)."""
 

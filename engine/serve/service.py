@@ -125,11 +125,13 @@ class Service:
         run_id: str | None = None,
         session: str | None = None,
         after: RunResult | None = None,
+        state: dict[str, Any] | None = None,
     ) -> str:
         """Start a run of ``agent`` on ``text`` for ``user``; its id (the run goes on in the background).
         ``session``: the user's session id: the run continues it (``(agent, user, session)``;
         :mod:`loopwright.loop.sessions`), or 409 if another run holds it. ``after``: an ended
-        run whose conversation this one continues (``Runner.start(..., after=)``)."""
+        run whose conversation this one continues (``Runner.start(..., after=)``). ``state``:
+        the run's starting state (``Runner.start(..., state=)``)."""
         runner = self.runner(agent)
         key = None if session is None else _session_key(runner, agent, user, session)
         run_id = run_id or new_run_id()
@@ -140,7 +142,7 @@ class Service:
         hub = self._hub(run_id)
         hub.leg_started()
         try:
-            run = runner.start(text, run_id=run_id, session=key, after=after)
+            run = runner.start(text, run_id=run_id, session=key, after=after, state=state)
             if isinstance(run, SessionRun):
                 await run.open()  # (held now, or SessionBusy: 409)
         except LoopwrightError as exc:

@@ -38,6 +38,11 @@ FLOORS = [
 ]
 """The floors, lowest first: a module imports only modules of its own floor or of floors below."""
 
+RAISED = {
+    "loopwright.integrations.a2a": "serve",  # serves agents over A2A through serve's Service (docs/guide/a2a.md)
+}
+"""Packages that stand on a higher floor than their folder's (the floor named), each with why."""
+
 UPWARD_FOR_TYPES = {
     ("loopwright.table.machine", "loopwright.runtime.context"): "a row's handler takes the run's context",
 }
@@ -205,6 +210,9 @@ def floor_of(module: str) -> int | None:
         return None
     if module == "loopwright.__main__":
         return FLOORS.index("cli")
+    for package, floor in RAISED.items():
+        if module == package or module.startswith(package + "."):
+            return FLOORS.index(floor)
     return FLOORS.index(module.split(".")[1])
 
 

@@ -1,0 +1,87 @@
+"""`loopwright serve --a2a` as a user runs it: a subprocess serving the HTTP API with the A2A agent
+mounted at /a2a/, the SDK's client completing a task there, the run in the HTTP API and its trace page."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from a2a.types import TaskState
+
+from tests import ROOT
+from tests.integrations.a2a.test_a2a_server import answer, client_of, decision, pending, send, text_message
+from tests.serve_agents import free_port
+
+pytestmark = pytest.mark.slow
+
+AGENT = "tests.integrations.a2a.test_a2a_server:support"
+
+
+def _cli(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "loopwright", "serve", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_serve_mounts_the_a2a_agent_beside_the_http_api(tmp_path: Path) -> None:
+    port = free_port()
+    db = tmp_path / "runs.db"
+    server = _cli(AGENT, "--a2a", AGENT, "--store", f"sqlite:///{db}", "--port", str(port))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        assert server.stdout is not None
+        assert f"on http://127.0.0.1:{port}/" in server.stdout.readline()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                card = httpx.get(f"{base}/a2a/.well-known/agent-card.json")
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline and server.poll() is None, server.stderr and server.stderr.read()
+                time.sleep(0.1)
+        assert card.json()["supportedInterfaces"][0]["url"] == f"{base}/a2a/"
+
+        async def go() -> str:
+            async with client_of(f"{base}/a2a/") as client:
+                task = await send(client, text_message("refund H8"))
+                assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+                task = await send(client, decision(task, pending(task)[0]["call_id"]))
+                assert task.status.state == TaskState.TASK_STATE_COMPLETED
+                assert answer(task) == "done: refunded H8"
+                return task.id
+
+        task_id = asyncio.run(go())
+        run = httpx.get(f"{base}/runs/{task_id}").json()  # the task is a run of the HTTP API too
+        assert (run["outcome"], run["output"]) == ("final", "done: refunded H8")
+        trace = httpx.get(f"{base}/runs/{task_id}/trace")
+        assert trace.status_code == 200 and task_id[:12] in trace.text
+        for shown in ("refund H8", "suspended", "resumed", "refunded H8"):  # what docs/guide/a2a.md says it shows
+            assert shown in trace.text, shown
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+def test_serve_refuses_a2a_with_an_auth_hook() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "A2A_TOKEN": "x" * 40}
+    done = subprocess.run(
+        [sys.executable, "-m", "loopwright", "serve", AGENT, "--a2a", AGENT, "--token-env", "A2A_TOKEN"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "--a2a has no auth hook" in done.stderr
