@@ -152,7 +152,10 @@ def run_main(argv: Sequence[str]) -> int:
     else:
         print(f"run {result.run_id}: {result.outcome}", file=sys.stderr)
         print(result.output if result.output is not None else "")
-    return 0 if result.outcome in ("final", "suspended", "paused") else 1
+    # (the client's core threads, as the worker's: leave without finalizing, the output flushed)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0 if result.outcome in ("final", "suspended", "paused") else 1)
 
 
 def wants_temporal(argv: Sequence[str]) -> bool:

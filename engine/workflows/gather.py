@@ -25,7 +25,7 @@ from ..runtime.context import RunContext
 from ..table.machine import Row
 from ..table.rows import DONE
 from .base import Workflow, finish_with, step_failed, waiting_rows, working
-from .children import fail, flow_of, note_waiting, out_of_budget, run_child, runner_for, spend, writes
+from .children import Ended, fail, flow_of, note_waiting, out_of_budget, run_child, runner_for, spend, writes
 
 
 def gather_rows(first: str) -> list[Row]:
@@ -51,6 +51,7 @@ async def run_children(
     flow = flow_of(rs)
     base = copy_state(rs.state)
     gate = asyncio.Semaphore(concurrency) if concurrency else None
+    stopped: list[tuple[Ended, Any]] = []
 
     async def one(index: int, key: str, task: Any) -> None:
         step = wf.children[0] if one_agent else wf.children[index]
@@ -64,8 +65,8 @@ async def run_children(
         if ended.outcome == "suspended":
             note_waiting(rs, key, ended, ctx.store)
             return
-        if not ended.answered and (spent := out_of_budget(rs, ended, step.agent.limits)) is not None:
-            spend(rs, ctx, spent)  # a budget of the tree ran out: the workflow ends "limit", naming it
+        if not ended.answered and ended.limit is not None:  # judged once every branch has ended (below)
+            stopped.append((ended, step.agent.limits))
         flow.finished[key] = {
             "outcome": ended.outcome,
             "output": ended.text,
@@ -84,6 +85,12 @@ async def run_children(
     for exc in raised:  # a child that raised (the store failing, an interrupt): the others ended first
         if isinstance(exc, BaseException):  # (each kept its own state: a resume goes on from there)
             raise exc
+    # A branch stopped by a budget of the tree: judged now, not when it stopped, since a sibling may
+    # still have held the pass (or the call) that left no room, and given it back or used it later.
+    for ended, limits in stopped:
+        if (spent := out_of_budget(rs, ended, limits)) is not None:
+            spend(rs, ctx, spent)  # a budget of the tree ran out: the workflow ends "limit", naming it
+            break
 
 
 def note_failures(rs: RunState, name: str, on_error: str, keys: Sequence[str]) -> None:

@@ -307,3 +307,37 @@ def test_a_transfer_to_a_workflow_charges_the_run_that_transferred() -> None:
     result = Runner(root).run_sync("go")
     assert sum(m.passes for m in [*models, top]) <= 3, [m.passes for m in [*models, top]]
     assert result.outcome != "failed", result.error
+
+
+def test_a_branch_refused_while_a_sibling_held_the_last_pass_ends_the_parallel_limit() -> None:
+    """Found by the generated-tree property: three branches want 3 + 1 + 1 passes under the
+    parallel's max_iterations=4. The nested sequential's leaf is refused while the first branch
+    holds the last pass; when the sequential stops, that pass is back in hand (the tree's count is 3),
+    so judged at that moment its stop looked like a failure of its own and the root ended
+    ``failed``. Judged once every branch has ended, the tree's budget is spent: ``limit``."""
+    from loopwright import Agent, Limits, Runner, ScriptedModel, ToolCall, tool
+    from loopwright.workflows import ParallelAgent, SequentialAgent
+
+    @tool
+    def note(text: str) -> str:
+        """Note it."""
+        return "noted"
+
+    first = Agent(
+        name="n1",
+        model=ScriptedModel([
+            [ToolCall(id="a", name="note", args={"text": "x"})],
+            [ToolCall(id="b", name="note", args={"text": "y"})],
+            "answer 2",
+        ]),
+        tools=[note],
+        limits=Limits(max_iterations=3),
+    )  # fmt: skip
+    second = Agent(name="n2", model=ScriptedModel(["final 0"]), limits=Limits(max_iterations=1))
+    nested = SequentialAgent(
+        "n3", [Agent(name="n4", model=ScriptedModel(["final 0"]), limits=Limits(max_iterations=1))]
+    )
+    root = ParallelAgent("n0", [first, second, nested], on_error="fail", limits=Limits(max_iterations=4))
+    result = asyncio.run(Runner(root).run("go"))
+    assert result.outcome == "limit", (result.outcome, result.error)
+    assert result.iterations == 4
