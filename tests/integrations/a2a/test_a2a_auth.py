@@ -173,3 +173,20 @@ def test_the_hook_may_be_async_and_card_type_is_sdk(tmp_path: Path) -> None:
     assert refused.status_code == 401
     assert missing.json()["error"]["code"] == -32001  # TaskNotFound
     assert AgentCard  # (the SDK's type the card parses into, in the tests above)
+
+
+def test_a_hook_of_its_own_scheme_names_it_on_the_card(tmp_path: Path) -> None:
+    from a2a.types import APIKeySecurityScheme, SecurityScheme
+
+    scheme = SecurityScheme(api_key_security_scheme=APIKeySecurityScheme(name="x-user", location="header"))
+    with serving_at(app_on(tmp_path / "runs.db", security_scheme=scheme)) as url:
+        card = httpx.get(f"{url}.well-known/agent-card.json").json()
+    assert card["securitySchemes"] == {"auth": {"apiKeySecurityScheme": {"name": "x-user", "location": "header"}}}
+    assert card["securityRequirements"] == [{"schemes": {"auth": {}}}]
+
+
+def test_an_auth_that_is_not_a_function_is_refused(tmp_path: Path) -> None:
+    from loopwright import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="function of the request"):
+        a2a_app(support, store=f"sqlite:///{tmp_path / 'runs.db'}", url="http://127.0.0.1:1/", auth="ada")  # type: ignore[arg-type]
