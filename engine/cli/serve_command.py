@@ -166,12 +166,8 @@ def _auth(args: Any) -> Any:
 
 
 def _with_a2a(http_app: Any, args: Any, auth: Any, sessions: Any) -> Any:
-    """The HTTP app with ``--a2a``'s agent mounted beside it at ``/a2a`` (the same store)."""
-    if auth is not None:
-        raise ConfigurationError(
-            "--a2a has no auth hook: serve it without --auth/--token-env, on a loopback address behind a proxy "
-            "that authenticates A2A clients (docs/guide/a2a.md)"
-        )
+    """The HTTP app with ``--a2a``'s agent mounted beside it at ``/a2a`` (the same store, the
+    same auth hook: a user's runs are theirs over both)."""
     from contextlib import AsyncExitStack, asynccontextmanager
 
     from starlette.applications import Starlette
@@ -181,7 +177,7 @@ def _with_a2a(http_app: Any, args: Any, auth: Any, sessions: Any) -> Any:
 
     where = f"[{args.host}]" if ":" in args.host else args.host
     url = args.a2a_url or f"http://{where}:{args.port}/a2a/"
-    a2a = a2a_app(_agent(args.a2a), store=args.store, url=url, sessions=sessions)
+    a2a = a2a_app(_agent(args.a2a), store=args.store, url=url, sessions=sessions, auth=auth)
 
     @asynccontextmanager
     async def lifespan(app: Any) -> Any:

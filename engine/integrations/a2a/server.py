@@ -38,8 +38,10 @@ from a2a.types import (
     AgentInterface,
     AgentSkill,
     InvalidParamsError,
+    SecurityScheme,
     SendMessageRequest,
     Task,
+    TaskNotFoundError,
     TaskState,
     TaskStatus,
     UnsupportedOperationError,
@@ -54,7 +56,8 @@ from ...runtime.agent import Agent
 from ...serve.decisions import DecisionIn, ServeError, decisions_for, not_waiting, pending_of
 from ...serve.service import Service
 from ...stores.base import RunStore
-from .tasks import CONTEXT_KEY, USER, RunTaskStore, cancel_run, decisions_in, task_of
+from .door import Auth, guarded, secure_card, user_of
+from .tasks import CONTEXT_KEY, RunTaskStore, cancel_run, decisions_in, task_of
 
 STOPS = frozenset({"run_finished", "suspended", "paused", "error"})
 """Event types after which a leg of a run has stopped (``error``: the service's own, seq -1)."""
@@ -114,7 +117,8 @@ class DecisionGate(SimpleRequestContextBuilder):
     ) -> RequestContext:
         message = params.message if params is not None else None
         if message is not None and task_id:
-            self.taken[task_id] = await self._check_decisions(task_id, message)  # (holds the task: ``deciding``)
+            # (holds the task: ``deciding``)
+            self.taken[task_id] = await self._check_decisions(task_id, message, user_of(context))
             try:
                 return await super().build(context, params, task_id, context_id, task)
             except BaseException:
@@ -125,13 +129,15 @@ class DecisionGate(SimpleRequestContextBuilder):
             raise InvalidParamsError(message="the message has no text: send a text part with what the agent should do")
         return await super().build(context, params, task_id, context_id, task)
 
-    async def _check_decisions(self, task_id: str, message: Any) -> list[DecisionIn]:
+    async def _check_decisions(self, task_id: str, message: Any, user: str) -> list[DecisionIn]:
         try:
             decided = decisions_in(message)
         except ServeError as exc:
             raise _invalid(exc) from None
         service = await self._service()
         saved = await service.store.load(task_id)
+        if saved is not None and saved.user != user:  # (the SDK found no task for them already: kept as a guard)
+            raise TaskNotFoundError(message=f"task {task_id!r} not found")
         if task_id in self.deciding or task_id in service.live:
             raise UnsupportedOperationError(
                 message=f"task {task_id!r} is running (or being decided) now; wait for it to stop, then try again"
@@ -167,6 +173,7 @@ class RunExecutor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         run_id, context_id = str(context.task_id), str(context.context_id)
+        user = user_of(context.call_context)
         service = await self._service()
         updater = TaskUpdater(event_queue, run_id, context_id)
         decisions = self.gate.taken.pop(run_id, None)
@@ -178,14 +185,14 @@ class RunExecutor(AgentExecutor):
                 await service.start(
                     self.agent,
                     context.get_user_input(),
-                    USER,
+                    user,
                     run_id=run_id,
                     session=context_id if self.sessions else None,
                     state={CONTEXT_KEY: context_id},
                 )
             else:
                 after = await service.last_seq(run_id)
-                await service.decide(run_id, decisions, USER, everyone=True)
+                await service.decide(run_id, decisions, user, everyone=False)
             await updater.start_work()
             await _leg(service, run_id, after)
         except ServeError as exc:
@@ -262,7 +269,14 @@ class _Started:
 
 
 def a2a_app(
-    agent: Agent, *, store: RunStore | str, url: str, sessions: Any = None, version: str = "1.0.0"
+    agent: Agent,
+    *,
+    store: RunStore | str,
+    url: str,
+    sessions: Any = None,
+    version: str = "1.0.0",
+    auth: Auth | None = None,
+    security_scheme: SecurityScheme | None = None,
 ) -> Starlette:
     """A Starlette app serving ``agent`` over A2A (JSON-RPC, protocol 1.0): its card at
     ``/.well-known/agent-card.json``, JSON-RPC (``SendMessage``, ``SendStreamingMessage``,
@@ -272,7 +286,13 @@ def a2a_app(
     a task outlives the server. ``url``: where clients reach the JSON-RPC endpoint (what the card
     says; mount the app there). ``sessions``: a session store: a task's ``context_id`` is then a
     session, and a new message in a context continues its conversation. ``version``: the agent's
-    version on its card."""
+    version on its card.
+
+    ``auth``: the hook of :func:`loopwright.serve.app` (a function of the request, sync or async,
+    giving its user, or None: HTTP 401 with a JSON-RPC error); each user finds only their own
+    tasks (another's is "task not found"), and a ``context_id`` is a session of its user. The
+    card stays public and declares ``security_scheme`` (an SDK ``SecurityScheme``; default HTTP
+    bearer, what :func:`loopwright.serve.guard.bearer_token` checks)."""
     if not isinstance(agent, Agent):
         raise ConfigurationError(f"a2a_app() serves one Agent, got {type(agent).__name__}")
     parts = urlsplit(url)
@@ -284,13 +304,16 @@ def a2a_app(
     started = _Started(agent, store, sessions)
     gate = DecisionGate(started)
     card = agent_card(agent, url, version)
+    if auth is not None:
+        card = secure_card(card, security_scheme)
     handler = DefaultRequestHandler(
         agent_executor=RunExecutor(started, agent.name, gate, sessions is not None),
         task_store=RunTaskStore(started, agent.name),
         agent_card=card,
         request_context_builder=gate,
     )
-    routes: list[BaseRoute] = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/")]
+    rpc = guarded(create_jsonrpc_routes(handler, rpc_url="/"), auth)
+    routes: list[BaseRoute] = [*create_agent_card_routes(card), *rpc]
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

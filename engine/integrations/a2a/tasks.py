@@ -17,6 +17,8 @@ cancelled                       ``TASK_STATE_CANCELED``
 
 The SDK writes each task it serves here as events reach it (:meth:`RunTaskStore.save` keeps the
 latest few thousand in memory); a task not in memory is made from the run as the store keeps it.
+A task is found only for the user whose run it is (:func:`~.door.user_of` the request): another
+user's task is "not found", so the SDK refuses GetTask, CancelTask and messages to it.
 A ``CANCELED`` written by the SDK for a task whose run has not ended cancels the run.
 """
 
@@ -37,9 +39,7 @@ from ...durable.codec import rebuild
 from ...serve.decisions import DecisionIn, ServeError, pending_of
 from ...serve.service import Service
 from ...stores.base import SavedRun
-
-USER = "a2a"
-"""Whom the runs started over A2A belong to in the service (the store keeps it beside the run)."""
+from .door import USER, user_of
 
 CONTEXT_KEY = "a2a.context_id"
 """Where a run started over A2A keeps its task's ``context_id`` (its state; with sessions the
@@ -150,12 +150,13 @@ class RunTaskStore(TaskStore):
         self._service = service
         self.agent = agent
         self.keep = keep
-        self.tasks: OrderedDict[str, Task] = OrderedDict()
+        self.tasks: OrderedDict[str, tuple[str, Task]] = OrderedDict()
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         kept = Task()
         kept.CopyFrom(task)
-        self.tasks[task.id] = kept
+        owner = self.tasks[task.id][0] if task.id in self.tasks else user_of(context)
+        self.tasks[task.id] = (owner, kept)
         self.tasks.move_to_end(task.id)
         while len(self.tasks) > self.keep:
             self.tasks.popitem(last=False)
@@ -163,14 +164,17 @@ class RunTaskStore(TaskStore):
             await cancel_run(await self._service(), task.id)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
-        kept = self.tasks.get(task_id)
-        if kept is not None:
+        user = user_of(context)
+        if task_id in self.tasks:
+            owner, kept = self.tasks[task_id]
+            if owner != user:
+                return None
             out = Task()
             out.CopyFrom(kept)
             return out
         service = await self._service()
         saved = await service.store.load(task_id)
-        if saved is None or saved.agent != self.agent or saved.user != USER:
+        if saved is None or saved.agent != self.agent or saved.user != user:
             return None
         return task_of(saved)
 

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.slow
 AGENT = "tests.integrations.a2a.test_a2a_server:support"
 
 
-def _cli(*args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.Popen(
         [sys.executable, "-m", "loopwright", "serve", *args],
         cwd=ROOT,
@@ -74,14 +74,42 @@ def test_serve_mounts_the_a2a_agent_beside_the_http_api(tmp_path: Path) -> None:
         server.wait(timeout=20)
 
 
-def test_serve_refuses_a2a_with_an_auth_hook() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "A2A_TOKEN": "x" * 40}
-    done = subprocess.run(
-        [sys.executable, "-m", "loopwright", "serve", AGENT, "--a2a", AGENT, "--token-env", "A2A_TOKEN"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2 and "--a2a has no auth hook" in done.stderr
+def test_serve_a2a_with_a_token_protects_both(tmp_path: Path) -> None:
+    """``serve --a2a --token-env``: the card public and naming bearer, /a2a/ and the HTTP API 401
+    without the token; with it the SDK's client completes a task, which the HTTP API shows."""
+    token = "k" * 40
+    port = free_port()
+    server = _cli(
+        AGENT, "--a2a", AGENT, "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--port", str(port),
+        "--token-env", "A2A_TOKEN", env={"A2A_TOKEN": token},
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    signed = {"Authorization": f"Bearer {token}"}
+    try:
+        assert server.stdout is not None
+        assert f"on http://127.0.0.1:{port}/" in server.stdout.readline()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                card = httpx.get(f"{base}/a2a/.well-known/agent-card.json")
+                break
+            except httpx.ConnectError:
+                assert time.monotonic() < deadline and server.poll() is None, server.stderr and server.stderr.read()
+                time.sleep(0.1)
+        assert card.status_code == 200 and "bearer" in card.json()["securitySchemes"]
+        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
+        assert httpx.post(f"{base}/a2a/", json=body, headers={"A2A-Version": "1.0"}).status_code == 401
+        assert httpx.get(f"{base}/runs").status_code == 401
+
+        async def go() -> str:
+            async with client_of(f"{base}/a2a/", headers=signed) as client:
+                task = await send(client, text_message("look up Z9"))
+                assert task.status.state == TaskState.TASK_STATE_COMPLETED
+                return task.id
+
+        task_id = asyncio.run(go())
+        run = httpx.get(f"{base}/runs/{task_id}", headers=signed).json()
+        assert (run["outcome"], run["output"]) == ("final", "done: order Z9: shipped")
+    finally:
+        server.terminate()
+        server.wait(timeout=20)

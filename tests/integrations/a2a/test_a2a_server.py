@@ -83,8 +83,8 @@ def decision(task: Task, call_id: str, action: str = "approve") -> Message:
 
 
 @asynccontextmanager
-async def client_of(url: str, streaming: bool = False) -> AsyncIterator[Client]:
-    async with httpx.AsyncClient(timeout=30) as http:
+async def client_of(url: str, streaming: bool = False, headers: dict[str, str] | None = None) -> AsyncIterator[Client]:
+    async with httpx.AsyncClient(timeout=30, headers=headers) as http:
         yield await create_client(url, client_config=ClientConfig(httpx_client=http, streaming=streaming))
 
 
