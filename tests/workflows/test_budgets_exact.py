@@ -307,3 +307,54 @@ def test_a_transfer_to_a_workflow_charges_the_run_that_transferred() -> None:
     result = Runner(root).run_sync("go")
     assert sum(m.passes for m in [*models, top]) <= 3, [m.passes for m in [*models, top]]
     assert result.outcome != "failed", result.error
+
+
+# ------------------------------------------------------------------ a transfer's workflow out of room: limit
+
+
+def _transfer_root(leaf_passes: int, limits: Limits, price: Decimal | None = None) -> tuple[Agent, list[CountingModel]]:
+    """A root LLM agent that transfers to a sequence ``tree`` over one leaf wanting
+    ``leaf_passes`` passes (each call priced ``price`` dollars when given)."""
+    usage = None if price is None else Usage(input_tokens=IN, output_tokens=OUT, requests=1, cost_usd=price)
+
+    def leaf_reply(request: ModelRequest) -> ModelResponse:
+        made = sum(1 for m in request.messages if m.role == "assistant" and m.agent == "worker")
+        if request.tool_choice == "none" or made >= leaf_passes - 1:
+            reply = ModelResponse(parts=(TextPart(text=f"done after {made + 1}"),), stop_reason="end_turn")
+        else:
+            reply = ModelResponse(parts=(ToolCall(name="note", args={"n": made}),), stop_reason="tool_use")
+        return reply if usage is None else reply.model_copy(update={"usage": usage})
+
+    leaf = CountingModel(ScriptedModel(leaf_reply))
+
+    @tool
+    def note(n: int) -> str:
+        """Notes a piece of work."""
+        return f"noted {n}"
+
+    worker = Agent(name="worker", model=leaf, tools=[note], limits=Limits(max_iterations=leaf_passes))
+    top = _door_model("transfer", 1)
+    root = Agent(name="root", model=top, sub_agents=[SequentialAgent("tree", [worker])], limits=limits)
+    return root, [top, leaf]
+
+
+def test_a_workflow_a_transfer_reaches_with_no_passes_left_ends_the_root_limit() -> None:
+    """Before, the root ended ``final`` with "workflow 'tree' did not start: ... has spent its
+    max_iterations" as its answer; a lone run out of passes ends ``limit``, naming the budget."""
+    root, models = _transfer_root(3, Limits(max_iterations=2, salvage=False))
+    result = Runner(root).run_sync("go")
+    assert sum(m.passes for m in models) <= 2, [m.passes for m in models]
+    assert models[1].calls == 0, "no model call past the root's max_iterations"
+    assert result.outcome == "limit", (result.outcome, result.output)
+    assert result.limit == "max_iterations", result.limit
+
+
+def test_a_workflow_a_transfer_reaches_that_spends_the_passes_mid_way_ends_the_root_limit() -> None:
+    """The workflow starts, its child spends the root's last pass: the root ends ``limit``
+    (before: ``final``, its answer "workflow 'tree' did not finish (limit)...")."""
+    root, models = _transfer_root(5, Limits(max_iterations=4, salvage=False))
+    result = Runner(root).run_sync("go")
+    assert sum(m.passes for m in models) <= 4, [m.passes for m in models]
+    assert models[1].passes >= 1, "the workflow started"
+    assert result.outcome == "limit", (result.outcome, result.output)
+    assert result.limit == "max_iterations", result.limit
