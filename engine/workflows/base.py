@@ -34,7 +34,7 @@ from ..features.waiting import SUSPENSIONS
 from ..loop.runner import Runner, verdict
 from ..runtime.agent import Agent
 from ..runtime.context import RunContext
-from ..runtime.nesting import enter_tools, leave_tools, link
+from ..runtime.nesting import cost_spent, enter_tools, leave_tools, link, tree_spent
 from ..table.budgets import CORE_BUDGETS, Budget
 from ..table.guards import cancel_requested
 from ..table.machine import Handler, LoopMachine, Row
@@ -214,6 +214,45 @@ def _said(text: str) -> ModelResponse:
     return ModelResponse(parts=(TextPart(text=text),), stop_reason="end_turn")
 
 
+SPENDS: dict[str, Callable[[RunState], int | float]] = {
+    "max_iterations": lambda rs: rs.iteration,
+    "max_tool_calls": lambda rs: rs.tool_calls_made,
+    "max_total_tokens": lambda rs: rs.usage.total_tokens,
+    "max_cost_usd": lambda rs: float(cost_spent(rs.usage)),
+}
+"""What a run has spent of each budget a workflow's run can end ``limit`` on."""
+
+
+def _stopped_above(own: Limits, result: Any) -> bool:
+    """The workflow's run ended ``limit`` on a budget its own limits do not cap, or cap lower
+    than its agent's (the room of the runs above it, :func:`~loopwright.runtime.nesting.adopt`)."""
+    name = result.limit
+    if name not in SPENDS:
+        return False
+    cap = getattr(own, name)
+    return cap is None or getattr(result.run_state.limits, name) != cap
+
+
+def _spend(rs: RunState, name: str) -> None:
+    """The runs above had no room left for the workflow's next call of ``name``'s budget: the
+    run ``rs`` that transferred to it has none either; its cap is lowered to what it spent, so
+    its table stops it there (as a nested run's ``max_iterations`` is lowered by its link)."""
+    rs.limits = rs.limits.model_copy(update={name: SPENDS[name](rs)})
+
+
+def _unfinished(rs: RunState, reply: ModelResponse) -> ModelResponse:
+    """The reply of a workflow that did not start, or stopped, for lack of room in the budgets
+    of the run that transferred to it (or a run above it): not an answer (cut short, as a
+    reply at ``max_tokens``), so that run's own table ends it as a lone run out of that room
+    ends: ``decide`` finds the budget spent (salvage, or outcome ``"limit"`` naming it) and
+    makes no model call past it. A workflow stopped by its own limits answers as it is."""
+    if tree_spent(rs) is None:
+        return reply
+    if rs.turn_limits is not None and rs.turn_limits.salvage:  # its salvage call would be this workflow again
+        rs.turn_limits = rs.turn_limits.model_copy(update={"salvage": False})
+    return reply.model_copy(update={"stop_reason": "max_tokens"})
+
+
 class Workflow(Agent):
     """The base of the workflow agents (an Agent: see the module docstring)."""
 
@@ -258,14 +297,19 @@ class Workflow(Agent):
         called: the workflow runs on the task as a child of that run (:mod:`loopwright.runtime.nesting`:
         its passes, tool calls, tokens and cost are charged to that run's budgets, and its room
         caps the workflow's) and its output is the reply."""
-        token = enter_tools(link(ctx.run_state))
+        rs = ctx.run_state
+        token = enter_tools(link(rs))
         try:
             result = await Runner(self, unverified=self.unverified).run(_task(request))
         except ConfigurationError as exc:  # no room left above: it does not start
-            return _said(f"workflow {self.name!r} did not start: {exc}")
+            return _unfinished(rs, _said(f"workflow {self.name!r} did not start: {exc}"))
         finally:
             leave_tools(token)
-        return _answer(self.name, result)
+        if result.outcome != "limit":
+            return _answer(self.name, result)
+        if _stopped_above(self.limits, result) and tree_spent(rs) is None:
+            _spend(rs, result.limit or "")
+        return _unfinished(rs, _answer(self.name, result))
 
     def replace(self, **changes: Any) -> Agent:
         raise ConfigurationError(

@@ -341,3 +341,94 @@ def test_a_branch_refused_while_a_sibling_held_the_last_pass_ends_the_parallel_l
     result = asyncio.run(Runner(root).run("go"))
     assert result.outcome == "limit", (result.outcome, result.error)
     assert result.iterations == 4
+
+
+# ------------------------------------------------------------------ a transfer's workflow out of room: limit
+
+
+def _transfer_root(
+    leaf_passes: int, limits: Limits, price: Decimal | None = None, root_price: Decimal | None = None
+) -> tuple[Agent, list[CountingModel]]:
+    """A root LLM agent that transfers to a sequence ``tree`` over one leaf wanting
+    ``leaf_passes`` passes (each leaf call priced ``price`` dollars when given, each root call
+    ``root_price``, default ``price``)."""
+    usage = None if price is None else Usage(input_tokens=IN, output_tokens=OUT, requests=1, cost_usd=price)
+    root_usage = usage if root_price is None else Usage(input_tokens=IN, output_tokens=OUT, cost_usd=root_price)
+
+    def leaf_reply(request: ModelRequest) -> ModelResponse:
+        made = sum(1 for m in request.messages if m.role == "assistant" and m.agent == "worker")
+        if request.tool_choice == "none" or made >= leaf_passes - 1:
+            reply = ModelResponse(parts=(TextPart(text=f"done after {made + 1}"),), stop_reason="end_turn")
+        else:
+            reply = ModelResponse(parts=(ToolCall(name="note", args={"n": made}),), stop_reason="tool_use")
+        return reply if usage is None else reply.model_copy(update={"usage": usage})
+
+    leaf = CountingModel(ScriptedModel(leaf_reply))
+
+    @tool
+    def note(n: int) -> str:
+        """Notes a piece of work."""
+        return f"noted {n}"
+
+    worker = Agent(name="worker", model=leaf, tools=[note], limits=Limits(max_iterations=leaf_passes))
+    top = _door_model("transfer", 1)
+    if usage is not None:
+        door = top.inner
+
+        async def priced(request: ModelRequest) -> ModelResponse:
+            reply: ModelResponse = await door.complete(request)
+            return reply.model_copy(update={"usage": root_usage})
+
+        top = CountingModel(ScriptedModel(priced))
+    root = Agent(name="root", model=top, sub_agents=[SequentialAgent("tree", [worker])], limits=limits)
+    return root, [top, leaf]
+
+
+def test_a_workflow_a_transfer_reaches_with_no_passes_left_ends_the_root_limit() -> None:
+    """Before, the root ended ``final`` with "workflow 'tree' did not start: ... has spent its
+    max_iterations" as its answer; a lone run out of passes ends ``limit``, naming the budget."""
+    root, models = _transfer_root(3, Limits(max_iterations=2, salvage=False))
+    result = Runner(root).run_sync("go")
+    assert sum(m.passes for m in models) <= 2, [m.passes for m in models]
+    assert models[1].calls == 0, "no model call past the root's max_iterations"
+    assert result.outcome == "limit", (result.outcome, result.output)
+    assert result.limit == "max_iterations", result.limit
+
+
+def test_a_workflow_a_transfer_reaches_that_spends_the_passes_mid_way_ends_the_root_limit() -> None:
+    """The workflow starts, its child spends the root's last pass: the root ends ``limit``
+    (before: ``final``, its answer "workflow 'tree' did not finish (limit)...")."""
+    root, models = _transfer_root(5, Limits(max_iterations=4, salvage=False))
+    result = Runner(root).run_sync("go")
+    assert sum(m.passes for m in models) <= 4, [m.passes for m in models]
+    assert models[1].passes >= 1, "the workflow started"
+    assert result.outcome == "limit", (result.outcome, result.output)
+    assert result.limit == "max_iterations", result.limit
+
+
+def test_a_workflow_a_transfer_reaches_with_no_room_for_a_call_ends_the_root_limit_naming_max_cost_usd() -> None:
+    """The root has spent $0.01 of max_cost_usd=0.015; the workflow's leaf, at $0.01 a call, has
+    no room for its call: the root ends ``limit`` naming ``max_cost_usd`` (before: ``final``,
+    its answer "workflow 'tree' did not finish (limit)...") and the leaf makes no call."""
+    root, models = _transfer_root(3, Limits(max_cost_usd=0.015, salvage=False), price=Decimal("0.01"))
+    result = Runner(root).run_sync("go")
+    spent = sum((m.cost_usd or Decimal(0) for m in models), Decimal(0))
+    assert spent <= Decimal("0.015"), spent
+    assert models[1].calls == 0, "no model call past the root's max_cost_usd"
+    assert result.outcome == "limit", (result.outcome, result.output)
+    assert result.limit == "max_cost_usd", result.limit
+
+
+def test_a_workflow_a_transfer_reaches_stopped_mid_way_by_the_cost_room_ends_the_root_limit() -> None:
+    """The root ($0.001 a call, max_cost_usd=0.01) transfers; the leaf ($0.004 a call) makes two
+    calls, and the root has no room for a third: the root ends ``limit`` naming ``max_cost_usd``
+    (before: ``final``, its answer "workflow 'tree' did not finish (limit)...")."""
+    root, models = _transfer_root(
+        5, Limits(max_cost_usd=0.01, salvage=False), price=Decimal("0.004"), root_price=Decimal("0.001")
+    )
+    result = Runner(root).run_sync("go")
+    spent = sum((m.cost_usd or Decimal(0) for m in models), Decimal(0))
+    assert spent <= Decimal("0.01"), spent
+    assert models[1].calls >= 1, "the workflow started"
+    assert result.outcome == "limit", (result.outcome, result.output, spent, [m.calls for m in models])
+    assert result.limit == "max_cost_usd", result.limit
