@@ -65,8 +65,11 @@ async def run_children(
         if ended.outcome == "suspended":
             note_waiting(rs, key, ended, ctx.store)
             return
-        if not ended.answered and ended.limit is not None:  # judged once every branch has ended (below)
-            stopped.append((ended, step.agent.limits))
+        if not ended.answered and ended.limit is not None:
+            if (spent := out_of_budget(rs, ended, step.agent.limits)) is not None:
+                spend(rs, ctx, spent)  # a budget of the tree ran out: the workflow ends "limit", naming it
+            else:  # judged again once every branch has ended (below)
+                stopped.append((ended, step.agent.limits))
         flow.finished[key] = {
             "outcome": ended.outcome,
             "output": ended.text,
@@ -85,10 +88,11 @@ async def run_children(
     for exc in raised:  # a child that raised (the store failing, an interrupt): the others ended first
         if isinstance(exc, BaseException):  # (each kept its own state: a resume goes on from there)
             raise exc
-    # A branch stopped by a budget of the tree: judged now, not when it stopped, since a sibling may
-    # still have held the pass (or the call) that left no room, and given it back or used it later.
+    # A branch stopped by a budget of the tree is judged when it stops and, if the tree had room then,
+    # again once every branch has ended: a sibling may have held the pass (or the call) that left no
+    # room, given it back for a moment, and used it later.
     for ended, limits in stopped:
-        if (spent := out_of_budget(rs, ended, limits)) is not None:
+        if flow.spent is None and (spent := out_of_budget(rs, ended, limits)) is not None:
             spend(rs, ctx, spent)  # a budget of the tree ran out: the workflow ends "limit", naming it
             break
 
