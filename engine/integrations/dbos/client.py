@@ -13,6 +13,7 @@ from ...data.run_state import RunState
 from ...durable.codec import decisions_message, run_result_from_json
 from ...loop.runner import Runner
 from ...runtime.agent import Agent
+from ..recorded import row_after
 from .registry import (
     APP,
     CANCEL,
@@ -25,7 +26,7 @@ from .registry import (
     EnqueueOptions,
     ReplayDivergence,
 )
-from .step import fold, row_after
+from .step import fold
 from .workflow import write_ahead
 
 

@@ -7,9 +7,10 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from ...data.errors import ConfigurationError, LoopwrightError
+from ...data.errors import ConfigurationError
 from ...loop.runner import Run, Runner
 from ...runtime.agent import Agent
+from ..recorded import ReplayDivergence as ReplayDivergence  # (one class: DBOS and Temporal replays)
 
 try:  # every DBOS module takes DBOS from here: one helpful error without the extra
     from dbos import DBOS as DBOS
@@ -40,10 +41,6 @@ RUNNERS: dict[str, Runner] = {}
 """This process's agents by name (:func:`register`)."""
 LIVE: dict[str, Live] = {}
 """The runs whose workflow is in progress in this process, by run id."""
-
-
-class ReplayDivergence(LoopwrightError, RuntimeError):
-    """Replaying a run's recorded steps chose a different transition than the run took."""
 
 
 @dataclass(eq=False)

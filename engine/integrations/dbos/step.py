@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...data.errors import ResumeError
-from ...data.events import ErrorInfo, Message, ToolCall, ToolResult
+from ...data.events import ToolCall, ToolResult
 from ...data.run_state import RunState
 from ...data.stage import Stage
 from ...durable.codec import (
@@ -23,28 +23,13 @@ from ...durable.codec import (
     event_json,
     head_json,
     load_event,
-    load_message,
     load_result,
     message_json,
     result_text,
 )
-from ...loop.runner import Run
-from ...table.machine import Row, abort_row
-from .registry import CANCEL, DBOS, LIVE, RESULT, STEP, Live, ReplayDivergence
-
-
-def messages_kept(before: list[Message], after: list[Message]) -> int:
-    """How many messages of ``before`` begin ``after`` (all of them, unless the stage rewrote
-    the history: compaction)."""
-    n = len(before)
-    if len(after) >= n and after[:n] == before:
-        return n
-    kept = 0
-    for old, new in zip(before, after, strict=False):
-        if old is not new and old != new:
-            break
-        kept += 1
-    return kept
+from ..recorded import fold as fold_recorded
+from ..recorded import messages_kept
+from .registry import CANCEL, DBOS, LIVE, RESULT, STEP, Live
 
 
 async def _work(handler: Any, rs: RunState, ctx: Any, live: Live | None = None) -> None:
@@ -199,16 +184,7 @@ def fold(rs: RunState, out: Mapping[str, Any]) -> RunState:
     taken outside steps)."""
     if "state" in out:  # recorded by loopwright before step outputs were append-only
         return RunState.from_json(out["state"])
-    keep = out["keep"]
-    if keep > len(rs.messages):
-        raise ReplayDivergence(
-            f"the recorded step {out['stage']!r} kept {keep} messages of a history of {len(rs.messages)}: the "
-            "recorded steps do not follow one another (replay them all, in order, from the run's first)"
-        )
-    new = RunState.from_json(out["head"])
-    new.messages = [*rs.messages[:keep], *(load_message(m) for m in out["messages"])]
-    new.trace = rs.trace
-    return new
+    return fold_recorded(rs, out)
 
 
 def adopt(live: Live, out: dict[str, Any]) -> None:
@@ -223,11 +199,3 @@ def adopt(live: Live, out: dict[str, Any]) -> None:
     for recorded in out["events"]:
         log.add(load_event(recorded))
     live.run = run
-
-
-def row_after(run: Run, stage: str, out: Mapping[str, Any]) -> Row:
-    """The transition out of ``stage`` given the step's recorded output (pure: the machine)."""
-    if out.get("raised") is not None:
-        run.state.error = ErrorInfo(kind="stage", message=f"stage {stage!r} raised {out['raised']}")
-        return abort_row(stage)
-    return run.choose()

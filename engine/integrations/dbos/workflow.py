@@ -15,6 +15,7 @@ from ...data.result import RunResult
 from ...durable.codec import run_result_from_json, run_result_json
 from ...durable.ownership import new_owner, owner_alive
 from ...loop.runner import Run
+from ..recorded import row_after
 from .children import DB, children_store, has_children
 from .registry import (
     APP,
@@ -29,7 +30,7 @@ from .registry import (
     ReplayDivergence,
     runner_for,
 )
-from .step import adopt, cancel_live, keep_result, row_after, stage_step
+from .step import adopt, cancel_live, keep_result, stage_step
 
 
 @DBOS.workflow(name=WORKFLOW)

@@ -20,7 +20,7 @@ from typing import Any
 from temporalio import activity
 
 from ...data.errors import ResumeError
-from ...data.events import ErrorInfo, Message, ToolCall, ToolResult
+from ...data.events import ToolCall, ToolResult
 from ...data.run_state import RunState
 from ...data.stage import Stage
 from ...durable.codec import (
@@ -28,28 +28,14 @@ from ...durable.codec import (
     event_json,
     head_json,
     load_event,
-    load_message,
     load_result,
     message_json,
     result_text,
 )
 from ...loop.runner import Run, Runner
-from ...table.machine import Row, abort_row
+from ..recorded import fold, messages_kept
 from .host import Followed, Host
-from .names import ReplayDivergence, activity_name, host_for
-
-
-def messages_kept(before: list[Message], after: list[Message]) -> int:
-    """How many messages of ``before`` begin ``after`` (all, unless the stage rewrote the history)."""
-    n = len(before)
-    if len(after) >= n and after[:n] == before:
-        return n
-    kept = 0
-    for old, new in zip(before, after, strict=False):
-        if old is not new and old != new:
-            break
-        kept += 1
-    return kept
+from .names import activity_name, host_for
 
 
 async def _work(handler: Any, rs: RunState, ctx: Any) -> None:
@@ -172,21 +158,6 @@ def _activity(stage: str) -> Callable[..., Any]:
 # ------------------------------------------------------------------ the workflow's side
 
 
-def fold(rs: RunState, out: Mapping[str, Any]) -> RunState:
-    """The run state after a stage's activity, from the state before it: the head it returned,
-    the messages it kept and those it added; the trace is the workflow's own."""
-    keep = out["keep"]
-    if keep > len(rs.messages):
-        raise ReplayDivergence(
-            f"the recorded stage {out['stage']!r} kept {keep} messages of a history of {len(rs.messages)}: "
-            "the recorded activities do not follow one another"
-        )
-    new = RunState.from_json(out["head"])
-    new.messages = [*rs.messages[:keep], *(load_message(m) for m in out["messages"])]
-    new.trace = rs.trace
-    return new
-
-
 def adopt(runner: Runner, run: Run, out: Mapping[str, Any]) -> Run:
     """The workflow's run after a stage's activity: its state folded, the stage's events added."""
     rs = fold(run.state, out)
@@ -196,11 +167,3 @@ def adopt(runner: Runner, run: Run, out: Mapping[str, Any]) -> Run:
     for recorded in out["events"]:
         log.add(load_event(recorded))
     return new
-
-
-def row_after(run: Run, stage: str, out: Mapping[str, Any]) -> Row:
-    """The row out of ``stage`` given the activity's output (pure: the machine's guards)."""
-    if out.get("raised") is not None:
-        run.state.error = ErrorInfo(kind="stage", message=f"stage {stage!r} raised {out['raised']}")
-        return abort_row(stage)
-    return run.choose()

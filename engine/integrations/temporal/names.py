@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...data.errors import ConfigurationError, LoopwrightError
+from ...data.errors import ConfigurationError
+from ..recorded import ReplayDivergence as ReplayDivergence  # (one class: DBOS and Temporal replays)
 
 try:  # every Temporal module takes temporalio through here: one helpful error without the extra
     import temporalio as temporalio
@@ -36,10 +37,6 @@ QUEUE = "loopwright"
 HOSTS: dict[str, Host] = {}
 """This process's agents by name (a :class:`~loopwright.integrations.temporal.TemporalRunner` puts
 its own here): the workflow and the activities find the agent, its machine and its deps here."""
-
-
-class ReplayDivergence(LoopwrightError, RuntimeError):
-    """A recorded history does not follow the agent's current machine (Temporal's replay failed)."""
 
 
 def host_for(name: str) -> Host:

@@ -31,7 +31,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 with workflow.unsafe.imports_passed_through():
     from ...durable.codec import run_result_json
     from ...loop.run import Run
-    from .activities import adopt, row_after
+    from ..recorded import row_after
+    from .activities import adopt
     from .host import Host
     from .names import DECIDE, PAUSE, STATE, WAIT, WORKFLOW, activity_name, host_for
 
