@@ -11,8 +11,9 @@ takes a step, :func:`check_saved_state` refuses, with a :class:`ResumeError` nam
   not in the tree;
 - for a run waiting on tool calls: no latest reply, or a history whose last turn is not that
   reply; a pending request whose call is not one of the reply's calls, names another tool or
-  carries other arguments (what runs is what the person was shown); a held step of the wrong
-  length, or an answer for a call that still waits.
+  carries other arguments (what runs is what the person was shown; a call of an ``agent_tool``
+  shows its nested run's call, ``agent.tool`` with that call's arguments, which the decision
+  takes down with it); a held step of the wrong length, or an answer for a call that still waits.
 
 For states that leave the server, ``RunState.to_json(key=...)`` signs (HMAC-SHA256) and
 ``RunState.from_json(data, key=...)`` checks the signature (:mod:`loopwright.data.signing`).
@@ -25,6 +26,7 @@ from typing import Any
 from ..data.errors import ResumeError
 from ..data.events import ToolCall
 from ..data.run_state import RunState
+from ..runtime.approvals import hands_down
 from ..table.machine import LoopMachine
 
 _COUNTERS = ("seq", "iteration", "attempt", "tool_calls_made")
@@ -42,7 +44,7 @@ def check_saved_state(rs: RunState, machine: LoopMachine, agents: Any) -> None:
         raise ResumeError(f"{where}: its active agent {rs.active_agent!r} is not in this runner's tree")
     held = rs.features.get("waiting")
     if held is not None and (held.pending or held.step):
-        _check_held_step(rs, held, where)
+        _check_held_step(rs, held, where, agents[rs.active_agent].tools)
 
 
 def _negative(where: str, name: str, value: float) -> ResumeError:
@@ -62,7 +64,7 @@ def _check_counters(rs: RunState, machine: LoopMachine, where: str) -> None:
             raise ResumeError(f"{where}: charges name the budget {budget!r}, which this agent's machine does not have")
 
 
-def _check_held_step(rs: RunState, held: Any, where: str) -> None:
+def _check_held_step(rs: RunState, held: Any, where: str, tools: Any) -> None:
     response = rs.response
     if response is None:
         raise ResumeError(f"{where}: it waits on tool calls but holds no model reply (response is null)")
@@ -74,22 +76,24 @@ def _check_held_step(rs: RunState, held: Any, where: str) -> None:
         raise ResumeError(f"{where}: the held step has {len(held.step)} answers for {len(calls)} calls")
     by_id = {call.id: (i, call) for i, call in enumerate(calls)}
     for request in held.pending:
-        _check_request(request, by_id, held, where)
+        _check_request(request, by_id, held, where, tools)
     for i, answered in enumerate(held.step):
         if answered is not None and answered.call_id != calls[i].id:
             raise ResumeError(f"{where}: answer {i} of the held step is for {answered.call_id!r}, not {calls[i].id!r}")
 
 
-def _check_request(request: Any, by_id: dict[str, tuple[int, ToolCall]], held: Any, where: str) -> None:
-    """A pending request must be one of the reply's calls, as shown: same tool, same arguments."""
+def _check_request(request: Any, by_id: dict[str, tuple[int, ToolCall]], held: Any, where: str, tools: Any) -> None:
+    """A pending request must be one of the reply's calls, as shown: same tool, same arguments
+    (or, for a tool that runs an agent, its nested run's call: ``tool.inner``)."""
     found = by_id.get(request.call_id)
     pending = f"{where}: pending call {request.call_id!r}"
     if found is None:
         raise ResumeError(f"{pending} is not one of the reply's calls")
     i, call = found
-    if request.tool != call.name:
+    nested = request.tool.startswith(f"{call.name}.") and hands_down(tools.get(call.name)) is not None
+    if request.tool != call.name and not nested:
         raise ResumeError(f"{pending} shows tool {request.tool!r} but the reply calls {call.name!r}")
-    if request.args != call.args:
+    if request.args != call.args and not nested:
         raise ResumeError(
             f"{pending} ({call.name}) shows arguments {request.args} but the reply's call has {call.args}; "
             "what runs must be what was shown"

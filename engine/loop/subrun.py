@@ -33,6 +33,7 @@ from ..data.events import PendingRequest
 from ..data.run_state import RunState, register_slice
 from ..runtime import nesting
 from ..runtime.agent import Agent
+from ..runtime.approvals import problem_in
 from ..runtime.tools import Tool, ToolContext
 from .runner import Runner
 
@@ -40,16 +41,79 @@ NAME = "agent_tool"
 
 
 @dataclass(slots=True)
+class Held:
+    """A call of the calling run whose child waits: where the child stopped, and what it asked."""
+
+    saved: str
+    """The child's state (JSON)."""
+    call: str
+    """The id of the child's call the decision is for."""
+    kind: str
+    tool: str
+    """The child's request's tool (a path, ``b.refund``, when the child's call waits on its own child)."""
+    args: dict[str, Any]
+    """The arguments the child's request shows (the calling run's request shows them too)."""
+    key: str = ""
+    """A credential's key."""
+    handed: dict[str, Any] | None = None
+    """The decision handed down (by :meth:`Child.hand_down`, at the calling run's resume):
+    ``{"approve": {"args": ..., "note": ...}}`` or ``{"result": value}``; a credential is not
+    kept (it is never saved): the call reads it from the calling run's credentials."""
+
+
+@dataclass(slots=True)
 class Nested:
     """The calling run's slice (``RunState.features["agent_tool"]``): its ``agent_tool`` calls
     whose child waits for a person."""
 
-    waiting: dict[str, list[str]] = field(default_factory=dict)
-    """By the calling run's call id: the child's saved state (JSON), and the id of the child's
-    call the decision is for."""
+    waiting: dict[str, Held] = field(default_factory=dict)
+    """By the calling run's call id."""
 
 
 register_slice(NAME, Nested)
+
+
+class Child:
+    """The nested run behind one ``agent_tool`` (its function's ``hands_down``): a person's
+    decision on a call whose child waits is the child's (:class:`~loopwright.runtime.approvals.HandsDown`)."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+
+    def edit_problem(self, call_id: str, args: dict[str, Any], rs: RunState) -> str | None:
+        held = _waiting(rs).get(call_id)
+        if held is None:
+            return None  # (the call finds no child and starts one: nothing of the edit runs)
+        child = RunState.from_json(held.saved)
+        agent = self.runner.tree.agents.get(child.active_agent)
+        if agent is None:
+            return None  # (the child's resume refuses its state, naming it)
+        return problem_in(agent.tools, held.call, held.tool, args, child)
+
+    def hand_down(self, request: PendingRequest, decision: Any, rs: RunState) -> None:
+        held = _waiting(rs).get(request.call_id)
+        if held is None:
+            return
+        if isinstance(decision, Approve):  # (what was shown runs, or the person's edit of it)
+            args = request.args if decision.args is None else decision.args
+            held.handed = {"approve": {"args": dict(args), "note": decision.note}}
+        else:
+            held.handed = {"result": decision}
+
+    def decision(self, held: Held, ctx: ToolContext) -> Any:
+        """The decision the child is resumed with."""
+        if held.kind == "credential":
+            return ctx.credentials.get(held.key)
+        handed = held.handed
+        if handed is None:
+            raise ToolError(
+                f"the call waits for a {held.kind} of {held.tool}, and none was handed down to it; resume the "
+                f"calling run with a decision for call {ctx.call_id}"
+            )
+        if "approve" in handed:
+            args, note = handed["approve"]["args"], handed["approve"]["note"]
+            return Approve(args=None if args == held.args else args, note=note)
+        return handed["result"]
 
 
 def agent_tool(
@@ -67,7 +131,8 @@ def agent_tool(
     ``deps``: the agent's own dependencies; left out, it gets the calling run's ``deps``.
     An agent whose machine :func:`~loopwright.machines.verify` rejects is refused here
     (:class:`~loopwright.MachineError`, naming the violation) unless ``unverified=True``, as
-    ``Runner`` refuses it. A child that waits for a person makes the calling run wait (see the module docstring)."""
+    ``Runner`` refuses it. A child that waits (a person, a long-running tool's result) makes the
+    calling run wait (see the module docstring)."""
     if not isinstance(agent, Agent):
         raise ConfigurationError(f"agent_tool takes an Agent, got {type(agent).__name__}")
     try:
@@ -77,6 +142,7 @@ def agent_tool(
             str(exc).replace("Runner(agent, unverified=True)", "agent_tool(agent, unverified=True)")
         ) from None
     named = name or agent.name
+    child = Child(runner)
 
     async def run_agent(ctx: ToolContext, task: str) -> str | PendingRequest:
         """Hand a task to the agent.
@@ -86,20 +152,21 @@ def agent_tool(
         """
         given = ctx.deps if deps is None else deps
         up = nesting.parent()
-        held = _held(up.state if up is not None else None, ctx.call_id)
-        if held is not None:  # the child waited: the person decided; it goes on where it stopped
-            saved, child_call, kind, key = held
-            decision: Any = Approve() if kind == "confirmation" else ctx.credentials.get(key)
-            result = await runner.resume(RunState.from_json(saved), {child_call: decision}, deps=given)
+        rs = up.state if up is not None else None
+        held = _held(rs, ctx.call_id)
+        if held is not None:  # the child waited: it goes on where it stopped, with the decision
+            decision = child.decision(held, ctx)
+            result = await runner.resume(RunState.from_json(held.saved), {held.call: decision}, deps=given)
         else:
             result = await runner.run(task, deps=given)
         if result.outcome in ("final", "salvaged"):
             return result.output or ""
         if result.outcome == "suspended":
-            return _wait(agent, named, task, result, up.state if up is not None else None, ctx.call_id)
+            return _wait(agent, named, task, result, rs, ctx.call_id)
         why = result.error.message if result.error is not None else f"out of budget ({result.limit})"
         raise ToolError(f"agent {agent.name!r} failed ({result.outcome}): {why}")
 
+    run_agent.hands_down = child  # type: ignore[attr-defined]  # (on the function: a functools.wraps copy keeps it)
     words = description or agent.description or f"Ask the agent {agent.name!r} to do a task and answer with its result."
     return Tool(run_agent, name=named, description=words, long_running=can_wait(agent))
 
@@ -115,44 +182,47 @@ def can_wait(agent: Agent) -> bool:
     return False
 
 
-def _held(rs: RunState | None, call_id: str | None) -> tuple[str, str, str, str] | None:
+def _waiting(rs: RunState) -> dict[str, Held]:
+    nested = rs.features.get(NAME)
+    return nested.waiting if nested is not None else {}
+
+
+def _held(rs: RunState | None, call_id: str | None) -> Held | None:
     """The waiting child of the call ``call_id`` of the calling run ``rs``, taken out of its
-    slice: its saved state, its call's id, kind and credential key (None: no child waits)."""
+    slice (None: no child waits)."""
     nested = rs.features.get(NAME) if rs is not None and call_id is not None else None
     if nested is None or call_id not in nested.waiting:
         return None
-    saved, child_call, kind, key = nested.waiting.pop(call_id)
+    held: Held = nested.waiting.pop(call_id)
     if not nested.waiting:
         del rs.features[NAME]  # type: ignore[union-attr]
-    return saved, child_call, kind, key
+    return held
 
 
 def _wait(
     agent: Agent, tool_name: str, task: str, result: Any, rs: RunState | None, call_id: str | None
 ) -> PendingRequest:
-    """The child waits for a person: the call waits with it, asking the child's first request."""
-    asked = next((p for p in result.pending if p.kind in ("confirmation", "credential")), None)
-    if asked is None or rs is None or call_id is None:
-        raise ToolError(
-            f"agent {agent.name!r} waits for a long-running tool's result, which a nested run cannot wait for"
-        )
+    """The child waits: the call waits with it, showing the child's first request (its call's
+    tool, as a path under this tool, and its arguments)."""
+    if rs is None or call_id is None or not result.pending:
+        raise ToolError(f"agent {agent.name!r} waits, and this call of it is not part of a run that can wait")
+    asked = result.pending[0]
     nested = rs.features.get(NAME)
     if nested is None:
         nested = rs.features[NAME] = Nested()
-    nested.waiting[call_id] = [
-        result.run_state.to_json().decode(),
-        asked.call_id,
-        asked.kind,
+    nested.waiting[call_id] = Held(
+        result.run_state.to_json().decode(), asked.call_id, asked.kind, asked.tool, dict(asked.args),
         asked.credential_key or "",
-    ]
-    shown = f"{asked.tool}({json.dumps(asked.args, sort_keys=True, default=str)})"
+    )  # fmt: skip
+    what = "the result of its long-running call" if asked.kind == "result" else f"your {asked.kind} of its call"
     said = f": {asked.detail}" if asked.detail else ""
-    return PendingRequest(  # (what waits is this call, as the model made it: what runs is what is shown)
+    return PendingRequest(  # (what waits is the child's call: what runs is what is shown)
         call_id=call_id,
-        tool=tool_name,
-        args=dict(task=task),
+        tool=f"{tool_name}.{asked.tool}",
+        args=dict(asked.args),
         kind=asked.kind,
-        detail=f"agent {agent.name!r} waits for your {asked.kind} of its call {shown}{said}",
+        detail=f"agent {agent.name!r}, asked {tool_name}({json.dumps(dict(task=task), default=str)}), waits for "
+        f"{what} {asked.tool}({json.dumps(asked.args, sort_keys=True, default=str)}){said}",
         credential_key=asked.credential_key,
     )
 

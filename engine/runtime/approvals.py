@@ -1,15 +1,63 @@
 """A call a person approved with edits (``approve(args=..., note=...)``): the edit checked
 against the tool's schema, the call run with the person's arguments, and what the model is told
-with its result (the edit and the note)."""
+with its result (the edit and the note).
+
+A call of a tool that runs an agent (``agent_tool``) waits for what its nested run waits for:
+its pending request shows the nested run's call (``tool`` is the path ``billing.refund``, the
+``args`` are that call's). The tool hands the person's decision down to its nested run
+(:class:`HandsDown`, found on the tool's function, so a copy made with ``functools.wraps`` keeps
+it): an edit is checked against the innermost tool's schema and that call runs with it."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
 
-from ..data.events import ToolApproved, ToolCall, ToolResult, trusted
+from ..data.events import PendingRequest, ToolApproved, ToolCall, ToolResult, trusted
+from ..data.run_state import RunState
 from .context import RunContext
-from .tools import ArgumentsError
+from .tools import ArgumentsError, Tool
+
+
+@runtime_checkable
+class HandsDown(Protocol):
+    """What a tool that runs an agent (``agent_tool``) does with a person's decision on a call
+    whose nested run waits (its function's ``hands_down``)."""
+
+    def edit_problem(self, call_id: str, args: dict[str, Any], rs: RunState) -> str | None:
+        """Why ``approve(args=...)`` cannot run the nested call call ``call_id`` of the run ``rs``
+        waits on (the innermost tool's schema rejects it); None: it fits."""
+
+    def hand_down(self, request: PendingRequest, decision: Any, rs: RunState) -> None:
+        """Keep ``decision`` (an approval, a long-running tool's result) in ``rs`` for the call
+        ``request`` shows: the call, run again, resumes its nested run with it."""
+
+
+def hands_down(found: Tool | None) -> HandsDown | None:
+    """The nested run behind the tool ``found`` (None: a plain tool)."""
+    down = getattr(found.fn, "hands_down", None) if found is not None else None
+    return down if isinstance(down, HandsDown) else None
+
+
+def problem_in(
+    tools: Mapping[str, Tool], call_id: str, tool_name: str, args: dict[str, Any], rs: RunState
+) -> str | None:
+    """Why ``args`` do not fit the call ``call_id`` of ``tool_name`` among ``tools`` (a path
+    ``a.b``: the call of tool ``a`` whose nested run waits on ``b``); None: they fit, or the
+    tool is not found (the call is answered "unknown tool" when it runs)."""
+    head, dot, _ = tool_name.partition(".")
+    found = tools.get(head)
+    down = hands_down(found) if dot else None
+    if down is not None:
+        return down.edit_problem(call_id, args, rs)
+    if found is None:
+        return None
+    try:
+        found.validate(dict(args))
+    except ArgumentsError as exc:
+        return str(exc)
+    return None
 
 
 def shown(call_name: str, args: dict[str, Any]) -> str:
@@ -18,18 +66,14 @@ def shown(call_name: str, args: dict[str, Any]) -> str:
 
 def edit_problem(call_id: str, tool_name: str, args: dict[str, Any], ctx: RunContext) -> str | None:
     """Why ``approve(args=...)`` cannot run call ``call_id``: the edited arguments do not fit
-    the tool's schema (None: they do)."""
-    found = ctx.agent.tools.get(tool_name)
-    if found is None:
-        return None  # (the call is answered "unknown tool" when it runs, as the model's would be)
-    try:
-        found.validate(dict(args))
-    except ArgumentsError as exc:
-        return (
-            f"call {call_id} ({tool_name}): approve(args=...) holds {exc}; nothing changed and the call still "
-            "waits: resume again with arguments that fit the tool's schema, or approve() it as asked"
-        )
-    return None
+    the tool's schema (a nested call's: the innermost tool's) (None: they do)."""
+    problem = problem_in(ctx.agent.tools, call_id, tool_name, args, ctx.run_state)
+    if problem is None:
+        return None
+    return (
+        f"call {call_id} ({tool_name}): approve(args=...) holds {problem}; nothing changed and the call still "
+        "waits: resume again with arguments that fit the tool's schema, or approve() it as asked"
+    )
 
 
 def approved_as(call: ToolCall, approval: Any, ctx: RunContext) -> ToolCall:

@@ -34,6 +34,7 @@ from .answers import record as record
 from .answers import result as result
 from .approvals import approved_as as approved_as
 from .approvals import edit_problem as edit_problem
+from .approvals import hands_down as hands_down
 from .approvals import told
 from .context import CURRENT_CALL, RunContext
 from .model_call import known_secrets

@@ -48,8 +48,8 @@ def test_the_childs_wait_suspends_the_top_run_and_its_resume_runs_the_call_once(
     first = runner.run_sync("help")
     assert first.outcome == "suspended", (first.outcome, first.error, first.output)
     (asked,) = first.pending
-    assert asked.tool == "billing" and asked.args == {"task": "refund 5"} and asked.kind == "confirmation"
-    assert "agent 'billing'" in asked.detail and 'refund({"amount": 5})' in asked.detail
+    assert asked.tool == "billing.refund" and asked.args == {"amount": 5} and asked.kind == "confirmation"
+    assert "agent 'billing'" in asked.detail and '{"task": "refund 5"}' in asked.detail
     assert RAN == []
     done = runner.resume_sync(first, {asked.call_id: approve()})
     assert done.outcome == "final", (done.outcome, done.error)

@@ -35,6 +35,7 @@ from loopwright.runtime.calls import (
     approved_as,
     edit_problem,
     fill,
+    hands_down,
     interruption,
     record,
     result,
@@ -191,11 +192,15 @@ def _apply_decisions(rs: RunState, ctx: RunContext, calls: list[ToolCall]) -> li
         decision = ctx.decisions.pop(request.call_id, None)
         i = index[request.call_id]
         call = calls[i]
+        down = hands_down(ctx.agent.tools.get(call.name)) if request.tool != call.name else None
         if decision is None:
             still.append(request)
         elif isinstance(decision, Deny):
             w.step[i] = result(call, f"denied by the user: {decision.reason or 'no reason given'}", True)
             record(call, w.step[i], 0.0, ctx)  # type: ignore[arg-type]
+        elif down is not None and request.kind != "credential":  # an agent_tool's run waits: it takes the decision
+            down.hand_down(request, decision, rs)
+            jobs.append((i, call, True))
         elif isinstance(decision, Approve):
             edited = decision.args is not None or decision.note
             jobs.append((i, approved_as(call, decision, ctx) if edited else call, True))

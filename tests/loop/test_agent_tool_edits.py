@@ -1,0 +1,80 @@
+"""``approve(args=...)`` on a call an ``agent_tool`` child waits on reaches the child: the
+calling run shows the child's call (its tool path and arguments), an edit runs that call once
+with the edited arguments, and an edit the child's tool schema rejects is refused before
+anything runs (issue 37). Before, the edit was checked against ``task`` and never reached the
+child."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopwright import Agent, Limits, ResumeError, Runner, ScriptedModel, ToolCall, approve, tool
+from loopwright.loop.subrun import agent_tool
+
+RAN: list[int] = []
+
+
+@tool(requires_confirmation=True)
+async def refund(amount: int) -> str:
+    """Refund an amount (a person approves it)."""
+    RAN.append(amount)
+    return f"refunded {amount}"
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    RAN.clear()
+
+
+def _billing() -> Agent:
+    script = ScriptedModel([[ToolCall(id="r1", name="refund", args={"amount": 5})], "Refund done."])
+    return Agent(name="billing", model=script, tools=[refund], limits=Limits(retry_backoff_s=0))
+
+
+def _desk(helper: Agent, calls: str = "billing") -> Agent:
+    hands = [ToolCall(id="d1", name=calls, args={"task": "refund 5"})]
+    model = ScriptedModel([hands, "All settled."])
+    return Agent(name="desk", model=model, tools=[agent_tool(helper)], limits=Limits(retry_backoff_s=0))
+
+
+def test_the_request_shows_the_childs_call_and_an_edit_runs_it_once_as_edited() -> None:
+    runner = Runner(_desk(_billing()))
+    first = runner.run_sync("help")
+    assert first.outcome == "suspended", (first.outcome, first.error)
+    (asked,) = first.pending
+    assert (asked.call_id, asked.tool, asked.args) == ("d1", "billing.refund", {"amount": 5})
+    assert asked.kind == "confirmation" and "agent 'billing'" in asked.detail
+    done = runner.resume_sync(first, {"d1": approve(args={"amount": 7}, note="capped at 7")})
+    assert done.outcome == "final", (done.outcome, done.error)
+    assert RAN == [7]  # the edited arguments, once
+    answered = [p for m in done.run_state.messages for p in m.parts if getattr(p, "call_id", None) == "d1"]
+    assert [a.content for a in answered] == ["Refund done."]
+
+
+def test_an_edit_the_childs_schema_rejects_is_refused_before_anything_runs() -> None:
+    runner = Runner(_desk(_billing()))
+    first = runner.run_sync("help")
+    with pytest.raises(ResumeError, match=r"d1 \(billing\.refund\).*amount") as caught:
+        runner.resume_sync(first, {"d1": approve(args={"amount": "lots"})})
+    assert "still waits" in str(caught.value)
+    assert RAN == []
+    done = runner.resume_sync(first, {"d1": approve()})  # nothing changed: it still waits, as shown
+    assert done.outcome == "final", (done.outcome, done.error)
+    assert RAN == [5]
+
+
+def test_an_edit_reaches_a_child_two_levels_down() -> None:
+    """desk -> front (an agent_tool) -> billing (an agent_tool) -> refund: the edit goes down both."""
+    front_model = ScriptedModel([[ToolCall(id="f1", name="billing", args={"task": "refund 5"})], "Billing says done."])
+    front = Agent(name="front", model=front_model, tools=[agent_tool(_billing())], limits=Limits(retry_backoff_s=0))
+    runner = Runner(_desk(front, calls="front"))
+    first = runner.run_sync("help")
+    assert first.outcome == "suspended", (first.outcome, first.error)
+    (asked,) = first.pending
+    assert (asked.tool, asked.args) == ("front.billing.refund", {"amount": 5})
+    with pytest.raises(ResumeError, match="amount"):
+        runner.resume_sync(first, {"d1": approve(args={"amount": "x"})})
+    done = runner.resume_sync(first, {"d1": approve(args={"amount": 3})})
+    assert done.outcome == "final", (done.outcome, done.error)
+    assert RAN == [3]
+    assert done.output == "All settled."
