@@ -24,6 +24,7 @@ waiting for a long-running tool's result is an error result, as before.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,7 +89,10 @@ class Child:
         agent = self.runner.tree.agents.get(child.active_agent)
         if agent is None:
             return None  # (the child's resume refuses its state, naming it)
-        return problem_in(agent.tools, held.call, held.tool, args, child)
+        tools = agent.tools
+        if held.tool.partition(".")[0] not in tools:  # a workflow's: its step's tool, found in its tree
+            tools = {t.name: t for one in _agents_under(agent) for t in one.tools.values()}
+        return problem_in(tools, held.call, held.tool, args, child)
 
     def hand_down(self, request: PendingRequest, decision: Any, rs: RunState) -> None:
         held = _waiting(rs).get(request.call_id)
@@ -173,13 +177,20 @@ def agent_tool(
 
 def can_wait(agent: Agent) -> bool:
     """Some agent under ``agent`` (its sub-agents, a workflow's steps) has a tool that may wait for a person."""
+    return any(
+        any(t.can_wait for t in one.tools.values()) or any(ts.can_wait for ts in one.toolsets)
+        for one in _agents_under(agent)
+    )
+
+
+def _agents_under(agent: Agent) -> Iterator[Agent]:
+    """``agent`` and every agent under it: its sub-agents, a workflow's steps (and theirs)."""
     for one in agent.walk():
-        if any(t.can_wait for t in one.tools.values()) or any(ts.can_wait for ts in one.toolsets):
-            return True
+        yield one
         kids = getattr(one, "walk_children", None)
-        if kids is not None and any(can_wait(kid) for kid in kids()):
-            return True
-    return False
+        if kids is not None:
+            for kid in kids():
+                yield from _agents_under(kid)
 
 
 def _waiting(rs: RunState) -> dict[str, Held]:

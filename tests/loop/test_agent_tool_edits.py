@@ -78,3 +78,80 @@ def test_an_edit_reaches_a_child_two_levels_down() -> None:
     assert done.outcome == "final", (done.outcome, done.error)
     assert RAN == [3]
     assert done.output == "All settled."
+
+
+def test_a_credential_the_child_asks_for_reaches_it_and_is_not_saved() -> None:
+    """A credential is handed down as before (from the calling run's credentials, never saved)."""
+    from loopwright import CredentialRequired, ToolContext
+
+    seen: list[str] = []
+
+    @tool(credentials=True)
+    def read_repo(ctx: ToolContext, repo: str) -> str:
+        """Read a repository (needs a token)."""
+        token = ctx.credentials.get("gh")
+        if token is None:
+            raise CredentialRequired("gh", "a GitHub token")
+        seen.append(f"{repo}:{token}")
+        return "3 files"
+
+    script = ScriptedModel([[ToolCall(id="g1", name="read_repo", args={"repo": "x/y"})], "It has 3 files."])
+    reader = Agent(name="reader", model=script, tools=[read_repo], limits=Limits(retry_backoff_s=0))
+    runner = Runner(_desk(reader, calls="reader"))
+    first = runner.run_sync("help")
+    (asked,) = first.pending
+    assert (asked.tool, asked.kind, asked.credential_key) == ("reader.read_repo", "credential", "gh")
+    assert b"s3cret" not in first.run_state.to_json()
+    done = runner.resume_sync(first, {"d1": "s3cret"})
+    assert done.outcome == "final", (done.outcome, done.error)
+    assert seen == ["x/y:s3cret"]
+    assert b"s3cret" not in done.run_state.to_json()
+
+
+def test_what_runs_is_what_the_saved_request_shows() -> None:
+    """The decision takes the shown arguments down with it: a saved state whose request shows
+    other arguments than the child asked runs what it shows (the person approved that)."""
+    from loopwright import RunState
+
+    runner = Runner(_desk(_billing()))
+    first = runner.run_sync("help")
+    saved = first.run_state.to_json().replace(b'"args":{"amount":5},"kind"', b'"args":{"amount":9},"kind"')
+    assert saved != first.run_state.to_json()
+    shown = RunState.from_json(saved)
+    assert [p.args for p in shown.features["waiting"].pending] == [{"amount": 9}]
+    done = runner.resume_sync(shown, {"d1": approve()})
+    assert done.outcome == "final", (done.outcome, done.error)
+    assert RAN == [9]
+
+
+def test_a_plain_tools_request_cannot_pose_as_a_nested_one() -> None:
+    """Only a tool that runs an agent may show its nested run's call: a saved state whose plain
+    call shows ``refund.more`` with other arguments is refused before anything runs."""
+    from loopwright import RunState
+
+    script = ScriptedModel([[ToolCall(id="p1", name="refund", args={"amount": 5})], "ok"])
+    runner = Runner(Agent(name="a", model=script, tools=[refund], limits=Limits(retry_backoff_s=0)))
+    first = runner.run_sync("go")
+    saved = first.run_state.to_json().replace(b'"tool":"refund","args":{"amount":5}', b'"tool":"refund.x","args":{}')
+    assert saved != first.run_state.to_json()
+    with pytest.raises(ResumeError, match="shows tool 'refund.x' but the reply calls 'refund'"):
+        runner.resume_sync(RunState.from_json(saved), {"p1": approve()})
+    assert RAN == []
+
+
+def test_an_edit_reaches_a_workflows_step_and_is_checked_against_its_tool() -> None:
+    """agent_tool(a workflow): the request shows the step's call; the edit is checked against
+    the step's tool before anything runs, and runs once."""
+    from loopwright.workflows import SequentialAgent
+
+    flow = SequentialAgent("flow", steps=[_billing()])
+    runner = Runner(_desk(flow, calls="flow"))
+    first = runner.run_sync("help")
+    assert first.outcome == "suspended", (first.outcome, first.error)
+    (asked,) = first.pending
+    assert (asked.tool, asked.args) == ("flow.refund", {"amount": 5})
+    with pytest.raises(ResumeError, match="invalid arguments for tool 'refund'"):
+        runner.resume_sync(first, {"d1": approve(args={"amount": "x"})})
+    done = runner.resume_sync(first, {"d1": approve(args={"amount": 2})})
+    assert done.outcome == "final", (done.outcome, done.error)
+    assert RAN == [2]

@@ -96,3 +96,20 @@ def test_with_a_store_a_new_runner_delivers_the_result(tmp_path: Path) -> None:
     assert done.outcome == "final", (done.outcome, done.error)
     assert STARTED == ["orders"]
     assert (boss2_model.calls, worker2_model.calls) == (1, 1)  # each went on from its wait: its last reply only
+
+
+def test_a_workflow_step_whose_agent_tool_waits_on_a_result_suspends_the_workflow() -> None:
+    from loopwright.workflows import SequentialAgent
+
+    worker, worker_model = _worker()
+    boss, boss_model, _ = _boss(worker)
+    runner = Runner(SequentialAgent("flow", steps=[boss]))
+    first = runner.run_sync("go")
+    assert first.outcome == "suspended", (first.outcome, first.error)
+    (asked,) = first.pending
+    assert (asked.call_id, asked.tool, asked.kind) == ("b1", "worker.export", "result")
+    done = runner.resume_sync(first, {"b1": "42 rows"})
+    assert done.outcome == "final", (done.outcome, done.error)
+    assert done.output == "The export is done."
+    assert STARTED == ["orders"]
+    assert (boss_model.calls, worker_model.calls) == (2, 2)
