@@ -134,7 +134,7 @@ def test_a_plain_tools_request_cannot_pose_as_a_nested_one() -> None:
     first = runner.run_sync("go")
     saved = first.run_state.to_json().replace(b'"tool":"refund","args":{"amount":5}', b'"tool":"refund.x","args":{}')
     assert saved != first.run_state.to_json()
-    with pytest.raises(ResumeError, match="shows tool 'refund.x' but the reply calls 'refund'"):
+    with pytest.raises(ResumeError, match=r"shows tool 'refund\.x' but the reply calls 'refund'"):
         runner.resume_sync(RunState.from_json(saved), {"p1": approve()})
     assert RAN == []
 
