@@ -7,18 +7,29 @@ tools, instructions and callbacks), unless ``agent_tool(agent, deps=...)`` gives
 The tool's result is the agent's answer; a run that does not answer (failed, cancelled, out of
 budget with no salvage) is an error result naming the agent and why.
 
-A child that waits for a person (a tool of it needs a confirmation or a credential) makes the
-call wait too, as a workflow's child makes the workflow wait: the calling run suspends with the
-child's request (its tool, arguments and kind; the call id is the calling run's), and the
-child's state is kept in the calling run's (its slice ``agent_tool``: a store that keeps the
-calling run keeps it). Resumed with ``approve()`` (or the credential), the call runs again and
-resumes the child where it stopped, with that decision: the approved call runs exactly once, and
-the child's answer is the call's result. The request shown is the calling run's call (its tool
-and ``task``: what runs is what was shown), its ``detail`` naming the child's call and
-arguments. A child waiting for several calls asks for them one at
-a time. A denial answers the call itself ("denied by the user: ..."): the child is not resumed.
-An ``approve(args=...)`` edit is not passed down (the child's call runs as it asked). A child
-waiting for a long-running tool's result is an error result, as before.
+A child that waits (a tool of it needs a confirmation or a credential, or a long-running tool
+has not given its result yet) makes the call wait too, as a workflow's child makes the workflow
+wait: the calling run suspends, and the child's state is kept in the calling run's (its slice
+``agent_tool``: a store that keeps the calling run keeps it). The request shown is the child's
+call — what runs is what was shown: its ``tool`` is the path ``<this tool>.<the child's tool>``
+(``billing.refund``; two levels down, ``front.billing.refund``), its ``args``, ``kind`` and
+``credential_key`` the child's, its ``call_id`` the calling run's call; ``detail`` names the
+agent and the task it was given. The calling run's resume hands the decision down
+(:class:`~loopwright.runtime.approvals.HandsDown`): the call runs again and resumes the child
+where it stopped, with that decision, and the child's answer is the call's result.
+
+- ``approve()`` runs the child's call as shown, exactly once; ``approve(args=..., note=...)``
+  runs it with the edited arguments (the child's model is told, as for a plain call). The edit
+  is checked against the child's tool's schema (a workflow's: its step's tool) when the top run
+  is resumed: one that does not fit is refused (:class:`~loopwright.ResumeError`) and nothing runs.
+- A long-running tool's result (``resume(..., {call_id: value})``) is handed down as it is: the
+  child reads it as the call's result and goes on, and the long-running tool is not run again.
+- A credential is handed down from the calling run's credentials (never saved).
+- A denial answers the call itself ("denied by the user: ..."): the child is not resumed.
+
+A child waiting on several calls at once asks for them one at a time (the calling run shows its
+first request; resumed, the child asks for the next): the calling run holds one request per
+call of its own.
 """
 
 from __future__ import annotations

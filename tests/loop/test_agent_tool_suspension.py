@@ -94,3 +94,24 @@ def test_a_workflow_step_whose_agent_tool_waits_suspends_the_workflow() -> None:
     done = runner.resume_sync(first, {first.pending[0].call_id: approve()})
     assert done.outcome == "final", (done.outcome, done.error)
     assert RAN == [5]
+
+
+def test_a_child_waiting_on_two_calls_asks_for_them_one_at_a_time_and_each_runs_once() -> None:
+    """What a child waiting on several calls does today (issue 37 leaves it: one pending request
+    per call of the calling run): the calling run shows the first, then, resumed, the next."""
+    asks = [ToolCall(id="r1", name="refund", args={"amount": 5}), ToolCall(id="r2", name="refund", args={"amount": 6})]
+    billing_model = CountingModel(ScriptedModel([asks, "Both done."]))
+    billing = Agent(name="billing", model=billing_model, tools=[refund], limits=Limits(retry_backoff_s=0))
+    hands = [ToolCall(id="d1", name="billing", args={"task": "refund 5 and 6"})]
+    desk = Agent(name="desk", model=ScriptedModel([hands, "All settled."]), tools=[agent_tool(billing)])
+    runner = Runner(desk)
+    first = runner.run_sync("help")
+    assert [(p.call_id, p.args) for p in first.pending] == [("d1", {"amount": 5})]
+    second = runner.resume_sync(first, {"d1": approve()})
+    assert second.outcome == "suspended", (second.outcome, second.error)
+    assert [(p.call_id, p.args) for p in second.pending] == [("d1", {"amount": 6})]
+    assert RAN == [5]
+    done = runner.resume_sync(second, {"d1": approve(args={"amount": 4})})
+    assert done.outcome == "final", (done.outcome, done.error)
+    assert RAN == [5, 4]
+    assert billing_model.calls == 2
