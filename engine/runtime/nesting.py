@@ -569,6 +569,17 @@ def _link(rs: RunState, parent: RunState, depth: int) -> Up:
     return kind(rs, (parent, *above.above), depth, (above, *above.links))
 
 
+def give_back(rs: RunState) -> None:
+    """The pass the run ``rs`` is in makes no model call (a workflow a transfer made its active
+    agent answers in the model's place, and its own run's passes are charged to ``rs``): it goes
+    back to ``rs`` and the runs above it, so ``rs.iteration`` counts the model passes made."""
+    with _charging:
+        rs.iteration -= 1
+        up = _UPS.get(id(rs))
+        for above in up.above if up is not None else ():
+            above.iteration -= 1
+
+
 def charge(rs: RunState) -> None:
     """The child run ``rs`` has ended: the rest of what it spent goes to the runs above."""
     up = _UPS.pop(id(rs), None)

@@ -34,7 +34,7 @@ from ..features.waiting import SUSPENSIONS
 from ..loop.runner import Runner, verdict
 from ..runtime.agent import Agent
 from ..runtime.context import RunContext
-from ..runtime.nesting import cost_spent, enter_tools, leave_tools, link, tree_spent
+from ..runtime.nesting import cost_spent, enter_tools, give_back, leave_tools, link, tree_spent
 from ..table.budgets import CORE_BUDGETS, Budget
 from ..table.guards import cancel_requested
 from ..table.machine import Handler, LoopMachine, Row
@@ -240,17 +240,23 @@ def _spend(rs: RunState, name: str) -> None:
     rs.limits = rs.limits.model_copy(update={name: SPENDS[name](rs)})
 
 
-def _unfinished(rs: RunState, reply: ModelResponse) -> ModelResponse:
+def _unfinished(rs: RunState, reply: ModelResponse, name: str) -> ModelResponse:
     """The reply of a workflow that did not start, or stopped, for lack of room in the budgets
     of the run that transferred to it (or a run above it): not an answer (cut short, as a
-    reply at ``max_tokens``), so that run's own table ends it as a lone run out of that room
-    ends: ``decide`` finds the budget spent (salvage, or outcome ``"limit"`` naming it) and
-    makes no model call past it. A workflow stopped by its own limits answers as it is."""
-    if tree_spent(rs) is None:
+    reply at ``max_tokens``, saying the budget), so that run's own table ends it as a lone run
+    out of that room ends: ``decide`` finds the budget spent (salvage, or outcome ``"limit"``
+    naming it) and makes no model call past it. A workflow stopped by its own limits answers as
+    it is."""
+    spent = tree_spent(rs)
+    if spent is None:
         return reply
     if rs.turn_limits is not None and rs.turn_limits.salvage:  # its salvage call would be this workflow again
         rs.turn_limits = rs.turn_limits.model_copy(update={"salvage": False})
-    return reply.model_copy(update={"stop_reason": "max_tokens"})
+    said = (
+        f"workflow {name!r} stopped: the budget {spent} of run {rs.run_id!r} (with the runs nested in it) or of a run "
+        f"above it is spent, so the run ends 'limit' ({spent})"
+    )
+    return reply.model_copy(update={"parts": (TextPart(text=said),), "stop_reason": "max_tokens"})
 
 
 class Workflow(Agent):
@@ -298,18 +304,19 @@ class Workflow(Agent):
         its passes, tool calls, tokens and cost are charged to that run's budgets, and its room
         caps the workflow's) and its output is the reply."""
         rs = ctx.run_state
+        give_back(rs)  # (this turn calls no model: the workflow's run holds the pass, its children make theirs)
         token = enter_tools(link(rs))
         try:
             result = await Runner(self, unverified=self.unverified).run(_task(request))
         except ConfigurationError as exc:  # no room left above: it does not start
-            return _unfinished(rs, _said(f"workflow {self.name!r} did not start: {exc}"))
+            return _unfinished(rs, _said(f"workflow {self.name!r} did not start: {exc}"), self.name)
         finally:
             leave_tools(token)
         if result.outcome != "limit":
             return _answer(self.name, result)
         if _stopped_above(self.limits, result) and tree_spent(rs) is None:
             _spend(rs, result.limit or "")
-        return _unfinished(rs, _answer(self.name, result))
+        return _unfinished(rs, _answer(self.name, result), self.name)
 
     def replace(self, **changes: Any) -> Agent:
         raise ConfigurationError(
