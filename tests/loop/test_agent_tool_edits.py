@@ -47,6 +47,14 @@ def test_the_request_shows_the_childs_call_and_an_edit_runs_it_once_as_edited() 
     done = runner.resume_sync(first, {"d1": approve(args={"amount": 7}, note="capped at 7")})
     assert done.outcome == "final", (done.outcome, done.error)
     assert RAN == [7]  # the edited arguments, once
+    (edit,) = [e for e in done.events if e.type == "tool_approved"]  # the calling run's log says what ran
+    assert (edit.call_id, edit.name, edit.args, edit.asked, edit.note) == (
+        "d1",
+        "billing.refund",
+        {"amount": 7},
+        {"amount": 5},
+        "capped at 7",
+    )
     answered = [p for m in done.run_state.messages for p in m.parts if getattr(p, "call_id", None) == "d1"]
     assert [a.content for a in answered] == ["Refund done."]
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from loopwright.data.decisions import Approve, Deny
 from loopwright.data.errors import ResumeError
-from loopwright.data.events import PendingRequest, Resumed, Suspended, ToolCall, ToolResult
+from loopwright.data.events import PendingRequest, Resumed, Suspended, ToolApproved, ToolCall, ToolResult
 from loopwright.data.run_state import RunState
 from loopwright.runtime.agent import Agent
 from loopwright.runtime.calls import (
@@ -199,6 +199,9 @@ def _apply_decisions(rs: RunState, ctx: RunContext, calls: list[ToolCall]) -> li
             w.step[i] = result(call, f"denied by the user: {decision.reason or 'no reason given'}", True)
             record(call, w.step[i], 0.0, ctx)  # type: ignore[arg-type]
         elif down is not None and request.kind != "credential":  # an agent_tool's run waits: it takes the decision
+            if isinstance(decision, Approve) and (decision.args is not None or decision.note):
+                edit = request.args if decision.args is None else decision.args
+                ctx.emit(ToolApproved, call.id, request.tool, edit, request.args, decision.note)
             down.hand_down(request, decision, rs)
             jobs.append((i, call, True))
         elif isinstance(decision, Approve):
