@@ -33,7 +33,7 @@ from ...durable.codec import (
     result_text,
 )
 from ...loop.runner import Run, Runner
-from ..recorded import fold, messages_kept
+from ..recorded import fold, messages_kept, within_deadline
 from .host import Followed, Host
 from .names import activity_name, host_for
 
@@ -41,17 +41,8 @@ from .names import activity_name, host_for
 async def _work(handler: Any, rs: RunState, ctx: Any) -> None:
     """A stage's work (a handler may be a plain function), cut short by the run's deadline."""
     waits = handler(rs, ctx)
-    if waits is None:
-        return
-    if rs.deadline is None:
-        await waits
-        return
-    loop = asyncio.get_running_loop()
-    try:
-        async with asyncio.timeout_at(loop.time() + (rs.deadline - time.time())):
-            await waits
-    except TimeoutError:
-        rs.deadline_hit = True
+    if waits is not None:
+        await within_deadline(waits, rs)
 
 
 def _resume(run: Run, decisions: Mapping[str, Any] | None) -> str | None:
@@ -87,7 +78,7 @@ def _gate(kept: dict[str, ToolResult]) -> Callable[[ToolCall, RunState, Any], To
 
 async def run_stage(stage: str, args: Mapping[str, Any]) -> dict[str, Any]:
     """One stage's work on the run state ``args["state"]`` (the workflow's, as JSON)."""
-    host = host_for(args["agent"])
+    host = host_for(activity.info().task_queue, args["agent"])
     runner = host.runner
     rs = RunState.from_json(args["state"])
     runner.adopt(rs)

@@ -31,7 +31,7 @@ from ...runtime.agent import Agent
 from ...stores.base import RunStore
 from .activities import stage_activities
 from .host import Host
-from .names import DECIDE, HOSTS, PAUSE, QUEUE, STATE, WAIT, WORKFLOW, ReplayDivergence
+from .names import DECIDE, HOSTS, PAUSE, QUEUE, STATE, WAIT, WORKFLOW, ReplayDivergence, hold, let_go
 from .workflow import RunWorkflow
 
 LOCAL = frozenset({Stage.START, Stage.PREPROCESS, Stage.POSTPROCESS, Stage.DECIDE})
@@ -82,15 +82,17 @@ class TemporalRunner:
         self.host = Host(
             runner, heartbeat_s=heartbeat_s, activity_timeout_s=activity_timeout_s, store=store, local=local
         )
-        HOSTS[agent.name] = self.host
 
     # ------------------------------------------------------------------ the worker
 
     def worker(self, **options: Any) -> Worker:
         """A Temporal Worker for this agent's workflow and activities (``async with`` it, or
-        ``await worker.run()``); ``options`` go to :class:`temporalio.worker.Worker`."""
-        HOSTS[self.agent.name] = self.host
-        return Worker(
+        ``await worker.run()``); ``options`` go to :class:`temporalio.worker.Worker`. One
+        process runs one agent of a name on a task queue: a worker of another TemporalRunner for
+        an agent of the same name on the same queue, not stopped yet, is a ConfigurationError."""
+        hold(self.task_queue, self.agent.name, self.host)
+        return _Worker(
+            (self.task_queue, self.agent.name, self.host),
             self.client,
             task_queue=self.task_queue,
             workflows=[RunWorkflow],
@@ -198,14 +200,14 @@ class TemporalRunner:
 
     async def replay_history(self, history: Any) -> None:
         """:meth:`replay` of a history already fetched (``WorkflowHistory``, maybe from JSON)."""
-        before = HOSTS.get(self.agent.name)
-        HOSTS[self.agent.name] = self.host
+        build = f"loopwright-{new_run_id()}"
+        key = (f"replay-{build}", self.agent.name)  # (the queue Temporal's Replayer runs it on)
+        HOSTS[key] = self.host
         try:
-            replayer = Replayer(workflows=[RunWorkflow], workflow_runner=workflow_runner())
+            replayer = Replayer(workflows=[RunWorkflow], workflow_runner=workflow_runner(), build_id=build)
             found = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         finally:
-            if before is not None:
-                HOSTS[self.agent.name] = before
+            del HOSTS[key]
         if found.replay_failure is not None:
             said = str(found.replay_failure)
             raise ReplayDivergence(self._diverged(history, said)) from found.replay_failure
@@ -233,6 +235,20 @@ class TemporalRunner:
             f"{self.host.runner.machine.name!r}: {states}{said}. Runs recorded on the old machine must finish on "
             "workers that still run it (a new task queue for the new machine), or be reset"
         )
+
+
+class _Worker(Worker):
+    """A Temporal Worker that frees its agent's name on its queue in this process when it stops."""
+
+    def __init__(self, held: tuple[str, str, Host], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._held = held
+
+    async def run(self) -> None:
+        try:
+            await super().run()
+        finally:
+            let_go(*self._held)
 
 
 def _recorded_stage(history: Any, said: str) -> tuple[str, str] | None:

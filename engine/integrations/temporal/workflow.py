@@ -57,7 +57,7 @@ class RunWorkflow:
 
     @workflow.run
     async def main(self, args: dict[str, Any]) -> str:
-        host = host_for(args["agent"])
+        host = host_for(workflow.info().task_queue, args["agent"])
         runner = host.runner
         rs = runner.new_run(args["input"], run_id=workflow.info().workflow_id, state=args.get("state"))
         limits = rs.limits

@@ -96,3 +96,24 @@ def mixed_agent() -> Agent:
 
 mixed = mixed_agent()
 """``module:agent`` for the kill test inside one stage: killed while ``hold-c`` waits, the quick calls done."""
+
+
+def looped() -> Any:
+    """Three rounds of one leaf (a call and a text each), the tree allowed two tool calls in all."""
+    from loopwright.workflows import LoopAgent
+
+    leaf = Agent(name="rounder", model=by_turn(calls("round")), tools=[work], limits=LIMITS)
+    return LoopAgent("looped", body=[leaf], max_iterations=3, limits=Limits(max_tool_calls=2, retry_backoff_s=0))
+
+
+def mapped() -> Any:
+    """One leaf per item (a call and a text each), one at a time, the tree allowed two tool calls in all."""
+    from loopwright.workflows import MapAgent
+
+    leaf = Agent(name="itemer", model=by_turn(calls("item")), tools=[work], limits=LIMITS)
+    return MapAgent("mapped", leaf, over="items", concurrency=1, limits=Limits(max_tool_calls=2, retry_backoff_s=0))
+
+
+def timing_out() -> Agent:
+    """The payer, whose approvals stay open for half a second."""
+    return payer().replace(limits=LIMITS.model_copy(update={"wait_timeout_s": 0.5}))
