@@ -67,6 +67,16 @@ async def _beat(every_s: float, results: dict[str, str]) -> None:
         await asyncio.sleep(every_s)
 
 
+def _noting(ran: list[str]) -> Callable[[ToolCall], contextlib.AbstractContextManager[None]]:
+    """A tool scope that notes the id of each call that runs (entered as ``Runner``'s tracer's is)."""
+
+    def scope(call: ToolCall) -> contextlib.AbstractContextManager[None]:
+        ran.append(call.id)
+        return contextlib.nullcontext()
+
+    return scope
+
+
 def _gate(kept: dict[str, ToolResult]) -> Callable[[ToolCall, RunState, Any], ToolResult | None]:
     """A call whose result an earlier attempt kept is answered with it (after the features' gates)."""
 
@@ -74,6 +84,24 @@ def _gate(kept: dict[str, ToolResult]) -> Callable[[ToolCall, RunState, Any], To
         return kept.pop(call.id, None)
 
     return kept_result
+
+
+def _equip(host: Host, run: Run, stage: str, results: dict[str, str], ran: list[str]) -> None:
+    """The stage's context: the children's store, the results an earlier attempt kept (answered
+    from them), each completed call's result kept (heartbeats), the calls a resume runs noted."""
+    ctx = run.ctx
+    if host.has_children and host.store is not None:
+        ctx.store = Followed(host.store)
+    if results:
+        ctx.gates = (*ctx.gates, _gate({k: load_result(v) for k, v in results.items()}))
+
+    async def keep(call: ToolCall, answered: ToolResult, _ctx: Any) -> None:
+        results[call.id] = result_text(answered)
+        activity.heartbeat(results)
+
+    ctx.on_result = keep
+    if stage in run.machine.waiting:  # the calls a resume runs (their spans: legs.py)
+        ctx.tool_scopes = (*ctx.tool_scopes, _noting(ran))
 
 
 async def run_stage(stage: str, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -84,17 +112,9 @@ async def run_stage(stage: str, args: Mapping[str, Any]) -> dict[str, Any]:
     runner.adopt(rs)
     run = runner.attach(rs)
     ctx, log = run.ctx, run.ctx.log
-    if host.has_children and host.store is not None:
-        ctx.store = Followed(host.store)
     results: dict[str, str] = dict(args.get("kept") or {})
-    if results:
-        ctx.gates = (*ctx.gates, _gate({k: load_result(v) for k, v in results.items()}))
-
-    async def keep(call: ToolCall, answered: ToolResult, _ctx: Any) -> None:
-        results[call.id] = result_text(answered)
-        activity.heartbeat(results)
-
-    ctx.on_result = keep
+    ran: list[str] = []
+    _equip(host, run, stage, results, ran)
     before = list(rs.messages)
     if stage == Stage.REASON and rs.request is None:  # (the request is not saved: preprocess builds it again)
         attempt = rs.attempt
@@ -129,6 +149,7 @@ async def run_stage(stage: str, args: Mapping[str, Any]) -> dict[str, Any]:
         "messages": [message_json(m) for m in rs.messages[keep_n:]],
         "events": [event_json(r) for r in records],
         "raised": raised,
+        **({"ran": ran} if ran else {}),
     }
 
 

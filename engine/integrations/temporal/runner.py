@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from temporalio.client import (
@@ -26,11 +26,10 @@ from ...data.result import RunResult
 from ...data.stage import Stage
 from ...durable.codec import decisions_message, run_result_from_json
 from ...loop.options import new_run_id
-from ...loop.runner import Runner
 from ...runtime.agent import Agent
 from ...stores.base import RunStore
 from .activities import stage_activities
-from .host import Host
+from .host import DrivenRunner, Host
 from .names import DECIDE, HOSTS, PAUSE, QUEUE, STATE, WAIT, WORKFLOW, ReplayDivergence, hold, let_go
 from .workflow import RunWorkflow
 
@@ -52,7 +51,9 @@ class TemporalRunner:
 
     ``deps``: the runs' dependencies in this worker (never saved). ``store``: where a workflow
     agent's children are checkpointed (a worker lost mid-stage then goes on from them).
-    ``heartbeat_s``: a stage's worker is taken for dead after this long without a heartbeat."""
+    ``heartbeat_s``: a stage's worker is taken for dead after this long without a heartbeat.
+    ``observers``: watch this worker's runs as ``Runner(agent, observers=...)`` does; OpenTelemetry's
+    ``Tracing`` (here or ``instrument()``-ed) gets each leg of a run once, when it stops."""
 
     def __init__(
         self,
@@ -64,6 +65,7 @@ class TemporalRunner:
         store: RunStore | None = None,
         heartbeat_s: float = 10.0,
         activity_timeout_s: float = 3600.0,
+        observers: Sequence[object] = (),
         unverified: bool = False,
     ) -> None:
         if not isinstance(client, Client):
@@ -73,7 +75,7 @@ class TemporalRunner:
             )
         if heartbeat_s <= 0:
             raise ConfigurationError(f"heartbeat_s must be more than 0 seconds, got {heartbeat_s}")
-        runner = Runner(agent, unverified=unverified)
+        runner = DrivenRunner(agent, observers=observers, unverified=unverified)
         runner.deps = deps
         self.agent = agent
         self.client = client
