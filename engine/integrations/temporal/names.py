@@ -32,6 +32,8 @@ PAUSE = "loopwright:pause"
 """The signal that pauses a run at its next transition."""
 STATE = "loopwright:state"
 """The query: the run's state and its place in the machine."""
+RESULT = "loopwright:result"
+"""The query: the run's RunResult as it stands (its events so far), as JSON (the trace page's)."""
 QUEUE = "loopwright"
 """The default task queue."""
 

@@ -30,7 +30,7 @@ from ...runtime.agent import Agent
 from ...stores.base import RunStore
 from .activities import stage_activities
 from .host import DrivenRunner, Host
-from .names import DECIDE, HOSTS, PAUSE, QUEUE, STATE, WAIT, WORKFLOW, ReplayDivergence, hold, let_go
+from .names import DECIDE, HOSTS, PAUSE, QUEUE, RESULT, STATE, WAIT, WORKFLOW, ReplayDivergence, hold, let_go
 from .workflow import RunWorkflow
 
 LOCAL = frozenset({Stage.START, Stage.PREPROCESS, Stage.POSTPROCESS, Stage.DECIDE})
@@ -237,6 +237,32 @@ class TemporalRunner:
             f"{self.host.runner.machine.name!r}: {states}{said}. Runs recorded on the old machine must finish on "
             "workers that still run it (a new task queue for the new machine), or be reset"
         )
+
+
+async def read_result(client: Client, run_id: str) -> RunResult:
+    """Run ``run_id``'s RunResult as it stands, read from Temporal alone (no agent needed): the
+    workflow's result once it has ended (from its history: no worker needed), else the run so far
+    (the ``loopwright:result`` query, answered by a worker). What ``loopwright trace RUN_ID
+    --temporal HOST:PORT`` draws. A run id Temporal does not know, or a run that failed outside the
+    machine (an agent its worker lacks), is a ConfigurationError saying so."""
+    handle = client.get_workflow_handle(run_id)
+    try:
+        described = await handle.describe()
+    except RPCError as exc:
+        raise ConfigurationError(f"Temporal knows no run {run_id!r} on this namespace ({exc})") from exc
+    status = described.status
+    try:
+        if status == WorkflowExecutionStatus.COMPLETED:
+            return run_result_from_json(await handle.result())
+        if status == WorkflowExecutionStatus.RUNNING:
+            return run_result_from_json(await handle.query(RESULT, result_type=str))
+    except (WorkflowFailureError, RPCError) as exc:
+        raise ConfigurationError(f"run {run_id!r} has no result to read: {exc}") from exc
+    said = status.name.lower() if status is not None else "unknown"
+    raise ConfigurationError(
+        f"run {run_id!r}'s workflow is {said}: it ended outside the machine (no RunResult); its history says why "
+        f"(temporal workflow show --workflow-id {run_id})"
+    )
 
 
 class _Worker(Worker):

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from .activities import adopt
     from .host import Host
     from .legs import LegStart, leg_start, trace_leg
-    from .names import DECIDE, PAUSE, STATE, WAIT, WORKFLOW, activity_name, host_for
+    from .names import DECIDE, PAUSE, RESULT, STATE, WAIT, WORKFLOW, activity_name, host_for
 
 ONCE = RetryPolicy(maximum_attempts=1)
 
@@ -205,6 +205,13 @@ class RunWorkflow:
             "stopped": self.stopped,
             "paused": self.paused,
         }
+
+    @workflow.query(name=RESULT)
+    def result_so_far(self) -> str:
+        """The run's RunResult as it stands, its events so far (JSON): what its trace page draws."""
+        if self.run is None:
+            raise ApplicationError(f"run {workflow.info().workflow_id!r} has not started yet", type="ResumeError")
+        return run_result_json(self.run.result)
 
     @workflow.update(name=WAIT, unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON)
     async def wait(self) -> str:
