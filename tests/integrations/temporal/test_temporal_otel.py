@@ -128,3 +128,23 @@ def test_a_suspended_run_is_traced_in_two_legs_as_on_runner(temporal: str, expor
     assert _shape(spans) == _shape(reference)
     legs = [s for s in spans if s.parent is None]
     assert len(legs) == 2 and [len(s.links) for s in legs] == [0, 1]  # the resumed leg links to the first
+
+
+def test_a_workflow_agent_on_temporal_gives_the_spans_runner_run_gives(
+    temporal: str, exported: InMemorySpanExporter
+) -> None:
+    async def main() -> None:
+        runner = TemporalRunner(app.pipeline(), client=await Client.connect(temporal), task_queue=f"q-{uuid.uuid4()}")
+        async with runner.worker():
+            await runner.run("go")
+
+    loopwright.integrations.otel.instrument(tracer_provider=exported.provider)  # type: ignore[attr-defined]
+    try:  # (the children run in the stages' activities, on runners of their own: traced as they go there)
+        asyncio.run(main())
+        on_temporal = tree(exported.get_finished_spans())
+        exported.clear()
+        Runner(app.pipeline()).run_sync("go")
+    finally:
+        loopwright.integrations.otel.uninstrument()
+    reference = tree(exported.get_finished_spans())
+    assert on_temporal == reference and len(reference) == 18
