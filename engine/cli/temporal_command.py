@@ -78,7 +78,7 @@ def trace_parser() -> argparse.ArgumentParser:
 
 def trace_main(argv: Sequence[str]) -> int:
     """The run's RunResult from Temporal (ended: its result; running: the ``loopwright:result``
-    query), drawn as :func:`~loopwright.cli.trace_page.write_trace_page` draws any run."""
+    query), drawn as :func:`~loopwright.write_trace_page` draws any run."""
     args = trace_parser().parse_args(argv)
     prog = "loopwright trace"
     from ..machines.diagram import machine_for_target
