@@ -91,7 +91,7 @@ def trace_main(argv: Sequence[str]) -> int:
 
         client = await Client.connect(args.temporal, namespace=args.namespace)
         result = await read_result(client, args.run_id)
-        return result, await _children(args.store, args.run_id, machine)
+        return result, await _children(args.store, result, machine)
 
     try:
         if os.getcwd() not in sys.path:
@@ -110,17 +110,26 @@ def trace_main(argv: Sequence[str]) -> int:
     os._exit(code)  # (the client's core threads, as run's: leave without finalizing)
 
 
-async def _children(url: str | None, run_id: str, machine: Any) -> Any:
-    """A workflow agent's children from the workers' store (None: no store, or not a workflow's run)."""
+async def _children(url: str | None, result: Any, machine: Any) -> Any:
+    """A workflow agent's children from the workers' store (None: no store, or not a workflow's run);
+    the run's own events are its RunResult's (Temporal holds the run; the store, its children)."""
+    from ..data.events import EVENT_ADAPTER
+    from ..stores.base import StoreWrapper
     from .trace_children import composites_of, stored_children
 
     if url is None or machine is None or not composites_of(machine):
         return None
     from .runs_cli import open_cli_store
 
+    root, lines = result.run_id, [EVENT_ADAPTER.dump_json(e) for e in result.events]
+
+    class RunFromTemporal(StoreWrapper):
+        async def events(self, run_id: str) -> list[bytes]:
+            return lines if run_id == root else await self.inner.events(run_id)
+
     store = await open_cli_store(url, read_only=True)
     try:
-        return await stored_children(store, run_id, machine)
+        return await stored_children(RunFromTemporal(store), root, machine)
     finally:
         await store.close()
 

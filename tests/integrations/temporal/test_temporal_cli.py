@@ -126,3 +126,46 @@ def test_loopwright_trace_draws_a_run_on_temporal_by_its_id_ended_or_suspended(t
 
     unknown, _ = trace("nobody-ran-this")
     assert unknown.returncode == 2 and "Temporal knows no run 'nobody-ran-this'" in unknown.stderr, unknown.stderr
+
+
+def test_loopwright_trace_of_a_workflow_agent_on_temporal_draws_its_children_from_the_workers_store(
+    temporal: str, tmp_path: Path
+) -> None:
+    import asyncio
+
+    from temporalio.client import Client
+
+    from loopwright.integrations.temporal import TemporalRunner
+    from loopwright.stores import open_store
+
+    run_id = uuid.uuid4().hex[:12]
+    url = f"sqlite:///{tmp_path / 'children.sqlite'}"
+
+    async def main() -> Any:
+        store = await open_store(url)
+        runner = TemporalRunner(
+            app.pipeline(), client=await Client.connect(temporal), task_queue=f"q-{run_id}", store=store
+        )
+        async with runner.worker():
+            result = await runner.run("go", run_id=run_id)
+        await store.close()
+        return result
+
+    result = asyncio.run(main())
+    assert result.outcome == "final"
+    out = tmp_path / "pipeline.html"
+    target = "tests.integrations.temporal.app:pipeline_agent"
+    drawn = subprocess.run(
+        [*CLI, "trace", run_id, "--temporal", temporal, "--agent", target, "--store", url, "-o", str(out)],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert drawn.returncode == 0, drawn.stderr
+    import re
+
+    found = re.findall(r'data-key="([^"]+)"><span>[^<]*</span>(.*?)</div>', out.read_text())
+    cells = {key: re.sub(r"<[^>]+>", "", value) for key, value in found}
+    assert cells.get("child runs") == "5", cells  # first, branches, left, right, last: all drawn, all answered
