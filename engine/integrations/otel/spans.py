@@ -41,7 +41,14 @@ class TraceSettings(Protocol):
 class RunTrace:
     """One run's spans, built from its events as they are emitted (a per-run observer)."""
 
-    def __init__(self, tracing: TraceSettings, run: Any, root: Span, earlier: tuple[SpanContext, ...] = ()) -> None:
+    def __init__(
+        self,
+        tracing: TraceSettings,
+        run: Any,
+        root: Span,
+        earlier: tuple[SpanContext, ...] = (),
+        at: float | None = None,
+    ) -> None:
         self.tracing = tracing
         self.earlier = earlier
         self.tracer = tracing.tracer
@@ -61,7 +68,7 @@ class RunTrace:
         """Calls that waited and ran, in a leg traced after the fact (``Tracing.trace_leg``: no
         ``tool_scope`` was entered here): answered, they get their ``execute_tool`` span."""
         if run.state.active_agent != self.tree.root.name:
-            self._enter_agent(run.state.active_agent, time.time())
+            self._enter_agent(run.state.active_agent, time.time() if at is None else at)
 
     # ------------------------------------------------------------ the observer hooks
 

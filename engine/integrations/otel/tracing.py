@@ -116,7 +116,7 @@ class Tracing:
         span.set_attributes(agent_attributes(root, rs.run_id, rs.fallbacks))
         if len(rs.trace) > 1:  # a leg of a run that went past its start: resumed after a wait or a pause
             span.set_attribute("loopwright.resumed", True)
-        return RunTrace(self, run, span, earlier)
+        return RunTrace(self, run, span, earlier, at)
 
     def trace_leg(
         self,
