@@ -127,7 +127,7 @@ def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     from .temporal_command import temporal_main, wants_temporal
 
-    if wants_temporal(argv):  # loopwright worker|run --temporal HOST:PORT ... (loopwright.integrations.temporal)
+    if wants_temporal(argv):  # loopwright worker|run|trace --temporal HOST:PORT ... (loopwright.integrations.temporal)
         _import_from_cwd()
         return temporal_main(argv)
     if argv[:1] == ["worker"]:  # loopwright worker --db URL --app module: its own parser (loopwright.integrations.dbos)

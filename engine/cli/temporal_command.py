@@ -1,6 +1,7 @@
 """``loopwright worker --temporal HOST:PORT --task-queue Q module:agent`` (a Temporal worker for
-the agent's runs) and ``loopwright run --temporal HOST:PORT --task-queue Q module:agent TEXT``
-(a run started on it; its output printed, or its RunResult as JSON with ``--json``)."""
+the agent's runs), ``loopwright run --temporal HOST:PORT --task-queue Q module:agent TEXT`` (a run
+started on it; its output printed, or its RunResult as JSON with ``--json``) and ``loopwright
+trace RUN_ID --temporal HOST:PORT`` (the trace page of a run, read from Temporal)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,80 @@ def run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--run-id", default=None, help="the run's id (the workflow id; default: a new one)")
     parser.add_argument("--json", action="store_true", help="print the RunResult as JSON")
     return parser
+
+
+def trace_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loopwright trace --temporal",
+        description="Write the trace page of a run on Temporal, read from Temporal by its run id (the workflow id).",
+    )
+    parser.add_argument("run_id", help="the run's id (its workflow id)")
+    parser.add_argument("--temporal", required=True, metavar="HOST:PORT", help="the Temporal server's gRPC address")
+    parser.add_argument("--namespace", default="default", help="the Temporal namespace (default: default)")
+    parser.add_argument("--agent", dest="target", default=None, help="module:attr of the Agent the run used")
+    parser.add_argument(
+        "--store", metavar="URL", default=None, help="a workflow agent's children, from the workers' --store"
+    )
+    parser.add_argument("-o", "--output", default="trace.html", help="the page to write (default: trace.html)")
+    return parser
+
+
+def trace_main(argv: Sequence[str]) -> int:
+    """The run's RunResult from Temporal (ended: its result; running: the ``loopwright:result``
+    query), drawn as :func:`~loopwright.write_trace_page` draws any run."""
+    args = trace_parser().parse_args(argv)
+    prog = "loopwright trace"
+    from ..machines.diagram import machine_for_target
+    from .trace_page import write_trace_page
+
+    async def read() -> tuple[Any, Any]:
+        from temporalio.client import Client
+
+        from ..integrations.temporal import read_result
+
+        client = await Client.connect(args.temporal, namespace=args.namespace)
+        result = await read_result(client, args.run_id)
+        return result, await _children(args.store, result, machine)
+
+    try:
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        machine = machine_for_target(args.target)
+        result, children = asyncio.run(read())
+        path = write_trace_page(result, args.output, machine=machine, children=children)
+    except (LookupError, LoopwrightError, RuntimeError, OSError) as exc:
+        print(f"{prog}: {exc.args[0] if exc.args else type(exc).__name__}", file=sys.stderr)
+        code = 2
+    else:
+        print(f"wrote {path} (run {result.run_id}: {result.outcome or 'running'})", flush=True)
+        code = 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # (the client's core threads, as run's: leave without finalizing)
+
+
+async def _children(url: str | None, result: Any, machine: Any) -> Any:
+    """A workflow agent's children from the workers' store (None: no store, or not a workflow's run);
+    the run's own events are its RunResult's (Temporal holds the run; the store, its children)."""
+    from ..data.events import EVENT_ADAPTER
+    from ..stores.base import StoreWrapper
+    from .trace_children import composites_of, stored_children
+
+    if url is None or machine is None or not composites_of(machine):
+        return None
+    from .runs_cli import open_cli_store
+
+    root, lines = result.run_id, [EVENT_ADAPTER.dump_json(e) for e in result.events]
+
+    class RunFromTemporal(StoreWrapper):
+        async def events(self, run_id: str) -> list[bytes]:
+            return lines if run_id == root else await self.inner.events(run_id)
+
+    store = await open_cli_store(url, read_only=True)
+    try:
+        return await stored_children(RunFromTemporal(store), root, machine)
+    finally:
+        await store.close()
 
 
 def _agent(target: str, prog: str) -> Agent | None:
@@ -159,10 +234,10 @@ def run_main(argv: Sequence[str]) -> int:
 
 
 def wants_temporal(argv: Sequence[str]) -> bool:
-    """``loopwright worker|run ... --temporal ...``: this module's commands."""
+    """``loopwright worker|run|trace ... --temporal ...``: this module's commands."""
     return (
         bool(argv)
-        and argv[0] in ("worker", "run")
+        and argv[0] in ("worker", "run", "trace")
         and any(a == "--temporal" or a.startswith("--temporal=") for a in argv)
     )
 
@@ -173,4 +248,6 @@ def temporal_main(argv: Sequence[str]) -> int:
     except ImportError:
         print(f"loopwright {argv[0]} --temporal: pip install 'loopwright[temporal]'", file=sys.stderr)
         return 2
+    if argv[0] == "trace":
+        return trace_main(argv[1:])
     return worker_main(argv[1:]) if argv[0] == "worker" else run_main(argv[1:])

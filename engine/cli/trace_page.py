@@ -143,7 +143,9 @@ def add_command(sub: Any) -> None:
     """Register ``loopwright trace`` on the CLI's subparsers."""
     command = sub.add_parser("trace", help="write a run's trace page: one self-contained HTML file")
     command.add_argument(
-        "events", help="the run's events as JSON lines (`loopwright run --json`), - for stdin; with --store, a run id"
+        "events",
+        help="the run's events as JSON lines (`loopwright run --json`), - for stdin; with --store, a run id "
+        "(a run on Temporal: `loopwright trace RUN_ID --temporal HOST:PORT`)",
     )
     command.add_argument("--store", metavar="URL", default=None, help="read run EVENTS's events from this store")
     command.add_argument("-o", "--output", default="trace.html", help="the page to write (default: trace.html)")

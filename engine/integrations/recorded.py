@@ -4,15 +4,19 @@ first execution and on every replay alike. Private: the public names are in each
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import asyncio
+import time
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
 
-from ..data.errors import LoopwrightError
+from ..data.errors import ConfigurationError, LoopwrightError
 from ..data.events import ErrorInfo, Message
 from ..data.run_state import RunState
 from ..durable.codec import load_message
 from ..loop.runner import Run
 from ..table.machine import Row, abort_row
+
+T = TypeVar("T")
 
 
 class ReplayDivergence(LoopwrightError, RuntimeError):
@@ -56,3 +60,27 @@ def row_after(run: Run, stage: str, out: Mapping[str, Any]) -> Row:
         run.state.error = ErrorInfo(kind="stage", message=f"stage {stage!r} raised {out['raised']}")
         return abort_row(stage)
     return run.choose()
+
+
+async def within_deadline(waits: Awaitable[Any], rs: RunState) -> None:
+    """Await a stage's work, cut short by the run's deadline (``rs.deadline``, wall-clock
+    seconds: the workflow set it from its own clock): past it, ``rs.deadline_hit``."""
+    if rs.deadline is None:
+        await waits
+        return
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout_at(loop.time() + (rs.deadline - time.time())):
+            await waits
+    except TimeoutError:
+        rs.deadline_hit = True
+
+
+def agent_in(table: Mapping[str, T], name: str, *, where: str, fix: str) -> T:
+    """This process's entry for agent ``name`` in ``table`` (the agents a worker runs, by name);
+    a ConfigurationError naming the agents it has and ``fix`` when there is none."""
+    found = table.get(name)
+    if found is None:
+        known = ", ".join(sorted(table)) or "none"
+        raise ConfigurationError(f"no agent named {name!r} {where} (known: {known}); {fix}")
+    return found

@@ -11,6 +11,7 @@ from ...data.errors import ConfigurationError
 from ...loop.runner import Run, Runner
 from ...runtime.agent import Agent
 from ..recorded import ReplayDivergence as ReplayDivergence  # (one class: DBOS and Temporal replays)
+from ..recorded import agent_in
 
 try:  # every DBOS module takes DBOS from here: one helpful error without the extra
     from dbos import DBOS as DBOS
@@ -73,11 +74,10 @@ def register(*agents: Agent, deps: Any = None, unverified: bool = False) -> None
 
 
 def runner_for(name: str) -> Runner:
-    runner = RUNNERS.get(name)
-    if runner is None:
-        known = ", ".join(sorted(RUNNERS)) or "none"
-        raise ConfigurationError(
-            f"no agent named {name!r} is registered in this process (registered: {known}); call "
-            "loopwright.integrations.dbos.register(agent) in the worker's app module"
-        )
-    return runner
+    """The runner of the agent registered as ``name`` (ConfigurationError naming the registered ones)."""
+    return agent_in(
+        RUNNERS,
+        name,
+        where="is registered in this process",
+        fix="call loopwright.integrations.dbos.register(agent) in the worker's app module",
+    )

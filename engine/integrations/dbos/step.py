@@ -28,7 +28,7 @@ from ...durable.codec import (
     result_text,
 )
 from ..recorded import fold as fold_recorded
-from ..recorded import messages_kept
+from ..recorded import messages_kept, within_deadline
 from .registry import CANCEL, DBOS, LIVE, RESULT, STEP, Live
 
 
@@ -39,11 +39,11 @@ async def _work(handler: Any, rs: RunState, ctx: Any, live: Live | None = None) 
     if waits is None:
         return
     if live is None:
-        await _within_deadline(waits, rs)
+        await within_deadline(waits, rs)
         return
     live.task, live.in_stage = asyncio.current_task(), True
     try:
-        await _within_deadline(waits, rs)
+        await within_deadline(waits, rs)
     except asyncio.CancelledError:
         task = live.task
         if not live.cancel or task is None or task.uncancel() > 0:
@@ -51,18 +51,6 @@ async def _work(handler: Any, rs: RunState, ctx: Any, live: Live | None = None) 
         rs.cancel_requested = True
     finally:
         live.in_stage = False
-
-
-async def _within_deadline(waits: Any, rs: RunState) -> None:
-    if rs.deadline is None:
-        await waits
-        return
-    loop = asyncio.get_running_loop()
-    try:
-        async with asyncio.timeout_at(loop.time() + (rs.deadline - time.time())):
-            await waits
-    except TimeoutError:
-        rs.deadline_hit = True
 
 
 def cancel_live(live: Live) -> None:

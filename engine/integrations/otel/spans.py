@@ -41,7 +41,14 @@ class TraceSettings(Protocol):
 class RunTrace:
     """One run's spans, built from its events as they are emitted (a per-run observer)."""
 
-    def __init__(self, tracing: TraceSettings, run: Any, root: Span, earlier: tuple[SpanContext, ...] = ()) -> None:
+    def __init__(
+        self,
+        tracing: TraceSettings,
+        run: Any,
+        root: Span,
+        earlier: tuple[SpanContext, ...] = (),
+        at: float | None = None,
+    ) -> None:
         self.tracing = tracing
         self.earlier = earlier
         self.tracer = tracing.tracer
@@ -57,8 +64,11 @@ class RunTrace:
         self.usage = [0, 0]  # input (with cache), output tokens of the whole run
         self.waited: dict[str, str] = pending_calls(run.state) if len(run.state.trace) > 1 else {}
         """Calls that waited (call id -> the kind of wait): answered unrun, they get no span."""
+        self.ran: set[str] = set()
+        """Calls that waited and ran, in a leg traced after the fact (``Tracing.trace_leg``: no
+        ``tool_scope`` was entered here): answered, they get their ``execute_tool`` span."""
         if run.state.active_agent != self.tree.root.name:
-            self._enter_agent(run.state.active_agent, time.time())
+            self._enter_agent(run.state.active_agent, time.time() if at is None else at)
 
     # ------------------------------------------------------------ the observer hooks
 
@@ -68,6 +78,10 @@ class RunTrace:
             handler(self, event)
 
     def on_finish(self, result: Any) -> None:
+        self.finish(result)
+
+    def finish(self, result: Any, at: float | None = None) -> None:
+        """End the run's spans (its leg's) at ``at`` (seconds; default now), its result on the root."""
         root = self.root
         if result.outcome in ("suspended", "paused"):
             self.tracing.wait(result.run_id, (*self.earlier, root.get_span_context()))
@@ -82,7 +96,7 @@ class RunTrace:
             kind = result.error.kind if result.error else "failed"
             root.set_attribute("error.type", kind)
             root.set_status(Status(StatusCode.ERROR, result.error.message if result.error else "the run failed"))
-        end = time.time_ns()
+        end = time.time_ns() if at is None else ns(at)
         for span in (*self.tools.values(), *([self.chat] if self.chat else [])):
             span.end(end)
         self.tools.clear()
@@ -239,7 +253,7 @@ class RunTrace:
 
     def _tool_answered(self, event: Any) -> None:
         span = self.tools.pop(event.call_id, None)
-        if span is None and event.call_id in self.waited:  # denied, timed out, or its result supplied
+        if span is None and event.call_id in self.waited and event.call_id not in self.ran:  # denied, timed out...
             self._not_run(event, self.waited.pop(event.call_id))
             return
         if span is None:  # answered without a call seen in this leg: its span covers its duration

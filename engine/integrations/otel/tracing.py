@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+from collections.abc import Collection, Sequence
 from typing import Any
 
 try:
@@ -58,7 +59,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from ...runtime.observers import INSTRUMENTS
-from .genai import agent_attributes
+from .genai import agent_attributes, ns
 from .redact import REDACTED, Redactor, redact_secrets
 from .spans import RunTrace
 
@@ -95,19 +96,51 @@ class Tracing:
         """Run id -> the root spans of the legs of a run that waits (suspended or paused)."""
 
     def on_start(self, run: Any) -> RunTrace | None:
+        if getattr(run.runner, "legs_traced_by_engine", False):
+            return None  # a durable engine's run: the engine hands each leg to trace_leg, once
+        return self._begin(run)
+
+    def _begin(self, run: Any, at: float | None = None) -> RunTrace | None:
         if self.on_global and _no_global_provider():
             return None  # the cheap check: no tracer provider is set at all
         root = run.runner.agent
         rs = run.state
         earlier = self.waiting.pop(rs.run_id, ()) if self.waiting else ()
         links = [Link(leg, {"loopwright.run.id": rs.run_id, "loopwright.link": "resumed_from"}) for leg in earlier]
-        span = self.tracer.start_span(f"invoke_agent {root.name}", kind=SpanKind.INTERNAL, links=links)
+        start = ns(at) if at is not None else None
+        span = self.tracer.start_span(
+            f"invoke_agent {root.name}", kind=SpanKind.INTERNAL, links=links, start_time=start
+        )
         if not span.is_recording():
             return None  # no provider, or sampled out: the run is not watched at all
         span.set_attributes(agent_attributes(root, rs.run_id, rs.fallbacks))
         if len(rs.trace) > 1:  # a leg of a run that went past its start: resumed after a wait or a pause
             span.set_attribute("loopwright.resumed", True)
-        return RunTrace(self, run, span, earlier)
+        return RunTrace(self, run, span, earlier, at)
+
+    def trace_leg(
+        self,
+        run: Any,
+        events: Sequence[Any],
+        result: Any,
+        *,
+        started: float,
+        ended: float,
+        ran: Collection[str] = (),
+    ) -> None:
+        """The spans of one leg of a run a durable engine drove (a Temporal workflow), built at
+        once when the leg stopped, from its recorded events: the same spans :meth:`on_start`'s
+        :class:`RunTrace` builds as a run goes, with the times the events carry. ``run``: its
+        runner and the run state as the leg began; ``result``: the RunResult at its stop;
+        ``started``/``ended``: the leg's bounds (seconds); ``ran``: the calls that waited and ran
+        in the leg (approved: their ``execute_tool`` spans). The engine calls it once per leg."""
+        watcher = self._begin(run, at=started)
+        if watcher is None:
+            return
+        watcher.ran = set(ran)
+        for event in events:
+            watcher.on_event(event)
+        watcher.finish(result, at=ended)
 
     def wait(self, run_id: str, legs: tuple[SpanContext, ...]) -> None:
         """Remember the legs of a run that now waits, for its resumed leg's links."""

@@ -33,7 +33,7 @@ from ...durable.codec import (
     result_text,
 )
 from ...loop.runner import Run, Runner
-from ..recorded import fold, messages_kept
+from ..recorded import fold, messages_kept, within_deadline
 from .host import Followed, Host
 from .names import activity_name, host_for
 
@@ -41,17 +41,8 @@ from .names import activity_name, host_for
 async def _work(handler: Any, rs: RunState, ctx: Any) -> None:
     """A stage's work (a handler may be a plain function), cut short by the run's deadline."""
     waits = handler(rs, ctx)
-    if waits is None:
-        return
-    if rs.deadline is None:
-        await waits
-        return
-    loop = asyncio.get_running_loop()
-    try:
-        async with asyncio.timeout_at(loop.time() + (rs.deadline - time.time())):
-            await waits
-    except TimeoutError:
-        rs.deadline_hit = True
+    if waits is not None:
+        await within_deadline(waits, rs)
 
 
 def _resume(run: Run, decisions: Mapping[str, Any] | None) -> str | None:
@@ -76,6 +67,16 @@ async def _beat(every_s: float, results: dict[str, str]) -> None:
         await asyncio.sleep(every_s)
 
 
+def _noting(ran: list[str]) -> Callable[[ToolCall], contextlib.AbstractContextManager[None]]:
+    """A tool scope that notes the id of each call that runs (entered as ``Runner``'s tracer's is)."""
+
+    def scope(call: ToolCall) -> contextlib.AbstractContextManager[None]:
+        ran.append(call.id)
+        return contextlib.nullcontext()
+
+    return scope
+
+
 def _gate(kept: dict[str, ToolResult]) -> Callable[[ToolCall, RunState, Any], ToolResult | None]:
     """A call whose result an earlier attempt kept is answered with it (after the features' gates)."""
 
@@ -85,17 +86,12 @@ def _gate(kept: dict[str, ToolResult]) -> Callable[[ToolCall, RunState, Any], To
     return kept_result
 
 
-async def run_stage(stage: str, args: Mapping[str, Any]) -> dict[str, Any]:
-    """One stage's work on the run state ``args["state"]`` (the workflow's, as JSON)."""
-    host = host_for(args["agent"])
-    runner = host.runner
-    rs = RunState.from_json(args["state"])
-    runner.adopt(rs)
-    run = runner.attach(rs)
-    ctx, log = run.ctx, run.ctx.log
+def _equip(host: Host, run: Run, stage: str, results: dict[str, str], ran: list[str]) -> None:
+    """The stage's context: the children's store, the results an earlier attempt kept (answered
+    from them), each completed call's result kept (heartbeats), the calls a resume runs noted."""
+    ctx = run.ctx
     if host.has_children and host.store is not None:
         ctx.store = Followed(host.store)
-    results: dict[str, str] = dict(args.get("kept") or {})
     if results:
         ctx.gates = (*ctx.gates, _gate({k: load_result(v) for k, v in results.items()}))
 
@@ -104,6 +100,21 @@ async def run_stage(stage: str, args: Mapping[str, Any]) -> dict[str, Any]:
         activity.heartbeat(results)
 
     ctx.on_result = keep
+    if stage in run.machine.waiting:  # the calls a resume runs (their spans: legs.py)
+        ctx.tool_scopes = (*ctx.tool_scopes, _noting(ran))
+
+
+async def run_stage(stage: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    """One stage's work on the run state ``args["state"]`` (the workflow's, as JSON)."""
+    host = host_for(activity.info().task_queue, args["agent"])
+    runner = host.runner
+    rs = RunState.from_json(args["state"])
+    runner.adopt(rs)
+    run = runner.attach(rs)
+    ctx, log = run.ctx, run.ctx.log
+    results: dict[str, str] = dict(args.get("kept") or {})
+    ran: list[str] = []
+    _equip(host, run, stage, results, ran)
     before = list(rs.messages)
     if stage == Stage.REASON and rs.request is None:  # (the request is not saved: preprocess builds it again)
         attempt = rs.attempt
@@ -138,6 +149,7 @@ async def run_stage(stage: str, args: Mapping[str, Any]) -> dict[str, Any]:
         "messages": [message_json(m) for m in rs.messages[keep_n:]],
         "events": [event_json(r) for r in records],
         "raised": raised,
+        **({"ran": ran} if ran else {}),
     }
 
 

@@ -11,6 +11,15 @@ from ...stores.base import RunStore, SavedRun, StoreWrapper
 from ...workflows.base import Workflow
 
 
+class DrivenRunner(Runner):
+    """The Runner of an agent whose runs Temporal drives: the workflow takes the transitions, the
+    activities do the stages, each on a Run of its own. Observers that trace runs leg by leg
+    (OpenTelemetry's ``Tracing``) get each leg from the workflow when it stops (``trace_leg``),
+    not from these Runs (which the workflow makes again on every replay)."""
+
+    legs_traced_by_engine = True
+
+
 @dataclass(eq=False)
 class Host:
     runner: Runner
@@ -44,4 +53,4 @@ class Followed(StoreWrapper):
         return saved
 
 
-__all__ = ["Followed", "Host"]
+__all__ = ["DrivenRunner", "Followed", "Host"]

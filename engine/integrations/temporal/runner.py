@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from temporalio.client import (
@@ -26,12 +26,11 @@ from ...data.result import RunResult
 from ...data.stage import Stage
 from ...durable.codec import decisions_message, run_result_from_json
 from ...loop.options import new_run_id
-from ...loop.runner import Runner
 from ...runtime.agent import Agent
 from ...stores.base import RunStore
 from .activities import stage_activities
-from .host import Host
-from .names import DECIDE, HOSTS, PAUSE, QUEUE, STATE, WAIT, WORKFLOW, ReplayDivergence
+from .host import DrivenRunner, Host
+from .names import DECIDE, HOSTS, PAUSE, QUEUE, RESULT, STATE, WAIT, WORKFLOW, ReplayDivergence, hold, let_go
 from .workflow import RunWorkflow
 
 LOCAL = frozenset({Stage.START, Stage.PREPROCESS, Stage.POSTPROCESS, Stage.DECIDE})
@@ -52,7 +51,9 @@ class TemporalRunner:
 
     ``deps``: the runs' dependencies in this worker (never saved). ``store``: where a workflow
     agent's children are checkpointed (a worker lost mid-stage then goes on from them).
-    ``heartbeat_s``: a stage's worker is taken for dead after this long without a heartbeat."""
+    ``heartbeat_s``: a stage's worker is taken for dead after this long without a heartbeat.
+    ``observers``: watch this worker's runs as ``Runner(agent, observers=...)`` does; OpenTelemetry's
+    ``Tracing`` (here or ``instrument()``-ed) gets each leg of a run once, when it stops."""
 
     def __init__(
         self,
@@ -64,6 +65,7 @@ class TemporalRunner:
         store: RunStore | None = None,
         heartbeat_s: float = 10.0,
         activity_timeout_s: float = 3600.0,
+        observers: Sequence[object] = (),
         unverified: bool = False,
     ) -> None:
         if not isinstance(client, Client):
@@ -73,7 +75,7 @@ class TemporalRunner:
             )
         if heartbeat_s <= 0:
             raise ConfigurationError(f"heartbeat_s must be more than 0 seconds, got {heartbeat_s}")
-        runner = Runner(agent, unverified=unverified)
+        runner = DrivenRunner(agent, observers=observers, unverified=unverified)
         runner.deps = deps
         self.agent = agent
         self.client = client
@@ -82,15 +84,17 @@ class TemporalRunner:
         self.host = Host(
             runner, heartbeat_s=heartbeat_s, activity_timeout_s=activity_timeout_s, store=store, local=local
         )
-        HOSTS[agent.name] = self.host
 
     # ------------------------------------------------------------------ the worker
 
     def worker(self, **options: Any) -> Worker:
         """A Temporal Worker for this agent's workflow and activities (``async with`` it, or
-        ``await worker.run()``); ``options`` go to :class:`temporalio.worker.Worker`."""
-        HOSTS[self.agent.name] = self.host
-        return Worker(
+        ``await worker.run()``); ``options`` go to :class:`temporalio.worker.Worker`. One
+        process runs one agent of a name on a task queue: a worker of another TemporalRunner for
+        an agent of the same name on the same queue, not stopped yet, is a ConfigurationError."""
+        hold(self.task_queue, self.agent.name, self.host)
+        return _Worker(
+            (self.task_queue, self.agent.name, self.host),
             self.client,
             task_queue=self.task_queue,
             workflows=[RunWorkflow],
@@ -198,14 +202,14 @@ class TemporalRunner:
 
     async def replay_history(self, history: Any) -> None:
         """:meth:`replay` of a history already fetched (``WorkflowHistory``, maybe from JSON)."""
-        before = HOSTS.get(self.agent.name)
-        HOSTS[self.agent.name] = self.host
+        build = f"loopwright-{new_run_id()}"
+        key = (f"replay-{build}", self.agent.name)  # (the queue Temporal's Replayer runs it on)
+        HOSTS[key] = self.host
         try:
-            replayer = Replayer(workflows=[RunWorkflow], workflow_runner=workflow_runner())
+            replayer = Replayer(workflows=[RunWorkflow], workflow_runner=workflow_runner(), build_id=build)
             found = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         finally:
-            if before is not None:
-                HOSTS[self.agent.name] = before
+            del HOSTS[key]
         if found.replay_failure is not None:
             said = str(found.replay_failure)
             raise ReplayDivergence(self._diverged(history, said)) from found.replay_failure
@@ -233,6 +237,46 @@ class TemporalRunner:
             f"{self.host.runner.machine.name!r}: {states}{said}. Runs recorded on the old machine must finish on "
             "workers that still run it (a new task queue for the new machine), or be reset"
         )
+
+
+async def read_result(client: Client, run_id: str) -> RunResult:
+    """Run ``run_id``'s RunResult as it stands, read from Temporal alone (no agent needed): the
+    workflow's result once it has ended (from its history: no worker needed), else the run so far
+    (the ``loopwright:result`` query, answered by a worker). What ``loopwright trace RUN_ID
+    --temporal HOST:PORT`` draws. A run id Temporal does not know, or a run that failed outside the
+    machine (an agent its worker lacks), is a ConfigurationError saying so."""
+    handle = client.get_workflow_handle(run_id)
+    try:
+        described = await handle.describe()
+    except RPCError as exc:
+        raise ConfigurationError(f"Temporal knows no run {run_id!r} on this namespace ({exc})") from exc
+    status = described.status
+    try:
+        if status == WorkflowExecutionStatus.COMPLETED:
+            return run_result_from_json(await handle.result())
+        if status == WorkflowExecutionStatus.RUNNING:
+            return run_result_from_json(await handle.query(RESULT, result_type=str))
+    except (WorkflowFailureError, RPCError) as exc:
+        raise ConfigurationError(f"run {run_id!r} has no result to read: {exc}") from exc
+    said = status.name.lower() if status is not None else "unknown"
+    raise ConfigurationError(
+        f"run {run_id!r}'s workflow is {said}: it ended outside the machine (no RunResult); its history says why "
+        f"(temporal workflow show --workflow-id {run_id})"
+    )
+
+
+class _Worker(Worker):
+    """A Temporal Worker that frees its agent's name on its queue in this process when it stops."""
+
+    def __init__(self, held: tuple[str, str, Host], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._held = held
+
+    async def run(self) -> None:
+        try:
+            await super().run()
+        finally:
+            let_go(*self._held)
 
 
 def _recorded_stage(history: Any, said: str) -> tuple[str, str] | None:

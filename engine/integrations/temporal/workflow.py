@@ -34,7 +34,8 @@ with workflow.unsafe.imports_passed_through():
     from ..recorded import row_after
     from .activities import adopt
     from .host import Host
-    from .names import DECIDE, PAUSE, STATE, WAIT, WORKFLOW, activity_name, host_for
+    from .legs import LegStart, leg_start, trace_leg
+    from .names import DECIDE, PAUSE, RESULT, STATE, WAIT, WORKFLOW, activity_name, host_for
 
 ONCE = RetryPolicy(maximum_attempts=1)
 
@@ -54,16 +55,19 @@ class RunWorkflow:
         self.pausing = False
         self.paused = False
         self.cancel = False
+        self.leg: LegStart | None = None
+        """The start of the run's leg in progress, when its runs are traced (:mod:`.legs`)."""
 
     @workflow.run
     async def main(self, args: dict[str, Any]) -> str:
-        host = host_for(args["agent"])
+        host = host_for(workflow.info().task_queue, args["agent"])
         runner = host.runner
         rs = runner.new_run(args["input"], run_id=workflow.info().workflow_id, state=args.get("state"))
         limits = rs.limits
         if limits.timeout_s is not None:  # Temporal's clock, never the worker's
             rs.deadline = workflow.time() + limits.timeout_s - limits.salvage_reserve
         run = self.run = runner.attach(rs)
+        self.leg = leg_start(run, mark=0)
         decisions: dict[str, Any] | None = None
         while True:
             stage = run.state.stage
@@ -74,6 +78,8 @@ class RunWorkflow:
                 continue
             out = await self._stage(host, run, stage, decisions)
             decisions = None
+            if self.leg is not None and out.get("ran"):
+                self.leg.ran.update(out["ran"])
             if out.get("rejected") is not None:
                 self.rejected = out["rejected"]
                 continue
@@ -88,6 +94,10 @@ class RunWorkflow:
         return run_result_json(run.result)
 
     def _stop(self) -> None:
+        """The run stops (ended, suspended, paused): its leg's spans, once."""
+        assert self.run is not None
+        trace_leg(self.leg, self.run)
+        self.leg = None
         self.stopped = True
         self.stops += 1
 
@@ -104,6 +114,7 @@ class RunWorkflow:
         except asyncio.CancelledError:
             self.cancel = True
         self.stopped = False
+        self.leg = leg_start(self.run)
         decisions, self.decisions = self.decisions or {}, None
         return decisions
 
@@ -120,6 +131,7 @@ class RunWorkflow:
             self.cancel = True
         self.paused = self.stopped = False
         rs.outcome = None
+        self.leg = leg_start(self.run)
 
     async def _stage(self, host: Host, run: Run, stage: str, decisions: dict[str, Any] | None) -> dict[str, Any]:
         """The stage's activity; again when its worker was lost (with the results its calls kept)."""
@@ -193,6 +205,13 @@ class RunWorkflow:
             "stopped": self.stopped,
             "paused": self.paused,
         }
+
+    @workflow.query(name=RESULT)
+    def result_so_far(self) -> str:
+        """The run's RunResult as it stands, its events so far (JSON): what its trace page draws."""
+        if self.run is None:
+            raise ApplicationError(f"run {workflow.info().workflow_id!r} has not started yet", type="ResumeError")
+        return run_result_json(self.run.result)
 
     @workflow.update(name=WAIT, unfinished_policy=workflow.HandlerUnfinishedPolicy.ABANDON)
     async def wait(self) -> str:

@@ -96,3 +96,53 @@ def mixed_agent() -> Agent:
 
 mixed = mixed_agent()
 """``module:agent`` for the kill test inside one stage: killed while ``hold-c`` waits, the quick calls done."""
+
+
+def looped() -> Any:
+    """Three rounds of one leaf (a call and a text each), the tree allowed two tool calls in all."""
+    from loopwright.workflows import LoopAgent
+
+    leaf = Agent(name="rounder", model=by_turn(calls("round")), tools=[work], limits=LIMITS)
+    return LoopAgent("looped", body=[leaf], max_iterations=3, limits=Limits(max_tool_calls=2, retry_backoff_s=0))
+
+
+def mapped() -> Any:
+    """One leaf per item (a call and a text each), one at a time, the tree allowed two tool calls in all."""
+    from loopwright.workflows import MapAgent
+
+    leaf = Agent(name="itemer", model=by_turn(calls("item")), tools=[work], limits=LIMITS)
+    return MapAgent("mapped", leaf, over="items", concurrency=1, limits=Limits(max_tool_calls=2, retry_backoff_s=0))
+
+
+def timing_out() -> Agent:
+    """The payer, whose approvals stay open for half a second."""
+    return payer().replace(limits=LIMITS.model_copy(update={"wait_timeout_s": 0.5}))
+
+
+def _trace_to_file(path: str) -> None:
+    """Every span this process's runs make, one JSON line each in ``path`` (name, ids, parent)."""
+    import json
+    from collections.abc import Sequence
+
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    import loopwright.integrations.otel
+
+    class ToFile(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            with open(path, "a") as f:
+                for s in spans:
+                    parent = s.parent.span_id if s.parent is not None else None
+                    f.write(json.dumps({"name": s.name, "id": s.context.span_id, "parent": parent, "pid": os.getpid()}))
+                    f.write("\n")
+                f.flush()
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(ToFile()))
+    loopwright.integrations.otel.instrument(tracer_provider=provider)
+
+
+if os.environ.get("LOOPWRIGHT_TEST_SPANS"):  # a worker whose runs are traced (the kill test of spans)
+    _trace_to_file(os.environ["LOOPWRIGHT_TEST_SPANS"])

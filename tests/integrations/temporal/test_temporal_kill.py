@@ -5,6 +5,7 @@ finished runs again (the one in flight at the kill may: activities are at least 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -82,7 +83,14 @@ async def _kept(handle: Any, client: Client, count: int) -> None:
 
 
 def _killed_and_replaced(
-    temporal: str, tmp_path: Path, agent_name: str, agent: Any, hold: str, *extra: str, kept: int = 0
+    temporal: str,
+    tmp_path: Path,
+    agent_name: str,
+    agent: Any,
+    hold: str,
+    *extra: str,
+    kept: int = 0,
+    spans: Path | None = None,
 ) -> tuple[RunResult, Counter[str]]:
     """Start a run of ``agent`` on a worker subprocess; kill it (-9) while the call ``hold``
     waits (and the server holds ``kept`` results of the stage in flight); start another; the
@@ -91,6 +99,8 @@ def _killed_and_replaced(
     gate.mkdir()
     log = tmp_path / "calls.log"
     env = {"LOOPWRIGHT_TEST_LOG": str(log), "LOOPWRIGHT_TEST_GATE": str(gate)}
+    if spans is not None:  # the workers trace their runs into this file (app.py)
+        env["LOOPWRIGHT_TEST_SPANS"] = str(spans)
     queue = f"kill-{uuid.uuid4().hex[:8]}"
     run_id = uuid.uuid4().hex[:12]
     first = Worker(temporal, queue, agent_name, env, *extra)
@@ -150,3 +160,25 @@ def test_calls_that_completed_in_the_stage_in_flight_are_not_run_again(temporal:
     assert result.trace == reference.trace and result.messages == reference.messages
     assert ran["quick-a"] == 1 and ran["quick-b"] == 1  # kept by the heartbeat, answered from it
     assert 1 <= ran["hold-c"] <= 2
+
+
+def test_a_run_whose_worker_is_killed_and_replaced_is_traced_once_as_on_runner(temporal: str, tmp_path: Path) -> None:
+    from tests.integrations.otel.test_otel import tree
+    from tests.integrations.temporal.test_temporal_otel import _runner_spans
+
+    spans = tmp_path / "spans.jsonl"
+    result, ran = _killed_and_replaced(temporal, tmp_path, "killable", app.killable, "hold-second", spans=spans)
+    assert result.outcome == "final" and ran["first"] == 1
+    said = [json.loads(line) for line in spans.read_text().splitlines()] if spans.exists() else []
+    by_parent: dict[Any, list[dict[str, Any]]] = {}
+    for span in said:
+        by_parent.setdefault(span["parent"], []).append(span)
+
+    def walk(parent: Any, depth: int) -> list[tuple[int, str]]:
+        return [(depth, s["name"]) for s in by_parent.get(parent, [])] + [
+            found for s in by_parent.get(parent, []) for found in walk(s["id"], depth + 1)
+        ]
+
+    reference = tree(_runner_spans(app.three("killable", "first", "second", "third"), "go"))
+    assert sorted(walk(None, 0)) == sorted(reference)  # each span once, the run's tree
+    assert len({s["pid"] for s in said}) == 1  # all from the worker that ended it: the killed one sent none
