@@ -16,7 +16,7 @@ parts plugged in where the SDK asks for them:
 from __future__ import annotations
 
 import asyncio
-import time
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -57,7 +57,7 @@ from ...serve.decisions import DecisionIn, ServeError, decisions_for, not_waitin
 from ...serve.service import Service
 from ...stores.base import RunStore
 from .door import Auth, guarded, secure_card, user_of
-from .tasks import CONTEXT_KEY, RunTaskStore, cancel_run, decisions_in, task_of
+from .tasks import ANSWER, CONTEXT_KEY, RunTaskStore, cancel_run, decisions_in, task_of
 
 STOPS = frozenset({"run_finished", "suspended", "paused", "error"})
 """Event types after which a leg of a run has stopped (``error``: the service's own, seq -1)."""
@@ -189,12 +189,13 @@ class RunExecutor(AgentExecutor):
                     run_id=run_id,
                     session=context_id if self.sessions else None,
                     state={CONTEXT_KEY: context_id},
+                    deltas=True,
                 )
             else:
                 after = await service.last_seq(run_id)
                 await service.decide(run_id, decisions, user, everyone=False)
             await updater.start_work()
-            await _leg(service, run_id, after)
+            await _leg(service, run_id, after, updater)
         except ServeError as exc:
             await updater.failed(updater.new_agent_message([new_text_part(exc.message)]))
             return
@@ -219,30 +220,65 @@ class RunExecutor(AgentExecutor):
 async def _report(updater: TaskUpdater, task: Task) -> None:
     """Tell the SDK where the run is: its answer as the artifact, then its state."""
     for artifact in task.artifacts:
-        await updater.add_artifact(list(artifact.parts), artifact_id=artifact.artifact_id, name=artifact.name)
+        await updater.add_artifact(
+            list(artifact.parts), artifact_id=artifact.artifact_id, name=artifact.name, append=False, last_chunk=True
+        )
     message = task.status.message if task.status.HasField("message") else None
     if message is not None:
         message = updater.new_agent_message(list(message.parts))
     await updater.update_status(task.status.state, message=message)
 
 
-async def _leg(service: Service, run_id: str, after: int) -> None:
-    """Wait until the run's leg in progress has stopped (ended, suspended, paused, failed) and the
-    service has let it go (the store holds where it stopped)."""
-    async for got in service.follow(run_id, after):
-        if isinstance(got, list):
-            if any(item.type in STOPS for item in got):
+async def _leg(service: Service, run_id: str, after: int, updater: TaskUpdater) -> None:
+    """Follow the run's leg in progress until it has stopped (ended, suspended, paused, failed)
+    and the service has let it go (the store holds where it stopped); the model's text as it
+    streams (``text_delta``) goes out as chunks of the answer artifact (:class:`Chunks`)."""
+    chunks = Chunks(updater)
+    following = True
+    while following:
+        following = False
+        async for got in service.follow(run_id, after):
+            if isinstance(got, list):
+                for item in got:
+                    if item.seq > after:
+                        await chunks.see(item)
+                if any(item.type in STOPS for item in got):
+                    break
+                after = max(after, got[-1].seq)
+            elif got == "dropped":  # (fell behind: follow again from the last event seen)
+                following = True
                 break
-            after = max(after, got[-1].seq)
-        elif got in ("end", "busy"):
-            break
-        elif got == "dropped":
-            await _leg(service, run_id, after)
-            return
-    # the service lets the leg go right after its last event: look every 2 ms, for at most 10 s
-    deadline = time.monotonic() + 10.0
-    while run_id in service.live and time.monotonic() < deadline:  # noqa: ASYNC110
-        await asyncio.sleep(0.002)
+            elif got in ("end", "busy", "shutdown"):
+                break
+    await service.leg_over(run_id)
+
+
+class Chunks:
+    """The model's streamed text as chunks of the artifact ``answer`` (A2A's
+    ``TaskArtifactUpdateEvent``): a reply's first chunk starts the artifact afresh (``append``
+    false: it replaces what an earlier reply streamed), the next ones are appended; the run's
+    final state then replaces it with the answer (``last_chunk``: :func:`_report`)."""
+
+    def __init__(self, updater: TaskUpdater) -> None:
+        self.updater = updater
+        self.streaming = False
+        """A reply's text is streaming now (the next chunk is appended to it)."""
+
+    async def see(self, item: Any) -> None:
+        if item.type == "model_responded":
+            self.streaming = False
+        elif item.type == "text_delta":
+            delta = json.loads(item.json)
+            if delta.get("thought") or not delta.get("text"):
+                return
+            await self.updater.add_artifact(
+                [new_text_part(delta["text"])],
+                artifact_id=ANSWER,
+                name=ANSWER,
+                append=self.streaming,
+                last_chunk=False,
+            )
+            self.streaming = True
 
 
 class _Started:
