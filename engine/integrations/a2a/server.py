@@ -37,6 +37,7 @@ from a2a.types import (
     AgentCard,
     AgentInterface,
     AgentSkill,
+    CancelTaskRequest,
     InvalidParamsError,
     SecurityScheme,
     SendMessageRequest,
@@ -214,7 +215,21 @@ class RunExecutor(AgentExecutor):
         return task
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        await cancel_run(await self._service(), str(context.task_id))
+        await cancel_run(await self._service(), str(context.task_id), user_of(context.call_context))
+
+
+class OwnedTasks(DefaultRequestHandler):
+    """The SDK's request handler, with CancelTask checked at the door: a task that is not the
+    caller's is "task not found" before anything of the SDK's cancelling runs (no task is
+    read for it, no executor called, nothing written)."""
+
+    task_store: RunTaskStore
+
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        if not params.id or not await self.task_store.owns(params.id, context):
+            raise TaskNotFoundError(message=f"task {params.id!r} not found")
+        cancelled: Task | None = await super().on_cancel_task(params, context)
+        return cancelled
 
 
 async def _report(updater: TaskUpdater, task: Task) -> None:
@@ -342,7 +357,7 @@ def a2a_app(
     card = agent_card(agent, url, version)
     if auth is not None:
         card = secure_card(card, security_scheme)
-    handler = DefaultRequestHandler(
+    handler = OwnedTasks(
         agent_executor=RunExecutor(started, agent.name, gate, sessions is not None),
         task_store=RunTaskStore(started, agent.name),
         agent_card=card,
