@@ -4,8 +4,12 @@ parts plugged in where the SDK asks for them:
 
 - :class:`RunExecutor` (the SDK's ``AgentExecutor``): a message starts a run of the agent, or,
   in a task whose run waits, decides its pending calls; it follows the run's events through the
-  :class:`~loopwright.serve.service.Service` (the one the HTTP API uses) until the leg stops,
-  then says where the run is as the store keeps it (:func:`~.tasks.task_of`);
+  :class:`~loopwright.serve.service.Service` (the one the HTTP API uses) until the leg stops
+  (the model's streamed text going out as chunks of the answer: :class:`Chunks`), waits for the
+  service to let the leg go (``Service.leg_over``: woken, not polling), then says where the run
+  is as the store keeps it (:func:`~.tasks.task_of`);
+- :class:`OwnedTasks` (the SDK's ``DefaultRequestHandler``): ``CancelTask`` checked at the door
+  (another user's task is "task not found" before the SDK reads it);
 - :class:`DecisionGate` (the SDK's ``RequestContextBuilder``, called before a message reaches a
   task): refuses, with a JSON-RPC error and before anything changes, a message that cannot be
   taken: decisions for a task whose run waits for none, for calls that are not pending, a
