@@ -93,7 +93,7 @@ def wait_until_up(proc: subprocess.Popen[str], url: str, timeout_s: float = 30.0
 @contextmanager
 def serving_cli(*args: str, port: int, ready: str = "/agents", **kw: Any) -> Iterator[subprocess.Popen[str]]:
     """``loopwright serve *args --port port`` (:func:`serve_process`; ``kw`` too), once it answers
-    ``ready``; stopped (SIGTERM) on the way out unless it has exited already."""
+    ``ready``; stopped on the way out (SIGTERM, then SIGKILL after 20 s) unless it has exited already."""
     proc = serve_process(*args, "--port", str(port), **kw)
     try:
         wait_until_up(proc, f"http://127.0.0.1:{port}{ready}")
@@ -101,7 +101,11 @@ def serving_cli(*args: str, port: int, ready: str = "/agents", **kw: Any) -> Ite
     finally:
         if proc.poll() is None:
             proc.terminate()
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:  # (held by something: do not leave it behind)
+            proc.kill()
+            proc.wait(timeout=20)
 
 
 # ------------------------------------------------------------------ OpenAIModel on tests/fake_openai.py
