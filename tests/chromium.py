@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -50,13 +51,21 @@ def playwright_or_skip(*, needs_graphviz: bool = True) -> Any:
     return sync_playwright
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """A headless Chromium (playwright's ``Browser``): ``browser.new_page()`` in each test."""
-    sync_playwright = playwright_or_skip()
+@contextmanager
+def launched(*, needs_graphviz: bool = True) -> Iterator[Any]:
+    """A headless Chromium (playwright's ``Browser``) for as long as the block runs; the test is
+    skipped (failed in CI) without it (:func:`playwright_or_skip`)."""
+    sync_playwright = playwright_or_skip(needs_graphviz=needs_graphviz)
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             yield chromium
         finally:
             chromium.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """A headless Chromium (playwright's ``Browser``): ``browser.new_page()`` in each test."""
+    with launched() as chromium:
+        yield chromium

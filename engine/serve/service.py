@@ -99,6 +99,8 @@ class Service:
         """The server is shutting down (:meth:`shutting_down`): streams end saying so."""
         """Runs being decided, cancelled or resumed right now (a second request is refused)."""
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._waiting: dict[str, list[asyncio.Future[None]]] = {}
+        """Who waits for a run's leg in progress here to stop (:meth:`leg_over`), by run id."""
         self.threads = Threads()
         """The AG-UI threads seen here (:mod:`loopwright.serve.agui`)."""
 
@@ -126,12 +128,14 @@ class Service:
         session: str | None = None,
         after: RunResult | None = None,
         state: dict[str, Any] | None = None,
+        deltas: bool = False,
     ) -> str:
         """Start a run of ``agent`` on ``text`` for ``user``; its id (the run goes on in the background).
         ``session``: the user's session id: the run continues it (``(agent, user, session)``;
         :mod:`loopwright.loop.sessions`), or 409 if another run holds it. ``after``: an ended
         run whose conversation this one continues (``Runner.start(..., after=)``). ``state``:
-        the run's starting state (``Runner.start(..., state=)``)."""
+        the run's starting state (``Runner.start(..., state=)``). ``deltas``: a streaming model's
+        text comes as ``text_delta`` events too (as from ``Runner.stream``)."""
         runner = self.runner(agent)
         key = None if session is None else _session_key(runner, agent, user, session)
         run_id = run_id or new_run_id()
@@ -143,6 +147,7 @@ class Service:
         hub.leg_started()
         try:
             run = runner.start(text, run_id=run_id, session=key, after=after, state=state)
+            run.ctx.stream_deltas = deltas
             if isinstance(run, SessionRun):
                 await run.open()  # (held now, or SessionBusy: 409)
         except LoopwrightError as exc:
@@ -177,6 +182,25 @@ class Service:
             self.live.pop(run_id, None)
             hub.leg_stopped(ended=outcome in ENDED)
             self._forget(run_id)
+            for waiter in self._waiting.pop(run_id, ()):
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    async def leg_over(self, run_id: str) -> None:
+        """Return once no leg of ``run_id`` goes on here (the store holds where it stopped): at
+        once if none does, else when the service lets the leg go (woken then, never polling)."""
+        if run_id not in self.live:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(run_id, []).append(waiter)
+        try:
+            await waiter
+        finally:
+            left = self._waiting.get(run_id)
+            if left is not None and waiter in left:
+                left.remove(waiter)
+                if not left:
+                    del self._waiting[run_id]
 
     def _hub(self, run_id: str) -> Hub:
         hub = self.hubs.get(run_id)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,8 @@ import httpx
 import pytest
 
 from tests import ROOT
-from tests.chromium import CHROMIUM, CHROMIUM_ARGS, playwright_or_skip
+from tests.chromium import launched
+from tests.helpers import serving_cli
 from tests.serve_agents import free_port
 
 pytestmark = pytest.mark.browser
@@ -35,13 +35,8 @@ SERVE = (
 def chromium() -> Iterator[Any]:
     """A headless Chromium; skipped loudly without Chromium or playwright (failed in CI). Unlike
     tests/chromium.py's fixture it does not ask for Graphviz: the point is to do without it."""
-    sync_playwright = playwright_or_skip(needs_graphviz=False)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with launched(needs_graphviz=False) as browser:
+        yield browser
 
 
 @pytest.fixture
@@ -50,26 +45,13 @@ def server(tmp_path: Path) -> Iterator[str]:
     port = free_port()
     bare = tmp_path / "bin"  # the PATH: an empty folder (the interpreter is named by its full path)
     bare.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": str(bare)}
-    args = ["serve", "tests.serve_agents:support", "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--port", str(port)]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SERVE, *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"{base}/agents")
-                break
-            except httpx.ConnectError:
-                assert proc.poll() is None, proc.stderr and proc.stderr.read()
-                assert time.monotonic() < deadline, "the server did not start"
-                time.sleep(0.1)
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    without_graphviz = (sys.executable, "-c", SERVE)
+    with serving_cli(
+        "tests.serve_agents:support", "--store", store,
+        port=port, command=without_graphviz, env={"PATH": str(bare)}, stdout=subprocess.DEVNULL,
+    ):  # fmt: skip
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_without_graphviz_the_live_diagram_lights_up_as_a_run_goes(chromium: Any, server: str) -> None:

@@ -4,50 +4,29 @@ the dev UI on the port it was given, runs kept in the store it was given; bad in
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests import ROOT
+from tests.helpers import serve_process, serving_cli
 from tests.serve_agents import free_port
 
 pytestmark = pytest.mark.slow
 
 
-def _cli(*args: str, **kw: object) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(
-        [sys.executable, "-m", "loopwright", "serve", *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def test_serve_runs_the_api_and_the_ui_and_keeps_runs_in_the_store(tmp_path: Path) -> None:
     port = free_port()
     db = tmp_path / "runs.db"
-    server = _cli("tests.serve_agents:support", "--store", f"sqlite:///{db}", "--port", str(port))
     base = f"http://127.0.0.1:{port}"
-    try:
+    with serving_cli("tests.serve_agents:support", "--store", f"sqlite:///{db}", port=port) as server:
         assert server.stdout is not None
         line = server.stdout.readline()
         assert f"support on http://127.0.0.1:{port}/" in line
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                agents = httpx.get(f"{base}/agents")
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline and server.poll() is None, server.stderr and server.stderr.read()
-                time.sleep(0.1)
+        agents = httpx.get(f"{base}/agents")
         assert agents.json()["agents"] == ["support"]
         page = httpx.get(f"{base}/")
         assert page.status_code == 200 and "<title>loopwright serve</title>" in page.text
@@ -58,9 +37,6 @@ def test_serve_runs_the_api_and_the_ui_and_keeps_runs_in_the_store(tmp_path: Pat
         assert data[-2]["type"] == "run_finished" and data[-2]["output"] == "you said: hello"
         trace = httpx.get(f"{base}/runs/{run_id}/trace")
         assert trace.status_code == 200 and "<html" in trace.text and run_id[:12] in trace.text
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
     assert db.exists()
 
 
@@ -72,7 +48,7 @@ def test_serve_runs_the_api_and_the_ui_and_keeps_runs_in_the_store(tmp_path: Pat
     ],
 )
 def test_serve_explains_a_bad_target_in_one_line(args: list[str], words: str) -> None:
-    done = _cli(*args, "--port", str(free_port()))
+    done = serve_process(*args, "--port", str(free_port()))
     _, err = done.communicate(timeout=60)
     assert done.returncode == 2
     assert words in err and len(err.strip().splitlines()) == 1, err

@@ -6,10 +6,7 @@ the server is shutting down (``shutdown``, with where to resume), or no such run
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +19,7 @@ import pytest
 import uvicorn
 
 from loopwright.serve import Server, app
-from tests import ROOT
+from tests.helpers import serving_cli
 from tests.serve_agents import free_port, serving, support
 
 ROUTES = ["events", "agui"]
@@ -130,36 +127,8 @@ def test_loopwright_serve_stopped_with_ctrl_c_tells_its_followers_and_exits(tmp_
     """``loopwright serve`` (a subprocess) gets SIGINT while a client follows a waiting run: the
     client's stream ends with ``shutdown`` and the process exits (it is not held by the stream)."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    store = f"sqlite:///{tmp_path / 'runs.db'}"
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "loopwright",
-            "serve",
-            "tests.serve_agents:support",
-            "--port",
-            str(port),
-            "--store",
-            store,
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"{base}/agents")
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline and server.poll() is None, server.stderr and server.stderr.read()
-                time.sleep(0.1)
+    with serving_cli("tests.serve_agents:support", "--store", f"sqlite:///{tmp_path / 'runs.db'}", port=port) as server:
         run_id = httpx.post(f"{base}/runs", json={"input": "refund 7"}).json()["run_id"]
         with httpx.stream("GET", f"{base}/runs/{run_id}/events", timeout=20) as response:
             lines = response.iter_lines()
@@ -177,7 +146,3 @@ def test_loopwright_serve_stopped_with_ctrl_c_tells_its_followers_and_exits(tmp_
             got = frames(iter(pending))
         assert got[-1][0] == "shutdown", got[-3:]
         assert server.wait(timeout=30) in (0, -signal.SIGINT)  # (uvicorn re-raises the SIGINT once it stopped)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(timeout=30)

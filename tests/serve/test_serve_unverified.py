@@ -6,10 +6,6 @@ opt-in; opted in (``unverified=True``, ``--unverified``), its run over HTTP stil
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +16,7 @@ from loopwright import Agent, Limits, RunState, ScriptedModel
 from loopwright.data.errors import MachineError
 from loopwright.extend import Rule, extend
 from loopwright.serve import app
-from tests import ROOT
+from tests.helpers import serve_process, serving_cli
 from tests.serve_agents import free_port, serving
 
 
@@ -66,41 +62,20 @@ def test_opted_in_the_unverified_run_ends_by_its_timeout_over_http(tmp_path: Pat
         assert run["outcome"] == "limit"
 
 
-def _serve(*args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(
-        [sys.executable, "-m", "loopwright", "serve", "tests.serve.test_serve_unverified:spinner", *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+SPINNER = "tests.serve.test_serve_unverified:spinner"
 
 
 @pytest.mark.slow
 def test_the_cli_refuses_an_unverified_machine_and_serves_it_with_the_opt_in(tmp_path: Path) -> None:
-    refused = _serve("--store", f"sqlite:///{tmp_path / 'a.db'}", "--port", str(free_port()))
+    refused = serve_process(SPINNER, "--store", f"sqlite:///{tmp_path / 'a.db'}", "--port", str(free_port()))
     out, err = refused.communicate(timeout=60)
     assert refused.returncode == 2, (out, err)
     assert "verify rejects" in err and "--unverified" in err and "Traceback" not in err
 
     port = free_port()
-    server = _serve("--store", f"sqlite:///{tmp_path / 'b.db'}", "--port", str(port), "--unverified")
     base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"{base}/agents")
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline and server.poll() is None, server.stderr and server.stderr.read()
-                time.sleep(0.1)
+    with serving_cli(SPINNER, "--store", f"sqlite:///{tmp_path / 'b.db'}", "--unverified", port=port):
         run_id = httpx.post(f"{base}/runs", json={"input": "go"}).json()["run_id"]
         with httpx.stream("GET", f"{base}/runs/{run_id}/events", timeout=30) as response:
             data = [json.loads(x[6:]) for x in response.iter_lines() if x.startswith("data: ")]
         assert [d["outcome"] for d in data if d.get("type") == "run_finished"] == ["limit"]
-    finally:
-        server.terminate()
-        server.wait(timeout=30)

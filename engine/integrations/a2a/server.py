@@ -4,8 +4,12 @@ parts plugged in where the SDK asks for them:
 
 - :class:`RunExecutor` (the SDK's ``AgentExecutor``): a message starts a run of the agent, or,
   in a task whose run waits, decides its pending calls; it follows the run's events through the
-  :class:`~loopwright.serve.service.Service` (the one the HTTP API uses) until the leg stops,
-  then says where the run is as the store keeps it (:func:`~.tasks.task_of`);
+  :class:`~loopwright.serve.service.Service` (the one the HTTP API uses) until the leg stops
+  (the model's streamed text going out as chunks of the answer: :class:`Chunks`), waits for the
+  service to let the leg go (``Service.leg_over``: woken, not polling), then says where the run
+  is as the store keeps it (:func:`~.tasks.task_of`);
+- :class:`OwnedTasks` (the SDK's ``DefaultRequestHandler``): ``CancelTask`` checked at the door
+  (another user's task is "task not found" before the SDK reads it);
 - :class:`DecisionGate` (the SDK's ``RequestContextBuilder``, called before a message reaches a
   task): refuses, with a JSON-RPC error and before anything changes, a message that cannot be
   taken: decisions for a task whose run waits for none, for calls that are not pending, a
@@ -16,7 +20,7 @@ parts plugged in where the SDK asks for them:
 from __future__ import annotations
 
 import asyncio
-import time
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -37,6 +41,7 @@ from a2a.types import (
     AgentCard,
     AgentInterface,
     AgentSkill,
+    CancelTaskRequest,
     InvalidParamsError,
     SecurityScheme,
     SendMessageRequest,
@@ -57,7 +62,7 @@ from ...serve.decisions import DecisionIn, ServeError, decisions_for, not_waitin
 from ...serve.service import Service
 from ...stores.base import RunStore
 from .door import Auth, guarded, secure_card, user_of
-from .tasks import CONTEXT_KEY, RunTaskStore, cancel_run, decisions_in, task_of
+from .tasks import ANSWER, CONTEXT_KEY, RunTaskStore, cancel_run, decisions_in, task_of
 
 STOPS = frozenset({"run_finished", "suspended", "paused", "error"})
 """Event types after which a leg of a run has stopped (``error``: the service's own, seq -1)."""
@@ -189,12 +194,13 @@ class RunExecutor(AgentExecutor):
                     run_id=run_id,
                     session=context_id if self.sessions else None,
                     state={CONTEXT_KEY: context_id},
+                    deltas=True,
                 )
             else:
                 after = await service.last_seq(run_id)
                 await service.decide(run_id, decisions, user, everyone=False)
             await updater.start_work()
-            await _leg(service, run_id, after)
+            await _leg(service, run_id, after, updater)
         except ServeError as exc:
             await updater.failed(updater.new_agent_message([new_text_part(exc.message)]))
             return
@@ -213,36 +219,85 @@ class RunExecutor(AgentExecutor):
         return task
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        await cancel_run(await self._service(), str(context.task_id))
+        await cancel_run(await self._service(), str(context.task_id), user_of(context.call_context))
+
+
+class OwnedTasks(DefaultRequestHandler):
+    """The SDK's request handler, with CancelTask checked at the door: a task that is not the
+    caller's is "task not found" before anything of the SDK's cancelling runs (no task is
+    read for it, no executor called, nothing written)."""
+
+    task_store: RunTaskStore
+
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        if not params.id or not await self.task_store.owns(params.id, context):
+            raise TaskNotFoundError(message=f"task {params.id!r} not found")
+        cancelled: Task | None = await super().on_cancel_task(params, context)
+        return cancelled
 
 
 async def _report(updater: TaskUpdater, task: Task) -> None:
     """Tell the SDK where the run is: its answer as the artifact, then its state."""
     for artifact in task.artifacts:
-        await updater.add_artifact(list(artifact.parts), artifact_id=artifact.artifact_id, name=artifact.name)
+        await updater.add_artifact(
+            list(artifact.parts), artifact_id=artifact.artifact_id, name=artifact.name, append=False, last_chunk=True
+        )
     message = task.status.message if task.status.HasField("message") else None
     if message is not None:
         message = updater.new_agent_message(list(message.parts))
     await updater.update_status(task.status.state, message=message)
 
 
-async def _leg(service: Service, run_id: str, after: int) -> None:
-    """Wait until the run's leg in progress has stopped (ended, suspended, paused, failed) and the
-    service has let it go (the store holds where it stopped)."""
-    async for got in service.follow(run_id, after):
-        if isinstance(got, list):
-            if any(item.type in STOPS for item in got):
+async def _leg(service: Service, run_id: str, after: int, updater: TaskUpdater) -> None:
+    """Follow the run's leg in progress until it has stopped (ended, suspended, paused, failed)
+    and the service has let it go (the store holds where it stopped); the model's text as it
+    streams (``text_delta``) goes out as chunks of the answer artifact (:class:`Chunks`)."""
+    chunks = Chunks(updater)
+    following = True
+    while following:
+        following = False
+        async for got in service.follow(run_id, after):
+            if isinstance(got, list):
+                for item in got:
+                    if item.seq > after:
+                        await chunks.see(item)
+                if any(item.type in STOPS for item in got):
+                    break
+                after = max(after, got[-1].seq)
+            elif got == "dropped":  # (fell behind: follow again from the last event seen)
+                following = True
                 break
-            after = max(after, got[-1].seq)
-        elif got in ("end", "busy"):
-            break
-        elif got == "dropped":
-            await _leg(service, run_id, after)
-            return
-    # the service lets the leg go right after its last event: look every 2 ms, for at most 10 s
-    deadline = time.monotonic() + 10.0
-    while run_id in service.live and time.monotonic() < deadline:  # noqa: ASYNC110
-        await asyncio.sleep(0.002)
+            elif got in ("end", "busy", "shutdown"):
+                break
+    await service.leg_over(run_id)
+
+
+class Chunks:
+    """The model's streamed text as chunks of the artifact ``answer`` (A2A's
+    ``TaskArtifactUpdateEvent``): a reply's first chunk starts the artifact afresh (``append``
+    false: it replaces what an earlier reply streamed), the next ones are appended; the run's
+    final state then replaces it with the answer (``last_chunk``: :func:`_report`)."""
+
+    def __init__(self, updater: TaskUpdater) -> None:
+        self.updater = updater
+        self.streaming = False
+        """A reply's text is streaming now (the next chunk is appended to it)."""
+
+    async def see(self, item: Any) -> None:
+        if item.type == "model_responded":
+            self.streaming = False
+        elif item.type == "text_delta":
+            delta = json.loads(item.json)
+            if delta.get("thought") or not delta.get("text"):
+                return
+            await self.updater.add_artifact(
+                [new_text_part(delta["text"])],
+                artifact_id=ANSWER,
+                name=ANSWER,
+                append=self.streaming,
+                last_chunk=False,
+            )
+            self.streaming = True
 
 
 class _Started:
@@ -306,7 +361,7 @@ def a2a_app(
     card = agent_card(agent, url, version)
     if auth is not None:
         card = secure_card(card, security_scheme)
-    handler = DefaultRequestHandler(
+    handler = OwnedTasks(
         agent_executor=RunExecutor(started, agent.name, gate, sessions is not None),
         task_store=RunTaskStore(started, agent.name),
         agent_card=card,

@@ -39,7 +39,7 @@ from ...durable.codec import rebuild
 from ...serve.decisions import DecisionIn, ServeError, pending_of
 from ...serve.service import Service
 from ...stores.base import SavedRun
-from .door import USER, user_of
+from .door import user_of
 
 CONTEXT_KEY = "a2a.context_id"
 """Where a run started over A2A keeps its task's ``context_id`` (its state; with sessions the
@@ -160,8 +160,17 @@ class RunTaskStore(TaskStore):
         self.tasks.move_to_end(task.id)
         while len(self.tasks) > self.keep:
             self.tasks.popitem(last=False)
-        if task.status.state == TaskState.TASK_STATE_CANCELED:
-            await cancel_run(await self._service(), task.id)
+        if task.status.state == TaskState.TASK_STATE_CANCELED and owner == user_of(context):
+            await cancel_run(await self._service(), task.id, owner)
+
+    async def owns(self, task_id: str, context: ServerCallContext) -> bool:
+        """Whether the task is the caller's (:func:`~.door.user_of` the request): it is kept here
+        for them, or its run is this agent's and theirs in the run store."""
+        user = user_of(context)
+        if task_id in self.tasks:
+            return self.tasks[task_id][0] == user
+        saved = await (await self._service()).store.load(task_id)
+        return saved is not None and saved.agent == self.agent and saved.user == user
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         user = user_of(context)
@@ -195,10 +204,11 @@ class RunTaskStore(TaskStore):
         self.tasks.pop(task_id, None)  # (the run stays in the run store: runs are never deleted here)
 
 
-async def cancel_run(service: Service, run_id: str) -> None:
-    """Cancel the run of a task the SDK cancelled (nothing if it has ended or does not exist)."""
+async def cancel_run(service: Service, run_id: str, user: str) -> None:
+    """Cancel the run of a task the SDK cancelled for ``user`` (nothing if it has ended, does
+    not exist, or is not theirs: the service checks whose it is)."""
     saved = await service.store.load(run_id)
     if run_id not in service.live and (saved is None or saved.outcome not in (None, "paused", "suspended")):
         return
-    with contextlib.suppress(ServeError):  # (ended meanwhile: nothing to cancel)
-        await service.cancel(run_id, USER, everyone=True)
+    with contextlib.suppress(ServeError):  # (ended meanwhile, or not theirs: nothing to cancel)
+        await service.cancel(run_id, user, everyone=False)

@@ -4,17 +4,13 @@ mounted at /a2a/, the SDK's client completing a task there, the run in the HTTP 
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 from a2a.types import TaskState
 
-from tests import ROOT
+from tests.helpers import serving_cli
 from tests.integrations.a2a.test_a2a_server import answer, client_of, decision, pending, send, text_message
 from tests.serve_agents import free_port
 
@@ -23,34 +19,16 @@ pytestmark = pytest.mark.slow
 AGENT = "tests.integrations.a2a.test_a2a_server:support"
 
 
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.Popen(
-        [sys.executable, "-m", "loopwright", "serve", *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def test_serve_mounts_the_a2a_agent_beside_the_http_api(tmp_path: Path) -> None:
     port = free_port()
     db = tmp_path / "runs.db"
-    server = _cli(AGENT, "--a2a", AGENT, "--store", f"sqlite:///{db}", "--port", str(port))
     base = f"http://127.0.0.1:{port}"
-    try:
+    with serving_cli(
+        AGENT, "--a2a", AGENT, "--store", f"sqlite:///{db}", port=port, ready="/a2a/.well-known/agent-card.json"
+    ) as server:
         assert server.stdout is not None
         assert f"on http://127.0.0.1:{port}/" in server.stdout.readline()
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                card = httpx.get(f"{base}/a2a/.well-known/agent-card.json")
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline and server.poll() is None, server.stderr and server.stderr.read()
-                time.sleep(0.1)
+        card = httpx.get(f"{base}/a2a/.well-known/agent-card.json")
         assert card.json()["supportedInterfaces"][0]["url"] == f"{base}/a2a/"
 
         async def go() -> str:
@@ -69,9 +47,6 @@ def test_serve_mounts_the_a2a_agent_beside_the_http_api(tmp_path: Path) -> None:
         assert trace.status_code == 200 and task_id[:12] in trace.text
         for shown in ("refund H8", "suspended", "resumed", "refunded H8"):  # what docs/guide/a2a.md says it shows
             assert shown in trace.text, shown
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
 
 
 def test_serve_a2a_with_a_token_protects_both(tmp_path: Path) -> None:
@@ -79,23 +54,15 @@ def test_serve_a2a_with_a_token_protects_both(tmp_path: Path) -> None:
     without the token; with it the SDK's client completes a task, which the HTTP API shows."""
     token = "k" * 40
     port = free_port()
-    server = _cli(
-        AGENT, "--a2a", AGENT, "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--port", str(port),
-        "--token-env", "A2A_TOKEN", env={"A2A_TOKEN": token},
-    )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     signed = {"Authorization": f"Bearer {token}"}
-    try:
+    with serving_cli(
+        AGENT, "--a2a", AGENT, "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--token-env", "A2A_TOKEN",
+        port=port, ready="/a2a/.well-known/agent-card.json", env={"A2A_TOKEN": token},
+    ) as server:  # fmt: skip
         assert server.stdout is not None
         assert f"on http://127.0.0.1:{port}/" in server.stdout.readline()
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                card = httpx.get(f"{base}/a2a/.well-known/agent-card.json")
-                break
-            except httpx.ConnectError:
-                assert time.monotonic() < deadline and server.poll() is None, server.stderr and server.stderr.read()
-                time.sleep(0.1)
+        card = httpx.get(f"{base}/a2a/.well-known/agent-card.json")
         assert card.status_code == 200 and "bearer" in card.json()["securitySchemes"]
         body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}
         assert httpx.post(f"{base}/a2a/", json=body, headers={"A2A-Version": "1.0"}).status_code == 401
@@ -110,6 +77,3 @@ def test_serve_a2a_with_a_token_protects_both(tmp_path: Path) -> None:
         task_id = asyncio.run(go())
         run = httpx.get(f"{base}/runs/{task_id}", headers=signed).json()
         assert (run["outcome"], run["output"]) == ("final", "done: order Z9: shipped")
-    finally:
-        server.terminate()
-        server.wait(timeout=20)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import openai
 import pytest
 
 from loopwright import (
@@ -24,6 +23,7 @@ from loopwright import (
 )
 from loopwright.models.openai import OpenAIModel
 from tests.fake_openai import FakeOpenAI, function_call, reasoning, response, text
+from tests.helpers import one_tool_agent, openai_on
 
 
 @tool
@@ -33,13 +33,11 @@ def weather(city: str) -> str:
 
 
 def model(fake: FakeOpenAI, name: str = "my-azure-deployment", **kw: Any) -> OpenAIModel:
-    url = fake.base_url
-    return OpenAIModel(name, base_url=url, client=lambda: openai.AsyncOpenAI(base_url=url, api_key="k"), **kw)
+    return openai_on(fake, name, base_url=fake.base_url, **kw)
 
 
 def run(m: OpenAIModel, **limits: Any) -> Any:
-    a = Agent(name="a", model=m, tools=[weather], limits=Limits(max_model_retries=0, retry_backoff_s=0, **limits))
-    return asyncio.run(Runner(a).run("Weather in Paris?"))
+    return asyncio.run(Runner(one_tool_agent(m, weather, **limits)).run("Weather in Paris?"))
 
 
 def ask(text_: str = "hi") -> ModelRequest:

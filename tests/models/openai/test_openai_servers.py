@@ -28,6 +28,7 @@ from loopwright import (
 )
 from loopwright.models.openai import OpenAIModel
 from tests.fake_openai import DEEPSEEK_400, FakeOpenAI, chat_call, completion
+from tests.helpers import one_tool_agent, openai_on
 
 
 @tool
@@ -37,12 +38,11 @@ def double(d: str) -> str:
 
 
 def model(fake: FakeOpenAI, **kw: Any) -> OpenAIModel:
-    url = fake.base_url
-    return OpenAIModel("local-model", api="chat", client=lambda: openai.AsyncOpenAI(base_url=url, api_key="k"), **kw)
+    return openai_on(fake, "local-model", api="chat", **kw)
 
 
 def agent(m: OpenAIModel, **limits: Any) -> Agent:
-    return Agent(name="a", model=m, tools=[double], limits=Limits(max_model_retries=0, retry_backoff_s=0, **limits))
+    return one_tool_agent(m, double, **limits)
 
 
 def streamed(a: Agent, text: str = "Double 1 and 2.") -> tuple[RunResult, list[Any]]:
