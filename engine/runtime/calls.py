@@ -369,7 +369,8 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False, scoped
                 outcome = await outcome
         except BaseException as exc:
             outcome = _caught(call, ctx, exc, f"tool {call.name!r}")
-        if isinstance(outcome, PendingRequest):  # (an agent_tool's: its child's requests, as Asks)
+        kind = type(outcome)
+        if kind is PendingRequest or kind is Asks:  # (Asks: an agent_tool's child waits on several)
             return outcome
         after = ctx.agent.after_tool
         if after is not None:

@@ -125,7 +125,8 @@ def test_with_a_store_a_new_runner_resumes_both_calls_once(tmp_path: Path) -> No
 
 def test_two_levels_down_every_request_of_the_innermost_child_is_shown_and_decided_at_once() -> None:
     billing, billing_model = _billing()
-    front_model = CountingModel(ScriptedModel([[ToolCall(id="f1", name="billing", args={"task": "both"})], "Front ok."]))
+    hands = [ToolCall(id="f1", name="billing", args={"task": "both"})]
+    front_model = CountingModel(ScriptedModel([hands, "Front ok."]))
     front = Agent(name="front", model=front_model, tools=[agent_tool(billing)], limits=Limits(retry_backoff_s=0))
     desk, desk_model, _ = _desk(front, calls="front")
     runner = Runner(desk)
