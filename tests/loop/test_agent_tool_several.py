@@ -225,3 +225,45 @@ def test_over_http_the_decisions_endpoint_takes_the_compound_ids(tmp_path: Path)
     assert done["output"] == "All settled."
     assert RAN == [2]
     assert (billing_model.calls, counted.runs) == (2, 2)
+
+
+def test_a_parallel_workflow_as_the_tool_shows_both_branches_requests_at_once() -> None:
+    """agent_tool(ParallelAgent): each branch waits on a refund; the calling run shows both,
+    and one resume with both decisions resumes the workflow once, each refund run once."""
+    from loopwright.workflows import ParallelAgent
+
+    def one(name: str, call_id: str, amount: int) -> Agent:
+        script = ScriptedModel([[ToolCall(id=call_id, name="refund", args={"amount": amount})], f"{name} done."])
+        return Agent(name=name, model=script, tools=[refund], limits=Limits(retry_backoff_s=0))
+
+    both = ParallelAgent("both", branches=[one("north", "n1", 5), one("south", "s1", 6)])
+    desk, _, counted = _desk(both, calls="both")
+    runner = Runner(desk)
+    first = runner.run_sync("help")
+    assert first.outcome == "suspended", (first.outcome, first.error)
+    assert sorted(_shown(first.pending)) == [
+        ("d1/n1", "both.refund", {"amount": 5}, "confirmation"),
+        ("d1/s1", "both.refund", {"amount": 6}, "confirmation"),
+    ]
+    done = runner.resume_sync(first, {"d1/n1": approve(), "d1/s1": approve(args={"amount": 2})})
+    assert done.outcome == "final", (done.outcome, done.error)
+    assert sorted(RAN) == [2, 5]
+    assert counted.runs == 2
+
+
+def test_a_call_that_cannot_wait_again_is_answered_once_however_many_requests_its_child_left() -> None:
+    """Past ``max_suspensions`` a partial resume's call (its child waits again) is answered
+    with one error, and the calling run goes on."""
+    asks = [ToolCall(id=f"r{n}", name="refund", args={"amount": n}) for n in (1, 2, 3)]
+    billing = Agent(name="billing", model=ScriptedModel([asks, "Done."]), tools=[refund])
+    desk, desk_model, _ = _desk(billing)
+    desk = Agent(name="desk", model=desk.model, tools=list(desk.tools.values()), limits=Limits(max_suspensions=1))
+    runner = Runner(desk)
+    first = runner.run_sync("help")
+    assert len(first.pending) == 3
+    done = runner.resume_sync(first, {"d1/r1": approve()})
+    assert done.outcome == "final", (done.outcome, done.error)
+    assert RAN == [1]
+    (said,) = _read(desk_model, "d1")
+    assert said[1] is True and "max_suspensions=1" in str(said[0])
+    assert [e.call_id for e in done.events if e.type == "tool_answered"].count("d1") == 1
