@@ -12,8 +12,11 @@ takes a step, :func:`check_saved_state` refuses, with a :class:`ResumeError` nam
 - for a run waiting on tool calls: no latest reply, or a history whose last turn is not that
   reply; a pending request whose call is not one of the reply's calls, names another tool or
   carries other arguments (what runs is what the person was shown; a call of an ``agent_tool``
-  shows its nested run's call, ``agent.tool`` with that call's arguments, which the decision
-  takes down with it); a held step of the wrong length, or an answer for a call that still waits.
+  shows its nested run's calls, each with a compound id ``<call>/<nested request>`` and the tool
+  ``agent.tool`` with that call's arguments, which the decision takes down with it: a compound
+  id its nested run does not wait on, another tool or kind, or a nested saved run that would
+  not pass these checks itself is refused); a held step of the wrong length, or an answer for a
+  call that still waits.
 
 For states that leave the server, ``RunState.to_json(key=...)`` signs (HMAC-SHA256) and
 ``RunState.from_json(data, key=...)`` checks the signature (:mod:`loopwright.data.signing`).
@@ -26,7 +29,7 @@ from typing import Any
 from ..data.errors import ResumeError
 from ..data.events import ToolCall
 from ..data.run_state import RunState
-from ..runtime.approvals import hands_down
+from ..runtime.approvals import hands_down, owner
 from ..table.machine import LoopMachine
 
 _COUNTERS = ("seq", "iteration", "attempt", "tool_calls_made")
@@ -76,24 +79,32 @@ def _check_held_step(rs: RunState, held: Any, where: str, tools: Any) -> None:
         raise ResumeError(f"{where}: the held step has {len(held.step)} answers for {len(calls)} calls")
     by_id = {call.id: (i, call) for i, call in enumerate(calls)}
     for request in held.pending:
-        _check_request(request, by_id, held, where, tools)
+        _check_request(rs, request, by_id, held, where, tools)
     for i, answered in enumerate(held.step):
         if answered is not None and answered.call_id != calls[i].id:
             raise ResumeError(f"{where}: answer {i} of the held step is for {answered.call_id!r}, not {calls[i].id!r}")
 
 
-def _check_request(request: Any, by_id: dict[str, tuple[int, ToolCall]], held: Any, where: str, tools: Any) -> None:
+def _check_request(
+    rs: RunState, request: Any, by_id: dict[str, tuple[int, ToolCall]], held: Any, where: str, tools: Any
+) -> None:
     """A pending request must be one of the reply's calls, as shown: same tool, same arguments
-    (or, for a tool that runs an agent, its nested run's call: ``tool.inner``)."""
-    found = by_id.get(request.call_id)
+    (or, for a tool that runs an agent, one of its nested run's calls: ``call/inner``, ``tool.inner``)."""
+    found = by_id.get(owner(request.call_id, by_id) or "")
     pending = f"{where}: pending call {request.call_id!r}"
     if found is None:
         raise ResumeError(f"{pending} is not one of the reply's calls")
     i, call = found
-    nested = request.tool.startswith(f"{call.name}.") and hands_down(tools.get(call.name)) is not None
-    if request.tool != call.name and not nested:
+    down = hands_down(tools.get(call.name))
+    if request.call_id != call.id:
+        if down is None or not request.tool.startswith(f"{call.name}."):
+            raise ResumeError(f"{pending} is not one of the reply's calls (its call {call.id!r} runs no agent)")
+        problem = down.shown_problem(request, rs)
+        if problem is not None:
+            raise ResumeError(f"{pending} ({request.tool}) is not what the call's agent waits on: {problem}")
+    elif request.tool != call.name:
         raise ResumeError(f"{pending} shows tool {request.tool!r} but the reply calls {call.name!r}")
-    if request.args != call.args and not nested:
+    elif request.args != call.args:
         raise ResumeError(
             f"{pending} ({call.name}) shows arguments {request.args} but the reply's call has {call.args}; "
             "what runs must be what was shown"

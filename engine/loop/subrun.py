@@ -10,13 +10,15 @@ budget with no salvage) is an error result naming the agent and why.
 A child that waits (a tool of it needs a confirmation or a credential, or a long-running tool
 has not given its result yet) makes the call wait too, as a workflow's child makes the workflow
 wait: the calling run suspends, and the child's state is kept in the calling run's (its slice
-``agent_tool``: a store that keeps the calling run keeps it). The request shown is the child's
-call — what runs is what was shown: its ``tool`` is the path ``<this tool>.<the child's tool>``
-(``billing.refund``; two levels down, ``front.billing.refund``), its ``args``, ``kind`` and
-``credential_key`` the child's, its ``call_id`` the calling run's call; ``detail`` names the
-agent and the task it was given. The calling run's resume hands the decision down
-(:class:`~loopwright.runtime.approvals.HandsDown`): the call runs again and resumes the child
-where it stopped, with that decision, and the child's answer is the call's result.
+``agent_tool``: a store that keeps the calling run keeps it). The calling run shows every request
+the child waits on, all in one suspension — what runs is what was shown: each request's
+``call_id`` is compound, the calling run's call and the child's request (``d1/r1``, ``d1/r2``;
+two levels down ``f1/d1/r1``), its ``tool`` the path ``<this tool>.<the child's tool>``
+(``billing.refund``; two levels down ``front.billing.refund``), its ``args``, ``kind`` and
+``credential_key`` the child's; ``detail`` names the agent and the task it was given. The
+calling run's resume hands the decisions down
+(:class:`~loopwright.runtime.approvals.HandsDown`): the call runs again, once, and resumes the
+child where it stopped with every decision given for it; the child's answer is the call's result.
 
 - ``approve()`` runs the child's call as shown, exactly once; ``approve(args=..., note=...)``
   runs it with the edited arguments (the child's model is told, as for a plain call). The edit
@@ -25,11 +27,11 @@ where it stopped, with that decision, and the child's answer is the call's resul
 - A long-running tool's result (``resume(..., {call_id: value})``) is handed down as it is: the
   child reads it as the call's result and goes on, and the long-running tool is not run again.
 - A credential is handed down from the calling run's credentials (never saved).
-- A denial answers the call itself ("denied by the user: ..."): the child is not resumed.
-
-A child waiting on several calls at once asks for them one at a time (the calling run shows its
-first request; resumed, the child asks for the next): the calling run holds one request per
-call of its own.
+- A denial is handed down too: the child's call is answered "denied by the user: ...", its
+  other calls run, and its model reads the denial and goes on.
+- A resume that decides some of the child's requests and not others goes on with what was
+  decided, as a workflow's resume does: the child runs the decided calls and asks again for
+  the rest (the calling run suspends again, showing them).
 """
 
 from __future__ import annotations
@@ -39,13 +41,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..data.decisions import Approve
-from ..data.errors import ConfigurationError, MachineError, ToolError
+from ..data.decisions import Approve, Deny
+from ..data.errors import ConfigurationError, MachineError, ResumeError, ToolError
 from ..data.events import PendingRequest
 from ..data.run_state import RunState, register_slice
+from ..durable.trust import check_saved_state
 from ..runtime import nesting
 from ..runtime.agent import Agent
-from ..runtime.approvals import problem_in
+from ..runtime.approvals import Asks, owner, problem_in
 from ..runtime.tools import Tool, ToolContext
 from .runner import Runner
 
@@ -58,19 +61,14 @@ class Held:
 
     saved: str
     """The child's state (JSON)."""
-    call: str
-    """The id of the child's call the decision is for."""
-    kind: str
-    tool: str
-    """The child's request's tool (a path, ``b.refund``, when the child's call waits on its own child)."""
-    args: dict[str, Any]
-    """The arguments the child's request shows (the calling run's request shows them too)."""
-    key: str = ""
-    """A credential's key."""
-    handed: dict[str, Any] | None = None
-    """The decision handed down (by :meth:`Child.hand_down`, at the calling run's resume):
-    ``{"approve": {"args": ..., "note": ...}}`` or ``{"result": value}``; a credential is not
-    kept (it is never saved): the call reads it from the calling run's credentials."""
+    asks: list[PendingRequest]
+    """The child's requests, as the child shows them (its ids, its tools: a path ``b.refund``
+    when the child's call waits on its own child)."""
+    handed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The decisions handed down (by :meth:`Child.hand_down`, at the calling run's resume), by
+    the child's request id: ``{"approve": {"args": ..., "note": ...}}``, ``{"deny": reason}``,
+    ``{"result": value}`` or ``{"credential": True}`` (a credential is never saved: the call
+    reads it from the calling run's credentials)."""
 
 
 @dataclass(slots=True)
@@ -93,42 +91,76 @@ class Child:
         self.runner = runner
 
     def edit_problem(self, call_id: str, args: dict[str, Any], rs: RunState) -> str | None:
-        held = _waiting(rs).get(call_id)
-        if held is None:
+        found = _asked(rs, call_id)
+        if found is None:
             return None  # (the call finds no child and starts one: nothing of the edit runs)
+        held, asked = found
         child = RunState.from_json(held.saved)
         agent = self.runner.tree.agents.get(child.active_agent)
         if agent is None:
             return None  # (the child's resume refuses its state, naming it)
         tools = agent.tools
-        if held.tool.partition(".")[0] not in tools:  # a workflow's: its step's tool, found in its tree
+        if asked.tool.partition(".")[0] not in tools:  # a workflow's: its step's tool, found in its tree
             tools = {t.name: t for one in _agents_under(agent) for t in one.tools.values()}
-        return problem_in(tools, held.call, held.tool, args, child)
+        return problem_in(tools, asked.call_id, asked.tool, args, child)
 
     def hand_down(self, request: PendingRequest, decision: Any, rs: RunState) -> None:
-        held = _waiting(rs).get(request.call_id)
-        if held is None:
+        found = _asked(rs, request.call_id)
+        if found is None:
             return
+        held, asked = found
         if isinstance(decision, Approve):  # (what was shown runs, or the person's edit of it)
             args = request.args if decision.args is None else decision.args
-            held.handed = {"approve": {"args": dict(args), "note": decision.note}}
+            held.handed[asked.call_id] = {"approve": {"args": dict(args), "note": decision.note}}
+        elif isinstance(decision, Deny):
+            held.handed[asked.call_id] = {"deny": decision.reason}
+        elif asked.kind == "credential":
+            held.handed[asked.call_id] = {"credential": True}
         else:
-            held.handed = {"result": decision}
+            held.handed[asked.call_id] = {"result": decision}
 
-    def decision(self, held: Held, ctx: ToolContext) -> Any:
-        """The decision the child is resumed with."""
-        if held.kind == "credential":
-            return ctx.credentials.get(held.key)
-        handed = held.handed
-        if handed is None:
+    def shown_problem(self, request: PendingRequest, rs: RunState) -> str | None:
+        found = _asked(rs, request.call_id)
+        if found is None:
+            return f"its id names no request of the agent {self.runner.agent.name!r} the call runs"
+        held, asked = found
+        tool = request.tool.partition(".")[2]
+        if tool != asked.tool or request.kind != asked.kind:
+            return f"it shows {tool!r} ({request.kind}) but the agent's request is for {asked.tool!r} ({asked.kind})"
+        try:
+            child = RunState.from_json(held.saved)
+            check_saved_state(child, self.runner.machine, self.runner.tree.agents)
+        except (ResumeError, ValueError) as exc:
+            return f"the agent's saved run cannot be resumed: {exc}"
+        if held.asks != _pending(child):
+            return "what the calling run keeps of the agent's requests is not what the agent's saved run waits on"
+        return None
+
+    def decisions(self, held: Held, ctx: ToolContext) -> dict[str, Any]:
+        """The decisions the child is resumed with (a credential the calling run was not given
+        again is left out: the child asks for it again)."""
+        shown = {asked.call_id: asked for asked in held.asks}
+        out: dict[str, Any] = {}
+        for call_id, handed in held.handed.items():
+            asked = shown[call_id]
+            if "approve" in handed:
+                args, note = handed["approve"]["args"], handed["approve"]["note"]
+                out[call_id] = Approve(args=None if args == asked.args else args, note=note)
+            elif "deny" in handed:
+                out[call_id] = Deny(reason=handed["deny"])
+            elif "credential" in handed:
+                value = ctx.credentials.get(asked.credential_key or "")
+                if value is not None:
+                    out[call_id] = value
+            else:
+                out[call_id] = handed["result"]
+        if not out:
+            waits = ", ".join(f"{ctx.call_id}/{a.call_id} ({a.tool}, {a.kind})" for a in held.asks)
             raise ToolError(
-                f"the call waits for a {held.kind} of {held.tool}, and none was handed down to it; resume the "
-                f"calling run with a decision for call {ctx.call_id}"
+                f"the call's agent waits on {waits}, and no decision was handed down to it; resume the calling run "
+                "with a decision for each"
             )
-        if "approve" in handed:
-            args, note = handed["approve"]["args"], handed["approve"]["note"]
-            return Approve(args=None if args == held.args else args, note=note)
-        return handed["result"]
+        return out
 
 
 def agent_tool(
@@ -159,7 +191,7 @@ def agent_tool(
     named = name or agent.name
     child = Child(runner)
 
-    async def run_agent(ctx: ToolContext, task: str) -> str | PendingRequest:
+    async def run_agent(ctx: ToolContext, task: str) -> str | Asks:
         """Hand a task to the agent.
 
         Args:
@@ -170,8 +202,8 @@ def agent_tool(
         rs = up.state if up is not None else None
         held = _held(rs, ctx.call_id)
         if held is not None:  # the child waited: it goes on where it stopped, with the decision
-            decision = child.decision(held, ctx)
-            result = await runner.resume(RunState.from_json(held.saved), {held.call: decision}, deps=given)
+            decisions = child.decisions(held, ctx)
+            result = await runner.resume(RunState.from_json(held.saved), decisions, deps=given)
         else:
             result = await runner.run(task, deps=given)
         if result.outcome in ("final", "salvaged"):
@@ -204,9 +236,23 @@ def _agents_under(agent: Agent) -> Iterator[Agent]:
                 yield from _agents_under(kid)
 
 
-def _waiting(rs: RunState) -> dict[str, Held]:
+def _pending(rs: RunState) -> list[PendingRequest]:
+    """What the run ``rs`` waits on (every slice that says)."""
+    return [p for part in rs.features.values() if (ask := getattr(part, "pending_requests", None)) for p in ask()]
+
+
+def _asked(rs: RunState, request_id: str) -> tuple[Held, PendingRequest] | None:
+    """The waiting child and its request that the calling run's request ``request_id``
+    (compound: ``<call>/<the child's request>``) shows; None: none."""
     nested = rs.features.get(NAME)
-    return nested.waiting if nested is not None else {}
+    if nested is None:
+        return None
+    call_id = owner(request_id, nested.waiting)
+    if call_id is None or call_id == request_id:
+        return None
+    held: Held = nested.waiting[call_id]
+    inner = request_id[len(call_id) + 1 :]
+    return next(((held, asked) for asked in held.asks if asked.call_id == inner), None)
 
 
 def _held(rs: RunState | None, call_id: str | None) -> Held | None:
@@ -221,32 +267,39 @@ def _held(rs: RunState | None, call_id: str | None) -> Held | None:
     return held
 
 
-def _wait(
-    agent: Agent, tool_name: str, task: str, result: Any, rs: RunState | None, call_id: str | None
-) -> PendingRequest:
-    """The child waits: the call waits with it, showing the child's first request (its call's
-    tool, as a path under this tool, and its arguments)."""
+def _wait(agent: Agent, tool_name: str, task: str, result: Any, rs: RunState | None, call_id: str | None) -> Asks:
+    """The child waits: the call waits with it, showing every request of the child (its call's
+    tool, as a path under this tool, and its arguments; its id under the call's)."""
     if rs is None or call_id is None or not result.pending:
         raise ToolError(f"agent {agent.name!r} waits, and this call of it is not part of a run that can wait")
-    asked = result.pending[0]
     nested = rs.features.get(NAME)
     if nested is None:
         nested = rs.features[NAME] = Nested()
-    nested.waiting[call_id] = Held(
-        result.run_state.to_json().decode(), asked.call_id, asked.kind, asked.tool, dict(asked.args),
-        asked.credential_key or "",
+    asks = list(result.pending)
+    nested.waiting[call_id] = Held(result.run_state.to_json().decode(), asks)
+    given = f"agent {agent.name!r}, asked {tool_name}({json.dumps(dict(task=task), default=str)}), waits for"
+    shown = tuple(
+        PendingRequest(  # (what waits is the child's call: what runs is what is shown)
+            call_id=f"{call_id}/{asked.call_id}",
+            tool=f"{tool_name}.{asked.tool}",
+            args=dict(asked.args),
+            kind=asked.kind,
+            detail=f"{given} {_what(asked)}",
+            credential_key=asked.credential_key,
+        )
+        for asked in asks
+    )
+    first = shown[0]
+    return Asks(
+        call_id=call_id, tool=first.tool, args=first.args, kind=first.kind, detail=first.detail,
+        credential_key=first.credential_key, asks=shown,
     )  # fmt: skip
+
+
+def _what(asked: PendingRequest) -> str:
     what = "the result of its long-running call" if asked.kind == "result" else f"your {asked.kind} of its call"
     said = f": {asked.detail}" if asked.detail else ""
-    return PendingRequest(  # (what waits is the child's call: what runs is what is shown)
-        call_id=call_id,
-        tool=f"{tool_name}.{asked.tool}",
-        args=dict(asked.args),
-        kind=asked.kind,
-        detail=f"agent {agent.name!r}, asked {tool_name}({json.dumps(dict(task=task), default=str)}), waits for "
-        f"{what} {asked.tool}({json.dumps(asked.args, sort_keys=True, default=str)}){said}",
-        credential_key=asked.credential_key,
-    )
+    return f"{what} {asked.tool}({json.dumps(asked.args, sort_keys=True, default=str)}){said}"
 
 
 __all__ = ["agent_tool"]

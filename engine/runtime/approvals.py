@@ -6,12 +6,17 @@ A call of a tool that runs an agent (``agent_tool``) waits for what its nested r
 its pending request shows the nested run's call (``tool`` is the path ``billing.refund``, the
 ``args`` are that call's). The tool hands the person's decision down to its nested run
 (:class:`HandsDown`, found on the tool's function, so a copy made with ``functools.wraps`` keeps
-it): an edit is checked against the innermost tool's schema and that call runs with it."""
+it): an edit is checked against the innermost tool's schema and that call runs with it.
+
+A nested run may wait on several calls at once: the call then waits on all of them, each shown
+as a request of its own whose id is compound, the call's id and the nested run's request's
+(``d1/r1``, ``d1/r2``; two levels down ``f1/d1/r1``), as the tool is a path (:func:`owner`). The
+tool returns them together (:class:`Asks`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from ..data.events import PendingRequest, ToolApproved, ToolCall, ToolResult, trusted
@@ -26,12 +31,44 @@ class HandsDown(Protocol):
     whose nested run waits (its function's ``hands_down``)."""
 
     def edit_problem(self, call_id: str, args: dict[str, Any], rs: RunState) -> str | None:
-        """Why ``approve(args=...)`` cannot run the nested call call ``call_id`` of the run ``rs``
-        waits on (the innermost tool's schema rejects it); None: it fits."""
+        """Why ``approve(args=...)`` cannot run the nested call the run ``rs``'s request
+        ``call_id`` (compound: ``d1/r1``) shows (the innermost tool's schema rejects it); None: it fits."""
 
     def hand_down(self, request: PendingRequest, decision: Any, rs: RunState) -> None:
-        """Keep ``decision`` (an approval, a long-running tool's result) in ``rs`` for the call
-        ``request`` shows: the call, run again, resumes its nested run with it."""
+        """Keep ``decision`` (an approval, a denial, a credential's arrival, a long-running
+        tool's result) in ``rs`` for the nested call ``request`` shows: the call, run again,
+        resumes its nested run with every decision kept for it."""
+
+    def shown_problem(self, request: PendingRequest, rs: RunState) -> str | None:
+        """Why the run ``rs``, loaded from a saved state, cannot be waiting on ``request``
+        (its compound id names no request its nested run waits on, or it shows another tool);
+        None: it can."""
+
+
+class Asks(PendingRequest):
+    """What a call whose nested run waits comes to: a request for the call itself (the first of
+    its nested requests, with the call's id) carrying every request it waits on (``asks``, each
+    with a compound id). The waiting feature keeps the ``asks``; anything that knows only a
+    call's one request (a guardrail, a run that cannot wait) sees the call's."""
+
+    asks: tuple[PendingRequest, ...]
+
+
+def owner(request_id: str, ids: Container[str]) -> str | None:
+    """The call of ``ids`` whose request ``request_id`` is: the call itself, or the call
+    whose nested run waits on it (``d1/r1`` -> ``d1``; the longest such prefix); None: none."""
+    head = request_id
+    while True:
+        if head in ids:
+            return head
+        if "/" not in head:
+            return None
+        head = head.rpartition("/")[0]
+
+
+def asks_of(outcome: PendingRequest) -> tuple[PendingRequest, ...]:
+    """The requests a call's wait stands for (an :class:`Asks`: all it carries)."""
+    return outcome.asks if type(outcome) is Asks else (outcome,)
 
 
 def hands_down(found: Tool | None) -> HandsDown | None:

@@ -4,7 +4,9 @@ The ``act`` stage (and a feature that finishes a held step, like ``waiting``) bu
 Every call gets exactly one result: an unknown tool, invalid arguments, an exception, a timeout,
 a cancellation each become an error result whose message tells the model what went wrong.
 A call may instead come back as a :class:`PendingRequest` (it needs a confirmation, a
-credential, or its result later): what happens to it is up to the features (``hold``).
+credential, or its result later): what happens to it is up to the features (``hold``). A call
+of a tool that runs an agent comes back as an :class:`~loopwright.runtime.approvals.Asks` when
+its nested run waits: one request for the call, carrying every request of the nested run.
 """
 
 from __future__ import annotations
@@ -32,9 +34,12 @@ from .answers import fill as fill
 from .answers import interruption as interruption
 from .answers import record as record
 from .answers import result as result
+from .approvals import Asks as Asks
 from .approvals import approved_as as approved_as
+from .approvals import asks_of as asks_of
 from .approvals import edit_problem as edit_problem
 from .approvals import hands_down as hands_down
+from .approvals import owner as owner
 from .approvals import told
 from .context import CURRENT_CALL, RunContext
 from .model_call import known_secrets
@@ -264,7 +269,7 @@ def _returned(call: ToolCall, value: Any, ctx: RunContext) -> CallOutcome:
         return result(call, value, False)
     if isinstance(value, Pending):
         return _wait(call, "result", value.detail or f"{call.name} is still running")
-    if kind is PendingRequest and value.call_id == call.id:  # (agent_tool: its child waits, the call with it)
+    if (kind is Asks or kind is PendingRequest) and value.call_id == call.id:  # (agent_tool: its child waits)
         return value  # type: ignore[no-any-return]
     return value_result(call, value, ctx)
 
@@ -364,7 +369,8 @@ async def answer(call: ToolCall, ctx: RunContext, approved: bool = False, scoped
                 outcome = await outcome
         except BaseException as exc:
             outcome = _caught(call, ctx, exc, f"tool {call.name!r}")
-        if type(outcome) is PendingRequest:
+        kind = type(outcome)
+        if kind is PendingRequest or kind is Asks:  # (Asks: an agent_tool's child waits on several)
             return outcome
         after = ctx.agent.after_tool
         if after is not None:

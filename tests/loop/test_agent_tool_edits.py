@@ -42,14 +42,14 @@ def test_the_request_shows_the_childs_call_and_an_edit_runs_it_once_as_edited() 
     first = runner.run_sync("help")
     assert first.outcome == "suspended", (first.outcome, first.error)
     (asked,) = first.pending
-    assert (asked.call_id, asked.tool, asked.args) == ("d1", "billing.refund", {"amount": 5})
+    assert (asked.call_id, asked.tool, asked.args) == ("d1/r1", "billing.refund", {"amount": 5})
     assert asked.kind == "confirmation" and "agent 'billing'" in asked.detail
-    done = runner.resume_sync(first, {"d1": approve(args={"amount": 7}, note="capped at 7")})
+    done = runner.resume_sync(first, {"d1/r1": approve(args={"amount": 7}, note="capped at 7")})
     assert done.outcome == "final", (done.outcome, done.error)
     assert RAN == [7]  # the edited arguments, once
     (edit,) = [e for e in done.events if e.type == "tool_approved"]  # the calling run's log says what ran
     assert (edit.call_id, edit.name, edit.args, edit.asked, edit.note) == (
-        "d1",
+        "d1/r1",
         "billing.refund",
         {"amount": 7},
         {"amount": 5},
@@ -62,11 +62,11 @@ def test_the_request_shows_the_childs_call_and_an_edit_runs_it_once_as_edited() 
 def test_an_edit_the_childs_schema_rejects_is_refused_before_anything_runs() -> None:
     runner = Runner(_desk(_billing()))
     first = runner.run_sync("help")
-    with pytest.raises(ResumeError, match=r"d1 \(billing\.refund\).*amount") as caught:
-        runner.resume_sync(first, {"d1": approve(args={"amount": "lots"})})
+    with pytest.raises(ResumeError, match=r"d1/r1 \(billing\.refund\).*amount") as caught:
+        runner.resume_sync(first, {"d1/r1": approve(args={"amount": "lots"})})
     assert "still waits" in str(caught.value)
     assert RAN == []
-    done = runner.resume_sync(first, {"d1": approve()})  # nothing changed: it still waits, as shown
+    done = runner.resume_sync(first, {"d1/r1": approve()})  # nothing changed: it still waits, as shown
     assert done.outcome == "final", (done.outcome, done.error)
     assert RAN == [5]
 
@@ -81,8 +81,8 @@ def test_an_edit_reaches_a_child_two_levels_down() -> None:
     (asked,) = first.pending
     assert (asked.tool, asked.args) == ("front.billing.refund", {"amount": 5})
     with pytest.raises(ResumeError, match="amount"):
-        runner.resume_sync(first, {"d1": approve(args={"amount": "x"})})
-    done = runner.resume_sync(first, {"d1": approve(args={"amount": 3})})
+        runner.resume_sync(first, {"d1/f1/r1": approve(args={"amount": "x"})})
+    done = runner.resume_sync(first, {"d1/f1/r1": approve(args={"amount": 3})})
     assert done.outcome == "final", (done.outcome, done.error)
     assert RAN == [3]
     assert done.output == "All settled."
@@ -110,7 +110,7 @@ def test_a_credential_the_child_asks_for_reaches_it_and_is_not_saved() -> None:
     (asked,) = first.pending
     assert (asked.tool, asked.kind, asked.credential_key) == ("reader.read_repo", "credential", "gh")
     assert b"s3cret" not in first.run_state.to_json()
-    done = runner.resume_sync(first, {"d1": "s3cret"})
+    done = runner.resume_sync(first, {"d1/g1": "s3cret"})
     assert done.outcome == "final", (done.outcome, done.error)
     assert seen == ["x/y:s3cret"]
     assert b"s3cret" not in done.run_state.to_json()
@@ -123,11 +123,11 @@ def test_what_runs_is_what_the_saved_request_shows() -> None:
 
     runner = Runner(_desk(_billing()))
     first = runner.run_sync("help")
-    saved = first.run_state.to_json().replace(b'"args":{"amount":5},"kind"', b'"args":{"amount":9},"kind"')
-    assert saved != first.run_state.to_json()
-    shown = RunState.from_json(saved)
-    assert [p.args for p in shown.features["waiting"].pending] == [{"amount": 9}]
-    done = runner.resume_sync(shown, {"d1": approve()})
+    shown = RunState.from_json(first.run_state.to_json())
+    held = shown.features["waiting"]
+    held.pending = [p.model_copy(update={"args": {"amount": 9}}) for p in held.pending]
+    assert [p.args for p in RunState.from_json(shown.to_json()).features["waiting"].pending] == [{"amount": 9}]
+    done = runner.resume_sync(shown, {"d1/r1": approve()})
     assert done.outcome == "final", (done.outcome, done.error)
     assert RAN == [9]
 
@@ -159,7 +159,7 @@ def test_an_edit_reaches_a_workflows_step_and_is_checked_against_its_tool() -> N
     (asked,) = first.pending
     assert (asked.tool, asked.args) == ("flow.refund", {"amount": 5})
     with pytest.raises(ResumeError, match="invalid arguments for tool 'refund'"):
-        runner.resume_sync(first, {"d1": approve(args={"amount": "x"})})
-    done = runner.resume_sync(first, {"d1": approve(args={"amount": 2})})
+        runner.resume_sync(first, {"d1/r1": approve(args={"amount": "x"})})
+    done = runner.resume_sync(first, {"d1/r1": approve(args={"amount": 2})})
     assert done.outcome == "final", (done.outcome, done.error)
     assert RAN == [2]

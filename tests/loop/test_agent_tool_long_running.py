@@ -50,9 +50,14 @@ def test_the_childs_wait_suspends_the_top_run_and_the_result_resumes_it_once() -
     first = runner.run_sync("export the orders")
     assert first.outcome == "suspended", (first.outcome, first.error, first.output)
     (asked,) = first.pending
-    assert (asked.call_id, asked.tool, asked.args, asked.kind) == ("b1", "worker.export", {"table": "orders"}, "result")
+    assert (asked.call_id, asked.tool, asked.args, asked.kind) == (
+        "b1/x1",
+        "worker.export",
+        {"table": "orders"},
+        "result",
+    )
     assert "exporting orders" in asked.detail
-    done = runner.resume_sync(first, {"b1": {"rows": 42}})
+    done = runner.resume_sync(first, {"b1/x1": {"rows": 42}})
     assert done.outcome == "final", (done.outcome, done.error)
     assert done.output == "The export is done."
     answered = [p for m in done.run_state.messages for p in m.parts if getattr(p, "call_id", None) == "b1"]
@@ -74,7 +79,8 @@ def test_two_levels_down_the_result_reaches_the_innermost_child() -> None:
     assert first.outcome == "suspended", (first.outcome, first.error)
     (asked,) = first.pending
     assert (asked.tool, asked.kind) == ("mid.worker.export", "result")
-    done = runner.resume_sync(first, {"b1": "42 rows"})
+    assert asked.call_id == "b1/m1/x1"
+    done = runner.resume_sync(first, {"b1/m1/x1": "42 rows"})
     assert done.outcome == "final", (done.outcome, done.error)
     assert STARTED == ["orders"]
     assert (boss_model.calls, mid_model.calls, worker_model.calls) == (2, 2, 2)
@@ -92,7 +98,7 @@ def test_with_a_store_a_new_runner_delivers_the_result(tmp_path: Path) -> None:
     assert first.outcome == "suspended", (first.outcome, first.error)
     worker2, worker2_model = _worker(restarted=True)
     boss2, boss2_model, _ = _boss(worker2, restarted=True)
-    done = Runner(boss2, store=SQLiteStore(path)).resume_sync("t1", {"b1": "42 rows"})
+    done = Runner(boss2, store=SQLiteStore(path)).resume_sync("t1", {"b1/x1": "42 rows"})
     assert done.outcome == "final", (done.outcome, done.error)
     assert STARTED == ["orders"]
     assert (boss2_model.calls, worker2_model.calls) == (1, 1)  # each went on from its wait: its last reply only
@@ -107,8 +113,8 @@ def test_a_workflow_step_whose_agent_tool_waits_on_a_result_suspends_the_workflo
     first = runner.run_sync("go")
     assert first.outcome == "suspended", (first.outcome, first.error)
     (asked,) = first.pending
-    assert (asked.call_id, asked.tool, asked.kind) == ("b1", "worker.export", "result")
-    done = runner.resume_sync(first, {"b1": "42 rows"})
+    assert (asked.call_id, asked.tool, asked.kind) == ("b1/x1", "worker.export", "result")
+    done = runner.resume_sync(first, {"b1/x1": "42 rows"})
     assert done.outcome == "final", (done.outcome, done.error)
     assert done.output == "The export is done."
     assert STARTED == ["orders"]

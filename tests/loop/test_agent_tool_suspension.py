@@ -12,7 +12,7 @@ import pytest
 from loopwright import Agent, Limits, Runner, ScriptedModel, ToolCall, approve, deny, tool
 from loopwright.loop.subrun import agent_tool
 from loopwright.stores import SQLiteStore
-from loopwright.testing import CountingModel
+from loopwright.testing import CountingModel, CountingTools
 from loopwright.workflows import SequentialAgent
 
 RAN: list[int] = []
@@ -60,14 +60,21 @@ def test_the_childs_wait_suspends_the_top_run_and_its_resume_runs_the_call_once(
     assert [a.content for a in answered] == ["Refund done."]
 
 
-def test_a_denial_answers_the_agent_tool_call_and_the_refund_never_runs() -> None:
+def test_a_denial_is_handed_down_the_refund_never_runs_and_the_child_reads_it() -> None:
+    """A denial goes down to the child, as a workflow's does: its call is answered "denied by the
+    user", and its model goes on with that (so one denial of a child waiting on several calls
+    does not answer them all)."""
     desk, _, billing_model = _tree()
     runner = Runner(desk)
     first = runner.run_sync("help")
     done = runner.resume_sync(first, {first.pending[0].call_id: deny("not today")})
     assert done.outcome == "final" and done.output == "All settled."
     assert RAN == []
-    assert billing_model.calls == 1
+    assert billing_model.calls == 2
+    told = [
+        p for m in billing_model.inner.requests[-1].messages for p in m.parts if getattr(p, "call_id", None) == "r1"
+    ]
+    assert [(p.content, p.is_error) for p in told if hasattr(p, "content")] == [("denied by the user: not today", True)]
 
 
 def test_with_a_store_a_new_runner_resumes_the_tree(tmp_path: Path) -> None:
@@ -96,22 +103,28 @@ def test_a_workflow_step_whose_agent_tool_waits_suspends_the_workflow() -> None:
     assert RAN == [5]
 
 
-def test_a_child_waiting_on_two_calls_asks_for_them_one_at_a_time_and_each_runs_once() -> None:
-    """What a child waiting on several calls does today (issue 37 leaves it: one pending request
-    per call of the calling run): the calling run shows the first, then, resumed, the next."""
+def test_a_child_waiting_on_two_calls_asks_for_both_at_once_and_one_resume_runs_each_once() -> None:
+    """One suspension shows every request of the child (each with its tool path and arguments,
+    its id under the calling run's call), and one resume with a decision for each resumes the
+    child once: each approved call runs once. Before, the calling run showed the first only and,
+    resumed, suspended again for the next."""
     asks = [ToolCall(id="r1", name="refund", args={"amount": 5}), ToolCall(id="r2", name="refund", args={"amount": 6})]
     billing_model = CountingModel(ScriptedModel([asks, "Both done."]))
     billing = Agent(name="billing", model=billing_model, tools=[refund], limits=Limits(retry_backoff_s=0))
     hands = [ToolCall(id="d1", name="billing", args={"task": "refund 5 and 6"})]
-    desk = Agent(name="desk", model=ScriptedModel([hands, "All settled."]), tools=[agent_tool(billing)])
+    counted = CountingTools()
+    desk = Agent(name="desk", model=ScriptedModel([hands, "All settled."]), tools=[counted.wrap(agent_tool(billing))])
     runner = Runner(desk)
     first = runner.run_sync("help")
-    assert [(p.call_id, p.args) for p in first.pending] == [("d1", {"amount": 5})]
-    second = runner.resume_sync(first, {"d1": approve()})
-    assert second.outcome == "suspended", (second.outcome, second.error)
-    assert [(p.call_id, p.args) for p in second.pending] == [("d1", {"amount": 6})]
-    assert RAN == [5]
-    done = runner.resume_sync(second, {"d1": approve(args={"amount": 4})})
+    assert first.outcome == "suspended", (first.outcome, first.error)
+    assert [(p.call_id, p.tool, p.args, p.kind) for p in first.pending] == [
+        ("d1/r1", "billing.refund", {"amount": 5}, "confirmation"),
+        ("d1/r2", "billing.refund", {"amount": 6}, "confirmation"),
+    ]
+    assert all("agent 'billing'" in p.detail for p in first.pending)
+    done = runner.resume_sync(first, {"d1/r1": approve(), "d1/r2": approve(args={"amount": 4})})
     assert done.outcome == "final", (done.outcome, done.error)
-    assert RAN == [5, 4]
-    assert billing_model.calls == 2
+    assert sorted(RAN) == [4, 5]  # each once, the edit as edited
+    assert billing_model.calls == 2  # the child resumed once: one more pass
+    assert counted.runs == 2  # the agent_tool: once to wait, once to go on
+    assert [e.type for e in done.events].count("suspended") == 1

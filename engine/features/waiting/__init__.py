@@ -6,7 +6,11 @@ An agent with a tool that can wait (``@tool(requires_confirmation=...)``, ``cred
 - the waiting state ``suspended``: the runner pauses a run that enters it and returns its
   result (outcome ``"suspended"`` with the pending requests); its handler runs when the run is
   resumed, applies the decisions (denials and supplied values answer their calls, approved
-  calls run exactly once) and answers the step in one turn once nothing is left waiting;
+  calls run exactly once) and answers the step in one turn once nothing is left waiting. A
+  call of an ``agent_tool`` waits on each request of its nested run (compound ids, ``d1/r1``):
+  every decision for it is handed down, denials too, and the call runs once; the requests a
+  resume leaves undecided are asked again (a partial resume goes on with what was decided, as
+  a workflow's does);
 - the rows ``decide -> suspended`` (``has_pending_requests``, bounded by ``max_suspensions``),
   ``suspended -> cancelled`` and ``suspended -> decide``;
 - act's ``hold`` hook (a step whose calls wait is kept while the run may still wait), the
@@ -28,15 +32,18 @@ from loopwright.data.errors import ResumeError
 from loopwright.data.events import PendingRequest, Resumed, Suspended, ToolApproved, ToolCall, ToolResult
 from loopwright.data.run_state import RunState
 from loopwright.runtime.agent import Agent
+from loopwright.runtime.approvals import HandsDown
 from loopwright.runtime.calls import (
     CallOutcome,
     Job,
     answer_turn,
     approved_as,
+    asks_of,
     edit_problem,
     fill,
     hands_down,
     interruption,
+    owner,
     record,
     result,
     run_jobs,
@@ -99,7 +106,7 @@ def hold_step(
     refused = _cannot_wait(rs)
     if refused is None:
         w = waiting(rs)
-        w.pending, w.step = list(waits), results
+        w.pending, w.step = [r for wait in waits for r in asks_of(wait)], results
     return refused
 
 
@@ -183,27 +190,32 @@ async def suspended(rs: RunState, ctx: RunContext) -> None:
 
 def _apply_decisions(rs: RunState, ctx: RunContext, calls: list[ToolCall]) -> list[Job]:
     """Denials and supplied results answer their calls here; approved calls (and calls given
-    their credential) are returned to run; calls without a decision stay pending."""
+    their credential) are returned to run; calls without a decision stay pending. A call whose
+    nested run waits (an ``agent_tool``'s, its requests' ids compound) gets every decision for
+    it handed down, denials too, and runs once; what it left undecided its nested run asks
+    again (the call's new requests replace them)."""
     w = waiting(rs)
     index = {call.id: i for i, call in enumerate(calls)}
+    decided = {index[owner(r.call_id, index)] for r in w.pending if r.call_id in ctx.decisions}  # type: ignore[index]
     jobs: list[Job] = []
     still: list[PendingRequest] = []
     for request in w.pending:
-        decision = ctx.decisions.pop(request.call_id, None)
-        i = index[request.call_id]
+        i = index[owner(request.call_id, index)]  # type: ignore[index]
         call = calls[i]
-        down = hands_down(ctx.agent.tools.get(call.name)) if request.tool != call.name else None
-        if decision is None:
+        decision = ctx.decisions.pop(request.call_id, None)
+        down = hands_down(ctx.agent.tools.get(call.name)) if request.call_id != call.id else None
+        if down is not None:  # an agent_tool's run waits: it takes the decisions
+            if i not in decided:
+                still.append(request)
+            elif decision is not None:
+                _hand_down(rs, ctx, down, request, decision)
+                if not any(job[0] == i for job in jobs):
+                    jobs.append((i, call, True))
+        elif decision is None:
             still.append(request)
         elif isinstance(decision, Deny):
             w.step[i] = result(call, f"denied by the user: {decision.reason or 'no reason given'}", True)
             record(call, w.step[i], 0.0, ctx)  # type: ignore[arg-type]
-        elif down is not None and request.kind != "credential":  # an agent_tool's run waits: it takes the decision
-            if isinstance(decision, Approve) and (decision.args is not None or decision.note):
-                edit = request.args if decision.args is None else decision.args
-                ctx.emit(ToolApproved, call.id, request.tool, edit, request.args, decision.note)
-            down.hand_down(request, decision, rs)
-            jobs.append((i, call, True))
         elif isinstance(decision, Approve):
             edited = decision.args is not None or decision.note
             jobs.append((i, approved_as(call, decision, ctx) if edited else call, True))
@@ -217,6 +229,17 @@ def _apply_decisions(rs: RunState, ctx: RunContext, calls: list[ToolCall]) -> li
     return jobs
 
 
+def _hand_down(rs: RunState, ctx: RunContext, down: HandsDown, request: PendingRequest, decision: Any) -> None:
+    """One decision on a nested call, kept for the call's nested run (an edit recorded in this
+    run's log; a credential in the run's credentials, never saved)."""
+    if isinstance(decision, Approve) and (decision.args is not None or decision.note):
+        edit = request.args if decision.args is None else decision.args
+        ctx.emit(ToolApproved, request.call_id, request.tool, edit, request.args, decision.note)
+    elif request.kind == "credential" and not isinstance(decision, Deny):
+        ctx.credentials[request.credential_key or ""] = decision
+    down.hand_down(request, decision, rs)
+
+
 def _settle(
     rs: RunState, ctx: RunContext, calls: list[ToolCall], outcomes: dict[int, CallOutcome], interrupted: str | None
 ) -> None:
@@ -225,17 +248,19 @@ def _settle(
     w = waiting(rs)
     for i, outcome in outcomes.items():
         if isinstance(outcome, PendingRequest):
-            w.pending.append(outcome)
+            w.pending.extend(asks_of(outcome))
         else:
             w.step[i] = outcome
     if interrupted is None and w.pending:
         refused = _cannot_wait(rs)
         if refused is None:
             return  # the run waits again
+        index = {call.id: i for i, call in enumerate(calls)}
         for request in w.pending:
-            i = next(i for i, c in enumerate(calls) if c.id == request.call_id)
-            w.step[i] = result(calls[i], f"tool {calls[i].name!r} needs {request.kind} but {refused}", True)
-            record(calls[i], w.step[i], 0.0, ctx)  # type: ignore[arg-type]
+            i = index[owner(request.call_id, index)]  # type: ignore[index]
+            if w.step[i] is None:  # (a call whose nested run waits on several: answered once)
+                w.step[i] = result(calls[i], f"tool {calls[i].name!r} needs {request.kind} but {refused}", True)
+                record(calls[i], w.step[i], 0.0, ctx)  # type: ignore[arg-type]
     answer_turn(rs, fill(calls, w.step, ctx, interrupted or "interrupted"))
     w.pending, w.step = [], []
 
