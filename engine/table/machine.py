@@ -61,7 +61,7 @@ from ..data.limits import Limits
 from ..data.run_state import RunState, register_slice
 from ..data.stage import TERMINALS, Stage
 from .budgets import CORE_BUDGETS, Budget, budget_of, budget_spent_by, registry
-from .chooser import compile_chooser, fast_guard
+from .chooser import compile_chooser
 from .guards import (  # noqa: F401 (imported here before the rows moved: kept for who imports them from here)
     GUARDS,
     cancel_requested,
@@ -252,7 +252,8 @@ class LoopMachine:
             self.machine.add_transition(TRIGGER, row.source, row.dest, conditions=list(row.guards))
         self._compiled = self._compile()
         self.choosers: dict[str, Callable[[RunState], Row]] = {
-            state: compile_chooser(state, entries, self.rows_from) for state, entries in self._compiled.items()
+            state: compile_chooser(state, entries, self.rows_from, self.budgets)
+            for state, entries in self._compiled.items()
         }
         """For each state, :meth:`choose` for that state as one function (what the runner calls)."""
         self._hooks: dict[str, tuple[Callable[..., Any], ...]] = {}
@@ -274,7 +275,7 @@ class LoopMachine:
             entries = []
             for row, tr in zip(rows, transitions, strict=True):
                 assert tr.dest == row.dest
-                guards = tuple(fast_guard(cast(Guard, c.func)) for c in tr.conditions)
+                guards = tuple(cast(Guard, c.func) for c in tr.conditions)
                 entries.append((row, guards, self.budgets[row.bounded_by] if row.bounded_by else None))
             compiled[state] = tuple(entries)
         return compiled

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -100,7 +102,7 @@ responses = st.one_of(
     st.just(ModelResponse(parts=())),
 )
 run_states = st.builds(
-    lambda it, att, calls, tokens, resp, merr, err, dl, cancel, lim, hops, target: RunState(
+    lambda it, att, calls, tokens, resp, merr, err, dl, cancel, lim, hops, target, own, cost: RunState(
         run_id="r",
         agent="a",
         limits=lim,
@@ -108,7 +110,9 @@ run_states = st.builds(
         iteration=it,
         attempt=att,
         tool_calls_made=calls,
-        usage=Usage(input_tokens=tokens),
+        usage=Usage(input_tokens=tokens, cost_usd=cost),
+        turn_limits=own,
+        turn_start={"max_iterations": it // 2, "max_tool_calls": calls // 2} if own is not None else {},
         response=resp,
         model_error=merr,
         error=err,
@@ -134,9 +138,13 @@ run_states = st.builds(
         salvage=st.booleans(),
         max_transfers=st.integers(0, 4),
         max_ping_pong=st.integers(1, 3),
+        max_cost_usd=st.none() | st.sampled_from([0.01, 0.5]),
     ),
     st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from("ab")), max_size=5),
     st.none() | st.sampled_from("ab"),
+    st.none()  # an agent's own limits: the chooser's written-out budget tests call the guard then
+    | st.builds(Limits, max_iterations=st.integers(1, 4), max_tool_calls=st.none() | st.integers(1, 4)),
+    st.none() | st.sampled_from([Decimal("0"), Decimal("0.02"), Decimal("1")]),
 )
 
 
@@ -161,7 +169,7 @@ def test_cycle_edges_only_fire_with_budget_left(rs: RunState) -> None:
         assert len(rs.features["multi_agent"].hops) < rs.limits.max_transfers
     row = CORE.choose(Stage.REASON, rs)
     if row.dest == Stage.REASON:
-        assert rs.attempt <= rs.limits.max_model_retries
+        assert rs.attempt <= (rs.turn_limits or rs.limits).max_model_retries  # (a pass budget: the agent's own)
 
 
 def named_guard(rs: RunState) -> bool:
