@@ -288,6 +288,7 @@ class Run:
         self._arm_deadline()
         rs, ctx = self.state, self.ctx
         handlers, terminals, stops, choosers = self._handlers, self._terminals, self._stops, self.machine.choosers
+        resets = self.machine.resets
         cap, seen = rs.limits.max_transitions, len(rs.trace)  # the engine's own bound: see _bounded
         observers, own = self.runner.observers, self._own
         row: Row | None = None
@@ -332,24 +333,31 @@ class Run:
                 row = self._bounded(row)  # (rare: the engine's own bounds, whatever the machine)
             dest = row.dest
             if (
-                row.bounded_by is None
-                and not row.records_limit
+                not row.records_limit
                 and dest not in stops
                 and not ctx.watchers
                 and not INSTRUMENTS.transition
                 and not observers.transition
                 and own is None
-            ):  # _take's quiet case (and the log's transition), without their two frames
+            ):  # _take's quiet case (the charge, the log's transition), without their three frames
+                bound = row.bounded_by
+                if bound is not None:  # (LoopMachine.charge)
+                    charges = rs.charges
+                    charges[bound] = charges.get(bound, 0) + 1
+                    for reset in resets.get(bound, ()):
+                        charges[reset] = 0
                 rs.stage = dest
                 rs.trace.append(dest)
                 rs.seq += 1
                 log = ctx.log
-                if rs.iteration == log.iteration and rs.active_agent == log.agent:
-                    log.entries.append(row)  # (EventLog.transition's usual case)
-                    log.stage = dest
-                    log.times.append(_clock())
+                iteration, agent = rs.iteration, rs.active_agent
+                if iteration == log.iteration and agent == log.agent:  # (EventLog.transition)
+                    log.entries.append(row)
                 else:
-                    log.transition(row, rs.iteration, rs.active_agent)
+                    log.entries.append((row, iteration, agent))
+                    log.iteration, log.agent = iteration, agent
+                log.stage = dest
+                log.times.append(_clock())
             else:
                 self._take(row)
             seen += 1

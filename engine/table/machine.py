@@ -257,11 +257,12 @@ class LoopMachine:
         }
         """For each state, :meth:`choose` for that state as one function (what the runner calls)."""
         self._hooks: dict[str, tuple[Callable[..., Any], ...]] = {}
-        self._resets: dict[str, tuple[str, ...]] = {
+        self.resets: dict[str, tuple[str, ...]] = {
             b.name: tuple(p.name for p in self.budgets.values() if p.scope == "pass" and p.cycle)
             for b in self.budgets.values()
             if b.cycle and b.scope != "pass"
         }
+        """The pass budgets whose charges a charge of each run-wide cycle budget starts again (see :meth:`charge`)."""
         self.features: frozenset[str] = frozenset(e.name for e in self.extensions)
 
     def _compile(self) -> dict[str, tuple[tuple[Row, tuple[Guard, ...], Budget | None], ...]]:
@@ -299,7 +300,7 @@ class LoopMachine:
             return
         charges = rs.charges
         charges[name] = charges.get(name, 0) + 1
-        for reset in self._resets.get(name, ()):
+        for reset in self.resets.get(name, ()):
             charges[reset] = 0
 
     def spent_budget(self, row: Row, rs: RunState) -> Budget | None:
