@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
@@ -225,20 +227,23 @@ class _Watch:
     """One per event loop: while calls are watched, a tick every ``TICK_S`` cancels those past
     their deadline."""
 
-    __slots__ = ("handle", "live", "loop")
+    __slots__ = ("clock", "handle", "live", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop, self.live = loop, set[Watched]()
         self.handle: asyncio.TimerHandle | None = None
+        self.clock: Callable[[], float] = time.monotonic if type(loop).time is _BASE_TIME else loop.time
+        """``loop.time``: asyncio's own loops keep ``time.monotonic()``, read without a Python frame."""
 
     def tick(self) -> None:
-        now = self.loop.time()
+        now = self.clock()
         for watched in [w for w in self.live if w.deadline <= now and not w.fired]:
             watched.fire()
         self.handle = self.loop.call_later(TICK_S, self.tick) if self.live else None
 
 
 _running_loop = asyncio.get_running_loop
+_BASE_TIME = asyncio.BaseEventLoop.time
 _current_task = asyncio.current_task  # the C function on 3.12+
 _new = object.__new__
 
@@ -277,7 +282,7 @@ def watch(seconds: float, kind: type[W] = Watched) -> W:  # type: ignore[assignm
     if shared is None:
         shared = _Watch(loop)
         loop._loopwright_watch = shared  # type: ignore[attr-defined]
-    watched.deadline, watched.shared = loop.time() + seconds, shared
+    watched.deadline, watched.shared = shared.clock() + seconds, shared
     shared.live.add(watched)
     if shared.handle is None:
         shared.handle = loop.call_later(TICK_S, shared.tick)
