@@ -301,7 +301,12 @@ class Run:
             raised: BaseException | None = None
             try:
                 loop = self._loop  # (the quiet case of _must_yield, without its frame)
-                if (
+                if loop is OTHER_LOOP and (mark := self._mark) is not None and not mark[0]:
+                    self._held = held = self._held + 1  # (_probe's marker still waits: the loop has not run)
+                    if held >= HOLD:
+                        await asyncio.sleep(0)
+                        self._yielded, self._waiter = _monotonic(), 0
+                elif (
                     loop is None
                     or loop is OTHER_LOOP
                     or loop._ready
