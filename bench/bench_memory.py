@@ -1,7 +1,9 @@
 """What a run keeps (issue 38, item 4): the peers workload (bench_loop.py part (p)), C runs at once,
 K iterations each, every run held at its last model call (all C in flight, as at the peak of the
 shared harness's ``--C 1000`` test), then ``tracemalloc`` by where each block was allocated, per
-run; then the same of one finished run's RunResult, held alone::
+run; the same of one finished run's RunResult, held alone; and a finished run's state and log by
+part (``sys.getsizeof`` of each object once, with its ``__dict__`` and fields set; the table's rows
+and the interned names that every run shares left out)::
 
     python bench/bench_memory.py                  # C=1000, K=10
     python bench/bench_memory.py --runs 500 --k 10 --top 25
@@ -23,6 +25,46 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def _parts(run: Any) -> None:
+    """A finished run's state and log by part, KiB (each object counted once)."""
+    from loopwright.table.rows import Row
+
+    rs, log = run.state, run.ctx.log
+    seen: set[int] = set()
+
+    def size(o: Any) -> int:
+        if id(o) in seen or isinstance(o, (Row, type)) or (type(o) is str and sys.intern(o) is o):
+            return 0
+        seen.add(id(o))
+        total = sys.getsizeof(o)
+        if hasattr(o, "__dict__"):
+            total += size(o.__dict__) + size(getattr(o, "__pydantic_fields_set__", None))
+        if isinstance(o, dict):
+            total += sum(size(v) for v in o.values())
+        elif isinstance(o, (tuple, list, set, frozenset)):
+            total += sum(size(v) for v in o)
+        return total
+
+    parts = [p for m in rs.messages for p in m.parts]
+    usages = [v for e in log.entries if isinstance(e, tuple) for v in e if type(v).__name__ == "Usage"]
+    table = (
+        ("history: tool calls (with their args)", [p for p in parts if type(p).__name__ == "ToolCall"]),
+        ("history: tool results", [p for p in parts if type(p).__name__ == "ToolResult"]),
+        ("history: the messages themselves", rs.messages),
+        (f"log: the replies' usage ({len(usages)})", usages),
+        (f"log: its {len(log.entries)} entries", [log.entries]),
+        ("log: the times", [log.times]),
+        ("the trace", [rs.trace]),
+        ("the run state's other fields", [rs]),
+    )
+    total = 0
+    for name, objects in table:
+        got = sum(size(o) for o in objects)
+        total += got
+        print(f"  {got / 1024:7.2f} KiB  {name}")
+    print(f"  {total / 1024:7.2f} KiB  in all")
 
 
 def _table(snapshot: tracemalloc.Snapshot, base: tracemalloc.Snapshot, per: int, top: int) -> float:
@@ -76,6 +118,12 @@ async def main(runs: int, k: int, top: int) -> None:
     _table(done, base, 1, top)
     assert kept.outcome == "final"
     del kept
+    b.PEERS_RUN.set(b.PeersStep(k))
+    gate.set()
+    whole = runner.start(b.PEERS_TASK)
+    await whole.steps(to_end=True)
+    print(f"a finished run's state and log (K={k}), by part:")
+    _parts(whole)
     gate.clear()
     gc.collect()
     base = tracemalloc.take_snapshot()
