@@ -187,15 +187,15 @@ class ModelCall(Watched):
                         sound = False
                     if sound and fields["model"] is None and not isinstance(getattr(self.model, "model", None), str):
                         try:
-                            response = storable_reply(response)
+                            reply = storable_reply(response)
                         except ValueTooLarge:
                             return self.check(response)  # (it says what is wrong)
                         seen = ctx.call_ids or _ids_of(ctx)
-                        if response.parts[0] is part and (kind is not ToolCall or ident not in seen):
+                        if reply.parts[0] is part and (kind is not ToolCall or ident not in seen):
                             if kind is ToolCall:
-                                seen.add(ident)
-                            return response
-                        return unique_call_ids(response, seen)
+                                seen.add(ident)  # type: ignore[arg-type]  # (a str: tested above)
+                            return reply
+                        return unique_call_ids(reply, seen)
         return unique_call_ids(self.check(response), ctx.call_ids or _ids_of(ctx))
 
 
