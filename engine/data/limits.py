@@ -251,9 +251,10 @@ _new = object.__new__
 W = TypeVar("W", bound="Watched")
 
 
-def watch(seconds: float, kind: type[W] = Watched) -> W:  # type: ignore[assignment]
+def watch(seconds: float, kind: type[W] = Watched, task: asyncio.Task[Any] | None = None) -> W:  # type: ignore[assignment]
     """Bound the call the current task is about to await by ``seconds``: past them, the task
-    is cancelled (``kind``: a subclass of Watched that carries more of the call's own).
+    is cancelled (``kind``: a subclass of Watched that carries more of the call's own; ``task``:
+    the current task, when the caller has it at hand).
     Timeouts of ``COARSE_FROM_S`` or more share one watch per loop (kept to
     within ``TICK_S``: about a microsecond a call); shorter ones get a timer of their own.
     The caller's own frame does the rest (no coroutine of its: the model call and a tool call
@@ -269,7 +270,8 @@ def watch(seconds: float, kind: type[W] = Watched) -> W:  # type: ignore[assignm
             bound.close()
     """
     loop = _running_loop()
-    task = _current_task(loop)
+    if task is None:
+        task = _current_task(loop)
     if task is None:
         raise RuntimeError("loopwright bounds a call inside an asyncio task; await it from a coroutine run as a task")
     watched = _new(kind)

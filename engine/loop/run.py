@@ -160,7 +160,7 @@ class Run:
             watchers=watchers,
             stream_deltas=stream_deltas,
             features=machine.features,
-            hooks=machine.hooks,
+            hooks=machine.hook_sets.__getitem__,  # (found once a machine: no call a run)
             budgets=machine.budgets,
             deps=deps,
         )
@@ -531,7 +531,7 @@ class Run:
         rs = self.state
         self._disarm_deadline()
         self.runner.unregister(rs.run_id)
-        for hook in self.machine.hooks("pause"):
+        for hook in self.machine.hook_sets["pause"]:
             hook(rs=rs, ctx=self.ctx)
         rs.outcome = "suspended"
         nesting.charge(rs)  # a nested run that waits: what it spent goes up, its held pass back, its link dropped
@@ -543,7 +543,7 @@ class Run:
         self._disarm_deadline()
         self.runner.unregister(rs.run_id)
         why = f"the run ended in {rs.stage!r}"
-        for hook in self.machine.hooks("finish"):
+        for hook in self.machine.hook_sets["finish"]:
             hook(rs=rs, ctx=ctx, why=why)
         answer_unrun_calls(rs, ctx, why)
         rs.outcome = row.outcome
@@ -633,7 +633,7 @@ class Run:
             return
         left = rs.deadline - _clock()
         if left >= _limits.COARSE_FROM_S and self.task is not None:
-            deadline = self._timer = _limits.watch(left, _Deadline)
+            deadline = self._timer = _limits.watch(left, _Deadline, self.task)
             deadline.run = self
             return
         loop = asyncio.get_running_loop()

@@ -257,6 +257,9 @@ class LoopMachine:
         }
         """For each state, :meth:`choose` for that state as one function (what the runner calls)."""
         self._hooks: dict[str, tuple[Callable[..., Any], ...]] = {}
+        self.hook_sets: Mapping[str, tuple[Callable[..., Any], ...]] = {hook: self.hooks(hook) for hook in HOOKS}
+        """:meth:`hooks` of every hook an :class:`Extension` has, found once when the machine is
+        built (a run reads them without a call: ``machine.hook_sets["finish"]``)."""
         self.resets: dict[str, tuple[str, ...]] = {
             b.name: tuple(p.name for p in self.budgets.values() if p.scope == "pass" and p.cycle)
             for b in self.budgets.values()
@@ -351,6 +354,10 @@ class LoopMachine:
 
     def __repr__(self) -> str:
         return f"LoopMachine({self.name!r}, {len(self.states)} states, {len(self.rows)} rows)"
+
+
+HOOKS = ("request", "response", "gate", "hold", "pause", "resume", "finish", "retry")
+"""The hooks of an :class:`Extension` (its fields of that name)."""
 
 
 class _Cursor:
