@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -249,3 +250,37 @@ def test_no_matching_row_is_a_loud_error() -> None:
         machine.choose("start", rs)
     rs.response = ModelResponse()
     assert machine.choose("start", rs) is only
+
+
+def _entered(machine: LoopMachine, state: str, rs: RunState) -> tuple[Row, set[str]]:
+    """The row ``machine`` chooses out of ``state``, and the names of the Python functions entered."""
+    import sys
+
+    names: set[str] = set()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            names.add(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        row = machine.choose(state, rs)
+    finally:
+        sys.setprofile(None)
+    return row, names
+
+
+@pytest.mark.parametrize("cap", [None, 0.5])
+def test_a_budget_that_is_off_costs_its_guard_no_call(cap: float | None) -> None:
+    """Issue 38: the cost guard of a run without ``max_cost_usd`` is not called (no frame, no
+    Decimal made of the cap) on decide's way round; with a cap it is, and it still decides."""
+    call = ToolCall(id="c1", name="add", args={"a": 1})
+    rs = RunState(run_id="r", agent="a", input="x", limits=Limits(max_iterations=5, max_cost_usd=cap))
+    rs.iteration, rs.response = 1, ModelResponse(parts=(call,), stop_reason="tool_use")
+    row, names = _entered(CORE, Stage.DECIDE, rs)
+    assert row.dest == Stage.PREPROCESS
+    called = {"_cost_room", "has_tool_calls", "is_final_response", "turn_guard", "run_spent", "_time_left"} & names
+    assert called == ({"_cost_room"} if cap is not None else set()), names
+    rs.usage = Usage(input_tokens=10, requests=1)  # (a step of a model without a price: any cost budget is spent)
+    row, _ = _entered(CORE, Stage.DECIDE, rs)
+    assert row.dest == (Stage.PREPROCESS if cap is None else Stage.SALVAGE)
