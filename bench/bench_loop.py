@@ -106,6 +106,10 @@ VALIDATED_REPLIES = os.environ.get("PEERS_VALIDATED") == "1" or build_reply is N
 """(p)'s model builds its replies validated (``PEERS_VALIDATED=1``, the shared harness's way) rather
 than with the fast constructor adapters use (``loopwright.models.build_reply``)."""
 
+SUSPENDING_MODEL = os.environ.get("PEERS_SUSPEND") == "1"
+"""(p)'s model lets the event loop run once a call (``PEERS_SUSPEND=1``), as a model awaiting its
+socket does; by default it answers at once (the shared harness's per-iteration workload)."""
+
 Reply = dict[str, Any]
 History = list[Reply]
 HandModel = Callable[[History], Awaitable[Reply]]
@@ -158,6 +162,8 @@ class PeersModel:
     agent serves every run."""
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
+        if SUSPENDING_MODEL:
+            await asyncio.sleep(0)
         i, is_tool = peers_next_step()
         if VALIDATED_REPLIES:
             usage = Usage(input_tokens=1, output_tokens=1, requests=1)

@@ -26,7 +26,6 @@ from loopwright.runtime.model_call import (
     model_call,
     model_name,
     note_model,
-    plain,
     refuses_cost,
     switch_model,
 )
@@ -56,8 +55,11 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     messages = request.messages  # (a History's length without its __len__ frame)
     ctx.record(ModelRequested, rs.attempt, messages.n if type(messages) is History else len(messages), ctx.tool_names)
     try:
-        if plain(ctx):  # the model alone: awaited in this frame (model_call.ModelCall)
-            model = ctx.agent.model if not rs.fallbacks else current_model(rs, ctx)
+        agent = ctx.agent
+        if (  # plain(ctx), written out: the model alone, awaited in this frame (model_call.ModelCall)
+            agent.before_model is None and agent.after_model is None and not ctx.model_scopes and not ctx.stream_deltas
+        ):
+            model = agent.model if not rs.fallbacks else current_model(rs, ctx)
             if model is not rs.model_in_use:
                 note_model(rs, model)
             call = model_call(model, ctx)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
@@ -225,20 +227,23 @@ class _Watch:
     """One per event loop: while calls are watched, a tick every ``TICK_S`` cancels those past
     their deadline."""
 
-    __slots__ = ("handle", "live", "loop")
+    __slots__ = ("clock", "handle", "live", "loop")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop, self.live = loop, set[Watched]()
         self.handle: asyncio.TimerHandle | None = None
+        self.clock: Callable[[], float] = time.monotonic if type(loop).time is _BASE_TIME else loop.time
+        """``loop.time``: asyncio's own loops keep ``time.monotonic()``, read without a Python frame."""
 
     def tick(self) -> None:
-        now = self.loop.time()
+        now = self.clock()
         for watched in [w for w in self.live if w.deadline <= now and not w.fired]:
             watched.fire()
         self.handle = self.loop.call_later(TICK_S, self.tick) if self.live else None
 
 
 _running_loop = asyncio.get_running_loop
+_BASE_TIME = asyncio.BaseEventLoop.time
 _current_task = asyncio.current_task  # the C function on 3.12+
 _new = object.__new__
 
@@ -246,9 +251,10 @@ _new = object.__new__
 W = TypeVar("W", bound="Watched")
 
 
-def watch(seconds: float, kind: type[W] = Watched) -> W:  # type: ignore[assignment]
+def watch(seconds: float, kind: type[W] = Watched, task: asyncio.Task[Any] | None = None) -> W:  # type: ignore[assignment]
     """Bound the call the current task is about to await by ``seconds``: past them, the task
-    is cancelled (``kind``: a subclass of Watched that carries more of the call's own).
+    is cancelled (``kind``: a subclass of Watched that carries more of the call's own; ``task``:
+    the current task, when the caller has it at hand).
     Timeouts of ``COARSE_FROM_S`` or more share one watch per loop (kept to
     within ``TICK_S``: about a microsecond a call); shorter ones get a timer of their own.
     The caller's own frame does the rest (no coroutine of its: the model call and a tool call
@@ -264,7 +270,8 @@ def watch(seconds: float, kind: type[W] = Watched) -> W:  # type: ignore[assignm
             bound.close()
     """
     loop = _running_loop()
-    task = _current_task(loop)
+    if task is None:
+        task = _current_task(loop)
     if task is None:
         raise RuntimeError("loopwright bounds a call inside an asyncio task; await it from a coroutine run as a task")
     watched = _new(kind)
@@ -277,7 +284,7 @@ def watch(seconds: float, kind: type[W] = Watched) -> W:  # type: ignore[assignm
     if shared is None:
         shared = _Watch(loop)
         loop._loopwright_watch = shared  # type: ignore[attr-defined]
-    watched.deadline, watched.shared = loop.time() + seconds, shared
+    watched.deadline, watched.shared = shared.clock() + seconds, shared
     shared.live.add(watched)
     if shared.handle is None:
         shared.handle = loop.call_later(TICK_S, shared.tick)

@@ -160,7 +160,7 @@ class Run:
             watchers=watchers,
             stream_deltas=stream_deltas,
             features=machine.features,
-            hooks=machine.hooks,
+            hooks=machine.hook_sets.__getitem__,  # (found once a machine: no call a run)
             budgets=machine.budgets,
             deps=deps,
         )
@@ -288,6 +288,7 @@ class Run:
         self._arm_deadline()
         rs, ctx = self.state, self.ctx
         handlers, terminals, stops, choosers = self._handlers, self._terminals, self._stops, self.machine.choosers
+        resets = self.machine.resets
         cap, seen = rs.limits.max_transitions, len(rs.trace)  # the engine's own bound: see _bounded
         observers, own = self.runner.observers, self._own
         row: Row | None = None
@@ -300,7 +301,12 @@ class Run:
             raised: BaseException | None = None
             try:
                 loop = self._loop  # (the quiet case of _must_yield, without its frame)
-                if (
+                if loop is OTHER_LOOP and (mark := self._mark) is not None and not mark[0]:
+                    self._held = held = self._held + 1  # (_probe's marker still waits: the loop has not run)
+                    if held >= HOLD:
+                        await asyncio.sleep(0)
+                        self._yielded, self._waiter = _monotonic(), 0
+                elif (
                     loop is None
                     or loop is OTHER_LOOP
                     or loop._ready
@@ -332,24 +338,31 @@ class Run:
                 row = self._bounded(row)  # (rare: the engine's own bounds, whatever the machine)
             dest = row.dest
             if (
-                row.bounded_by is None
-                and not row.records_limit
+                not row.records_limit
                 and dest not in stops
                 and not ctx.watchers
                 and not INSTRUMENTS.transition
                 and not observers.transition
                 and own is None
-            ):  # _take's quiet case (and the log's transition), without their two frames
+            ):  # _take's quiet case (the charge, the log's transition), without their three frames
+                bound = row.bounded_by
+                if bound is not None:  # (LoopMachine.charge)
+                    charges = rs.charges
+                    charges[bound] = charges.get(bound, 0) + 1
+                    for reset in resets.get(bound, ()):
+                        charges[reset] = 0
                 rs.stage = dest
                 rs.trace.append(dest)
                 rs.seq += 1
                 log = ctx.log
-                if rs.iteration == log.iteration and rs.active_agent == log.agent:
-                    log.entries.append(row)  # (EventLog.transition's usual case)
-                    log.stage = dest
-                    log.times.append(_clock())
+                iteration, agent = rs.iteration, rs.active_agent
+                if iteration == log.iteration and agent == log.agent:  # (EventLog.transition)
+                    log.entries.append(row)
                 else:
-                    log.transition(row, rs.iteration, rs.active_agent)
+                    log.entries.append((row, iteration, agent))
+                    log.iteration, log.agent = iteration, agent
+                log.stage = dest
+                log.times.append(_clock())
             else:
                 self._take(row)
             seen += 1
@@ -518,7 +531,7 @@ class Run:
         rs = self.state
         self._disarm_deadline()
         self.runner.unregister(rs.run_id)
-        for hook in self.machine.hooks("pause"):
+        for hook in self.machine.hook_sets["pause"]:
             hook(rs=rs, ctx=self.ctx)
         rs.outcome = "suspended"
         nesting.charge(rs)  # a nested run that waits: what it spent goes up, its held pass back, its link dropped
@@ -530,7 +543,7 @@ class Run:
         self._disarm_deadline()
         self.runner.unregister(rs.run_id)
         why = f"the run ended in {rs.stage!r}"
-        for hook in self.machine.hooks("finish"):
+        for hook in self.machine.hook_sets["finish"]:
             hook(rs=rs, ctx=ctx, why=why)
         answer_unrun_calls(rs, ctx, why)
         rs.outcome = row.outcome
@@ -620,7 +633,7 @@ class Run:
             return
         left = rs.deadline - _clock()
         if left >= _limits.COARSE_FROM_S and self.task is not None:
-            deadline = self._timer = _limits.watch(left, _Deadline)
+            deadline = self._timer = _limits.watch(left, _Deadline, self.task)
             deadline.run = self
             return
         loop = asyncio.get_running_loop()

@@ -171,6 +171,10 @@ class Runner:
         if run_id in self._active:
             raise ConfigurationError(f"run id {run_id!r} is already running on this runner; use a new one")
         machine = self.machine
+        features = {}  # (a loop, not a comprehension: that would be a frame of every run's set-up)
+        for e in machine.extensions:
+            if e.slice is not None:
+                features[e.name] = e.slice()
         rs = RunState(
             run_id=run_id,
             agent=self.agent.name,
@@ -180,7 +184,7 @@ class Runner:
             trace=[machine.initial],
             active_agent=active,
             messages=list(after.messages) if after is not None else [],
-            features={e.name: e.slice() for e in machine.extensions if e.slice is not None},
+            features=features,
             limits=self.agent.limits,
         )
         self._own_limits(rs)
@@ -493,9 +497,10 @@ class Runner:
     def register(self, run: Run) -> None:
         """``run`` is running on this runner: :meth:`pause`, :meth:`cancel` and
         :meth:`active_runs` find it until it ends. A run id runs once at a time (ResumeError)."""
-        if run.run_id in self._active:
-            raise ResumeError(f"run {run.run_id!r} is already running on this runner")
-        self._active[run.run_id] = run
+        run_id = run.state.run_id
+        if run_id in self._active:
+            raise ResumeError(f"run {run_id!r} is already running on this runner")
+        self._active[run_id] = run
 
     def unregister(self, run_id: str) -> None:
         """The run ``run_id`` has stopped (ended, suspended, paused, or left by an error that

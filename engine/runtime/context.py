@@ -3,6 +3,7 @@ shapes of its entries, are :mod:`loopwright.data.event_log`'s (re-exported here)
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Generic
@@ -23,6 +24,7 @@ from .nesting import Up, up_of
 if TYPE_CHECKING:
     from .agent import Agent, AgentTree
 
+_clock = time.time
 DepsT = TypeVar("DepsT", default=Any)
 """The type of a run's dependencies (``runner.run(text, deps=...)``): ``RunContext[MyDeps]``."""
 CURRENT_CALL: ContextVar[str | None] = ContextVar("loopwright_call_id", default=None)
@@ -202,21 +204,36 @@ class RunContext(Generic[DepsT]):
         ``EVENT_FIELDS[cls]`` order, unchecked (no keyword dict is built; the event-log property
         test builds every event the engine records this way). A ``ToolCalled`` may be given
         its call alone, ``record(ToolCalled, call)``, and a ``ModelResponded`` its reply's
-        five field values (:func:`~loopwright.data.events.reply_values`; see :func:`own_values`)."""
+        five field values (:func:`~loopwright.data.events.reply_values`; see :func:`own_values`).
+        The log's usual case (the place of the entry before) is written here, the entry's shape
+        :class:`EventLog`'s own (``EventLog.record``: every other case)."""
         rs = self.run_state
         rs.seq += 1
-        self.log.record(rs.stage, rs.iteration, rs.active_agent, EVENT_TYPE[cls], values)
+        log = self.log
+        stage, iteration, agent = rs.stage, rs.iteration, rs.active_agent
+        if stage == log.stage and iteration == log.iteration and agent == log.agent:
+            log.entries.append((EVENT_TYPE[cls], *values))
+            log.times.append(_clock())
+        else:
+            log.record(stage, iteration, agent, EVENT_TYPE[cls], values)
         if self.watchers:
-            self._tell(self.log.latest())
+            self._tell(log.latest())
 
     def record_call(self, call: ToolCall) -> None:
         """``record(ToolCalled, call)``, kept as the call itself where the stage, iteration
-        and agent are those of the entry before (the usual case: no tuple for the log)."""
+        and agent are those of the entry before (the usual case, written here: no tuple for the
+        log; ``EventLog.record_call`` the others)."""
         rs = self.run_state
         rs.seq += 1
-        self.log.record_call(rs.stage, rs.iteration, rs.active_agent, call)
+        log = self.log
+        stage, iteration, agent = rs.stage, rs.iteration, rs.active_agent
+        if stage == log.stage and iteration == log.iteration and agent == log.agent:
+            log.entries.append(call)
+            log.times.append(_clock())
+        else:
+            log.record_call(stage, iteration, agent, call)
         if self.watchers:
-            self._tell(self.log.latest())
+            self._tell(log.latest())
 
     def _tell(self, event: Any) -> None:
         for watcher in self.watchers:

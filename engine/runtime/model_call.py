@@ -148,7 +148,7 @@ class ModelCall(Watched):
                 f"model {type(model).__name__}.complete returned {type(response).__name__}, not a ModelResponse",
                 retryable=False,
             )
-        if not self.instant and not _sound(response) and not getattr(model, "trusted_replies", False):
+        if not self.instant and not getattr(model, "trusted_replies", False) and not _sound(response):
             wrong = malformed(response) or "it does not hold together"
             raise ModelError(f"model {type(model).__name__} returned a malformed reply: {wrong}", retryable=False)
         try:
@@ -161,17 +161,49 @@ class ModelCall(Watched):
             ) from None
 
     def received(self, response: Any) -> ModelResponse:
-        """The reply, checked, its tool calls' ids unique in the run."""
-        response = self.check(response)
+        """The reply, checked, its tool calls' ids unique in the run. The usual reply of a model
+        the engine does not trust (one part, a call or a text, sound usage, no price to add, an
+        id not seen) is taken here: :meth:`check`, :func:`_sound`, :func:`priced` and
+        :func:`unique_call_ids` written out, one frame for the four (``storable_reply`` still
+        called); any other goes through them."""
         ctx = self.ctx
-        return unique_call_ids(response, ctx.call_ids or _ids_of(ctx))
+        if not self.instant and type(response) is ModelResponse:
+            fields = response.__dict__
+            parts, usage = fields["parts"], fields["usage"]
+            if type(parts) is tuple and len(parts) == 1 and type(usage) is Usage and usage.cost_usd is None:
+                part = parts[0]
+                kind, ident = type(part), None
+                if (
+                    kind is ToolCall
+                    and type(ident := part.__dict__.get("id")) is str
+                    and ident
+                    and type(part.__dict__.get("name")) is str
+                    and type(part.__dict__.get("args")) is dict
+                ) or ((kind is TextPart or kind is ThoughtPart) and type(part.__dict__.get("text")) is str):
+                    try:  # (_counts_sound)
+                        sound = min(usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
+                                    usage.cache_creation_tokens, usage.requests) >= 0  # fmt: skip
+                    except TypeError:
+                        sound = False
+                    if sound and fields["model"] is None and not isinstance(getattr(self.model, "model", None), str):
+                        try:
+                            reply = storable_reply(response)
+                        except ValueTooLarge:
+                            return self.check(response)  # (it says what is wrong)
+                        seen = ctx.call_ids or _ids_of(ctx)
+                        if reply.parts[0] is part and (kind is not ToolCall or ident not in seen):
+                            if kind is ToolCall:
+                                seen.add(ident)  # type: ignore[arg-type]  # (a str: tested above)
+                            return reply
+                        return unique_call_ids(reply, seen)
+        return unique_call_ids(self.check(response), ctx.call_ids or _ids_of(ctx))
 
 
 def model_call(model: Any, ctx: RunContext) -> ModelCall:
     """The bound and error mapping for one call of ``model`` (see :class:`ModelCall`). A built-in model
     replaying a list answers at once: no bound, and its replies are not checked."""
     instant = type(model) is ScriptedModel and model.instant
-    timeout = None if instant else _timeout(ctx)
+    timeout = None if instant else _timeout(ctx) if ctx.run_state.deadline_hit else ctx.limits.model_timeout_s
     if timeout is None:
         call = _new(ModelCall)
         call.fired, call.shared, call.handle = False, None, None
@@ -254,8 +286,11 @@ def _sound(response: ModelResponse) -> bool:
         if not _sound_part(part):
             return False
     usage = response.usage
-    if type(usage) is not Usage:
-        return False
+    return type(usage) is Usage and _counts_sound(usage)
+
+
+def _counts_sound(usage: Usage) -> bool:
+    """The usage's counts are numbers >= 0 (None, a str: not sound)."""
     try:  # counts that are not numbers (None, str) fail the comparison
         return min(usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_creation_tokens,
                    usage.requests) >= 0  # fmt: skip

@@ -61,7 +61,7 @@ from ..data.limits import Limits
 from ..data.run_state import RunState, register_slice
 from ..data.stage import TERMINALS, Stage
 from .budgets import CORE_BUDGETS, Budget, budget_of, budget_spent_by, registry
-from .chooser import compile_chooser, fast_guard
+from .chooser import compile_chooser
 from .guards import (  # noqa: F401 (imported here before the rows moved: kept for who imports them from here)
     GUARDS,
     cancel_requested,
@@ -252,15 +252,20 @@ class LoopMachine:
             self.machine.add_transition(TRIGGER, row.source, row.dest, conditions=list(row.guards))
         self._compiled = self._compile()
         self.choosers: dict[str, Callable[[RunState], Row]] = {
-            state: compile_chooser(state, entries, self.rows_from) for state, entries in self._compiled.items()
+            state: compile_chooser(state, entries, self.rows_from, self.budgets)
+            for state, entries in self._compiled.items()
         }
         """For each state, :meth:`choose` for that state as one function (what the runner calls)."""
         self._hooks: dict[str, tuple[Callable[..., Any], ...]] = {}
-        self._resets: dict[str, tuple[str, ...]] = {
+        self.hook_sets: Mapping[str, tuple[Callable[..., Any], ...]] = {hook: self.hooks(hook) for hook in HOOKS}
+        """:meth:`hooks` of every hook an :class:`Extension` has, found once when the machine is
+        built (a run reads them without a call: ``machine.hook_sets["finish"]``)."""
+        self.resets: dict[str, tuple[str, ...]] = {
             b.name: tuple(p.name for p in self.budgets.values() if p.scope == "pass" and p.cycle)
             for b in self.budgets.values()
             if b.cycle and b.scope != "pass"
         }
+        """The pass budgets whose charges a charge of each run-wide cycle budget starts again (see :meth:`charge`)."""
         self.features: frozenset[str] = frozenset(e.name for e in self.extensions)
 
     def _compile(self) -> dict[str, tuple[tuple[Row, tuple[Guard, ...], Budget | None], ...]]:
@@ -274,7 +279,7 @@ class LoopMachine:
             entries = []
             for row, tr in zip(rows, transitions, strict=True):
                 assert tr.dest == row.dest
-                guards = tuple(fast_guard(cast(Guard, c.func)) for c in tr.conditions)
+                guards = tuple(cast(Guard, c.func) for c in tr.conditions)
                 entries.append((row, guards, self.budgets[row.bounded_by] if row.bounded_by else None))
             compiled[state] = tuple(entries)
         return compiled
@@ -298,7 +303,7 @@ class LoopMachine:
             return
         charges = rs.charges
         charges[name] = charges.get(name, 0) + 1
-        for reset in self._resets.get(name, ()):
+        for reset in self.resets.get(name, ()):
             charges[reset] = 0
 
     def spent_budget(self, row: Row, rs: RunState) -> Budget | None:
@@ -349,6 +354,10 @@ class LoopMachine:
 
     def __repr__(self) -> str:
         return f"LoopMachine({self.name!r}, {len(self.states)} states, {len(self.rows)} rows)"
+
+
+HOOKS = ("request", "response", "gate", "hold", "pause", "resume", "finish", "retry")
+"""The hooks of an :class:`Extension` (its fields of that name)."""
 
 
 class _Cursor:

@@ -38,8 +38,8 @@ from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, tool
 from loopwright.models import build_call, build_reply, build_text, build_usage
 
 K = 100
-PIN_FRAMES = 6797
-"""Python frames one K=100 run enters (67.97 an iteration; the floor: 51). Issue 38's target: <= 60.
+PIN_FRAMES = 4573
+"""Python frames one K=100 run enters (45.73 an iteration; the floor: 51). Issue 38's target: <= 60.
 
 History (an iteration): 87.10 with validated replies (``ModelResponse(...)``, ``Usage(...)``,
 ``ToolCall(...)`` per call: three pydantic ``__init__``, two ``__instancecheck__``, three fields
@@ -52,11 +52,27 @@ a frame each: a call's two int arguments); 71.02 with the run's deadline in the 
 (no timer armed and cancelled: a run's fixed cost, not an iteration's); 71.00 without the two list
 comprehensions of ``Run.__init__``; 67.97 with no frame for ``decide`` (it does no work), and
 ``postprocess`` making the assistant turn in its own frame and not entering ``kept`` for a reply
-built with ``build_reply`` (its fields sets are shared already)."""
-PIN_CALLS = 19030
-"""Python frames and C calls one K=100 run enters (190.30 an iteration; the floor: 98). History:
+built with ``build_reply`` (its fields sets are shared already); 59.95 with the core guards and the
+run- and turn-scoped budgets' guards written into the compiled choosers (``table/chooser.py``
+``inline``: no frame for ``has_tool_calls``, ``is_final_response``, three ``turn_guard``, the
+iteration budget's ``run_spent``, ``_cost_room`` without a cost budget, ``_time_left``); 56.92 with
+``RunContext.record`` and ``record_call`` writing the log's usual entry themselves (not through
+``EventLog.record``/``record_call``); 53.92 with the bounded row ``decide -> preprocess`` taken in
+``Run.steps`` too (its charge and the log's transition written out: no ``_take``,
+``LoopMachine.charge``, ``EventLog.transition``); 45.83 with the usual reply of an untrusted model
+taken by ``ModelCall.received`` alone (``check``, ``_sound``, ``_sound_part``, ``priced`` and
+``unique_call_ids`` written out), ``plain`` and ``_timeout`` written out, and the shared watch
+reading asyncio's own loop's clock as ``time.monotonic`` (no ``BaseEventLoop.time`` frame); 45.73
+with a run's set-up reading the machine's hooks found once (``LoopMachine.hook_sets``: six
+``hooks`` calls a run), the deadline's watch given the run's task, ``register`` reading the run id
+from the state and ``new_run``'s features made in a loop (a K=1 run: 128 -> 118 frames)."""
+PIN_CALLS = 16203
+"""Python frames and C calls one K=100 run enters (162.03 an iteration; the floor: 98). History:
 213.16 with validated replies, 206.50 with ``build_reply``, 198.42 with the quiet transition,
-196.40 with ``build_usage`` in one frame, 194.40 with ``is_storable``'s scalars in its loop."""
+196.40 with ``build_usage`` in one frame, 194.40 with ``is_storable``'s scalars in its loop, 177.28
+with the guards written into the choosers, 174.25 with the log written by ``record``, 171.25 with the
+bounded row's quiet case, 162.15 with the model call's quiet reply, 162.03
+with the run's set-up trimmed."""
 
 _STEP: contextvars.ContextVar[list[int]] = contextvars.ContextVar("frame_pin_step")
 

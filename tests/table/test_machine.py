@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -100,7 +103,7 @@ responses = st.one_of(
     st.just(ModelResponse(parts=())),
 )
 run_states = st.builds(
-    lambda it, att, calls, tokens, resp, merr, err, dl, cancel, lim, hops, target: RunState(
+    lambda it, att, calls, tokens, resp, merr, err, dl, cancel, lim, hops, target, own, cost: RunState(
         run_id="r",
         agent="a",
         limits=lim,
@@ -108,7 +111,9 @@ run_states = st.builds(
         iteration=it,
         attempt=att,
         tool_calls_made=calls,
-        usage=Usage(input_tokens=tokens),
+        usage=Usage(input_tokens=tokens, cost_usd=cost),
+        turn_limits=own,
+        turn_start={"max_iterations": it // 2, "max_tool_calls": calls // 2} if own is not None else {},
         response=resp,
         model_error=merr,
         error=err,
@@ -134,9 +139,13 @@ run_states = st.builds(
         salvage=st.booleans(),
         max_transfers=st.integers(0, 4),
         max_ping_pong=st.integers(1, 3),
+        max_cost_usd=st.none() | st.sampled_from([0.01, 0.5]),
     ),
     st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from("ab")), max_size=5),
     st.none() | st.sampled_from("ab"),
+    st.none()  # an agent's own limits: the chooser's written-out budget tests call the guard then
+    | st.builds(Limits, max_iterations=st.integers(1, 4), max_tool_calls=st.none() | st.integers(1, 4)),
+    st.none() | st.sampled_from([Decimal("0"), Decimal("0.02"), Decimal("1")]),
 )
 
 
@@ -161,7 +170,7 @@ def test_cycle_edges_only_fire_with_budget_left(rs: RunState) -> None:
         assert len(rs.features["multi_agent"].hops) < rs.limits.max_transfers
     row = CORE.choose(Stage.REASON, rs)
     if row.dest == Stage.REASON:
-        assert rs.attempt <= rs.limits.max_model_retries
+        assert rs.attempt <= (rs.turn_limits or rs.limits).max_model_retries  # (a pass budget: the agent's own)
 
 
 def named_guard(rs: RunState) -> bool:
@@ -241,3 +250,37 @@ def test_no_matching_row_is_a_loud_error() -> None:
         machine.choose("start", rs)
     rs.response = ModelResponse()
     assert machine.choose("start", rs) is only
+
+
+def _entered(machine: LoopMachine, state: str, rs: RunState) -> tuple[Row, set[str]]:
+    """The row ``machine`` chooses out of ``state``, and the names of the Python functions entered."""
+    import sys
+
+    names: set[str] = set()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            names.add(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        row = machine.choose(state, rs)
+    finally:
+        sys.setprofile(None)
+    return row, names
+
+
+@pytest.mark.parametrize("cap", [None, 0.5])
+def test_a_budget_that_is_off_costs_its_guard_no_call(cap: float | None) -> None:
+    """Issue 38: the cost guard of a run without ``max_cost_usd`` is not called (no frame, no
+    Decimal made of the cap) on decide's way round; with a cap it is, and it still decides."""
+    call = ToolCall(id="c1", name="add", args={"a": 1})
+    rs = RunState(run_id="r", agent="a", input="x", limits=Limits(max_iterations=5, max_cost_usd=cap))
+    rs.iteration, rs.response = 1, ModelResponse(parts=(call,), stop_reason="tool_use")
+    row, names = _entered(CORE, Stage.DECIDE, rs)
+    assert row.dest == Stage.PREPROCESS
+    called = {"_cost_room", "has_tool_calls", "is_final_response", "turn_guard", "run_spent", "_time_left"} & names
+    assert called == ({"_cost_room"} if cap is not None else set()), names
+    rs.usage = Usage(input_tokens=10, requests=1)  # (a step of a model without a price: any cost budget is spent)
+    row, _ = _entered(CORE, Stage.DECIDE, rs)
+    assert row.dest == (Stage.PREPROCESS if cap is None else Stage.SALVAGE)
