@@ -335,7 +335,11 @@ class ModelResponse(BaseModel):
     """One reply of the model: parts in the order the model produced them, and usage."""
 
     model_config = _FROZEN
-    parts: tuple[TextPart | ThoughtPart | ToolCall | ProviderPart, ...] = ()
+    parts: tuple[ToolCall | TextPart | ThoughtPart | ProviderPart, ...] = ()
+    """(A tool call first: pydantic's smart union returns at the first member a part is an instance
+    of, and tries each member before it against the part as a mapping, an ABC isinstance check
+    in Python; a tool loop's replies are mostly calls. Which member a part becomes does not
+    depend on the order: every member has its own ``type``, and only a call has a ``name``.)"""
     usage: Usage = ZERO_USAGE
     stop_reason: StopReason | None = None
     model: str | None = None

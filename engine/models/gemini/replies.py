@@ -11,6 +11,7 @@ from typing import Any
 
 from ...data.errors import ModelError
 from ...data.events import ModelResponse, ProviderPart, StopReason, TextPart, ThoughtPart, ToolCall, Usage, new_call_id
+from .. import from_wire
 from .mapping import LOCAL_ID, PROVIDER, RAW, SIGNATURE
 
 BLOCKED = frozenset(
@@ -89,11 +90,11 @@ def read_parts(
             parts.append(ProviderPart(provider=PROVIDER, kind=SIGNATURE, block=block))
         if call is not None:
             call_id = call.id or f"{LOCAL_ID}{new_call_id()}"
-            parts.append(ToolCall(id=call_id, name=call.name or "", args=dict(call.args or {})))
+            parts.append(from_wire.call(call_id, call.name or "", dict(call.args or {})))
         elif text is not None:
             if text == "":
                 continue
-            parts.append(ThoughtPart(text=text) if getattr(raw, "thought", None) else TextPart(text=text))
+            parts.append(from_wire.thought(text=text) if getattr(raw, "thought", None) else from_wire.text(text))
         else:
             block = raw_dict(raw)
             block.pop("thought_signature", None)
@@ -113,13 +114,13 @@ def raw_dict(raw: Any) -> dict[str, Any]:
 def usage_of(metadata: Any) -> tuple[Usage, int]:
     """The reply's usage as loopwright counts it, and its thought tokens (within output)."""
     if metadata is None:
-        return Usage(requests=1), 0
+        return from_wire.usage(requests=1), 0
     prompt = getattr(metadata, "prompt_token_count", None) or 0
     cached = getattr(metadata, "cached_content_token_count", None) or 0
     tool_prompt = getattr(metadata, "tool_use_prompt_token_count", None) or 0
     candidates = getattr(metadata, "candidates_token_count", None) or 0
     thoughts = getattr(metadata, "thoughts_token_count", None) or 0
-    usage = Usage(
+    usage = from_wire.usage(
         input_tokens=max(prompt - cached, 0) + tool_prompt,
         output_tokens=candidates + thoughts,
         cache_read_tokens=cached,
@@ -185,7 +186,7 @@ def to_response(
         )
     else:
         stop = "end_turn"
-    return ModelResponse(parts=tuple(parts), stop_reason=stop, model=model, usage=usage, details=details)
+    return from_wire.reply(parts, stop, model, usage, details)
 
 
 def blocked_categories(ratings: Any) -> list[str]:

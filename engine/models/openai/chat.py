@@ -24,6 +24,7 @@ from ...data.events import (
     ToolResult,
     new_call_id,
 )
+from .. import from_wire
 from .shared import (
     data_url,
     field_of,
@@ -156,21 +157,21 @@ def from_chat(reply: dict[str, Any], *, keep_reasoning: bool = False) -> ModelRe
     field = "reasoning_content" if message.get("reasoning_content") else "reasoning"
     thought = message.get(field)
     if isinstance(thought, str) and thought:
-        parts.append(ThoughtPart(text=thought))
+        parts.append(from_wire.thought(text=thought))
         if keep_reasoning:
             parts.append(ProviderPart(provider=REASONING, kind="reasoning", block={field: thought}))
     if message.get("content"):
-        parts.append(TextPart(text=message["content"]))
+        parts.append(from_wire.text(message["content"]))
     refused = finish == "content_filter"
     if message.get("refusal"):
-        parts.append(TextPart(text=message["refusal"]))
+        parts.append(from_wire.text(message["refusal"]))
         refused = True
     calls = False
     for call in message.get("tool_calls") or ():
         function = call.get("function") or {}
         args = parse_args(function.get("arguments"), function.get("name") or "", cut=cut)
         if args is not None:
-            parts.append(ToolCall(id=call.get("id") or new_call_id(), name=function.get("name") or "", args=args))
+            parts.append(from_wire.call(call.get("id") or new_call_id(), function.get("name") or "", args))
             calls = True
     stop: StopReason = "refusal" if refused and not cut else _FINISH.get(finish, "end_turn")
     if stop == "end_turn" and calls:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ...data.errors import ModelError
 from ...data.events import ImagePart, Message, ProviderPart, ToolCall, ToolResult, ToolSpec
+from .. import from_wire
 from .shared import PROVIDER, data_url, media_in, result_text
 
 CLIENT_TOOLS = {
@@ -73,7 +74,7 @@ def call_parts(item: dict[str, Any], handled: dict[str, str]) -> list[ToolCall |
     else:
         args = {k: v for k, v in item.items() if k not in _NOT_ARGS and v is not None}
     mark = ProviderPart(provider=PROVIDER, kind=MARK, block={"call_id": item["call_id"], "item": item})
-    return [ToolCall(id=item["call_id"], name=name, args=args), mark]
+    return [from_wire.call(item["call_id"], name, args), mark]
 
 
 def client_error(item: dict[str, Any]) -> ModelError:

@@ -22,6 +22,7 @@ from ...data.events import (
     ToolResult,
     ToolSpec,
 )
+from .. import from_wire
 from .client_tools import CLIENT_TOOLS, MARK, call_parts, client_calls, client_output, definition
 from .shared import (
     PROVIDER,
@@ -233,7 +234,7 @@ def _call_parts(item: dict[str, Any], *, cut: bool) -> list[ToolCall | ProviderP
     args = parse_args(item.get("arguments"), item.get("name", ""), cut=cut)
     if args is None:
         return []
-    made: list[ToolCall | ProviderPart] = [ToolCall(id=call_id, name=item["name"], args=args)]
+    made: list[ToolCall | ProviderPart] = [from_wire.call(call_id, item["name"], args)]
     if item.get("namespace"):
         block = {"call_id": call_id, "namespace": item["namespace"]}
         made.append(ProviderPart(provider=PROVIDER, kind="namespace", block=block))
@@ -248,9 +249,9 @@ def _message(item: dict[str, Any], parts: list[Any]) -> bool:
         parts.append(ProviderPart(provider=PROVIDER, kind="phase", block={"phase": item["phase"]}))
     for block in item.get("content") or ():
         if block.get("type") == "output_text":
-            parts.append(TextPart(text=block.get("text") or ""))
+            parts.append(from_wire.text(block.get("text") or ""))
         elif block.get("type") == "refusal":
-            parts.append(TextPart(text=block.get("refusal") or ""))
+            parts.append(from_wire.text(block.get("refusal") or ""))
             refused = True
     return refused
 

@@ -24,6 +24,7 @@ from ...data.events import (
     ToolSpec,
     Usage,
 )
+from .. import from_wire
 
 PROVIDER = "openai"
 CONTINUE = (
@@ -213,19 +214,15 @@ def response_of(
     split = usage.get(f"{prompt}_tokens_details") or {}
     cached = split.get("cached_tokens") or 0
     written = split.get("cache_write_tokens") or 0
-    return ModelResponse(
-        parts=tuple(parts),
-        stop_reason=stop,
-        model=reply.get("model"),
-        usage=Usage(
-            input_tokens=max((usage.get(f"{prompt}_tokens") or 0) - cached - written, 0),
-            output_tokens=usage.get(f"{output}_tokens") or 0,
-            cache_read_tokens=cached,
-            cache_creation_tokens=written,
-            requests=1,
-        ),
-        details=details,
+    model = reply.get("model")
+    counts = from_wire.usage(
+        input_tokens=max((usage.get(f"{prompt}_tokens") or 0) - cached - written, 0),
+        output_tokens=usage.get(f"{output}_tokens") or 0,
+        cache_read_tokens=cached,
+        cache_creation_tokens=written,
+        requests=1,
     )
+    return from_wire.reply(parts, stop, model, counts, details)
 
 
 def usable(response: ModelResponse) -> bool:
