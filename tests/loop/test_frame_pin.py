@@ -42,7 +42,9 @@ PIN_FRAMES = 4573
 """Python frames one K=100 run enters (45.73 an iteration; the floor: 51). Issue 38's target: <= 60.
 
 History (an iteration): 87.10 with validated replies (``ModelResponse(...)``, ``Usage(...)``,
-``ToolCall(...)`` per call: three pydantic ``__init__``, two ``__instancecheck__``, three fields
+``ToolCall(...)`` per call: three pydantic ``__init__``, two ``__instancecheck__`` (gone since
+``ModelResponse.parts`` lists ``ToolCall`` first: a validated tool reply enters its three
+``__init__`` only, tests/data/test_reply_validation.py), three fields
 sets shared later by ``kept``); 83.19 with ``build_reply`` (issue 38, item 6); 75.11 with the quiet
 transition written out in ``Run.steps`` (``Run._take`` and ``EventLog.transition`` not entered for
 the four rows an iteration that are not bounded, record no limit and enter no stop, while nothing
