@@ -11,11 +11,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.fake_claude import FakeClaude
 from tests.fake_openai import FakeOpenAI
 
 pytest_plugins = ["pytester", "tests.pg_fixture"]
+
+settings.register_profile("loopwright", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("loopwright")
+"""Properties are judged by what they find, not by how fast a loaded machine draws or runs an
+example: no per-example deadline and no "input generation is slow" health check (CI's 2 cores
+run the suite on ``-n auto`` beside real servers). A test's own ``@settings`` still applies."""
 
 MARK_BY_FIXTURE = {"pg_dsn": "postgres", "pg_url": "postgres", "browser": "browser"}
 """A test that takes one of these fixtures (a PostgreSQL server, Chromium) gets the marker."""
