@@ -10,20 +10,7 @@ import pytest
 
 from loopwright import Agent, Limits, ResumeError, Runner, ScriptedModel, ToolCall, approve, tool
 from loopwright.loop.subrun import agent_tool
-
-RAN: list[int] = []
-
-
-@tool(requires_confirmation=True)
-async def refund(amount: int) -> str:
-    """Refund an amount (a person approves it)."""
-    RAN.append(amount)
-    return f"refunded {amount}"
-
-
-@pytest.fixture(autouse=True)
-def _clear() -> None:
-    RAN.clear()
+from tests.loop.refunds import RAN, clear_ran, refund  # noqa: F401 (clear_ran: autouse)
 
 
 def _billing() -> Agent:

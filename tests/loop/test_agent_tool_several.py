@@ -13,28 +13,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loopwright import Agent, Limits, ResumeError, Runner, RunState, ScriptedModel, ToolCall, approve, deny, tool
+from loopwright import Agent, Limits, ResumeError, Runner, RunState, ScriptedModel, ToolCall, approve, deny
 from loopwright.loop.subrun import agent_tool
 from loopwright.stores import SQLiteStore
 from loopwright.testing import CountingModel, CountingTools
+from tests.loop.refunds import RAN, clear_ran, refund  # noqa: F401 (clear_ran: autouse)
 
-RAN: list[int] = []
 SHOWN = [
     ("d1/r1", "billing.refund", {"amount": 5}, "confirmation"),
     ("d1/r2", "billing.refund", {"amount": 6}, "confirmation"),
 ]
-
-
-@tool(requires_confirmation=True)
-async def refund(amount: int) -> str:
-    """Refund an amount (a person approves it)."""
-    RAN.append(amount)
-    return f"refunded {amount}"
-
-
-@pytest.fixture(autouse=True)
-def _clear() -> None:
-    RAN.clear()
 
 
 def _billing(restarted: bool = False) -> tuple[Agent, CountingModel]:

@@ -7,27 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from loopwright import Agent, Limits, Runner, ScriptedModel, ToolCall, approve, deny, tool
+from loopwright import Agent, Limits, Runner, ScriptedModel, ToolCall, approve, deny
 from loopwright.loop.subrun import agent_tool
 from loopwright.stores import SQLiteStore
 from loopwright.testing import CountingModel, CountingTools
 from loopwright.workflows import SequentialAgent
-
-RAN: list[int] = []
-
-
-@tool(requires_confirmation=True)
-async def refund(amount: int) -> str:
-    """Refund an amount (a person approves it)."""
-    RAN.append(amount)
-    return f"refunded {amount}"
-
-
-@pytest.fixture(autouse=True)
-def _clear() -> None:
-    RAN.clear()
+from tests.loop.refunds import RAN, clear_ran, refund  # noqa: F401 (clear_ran: autouse)
 
 
 def _tree(restarted: bool = False) -> tuple[Agent, CountingModel, CountingModel]:
