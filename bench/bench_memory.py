@@ -48,7 +48,13 @@ def _parts(run: Any) -> None:
         return total
 
     parts = [p for m in rs.messages for p in m.parts]
-    usages = [v for e in log.entries if isinstance(e, tuple) for v in e if type(v).__name__ == "Usage"]
+    usages = [  # a reply's usage: the Usage object, or (since issue 38's third round) its counts
+        v
+        for e in log.entries
+        if isinstance(e, tuple)
+        for v in e
+        if type(v).__name__ == "Usage" or (type(v) is tuple and len(v) == 9 and isinstance(v[-1], (set, frozenset)))
+    ]
     table = (
         ("history: tool calls (with their args)", [p for p in parts if type(p).__name__ == "ToolCall"]),
         ("history: tool results", [p for p in parts if type(p).__name__ == "ToolResult"]),

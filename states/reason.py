@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 
-from loopwright.data.events import ErrorInfo, ErrorOccurred, History, ModelRequested, ModelResponded
+from loopwright.data.events import ErrorInfo, ErrorOccurred, History, ModelRequested, ModelResponded, Usage
+from loopwright.data.parts import USAGE_COUNTS, ZERO_USAGE
 from loopwright.data.run_state import RunState
 from loopwright.models.http_errors import MAX_RETRY_AFTER_S
 from loopwright.runtime.context import RunContext
@@ -31,7 +32,7 @@ from loopwright.runtime.model_call import (
 )
 
 
-async def reason(rs: RunState, ctx: RunContext) -> None:
+async def reason(rs: RunState, ctx: RunContext) -> None:  # noqa: C901, PLR0912 (the hot path: the usage kept as counts written out)
     last, rs.response = rs.response, None  # (the last step's reply: a cost budget's estimate of this call)
     failed, rs.model_error = rs.model_error, None
     if rs.deadline_hit:
@@ -80,7 +81,10 @@ async def reason(rs: RunState, ctx: RunContext) -> None:
     reply = response.__dict__  # the log keeps the reply's values, not the reply (events.reply_values)
     details = reply["details"] or None
     named = reply["model"] or (model_name(rs.model_in_use) if ctx.agent.fallback_models else None)  # who answered
-    ctx.record(ModelResponded, reply["parts"], reply["usage"], reply["stop_reason"], named, details)
+    usage = reply["usage"]
+    if usage is not ZERO_USAGE and type(usage) is Usage:  # (events.usage_counts, without its frame)
+        usage = USAGE_COUNTS(usage.__dict__) + (usage.__pydantic_fields_set__,)  # noqa: RUF005 (no list built)
+    ctx.record(ModelResponded, reply["parts"], usage, reply["stop_reason"], named, details)
 
 
 def _not_made(rs: RunState) -> None:

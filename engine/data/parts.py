@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import operator
 import os
 import pathlib
 from collections.abc import Iterator, Sequence
@@ -17,7 +18,7 @@ from typing import Annotated, Any, Literal, overload
 from pydantic import BaseModel, Field, JsonValue, NonNegativeInt, TypeAdapter, field_serializer
 
 from .build import FROZEN as _FROZEN
-from .build import new_call_id, share_fields_set, trusted
+from .build import new_call_id, new_object, set_dict, set_extra, set_fields_set, set_private, share_fields_set, trusted
 
 # ---------------------------------------------------------------- content parts
 
@@ -360,18 +361,50 @@ class ModelResponse(BaseModel):
         return [p for p in self.parts if isinstance(p, ThoughtPart)]
 
 
+USAGE_COUNTS = operator.itemgetter(*Usage.model_fields)
+"""A usage's field values in field order (from its ``__dict__``): :func:`usage_counts`."""
+_USAGE_NAMES = tuple(Usage.model_fields)
+
+
+def usage_counts(usage: Usage) -> Usage | tuple[Any, ...]:
+    """What the event log keeps of a reply's usage: its field values in field order and its
+    fields set last, a flat tuple of 112 bytes where the ``Usage`` object and its ``__dict__``
+    take 352 (the reply is not kept once the run moves on, so the log would be its only
+    holder); ``ZERO_USAGE`` (shared) and any other type than ``Usage`` as themselves.
+    :func:`usage_of` makes the equal ``Usage`` again. ``states/reason.py`` writes this out."""
+    if usage is ZERO_USAGE or type(usage) is not Usage:
+        return usage
+    return USAGE_COUNTS(usage.__dict__) + (usage.__pydantic_fields_set__,)  # type: ignore[no-any-return]  # noqa: RUF005
+
+
+def usage_of(kept: Usage | tuple[Any, ...]) -> Usage:
+    """The ``Usage`` :func:`usage_counts` kept (equal to it, with the same fields set)."""
+    if type(kept) is not tuple:
+        return kept  # type: ignore[return-value]
+    obj = new_object(Usage)
+    set_dict(obj, dict(zip(_USAGE_NAMES, kept, strict=False)))  # (the fields set, last, is not a field)
+    set_fields_set(obj, kept[-1])
+    set_extra(obj, None)
+    set_private(obj, None)
+    return obj
+
+
 def reply_values(response: ModelResponse) -> tuple[Any, ...]:
     """A reply's field values in field order (``parts, usage, stop_reason, model, details``),
-    ``details`` None when empty: what the event log keeps of a past reply (its parts are the
-    history's; the reply object itself, with its ``__dict__``, is not kept alive)."""
+    ``details`` None when empty, ``usage`` as :func:`usage_counts` keeps it: what the event log
+    keeps of a past reply (its parts are the history's; the reply object itself, with its
+    ``__dict__``, is not kept alive)."""
     fields = response.__dict__
-    return fields["parts"], fields["usage"], fields["stop_reason"], fields["model"], fields["details"] or None
+    usage = usage_counts(fields["usage"])
+    return fields["parts"], usage, fields["stop_reason"], fields["model"], fields["details"] or None
 
 
 def reply_of(values: tuple[Any, ...]) -> ModelResponse:
     """The reply :func:`reply_values` gave the values of (every field set)."""
     parts, usage, stop_reason, model, details = values
-    return trusted(ModelResponse, parts=parts, usage=usage, stop_reason=stop_reason, model=model, details=details or {})
+    return trusted(
+        ModelResponse, parts=parts, usage=usage_of(usage), stop_reason=stop_reason, model=model, details=details or {}
+    )
 
 
 def is_reply(values: tuple[Any, ...], response: ModelResponse) -> bool:
