@@ -102,6 +102,13 @@ class RunResult(BaseModel):
         features = rs.features
         legs = rs.legs
         earlier = legs[:-1] if legs and legs[-1] is log else legs  # (a suspended run's own leg is its log)
+        plain = False  # every slice of the run's features is one with no output and no requests of its own
+        if features:
+            kinds = tuple(map(type, features.values()))
+            known = _PLAIN.get(kinds)
+            if known is None:
+                known = _PLAIN[kinds] = all(map(_plain_slice, kinds))
+            plain = known
         result = new_object(cls)  # (events.trusted, written out, its private attributes set at once)
         set_dict(
             result,
@@ -110,7 +117,7 @@ class RunResult(BaseModel):
                 "agent": rs.agent,
                 "answered_by": rs.active_agent,
                 "outcome": rs.outcome,
-                "output": _output(rs) if features else rs.output,
+                "output": _output(rs) if features and not plain else rs.output,
                 "trace": rs.trace if ended else list(rs.trace),
                 "usage": rs.usage,
                 "cost_usd": rs.usage.cost_usd,
@@ -124,7 +131,7 @@ class RunResult(BaseModel):
                 "pending": [
                     p for part in features.values() if (ask := getattr(part, "pending_requests", None)) for p in ask()
                 ]
-                if features
+                if features and not plain
                 else [],
                 "blocked": getattr(features.get("guardrails"), "blocked", None) if rs.outcome == "blocked" else None,
                 "run_state": rs,
@@ -152,6 +159,19 @@ class StoredLeg:
             built = [EVENT_ADAPTER.validate_json(raw) for raw in self._raw]
             self._built, self._raw = [e for e in built if e.seq <= self._upto], []
         return self._built
+
+
+_PLAIN: dict[tuple[type[Any], ...], bool] = {}
+"""Whether runs whose feature slices are of these types have no ``final_output`` and no
+``pending_requests`` among them (found once a set of types: a run's result then reads neither)."""
+
+
+def _plain_slice(kind: type[Any]) -> bool:
+    """A slice type (a dataclass) whose instances have no ``final_output`` and no ``pending_requests``."""
+    names = getattr(kind, "__dataclass_fields__", None)
+    if names is None:
+        return False
+    return not any(hasattr(kind, name) or name in names for name in ("final_output", "pending_requests"))
 
 
 _GOES_ON = frozenset({"suspended", "paused"})

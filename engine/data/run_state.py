@@ -15,7 +15,8 @@ carries its events from the resume on, and a store keeps them all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, get_type_hints
 
 from pydantic import JsonValue, TypeAdapter, ValidationError
@@ -150,6 +151,37 @@ class RunState:
             raise ResumeError(f"this saved run state does not hold together: {problems}") from None
         return cls(**saved)
 
+
+FRESH_FIELDS = ("run_id", "agent", "input", "stage", "state", "trace", "active_agent", "messages", "features", "limits")
+"""The fields :func:`fresh_run_state` takes, in its order; the others get their defaults."""
+
+
+def _fresh_maker() -> Callable[..., RunState]:
+    """``fresh_run_state``: ``RunState(**dict(zip(FRESH_FIELDS, values)))`` for a non-empty
+    ``active_agent``, its slots set in one generated function (the dataclass's ``__init__``
+    with keywords and ``__post_init__`` take twice its time: a run's set-up makes one)."""
+    lines = [f"def fresh_run_state({', '.join(FRESH_FIELDS)}):", "    rs = _new(RunState)"]
+    namespace: dict[str, Any] = {"_new": object.__new__, "RunState": RunState}
+    for f in fields(RunState):
+        if f.name in FRESH_FIELDS:
+            value = f.name
+        elif f.default_factory is not MISSING:
+            value = namespace[f"_make_{f.name}"] = f.default_factory  # type: ignore[assignment]
+            value = f"_make_{f.name}()"
+        else:
+            namespace[f"_default_{f.name}"] = f.default
+            value = f"_default_{f.name}"
+        lines.append(f"    rs.{f.name} = {value}")
+    lines.append("    return rs")
+    exec("\n".join(lines), namespace)  # (the dataclass's own way to make an __init__)
+    made: Callable[..., RunState] = namespace["fresh_run_state"]
+    return made
+
+
+fresh_run_state = _fresh_maker()
+"""A new run's state: ``fresh_run_state(run_id, agent, input, stage, state, trace, active_agent,
+messages, features, limits)`` (positional, in :data:`FRESH_FIELDS` order, ``active_agent`` not
+empty) equals ``RunState`` made with those fields by name (``Runner.new_run``)."""
 
 _NOT_SAVED = frozenset({"limits", "turn_limits", "request", "legs", "model_in_use"})
 SAVED_FIELDS = tuple(f.name for f in fields(RunState) if f.name not in _NOT_SAVED)

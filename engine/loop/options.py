@@ -10,10 +10,25 @@ from pydantic import JsonValue
 
 from ..data.result import RunResult
 
+_IDS: list[str] = []
+"""Run ids drawn ahead, 64 at a time (one ``getrandom`` system call for 64 runs); a child
+process starts without them (``os.register_at_fork``), so no two processes share one."""
+_AHEAD = 64
+
 
 def new_run_id() -> str:
-    """A new run id: 32 random hex digits (``uuid4().hex``'s form, at a fifth of its cost)."""
-    return os.urandom(16).hex()
+    """A new run id: 32 random hex digits (``uuid4().hex``'s form), from ``os.urandom`` as
+    ``uuid4`` is, drawn 64 at a time (``list.pop`` hands each out once, whatever the thread)."""
+    try:
+        return _IDS.pop()
+    except IndexError:
+        drawn = os.urandom(16 * _AHEAD).hex()
+        _IDS.extend([drawn[i : i + 32] for i in range(32, 32 * _AHEAD, 32)])
+        return drawn[:32]
+
+
+if hasattr(os, "register_at_fork"):  # (not on Windows, which does not fork)
+    os.register_at_fork(after_in_child=_IDS.clear)
 
 
 class RunOptions(TypedDict, total=False):

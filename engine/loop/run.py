@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from ..data import limits as _limits
 from ..data.errors import NoTransitionError
-from ..data.events import ErrorInfo, LimitReached, Paused, RunFinished, RunStarted
+from ..data.events import ErrorInfo, LimitReached, Paused, RunFinished, RunStarted, ToolCall
 from ..data.result import RunResult
 from ..data.run_state import RunState
 from ..data.stage import Stage
@@ -325,8 +325,13 @@ class Run:
                 raised, cancelled_from_outside = self._caught(stage, exc, task)
             finally:
                 self._in_stage = False
-            if rs.deadline is not None and (self._timed_out or (not rs.deadline_hit and _clock() >= rs.deadline)):
-                self._check_deadline(task)  # (its quiet case written out: a run with a deadline passes here each time)
+            deadline = rs.deadline
+            if deadline is not None:  # (the clock read once a step: the transition's time below is this)
+                now = _clock()
+                if self._timed_out or (not rs.deadline_hit and now >= deadline):
+                    self._check_deadline(task)  # (its quiet case written out: a run with a deadline passes here)
+            else:
+                now = 0.0
             if raised is None:
                 try:  # the table's choice (Run._choose, without its frame: this runs at every transition)
                     row = choosers[stage](rs)
@@ -339,7 +344,7 @@ class Run:
             dest = row.dest
             if (
                 not row.records_limit
-                and dest not in stops
+                and (dest not in stops or dest in terminals)
                 and not ctx.watchers
                 and not INSTRUMENTS.transition
                 and not observers.transition
@@ -362,7 +367,9 @@ class Run:
                     log.entries.append((row, iteration, agent))
                     log.iteration, log.agent = iteration, agent
                 log.stage = dest
-                log.times.append(_clock())
+                log.times.append(now or _clock())
+                if dest in stops:  # (a terminal: _take's end of a run)
+                    self._finish(row)
             else:
                 self._take(row)
             seen += 1
@@ -542,10 +549,13 @@ class Run:
         rs, ctx = self.state, self.ctx
         self._disarm_deadline()
         self.runner.unregister(rs.run_id)
-        why = f"the run ended in {rs.stage!r}"
-        for hook in self.machine.hook_sets["finish"]:
-            hook(rs=rs, ctx=ctx, why=why)
-        answer_unrun_calls(rs, ctx, why)
+        hooks = self.machine.hook_sets["finish"]
+        last = rs.messages[-1] if rs.messages else None
+        if hooks or (last is not None and last.role == "assistant" and ToolCall in map(type, last.parts)):
+            why = f"the run ended in {rs.stage!r}"
+            for hook in hooks:
+                hook(rs=rs, ctx=ctx, why=why)
+            answer_unrun_calls(rs, ctx, why)
         rs.outcome = row.outcome
         if rs.outcome in ("final", "salvaged"):
             rs.output = rs.text

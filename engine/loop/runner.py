@@ -42,7 +42,7 @@ from ..data.errors import ConfigurationError, MachineError, ResumeError
 from ..data.events import Resumed
 from ..data.inputs import UserInput, user_input
 from ..data.result import RunResult, copy_state
-from ..data.run_state import RunState
+from ..data.run_state import RunState, fresh_run_state
 from ..data.stage import Stage
 from ..features import machine_for
 from ..features.guardrails import run_agents_with
@@ -134,6 +134,8 @@ class Runner:
         """Where sessions are kept (``SQLiteSessions``, ``PostgresSessions``): ``run(text, session=...)``."""
         self._toolsets = tuple(dict.fromkeys(ts for a in self.tree for ts in a.toolsets))
         self._opened: list[Any] = []  # the toolsets this runner opened (it closes them: aclose)
+        self._reserve: tuple[Any, float] = (None, 0.0)
+        """The agent's limits and their ``salvage_reserve``, found once (``new_run``'s deadline)."""
         if store is not None:
             from ..durable.checkpoint import Durable
 
@@ -149,6 +151,36 @@ class Runner:
         """A fresh run state in the initial state (not yet running); see :class:`RunOptions`.
         ``input`` is text, or parts: text, images, documents (:mod:`loopwright.data.inputs`)."""
         given = input if isinstance(input, str) else user_input(input)
+        agent = self.agent
+        if options:
+            active, run_id, state, messages = self._options(options)
+        else:  # (the usual run: the root agent, a new id, no state, no history)
+            active, run_id, state, messages = agent.name, new_run_id(), {}, []
+        if run_id in self._active:
+            raise ConfigurationError(f"run id {run_id!r} is already running on this runner; use a new one")
+        machine = self.machine
+        features = {}  # (a loop, not a comprehension: that would be a frame of every run's set-up)
+        for e in machine.extensions:
+            if e.slice is not None:
+                features[e.name] = e.slice()
+        limits = agent.limits
+        initial = machine.initial  # (RunState's fields by name, its __post_init__ with nothing to do: active is set)
+        rs = fresh_run_state(run_id, agent.name, given, initial, state, [initial], active, messages, features, limits)
+        if active != agent.name:  # (the root's run has no turn limits: RunState's own defaults)
+            self._own_limits(rs)
+        timeout = limits.timeout_s
+        if timeout is not None:  # the loop's deadline: the salvage call gets the reserve
+            kept = self._reserve
+            if kept[0] is not limits:  # (a Limits is frozen: its reserve found once)
+                kept = self._reserve = (limits, limits.salvage_reserve)
+            rs.deadline = _clock() + timeout - kept[1]
+        up = nesting.parent()
+        if up is not None:  # started inside a tool of another run: its child
+            nesting.adopt(rs, up)
+        return rs
+
+    def _options(self, options: RunOptions) -> tuple[str, str, dict[str, Any], list[Any]]:
+        """``new_run``'s options checked: the active agent, the run id, the state and the history."""
         if not options.keys() <= OPTIONS:
             unknown = ", ".join(repr(k) for k in options if k not in OPTIONS)
             raise ConfigurationError(f"unknown run option {unknown}; the options are: {OPTION_NAMES}")
@@ -168,32 +200,8 @@ class Runner:
                 f"no agent named {active!r} in this runner's tree; the agents are: {', '.join(self.tree.agents)}"
             )
         run_id = options.get("run_id") or new_run_id()
-        if run_id in self._active:
-            raise ConfigurationError(f"run id {run_id!r} is already running on this runner; use a new one")
-        machine = self.machine
-        features = {}  # (a loop, not a comprehension: that would be a frame of every run's set-up)
-        for e in machine.extensions:
-            if e.slice is not None:
-                features[e.name] = e.slice()
-        rs = RunState(
-            run_id=run_id,
-            agent=self.agent.name,
-            input=given,
-            stage=machine.initial,
-            state={**(copy_state(after.state) if after is not None else {}), **(options.get("state") or {})},
-            trace=[machine.initial],
-            active_agent=active,
-            messages=list(after.messages) if after is not None else [],
-            features=features,
-            limits=self.agent.limits,
-        )
-        self._own_limits(rs)
-        if rs.limits.timeout_s is not None:  # the loop's deadline: the salvage call gets the reserve
-            rs.deadline = _clock() + rs.limits.timeout_s - rs.limits.salvage_reserve
-        up = nesting.parent()
-        if up is not None:  # started inside a tool of another run: its child
-            nesting.adopt(rs, up)
-        return rs
+        state = {**(copy_state(after.state) if after is not None else {}), **(options.get("state") or {})}
+        return active, run_id, state, list(after.messages) if after is not None else []
 
     def _own_limits(self, rs: RunState) -> None:
         """The limits of the run come from the agents, never from a saved state."""
@@ -235,7 +243,9 @@ class Runner:
         deps = options.pop("deps", self.deps)
         run = Run(self, self.new_run(input, **options), deps=deps)
         await run.steps(to_end=True)  # (Run.run_to_end, without its coroutine: one fewer a run keeps)
-        return run.ended()
+        if run.pausing:
+            return run.ended()
+        return RunResult.of(run.state, run.ctx.log, run.machine)  # (Run.ended's usual case, without its frame)
 
     def run_sync(self, input: UserInput, **options: Unpack[RunOptions]) -> RunResult:
         """``run`` for code without an event loop."""

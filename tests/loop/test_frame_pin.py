@@ -38,8 +38,8 @@ from loopwright import Agent, Limits, ModelRequest, ModelResponse, Runner, tool
 from loopwright.models import build_call, build_reply, build_text, build_usage
 
 K = 100
-PIN_FRAMES = 4573
-"""Python frames one K=100 run enters (45.73 an iteration; the floor: 51). Issue 38's target: <= 60.
+PIN_FRAMES = 4563
+"""Python frames one K=100 run enters (45.63 an iteration; the floor: 51). Issue 38's target: <= 60.
 
 History (an iteration): 87.10 with validated replies (``ModelResponse(...)``, ``Usage(...)``,
 ``ToolCall(...)`` per call: three pydantic ``__init__``, two ``__instancecheck__`` (gone since
@@ -67,14 +67,20 @@ taken by ``ModelCall.received`` alone (``check``, ``_sound``, ``_sound_part``, `
 reading asyncio's own loop's clock as ``time.monotonic`` (no ``BaseEventLoop.time`` frame); 45.73
 with a run's set-up reading the machine's hooks found once (``LoopMachine.hook_sets``: six
 ``hooks`` calls a run), the deadline's watch given the run's task, ``register`` reading the run id
-from the state and ``new_run``'s features made in a loop (a K=1 run: 128 -> 118 frames)."""
-PIN_CALLS = 16203
-"""Python frames and C calls one K=100 run enters (162.03 an iteration; the floor: 98). History:
+from the state and ``new_run``'s features made in a loop (a K=1 run: 128 -> 118 frames); 45.63
+with a run's fixed cost trimmed (issue 38, third round: ``new_run``'s options checked only when
+given, its ``RunState`` made by ``fresh_run_state``, no ``_own_limits`` for the root agent, the
+terminal transition's quiet case in ``Run.steps``, ``RunResult.of`` without ``_output`` for
+plain feature slices, ``Runner.run`` without ``Run.ended``'s frame: a K=1 run of bench_loop's peers
+workload 122 -> 112 frames)."""
+PIN_CALLS = 15679
+"""Python frames and C calls one K=100 run enters (156.79 an iteration; the floor: 98). History:
 213.16 with validated replies, 206.50 with ``build_reply``, 198.42 with the quiet transition,
 196.40 with ``build_usage`` in one frame, 194.40 with ``is_storable``'s scalars in its loop, 177.28
 with the guards written into the choosers, 174.25 with the log written by ``record``, 171.25 with the
 bounded row's quiet case, 162.15 with the model call's quiet reply, 162.03
-with the run's set-up trimmed."""
+with the run's set-up trimmed, 156.79 with the clock read once a step (the deadline's check and
+the transition's time: ``time.time`` 5 fewer an iteration) and a run's fixed cost trimmed."""
 
 _STEP: contextvars.ContextVar[list[int]] = contextvars.ContextVar("frame_pin_step")
 
