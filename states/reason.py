@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 
 from loopwright.data.events import ErrorInfo, ErrorOccurred, History, ModelRequested, ModelResponded, Usage
-from loopwright.data.parts import USAGE_COUNTS, ZERO_USAGE
+from loopwright.data.parts import USAGE_COUNTS, ZERO_USAGE, usage_counts
 from loopwright.data.run_state import RunState
 from loopwright.models.http_errors import MAX_RETRY_AFTER_S
 from loopwright.runtime.context import RunContext
@@ -82,8 +82,9 @@ async def reason(rs: RunState, ctx: RunContext) -> None:  # noqa: C901, PLR0912 
     details = reply["details"] or None
     named = reply["model"] or (model_name(rs.model_in_use) if ctx.agent.fallback_models else None)  # who answered
     usage = reply["usage"]
-    if usage is not ZERO_USAGE and type(usage) is Usage:  # (events.usage_counts, without its frame)
-        usage = USAGE_COUNTS(usage.__dict__) + (usage.__pydantic_fields_set__,)  # noqa: RUF005 (no list built)
+    if usage is not ZERO_USAGE and type(usage) is Usage:  # (parts.usage_counts, without its frame when built)
+        names = usage.__pydantic_fields_set__
+        usage = USAGE_COUNTS(usage.__dict__) + (names,) if type(names) is not set else usage_counts(usage)  # noqa: RUF005
     ctx.record(ModelResponded, reply["parts"], usage, reply["stop_reason"], named, details)
 
 

@@ -368,12 +368,14 @@ _USAGE_NAMES = tuple(Usage.model_fields)
 
 def usage_counts(usage: Usage) -> Usage | tuple[Any, ...]:
     """What the event log keeps of a reply's usage: its field values in field order and its
-    fields set last, a flat tuple of 112 bytes where the ``Usage`` object and its ``__dict__``
-    take 352 (the reply is not kept once the run moves on, so the log would be its only
-    holder); ``ZERO_USAGE`` (shared) and any other type than ``Usage`` as themselves.
+    fields set last (shared: a validated usage's own ``set`` is swapped for the shared one of
+    its names, as :func:`kept` does), a flat tuple of 112 bytes where the ``Usage`` object and
+    its ``__dict__`` take 352 (the reply is not kept once the run moves on, so the log would be
+    its only holder); ``ZERO_USAGE`` (shared) and any other type than ``Usage`` as themselves.
     :func:`usage_of` makes the equal ``Usage`` again. ``states/reason.py`` writes this out."""
     if usage is ZERO_USAGE or type(usage) is not Usage:
         return usage
+    share_fields_set(usage)  # (a validated usage's own set: the shared one of its names, as ``kept`` makes it)
     return USAGE_COUNTS(usage.__dict__) + (usage.__pydantic_fields_set__,)  # type: ignore[no-any-return]  # noqa: RUF005
 
 
