@@ -25,17 +25,46 @@ M = TypeVar("M", bound=BaseModel)
 new_object = object.__new__
 
 
-class AllFieldsSet(frozenset[str]):
+class AllFieldsSet(set[str]):
     """A ``__pydantic_fields_set__`` shared by many instances: every trusted instance of one
     class (all its fields are set), or kept replies with the same fields given (:func:`kept`).
-    Immutable, so sharing is safe; a copy (what ``model_copy`` takes before it adds the
-    updated names) is a fresh mutable set."""
+
+    A ``set``, as pydantic's serializer requires of a fields-set (``exclude_unset``), that cannot
+    be changed in place, so sharing is safe: adding a name already in it changes nothing (what
+    pydantic's own ``add`` would do); any other change raises ``TypeError``. A copy (what
+    ``model_copy`` takes before it adds the updated names) is a fresh, plain set."""
+
+    __slots__ = ()
+
+    def add(self, name: str) -> None:
+        if name not in self:
+            _unchangeable()
 
     def __copy__(self) -> set[str]:
         return set(self)
 
     def __deepcopy__(self, memo: Any) -> set[str]:
         return set(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # (pickled as the plain set it stands for)
+        return (set, (list(self),))
+
+    def __hash__(self) -> int:  # type: ignore[override]  # (shared and unchangeable: hashed by identity)
+        return id(self)
+
+
+def _unchangeable(*_: Any, **__: Any) -> Any:
+    raise TypeError(
+        "this fields-set is shared by many of the engine's objects and cannot be changed in place; "
+        "copy it (copy.copy or set(...)) and set the copy"
+    )
+
+
+for _name in (
+    "discard", "remove", "pop", "clear", "update", "difference_update", "intersection_update",
+    "symmetric_difference_update", "__ior__", "__iand__", "__isub__", "__ixor__",
+):  # fmt: skip
+    setattr(AllFieldsSet, _name, _unchangeable)
 
 
 _FIELDS_SET: dict[type[BaseModel], AllFieldsSet] = {}
