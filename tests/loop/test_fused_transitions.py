@@ -1,6 +1,7 @@
 """The quiet transition written out in ``Run.steps`` (issue 38): a row that records no limit and enters
-no stop, taken while nothing watches transitions, is taken in the step loop itself (a bounded one
-charged there too) rather than by ``Run._take``. A property: for every generated run, the trace (states), the events
+no stop but a terminal, taken while nothing watches transitions, is taken in the step loop itself
+(a bounded one charged there too, a terminal's end of the run done there) rather than by
+``Run._take``. A property: for every generated run, the trace (states), the events
 (all but their times) and the counters are the same with the quiet case on (nothing watching) and
 off (a transition observer that does nothing: every row through ``Run._take``)."""
 
