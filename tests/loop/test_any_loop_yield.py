@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import loopwright.loop.run as run_module
-from loopwright import Agent, Limits, Runner, ScriptedModel, ToolCall, tool
+from loopwright import Agent, Limits, Runner, RunResult, ScriptedModel, ToolCall, tool
 
 uvloop = pytest.importorskip("uvloop")
 
@@ -21,10 +21,11 @@ def inline(n: int) -> int:
     return n
 
 
-def _yields_of_a_lone_run(factory: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
-    """(yields, transitions) of a run that never suspends, alone on the loop ``factory`` makes."""
-    calls: list[Any] = [[ToolCall(name="inline", args={"n": n})] for n in range(20)]
-    agent = Agent(name="busy", model=ScriptedModel([*calls, "done"]), tools=[inline], limits=Limits(max_iterations=30))
+def _yields_of_a_lone_run(factory: Any, monkeypatch: pytest.MonkeyPatch, k: int = 20) -> tuple[int, RunResult]:
+    """(yields, result) of a run of ``k`` tool calls that never suspends, alone on the loop ``factory`` makes."""
+    calls: list[Any] = [[ToolCall(id=f"c{n}", name="inline", args={"n": n})] for n in range(k)]
+    model = ScriptedModel([*calls, "done"])
+    agent = Agent(name="busy", model=model, tools=[inline], limits=Limits(max_iterations=k + 10))
     monkeypatch.setattr(run_module, "SLICE_S", float("inf"))  # the time-based yield off: yields are the probe's
     yields = 0
     sleep = asyncio.sleep
@@ -38,12 +39,13 @@ def _yields_of_a_lone_run(factory: Any, monkeypatch: pytest.MonkeyPatch) -> tupl
     with asyncio.Runner(loop_factory=factory) as runner:
         result = runner.run(Runner(agent).run("go"))
     assert result.outcome == "final" and result.output == "done"
-    return yields, len(result.trace) - 1
+    return yields, result
 
 
 @pytest.mark.parametrize("factory", [asyncio.new_event_loop, uvloop.new_event_loop], ids=["asyncio", "uvloop"])
 def test_a_lone_run_yields_at_most_once_in_hold_plus_one_stages(factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    yields, transitions = _yields_of_a_lone_run(factory, monkeypatch)
+    yields, result = _yields_of_a_lone_run(factory, monkeypatch)
+    transitions = len(result.trace) - 1
     assert yields <= transitions // (run_module.HOLD + 1) + 1, f"{yields} yields in {transitions} transitions"
 
 
@@ -56,20 +58,7 @@ iteration. A change that makes the probe yield more (at every transition: 54) or
 
 @pytest.mark.parametrize("factory", [asyncio.new_event_loop, uvloop.new_event_loop], ids=["asyncio", "uvloop"])
 def test_the_yields_of_a_k10_run_are_pinned(factory: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[Any] = [[ToolCall(id=f"c{n}", name="inline", args={"n": n})] for n in range(10)]
-    agent = Agent(name="busy", model=ScriptedModel([*calls, "done"]), tools=[inline], limits=Limits(max_iterations=20))
-    monkeypatch.setattr(run_module, "SLICE_S", float("inf"))  # the time-based yield off: yields are the probe's
-    yields = 0
-    sleep = asyncio.sleep
-
-    async def counted(delay: float, result: Any = None) -> Any:
-        nonlocal yields
-        yields += delay == 0
-        return await sleep(delay, result)
-
-    monkeypatch.setattr(asyncio, "sleep", counted)
-    with asyncio.Runner(loop_factory=factory) as runner:
-        result = runner.run(Runner(agent).run("go"))
+    yields, result = _yields_of_a_lone_run(factory, monkeypatch, k=10)
     assert result.outcome == "final" and result.iterations == 11
     name = "uvloop" if factory is uvloop.new_event_loop else "asyncio"
     assert yields == YIELDS_K10[name], f"{yields} yields in a K=10 run on {name} ({len(result.trace) - 1} transitions)"
