@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Coroutine, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -125,3 +126,21 @@ def openai_on(fake: FakeOpenAI, name: str = "local-model", **kw: Any) -> OpenAIM
 def one_tool_agent(model: Any, one: Any, **limits: Any) -> Agent:
     """An agent of ``model`` with the tool ``one``, no model retries and no back-off (``limits`` on top)."""
     return Agent(name="a", model=model, tools=[one], limits=Limits(max_model_retries=0, retry_backoff_s=0, **limits))
+
+
+def frames_entered(make: Callable[[], object]) -> Counter[str]:
+    """The Python frames ``make()`` enters, by ``file:function``, counted with ``sys.setprofile``
+    on a second call (the first warms caches: an ``isinstance`` against an ABC fills its own)."""
+    make()
+    seen: Counter[str] = Counter()
+
+    def prof(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            seen[f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}"] += 1
+
+    sys.setprofile(prof)
+    try:
+        make()
+    finally:
+        sys.setprofile(None)
+    return seen

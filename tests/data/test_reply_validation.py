@@ -5,10 +5,6 @@ their ``type``, invalid ones: the same member, or the same errors)."""
 
 from __future__ import annotations
 
-import os
-import sys
-from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 from hypothesis import example, given
@@ -16,6 +12,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field, JsonValue, ValidationError
 
 from loopwright import ModelResponse, ProviderPart, TextPart, ThoughtPart, ToolCall, Usage
+from tests.helpers import frames_entered
 from tests.models.reply_checks import typed
 
 
@@ -30,22 +27,6 @@ class FormerOrder(BaseModel):
     details: dict[str, JsonValue] = Field(default_factory=dict)
 
 
-def frames(make: Callable[[], object]) -> Counter[str]:
-    make()  # (warm: the first isinstance against an ABC fills its caches)
-    seen: Counter[str] = Counter()
-
-    def prof(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            seen[f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}"] += 1
-
-    sys.setprofile(prof)
-    try:
-        make()
-    finally:
-        sys.setprofile(None)
-    return seen
-
-
 def test_a_tool_calls_reply_enters_only_pydantics_own_init() -> None:
     def reply() -> ModelResponse:
         call = ToolCall(id="call_1", name="add", args={"a": 1, "b": 1})
@@ -53,7 +34,7 @@ def test_a_tool_calls_reply_enters_only_pydantics_own_init() -> None:
             parts=(call,), stop_reason="tool_use", usage=Usage(input_tokens=1, output_tokens=1, requests=1)
         )
 
-    seen = frames(reply)
+    seen = frames_entered(reply)
     seen.pop("test_reply_validation.py:reply")
     assert seen == {"main.py:__init__": 3}  # ToolCall, Usage, ModelResponse: no ABC instance check of a part
 

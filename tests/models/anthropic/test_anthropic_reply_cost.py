@@ -5,9 +5,6 @@ keeps it: a beta message's field, a GA message's extras, a plain object's attrib
 
 from __future__ import annotations
 
-import os
-import sys
-from collections import Counter
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,6 +12,7 @@ from anthropic.types import Message
 from anthropic.types.beta import BetaContextManagementResponse, BetaMessage
 
 from loopwright.models.anthropic import to_response
+from tests.helpers import frames_entered
 
 REPLY: dict[str, Any] = {
     "id": "msg_01",
@@ -29,26 +27,10 @@ REPLY: dict[str, Any] = {
 CLEARED = {"applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 2, "cleared_input_tokens": 50}]}
 
 
-def entered(message: Any) -> Counter[str]:
-    to_response(message)
-    seen: Counter[str] = Counter()
-
-    def prof(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            seen[f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}"] += 1
-
-    sys.setprofile(prof)
-    try:
-        to_response(message)
-    finally:
-        sys.setprofile(None)
-    return seen
-
-
 def test_a_ga_reply_is_read_without_a_failing_lookup() -> None:
     message = Message.model_validate(REPLY)
     assert "context_management" not in to_response(message).details
-    assert entered(message)["main.py:__getattr__"] == 0
+    assert frames_entered(lambda: to_response(message))["main.py:__getattr__"] == 0
 
 
 def test_what_context_editing_cleared_is_reported_wherever_the_sdk_keeps_it() -> None:
