@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,13 +83,18 @@ def child(k: int, runs: int, loop: str) -> dict[str, float]:
     return out
 
 
-def spawn(build: str, k: int, runs: int, loop: str, extra: list[str] | None = None) -> dict[str, float]:
+def in_build(build: str, script: str, argv: list[str], extra: list[str] | None = None) -> Any:
+    """Run ``script argv`` in a fresh process on ``build`` (a tree made with ``--tree``, or '.': as
+    installed), with the ``KEY=VALUE`` items of ``extra`` in its environment; its last line, as JSON."""
     env = dict(os.environ, **dict(item.split("=", 1) for item in extra or ()))
     if build != ".":
         env["PYTHONPATH"] = str(Path(build).resolve())
-    out = subprocess.run([sys.executable, __file__, "--child", str(k), str(runs), loop], env=env, check=True,
-                         capture_output=True, text=True).stdout  # fmt: skip
-    return json.loads(out.splitlines()[-1])  # type: ignore[no-any-return]
+    out = subprocess.run([sys.executable, script, *argv], env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def spawn(build: str, k: int, runs: int, loop: str, extra: list[str] | None = None) -> dict[str, float]:
+    return in_build(build, __file__, ["--child", str(k), str(runs), loop], extra)  # type: ignore[no-any-return]
 
 
 def main() -> None:

@@ -19,7 +19,6 @@ import collections
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import timeit
@@ -152,12 +151,9 @@ def construction(number: int, repeats: int, rounds: int = 5) -> dict[str, float]
 
 
 def spawn(build: str, number: int, repeats: int) -> dict[str, Any]:
-    env = dict(os.environ)
-    if build != ".":
-        env["PYTHONPATH"] = str(Path(build).resolve())
-    out = subprocess.run([sys.executable, __file__, "--child", "--number", str(number), "--repeats", str(repeats)],
-                         env=env, check=True, capture_output=True, text=True).stdout  # fmt: skip
-    return json.loads(out.splitlines()[-1])  # type: ignore[no-any-return]
+    from bench_paired import in_build
+
+    return in_build(build, __file__, ["--child", "--number", str(number), "--repeats", str(repeats)])  # type: ignore[no-any-return]
 
 
 def main() -> None:
