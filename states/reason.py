@@ -57,7 +57,7 @@ async def reason(rs: RunState, ctx: RunContext) -> None:  # noqa: C901, PLR0912 
     ctx.record(ModelRequested, rs.attempt, messages.n if type(messages) is History else len(messages), ctx.tool_names)
     try:
         agent = ctx.agent
-        if (  # plain(ctx), written out: the model alone, awaited in this frame (model_call.ModelCall)
+        if (  # the model alone (no model callbacks, scopes or stream), awaited in this frame (model_call.ModelCall)
             agent.before_model is None and agent.after_model is None and not ctx.model_scopes and not ctx.stream_deltas
         ):
             model = agent.model if not rs.fallbacks else current_model(rs, ctx)

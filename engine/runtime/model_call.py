@@ -67,7 +67,7 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
     after_model. Raises ModelError (or whatever the model raised): a transient error made
     retryable, a timeout (``model_timeout_s``) retryable, an untrusted reply checked.
     ``reason`` makes a call that needs none of these callbacks, scopes or streams itself
-    (:func:`plain`, :class:`ModelCall`): one coroutine fewer between the run and the model."""
+    (with :class:`ModelCall`): one coroutine fewer between the run and the model."""
     agent = ctx.agent
     if agent.before_model is not None:
         replaced = await _before(agent.before_model, request, ctx)
@@ -95,12 +95,6 @@ async def call_model(request: ModelRequest, ctx: RunContext) -> ModelResponse:
     if agent.after_model is not None:
         return await _after(call.check(response), ctx)
     return call.received(response)
-
-
-def plain(ctx: RunContext) -> bool:
-    """The model call needs the model alone: no model callbacks, no scopes, no stream."""
-    agent = ctx.agent
-    return agent.before_model is None and agent.after_model is None and not ctx.model_scopes and not ctx.stream_deltas
 
 
 class ModelCall(Watched):
